@@ -1,0 +1,166 @@
+//! JMAP errors exactly as RFC 8620 names them.
+//!
+//! - [`RequestError`]: request-level errors (§3.6.1), sent as RFC 7807 problem
+//!   JSON with a non-200 status by the HTTP layer.
+//! - [`MethodError`]: method-level errors (§3.6.2), sent as an `error`
+//!   invocation; they never fail the HTTP request.
+//! - [`SetError`]: per-object errors of `/set` (§5.3), inside `notCreated`,
+//!   `notUpdated`, `notDestroyed`.
+
+use serde_json::{Value, json};
+
+/// A request-level error (RFC 8620 §3.6.1).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// The content type was not `application/json` or the body was not I-JSON.
+    #[error("{0}")]
+    NotJson(String),
+    /// The body was JSON but not a Request object.
+    #[error("{0}")]
+    NotRequest(String),
+    /// `using` named a capability the server does not support.
+    #[error("unknown capability {0}")]
+    UnknownCapability(String),
+    /// A request limit was exceeded; the field is the limit's name (e.g. `maxCallsInRequest`).
+    #[error("the request exceeds the {0} limit")]
+    Limit(&'static str),
+}
+
+impl RequestError {
+    /// The RFC 8620 type URI.
+    pub fn type_uri(&self) -> &'static str {
+        match self {
+            RequestError::NotJson(_) => "urn:ietf:params:jmap:error:notJSON",
+            RequestError::NotRequest(_) => "urn:ietf:params:jmap:error:notRequest",
+            RequestError::UnknownCapability(_) => "urn:ietf:params:jmap:error:unknownCapability",
+            RequestError::Limit(_) => "urn:ietf:params:jmap:error:limit",
+        }
+    }
+
+    /// The HTTP status: 413 for `maxSizeRequest`, else 400.
+    pub fn status(&self) -> u16 {
+        match self {
+            RequestError::Limit("maxSizeRequest") => 413,
+            _ => 400,
+        }
+    }
+
+    /// The RFC 7807 problem details object.
+    pub fn problem(&self) -> Value {
+        let mut problem = json!({
+            "type": self.type_uri(),
+            "status": self.status(),
+            "detail": self.to_string(),
+        });
+        if let RequestError::Limit(limit) = self {
+            problem["limit"] = json!(limit);
+        }
+        problem
+    }
+}
+
+/// A method-level error (RFC 8620 §3.6.2, RFC 8621 method sections).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MethodError {
+    #[error("unknown method")]
+    UnknownMethod,
+    #[error("{0}")]
+    InvalidArguments(String),
+    #[error("{0}")]
+    InvalidResultReference(String),
+    #[error("account not found")]
+    AccountNotFound,
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("too many objects in the request (limit {0})")]
+    RequestTooLarge(usize),
+    #[error("{0}")]
+    UnsupportedFilter(String),
+    #[error("{0}")]
+    UnsupportedSort(String),
+    #[error("the anchor is not in the results")]
+    AnchorNotFound,
+    #[error("{0}")]
+    CannotCalculateChanges(String),
+    #[error("the state does not match ifInState")]
+    StateMismatch,
+    /// An internal failure; the text is logged, never sent.
+    #[error("internal error")]
+    ServerFail(String),
+}
+
+impl MethodError {
+    /// The error `type` string.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            MethodError::UnknownMethod => "unknownMethod",
+            MethodError::InvalidArguments(_) => "invalidArguments",
+            MethodError::InvalidResultReference(_) => "invalidResultReference",
+            MethodError::AccountNotFound => "accountNotFound",
+            MethodError::Forbidden(_) => "forbidden",
+            MethodError::RequestTooLarge(_) => "requestTooLarge",
+            MethodError::UnsupportedFilter(_) => "unsupportedFilter",
+            MethodError::UnsupportedSort(_) => "unsupportedSort",
+            MethodError::AnchorNotFound => "anchorNotFound",
+            MethodError::CannotCalculateChanges(_) => "cannotCalculateChanges",
+            MethodError::StateMismatch => "stateMismatch",
+            MethodError::ServerFail(_) => "serverFail",
+        }
+    }
+
+    /// The arguments of the `error` response invocation.
+    pub fn to_json(&self) -> Value {
+        json!({ "type": self.type_name(), "description": self.to_string() })
+    }
+}
+
+impl From<crate::store::StoreError> for MethodError {
+    fn from(error: crate::store::StoreError) -> Self {
+        tracing::error!(%error, "store failure");
+        MethodError::ServerFail(error.to_string())
+    }
+}
+
+/// A per-object error of a `/set` or `/import` method (RFC 8620 §5.3, RFC 8621 §2.5, §4.6, §4.8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetError {
+    /// `invalidProperties`, `notFound`, `forbidden`, `mailboxHasChild`, …
+    pub kind: &'static str,
+    pub description: String,
+    /// The offending properties, for `invalidProperties`.
+    pub properties: Vec<String>,
+}
+
+impl SetError {
+    /// A SetError of the given type with a description.
+    pub fn new(kind: &'static str, description: impl Into<String>) -> Self {
+        Self {
+            kind,
+            description: description.into(),
+            properties: Vec::new(),
+        }
+    }
+
+    /// `invalidProperties` naming the properties at fault.
+    pub fn invalid_properties(properties: &[&str], description: impl Into<String>) -> Self {
+        Self {
+            kind: "invalidProperties",
+            description: description.into(),
+            properties: properties.iter().map(|p| p.to_string()).collect(),
+        }
+    }
+
+    /// `notFound`.
+    pub fn not_found() -> Self {
+        Self::new("notFound", "no such object in this account")
+    }
+
+    /// The SetError object.
+    pub fn to_json(&self) -> Value {
+        let mut value = json!({ "type": self.kind, "description": self.description });
+        if !self.properties.is_empty() {
+            value["properties"] = json!(self.properties);
+        }
+        value
+    }
+}

@@ -1,0 +1,1080 @@
+//! Header field values in the parsed forms of RFC 8621 §4.1.2, for any field
+//! name, plus the RFC 2047 and charset decoding the forms share with body parts.
+//!
+//! mail-parser splits the header block into fields and gives each field's
+//! offsets; every parsed form is computed here from the field's raw octets,
+//! because mail-parser's own field parsers collapse white space, decode RFC
+//! 2047 words where RFC 2047 forbids it and lose a character split over two
+//! encoded words (see the tests at the end of this file).
+
+use mail_parser::Header;
+use mail_parser::decoders::charsets::map::charset_decoder;
+use serde_json::{Map, Value};
+
+use super::property::{HeaderForm, HeaderProperty};
+
+/// The value of a `header:{name}:as{Form}[:all]` property over one header
+/// list (of a message or of a body part). `raw` is the bytes the headers'
+/// offsets point into. Absent field: `null` (`[]` with `:all`); otherwise the
+/// last instance (every instance in order with `:all`), RFC 8621 §4.1.3.
+pub fn header_value(headers: &[Header<'_>], raw: &[u8], property: &HeaderProperty) -> Value {
+    let mut instances = headers
+        .iter()
+        .filter(|header| header.name.as_str().eq_ignore_ascii_case(&property.name));
+    if property.all {
+        Value::Array(
+            instances
+                .map(|header| parsed_form(&raw_value(header, raw), property.form))
+                .collect(),
+        )
+    } else {
+        instances.next_back().map_or(Value::Null, |header| {
+            parsed_form(&raw_value(header, raw), property.form)
+        })
+    }
+}
+
+/// The `headers` property (RFC 8621 §4.1.3): every field in message order as
+/// `{"name": …, "value": …}`, the name capitalised as in the message and the
+/// value in Raw form.
+pub fn header_list(headers: &[Header<'_>], raw: &[u8]) -> Value {
+    Value::Array(
+        headers
+            .iter()
+            .map(|header| {
+                let mut object = Map::new();
+                object.insert("name".into(), Value::String(field_name(header, raw)));
+                object.insert("value".into(), Value::String(raw_value(header, raw)));
+                Value::Object(object)
+            })
+            .collect(),
+    )
+}
+
+/// The field name exactly as written in the message (RFC 8621 §4.1.3: "with
+/// the same capitalization that it has in the message").
+pub fn field_name(header: &Header<'_>, raw: &[u8]) -> String {
+    let bytes = raw
+        .get(header.offset_field as usize..header.offset_start as usize)
+        .unwrap_or_default();
+    let bytes = bytes.strip_suffix(b":").unwrap_or(bytes);
+    let name = String::from_utf8_lossy(bytes.trim_ascii());
+    if name.is_empty() {
+        header.name.as_str().to_string()
+    } else {
+        name.into_owned()
+    }
+}
+
+/// The Raw form (RFC 8621 §4.1.2.1): the octets after the colon up to but
+/// excluding the terminating CRLF, not unfolded; invalid UTF-8 runs become
+/// U+FFFD and NUL octets are dropped.
+pub fn raw_value(header: &Header<'_>, raw: &[u8]) -> String {
+    let bytes = raw
+        .get(header.offset_start as usize..header.offset_end as usize)
+        .unwrap_or_default();
+    let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+    lossy_without_nul(bytes)
+}
+
+/// UTF-8 with invalid runs replaced by U+FFFD and NUL dropped.
+pub(crate) fn lossy_without_nul(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    if text.contains('\0') {
+        text.replace('\0', "")
+    } else {
+        text.into_owned()
+    }
+}
+
+/// Parses one Raw-form value into the requested form (RFC 8621 §4.1.2.1–7).
+pub fn parsed_form(raw: &str, form: HeaderForm) -> Value {
+    match form {
+        HeaderForm::Raw => Value::String(raw.to_string()),
+        HeaderForm::Text => Value::String(text_form(raw)),
+        HeaderForm::Addresses => addresses_json(
+            &address_list(raw)
+                .into_iter()
+                .flat_map(|g| g.addresses)
+                .collect::<Vec<_>>(),
+        ),
+        HeaderForm::GroupedAddresses => Value::Array(
+            address_list(raw)
+                .into_iter()
+                .map(|group| {
+                    let mut object = Map::new();
+                    object.insert("name".into(), group.name.map_or(Value::Null, Value::String));
+                    object.insert("addresses".into(), addresses_json(&group.addresses));
+                    Value::Object(object)
+                })
+                .collect(),
+        ),
+        HeaderForm::MessageIds => string_list(message_ids(raw)),
+        HeaderForm::Date => date_form(raw).map_or(Value::Null, Value::String),
+        HeaderForm::Urls => string_list(urls(raw)),
+    }
+}
+
+fn string_list(list: Option<Vec<String>>) -> Value {
+    list.map_or(Value::Null, |list| {
+        Value::Array(list.into_iter().map(Value::String).collect())
+    })
+}
+
+fn addresses_json(addresses: &[EmailAddress]) -> Value {
+    Value::Array(
+        addresses
+            .iter()
+            .map(|address| {
+                let mut object = Map::new();
+                object.insert(
+                    "name".into(),
+                    address.name.clone().map_or(Value::Null, Value::String),
+                );
+                object.insert("email".into(), Value::String(address.email.clone()));
+                Value::Object(object)
+            })
+            .collect(),
+    )
+}
+
+// ---------------------------------------------------------------------------
+// Text form and RFC 2047
+
+/// RFC 5322 §2.2.3 unfolding: every CRLF (or bare LF) inside a field value is
+/// a fold and is removed; the white space after it stays.
+fn unfold(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut chars = value.chars().peekable();
+    while let Some(ch) = chars.next() {
+        match ch {
+            '\r' if chars.peek() == Some(&'\n') => {}
+            '\n' => {}
+            _ => out.push(ch),
+        }
+    }
+    out
+}
+
+/// The Text form (RFC 8621 §4.1.2.2): unfolded, leading white space removed,
+/// RFC 2047 encoded words with a known charset decoded where RFC 2047 §5(1)
+/// allows them (whole white-space-delimited words). Trailing white space is
+/// kept, as the RFC only removes leading SP.
+///
+/// NFC normalisation (step 5) is not applied: it needs a Unicode
+/// normalisation table the crate does not depend on yet.
+pub fn text_form(raw: &str) -> String {
+    let unfolded = unfold(raw);
+    decode_words(unfolded.trim_start_matches([' ', '\t']))
+}
+
+/// A parsed RFC 2047 encoded word: the charset label (RFC 2231 §5 language
+/// suffix removed) and the decoded octets.
+struct EncodedWord {
+    charset: String,
+    bytes: Vec<u8>,
+}
+
+/// Parses `=?charset?B|Q?text?=` (RFC 2047 §2, §4); `None` when the word is not
+/// syntactically an encoded word or names an unknown charset.
+fn encoded_word(word: &str) -> Option<EncodedWord> {
+    let inner = word.strip_prefix("=?")?.strip_suffix("?=")?;
+    let mut fields = inner.split('?');
+    let (charset, encoding, text) = (fields.next()?, fields.next()?, fields.next()?);
+    if fields.next().is_some() {
+        return None;
+    }
+    let charset = charset
+        .split_once('*')
+        .map_or(charset, |(charset, _language)| charset);
+    const ESPECIALS: &[u8] = b"()<>@,;:\"/[]?.=";
+    if charset.is_empty()
+        || !charset
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !ESPECIALS.contains(&b))
+    {
+        return None;
+    }
+    lookup_charset(charset)?;
+    let bytes = match encoding {
+        "B" | "b" => decode_b(text)?,
+        "Q" | "q" => decode_q(text)?,
+        _ => return None,
+    };
+    Some(EncodedWord {
+        charset: charset.to_ascii_lowercase(),
+        bytes,
+    })
+}
+
+fn base64_value(byte: u8) -> Option<u8> {
+    Some(match byte {
+        b'A'..=b'Z' => byte - b'A',
+        b'a'..=b'z' => byte - b'a' + 26,
+        b'0'..=b'9' => byte - b'0' + 52,
+        b'+' => 62,
+        b'/' => 63,
+        _ => return None,
+    })
+}
+
+/// RFC 2047 §4.1 "B" encoding: base64 (RFC 2045 §6.8); padding may be missing.
+fn decode_b(text: &str) -> Option<Vec<u8>> {
+    let data = text.trim_end_matches('=');
+    let mut out = Vec::with_capacity(data.len() * 3 / 4);
+    let mut acc: u32 = 0;
+    let mut bits = 0;
+    for byte in data.bytes() {
+        acc = (acc << 6) | u32::from(base64_value(byte)?);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+fn hex_value(byte: u8) -> Option<u8> {
+    (byte as char).to_digit(16).map(|d| d as u8)
+}
+
+/// RFC 2047 §4.2 "Q" encoding: `_` is SP, `=XX` an octet, other printable
+/// ASCII itself.
+fn decode_q(text: &str) -> Option<Vec<u8>> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'_' => out.push(b' '),
+            b'=' => {
+                let high = hex_value(*bytes.get(i + 1)?)?;
+                let low = hex_value(*bytes.get(i + 2)?)?;
+                out.push(high << 4 | low);
+                i += 2;
+            }
+            byte if byte.is_ascii_graphic() => out.push(byte),
+            _ => return None,
+        }
+        i += 1;
+    }
+    Some(out)
+}
+
+/// Collects the decoded octets of consecutive encoded words so that a
+/// character split over two words (same charset) is decoded whole.
+#[derive(Default)]
+struct WordRun {
+    pending: Option<EncodedWord>,
+}
+
+impl WordRun {
+    fn push(&mut self, word: EncodedWord, out: &mut String) {
+        match &mut self.pending {
+            Some(pending) if pending.charset == word.charset => pending.bytes.extend(word.bytes),
+            _ => {
+                self.flush(out);
+                self.pending = Some(word);
+            }
+        }
+    }
+
+    fn flush(&mut self, out: &mut String) {
+        if let Some(word) = self.pending.take() {
+            let (text, _problem) = decode_bytes(Some(&word.charset), &word.bytes);
+            // RFC 8621 §4.1.2.2: NUL and control characters from encoded words are dropped.
+            out.extend(text.chars().filter(|c| !c.is_control()));
+        }
+    }
+}
+
+/// Decodes the encoded words of unstructured text (RFC 2047 §5(1), §6.2):
+/// only a whole word delimited by white space (or the ends) is decoded, and
+/// white space between two encoded words is removed.
+pub(crate) fn decode_words(text: &str) -> String {
+    if !text.contains("=?") {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut run = WordRun::default();
+    let mut pending_space = "";
+    let mut last_encoded = false;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let space_len = rest.len() - rest.trim_start_matches([' ', '\t']).len();
+        if space_len > 0 {
+            pending_space = &rest[..space_len];
+            rest = &rest[space_len..];
+            continue;
+        }
+        let word_len = rest.find([' ', '\t']).unwrap_or(rest.len());
+        let word = &rest[..word_len];
+        rest = &rest[word_len..];
+        if let Some(encoded) = encoded_word(word) {
+            if !last_encoded {
+                out.push_str(pending_space);
+            }
+            run.push(encoded, &mut out);
+            last_encoded = true;
+        } else {
+            run.flush(&mut out);
+            out.push_str(pending_space);
+            out.push_str(word);
+            last_encoded = false;
+        }
+        pending_space = "";
+    }
+    run.flush(&mut out);
+    out.push_str(pending_space);
+    out
+}
+
+// ---------------------------------------------------------------------------
+// Charsets
+
+/// A charset label resolved to a decoder.
+#[derive(Clone, Copy)]
+pub(crate) enum Charset {
+    /// UTF-8 (and its aliases).
+    Utf8,
+    /// US-ASCII (and its aliases): octets above 127 are malformed.
+    Ascii,
+    /// Any other charset mail-parser (with `full_encoding`) knows.
+    Other(fn(&[u8]) -> String),
+}
+
+/// Resolves a charset label (case-insensitive); `None` when unknown.
+pub(crate) fn lookup_charset(label: &str) -> Option<Charset> {
+    let label = label.trim().trim_matches('"').to_ascii_lowercase();
+    match label.as_str() {
+        "utf-8" | "utf8" | "unicode-1-1-utf-8" | "unicode11utf8" | "unicode20utf8"
+        | "x-unicode20utf8" => Some(Charset::Utf8),
+        "us-ascii" | "ascii" | "us" | "ansi_x3.4-1968" | "ansi_x3.4-1986" | "iso646-us"
+        | "iso-ir-6" | "iso_646.irv:1991" | "cp367" | "ibm367" | "csascii" => Some(Charset::Ascii),
+        _ => charset_decoder(label.as_bytes()).map(Charset::Other),
+    }
+}
+
+/// Decodes octets in the labelled charset (`None`: the MIME default US-ASCII).
+/// Returns the text and whether there was an encoding problem (RFC 8621
+/// §4.1.4 `isEncodingProblem`): unknown charset, or malformed octets for it.
+///
+/// Heuristics (allowed by RFC 8621 §4.1.4 bodyValues `value`): octets that
+/// are not valid for an ASCII label or an unknown charset are decoded as
+/// UTF-8 when they are valid UTF-8, else as windows-1252, so no octet is lost.
+pub(crate) fn decode_bytes(label: Option<&str>, bytes: &[u8]) -> (String, bool) {
+    let charset = match label {
+        None => Some(Charset::Ascii),
+        Some(label) => lookup_charset(label),
+    };
+    match charset {
+        Some(Charset::Ascii) if bytes.is_ascii() => {
+            (String::from_utf8_lossy(bytes).into_owned(), false)
+        }
+        Some(Charset::Ascii) | None => (guess_utf8_or_1252(bytes), true),
+        Some(Charset::Utf8) => match std::str::from_utf8(bytes) {
+            Ok(text) => (text.to_string(), false),
+            Err(_) => (String::from_utf8_lossy(bytes).into_owned(), true),
+        },
+        Some(Charset::Other(decoder)) => {
+            let text = decoder(bytes);
+            let problem = text.contains('\u{FFFD}');
+            (text, problem)
+        }
+    }
+}
+
+fn guess_utf8_or_1252(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => text.to_string(),
+        Err(_) => match charset_decoder(b"windows-1252") {
+            Some(decoder) => decoder(bytes),
+            None => String::from_utf8_lossy(bytes).into_owned(),
+        },
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Structured-field lexer (RFC 5322 §3.2)
+
+/// One lexical token of a structured field.
+#[derive(Debug, Clone, PartialEq)]
+enum Token {
+    /// An atom or dot-atom (`.` is kept inside atoms, as obs-phrase allows it).
+    Atom(String),
+    /// A quoted-string's content, quoted-pairs decoded and unfolded.
+    Quoted(String),
+    /// A comment's content (nested comments kept with their parentheses).
+    Comment(String),
+    /// `<…>` content with CFWS removed.
+    Angle(String),
+    /// One of `, ; : @`.
+    Special(char),
+}
+
+/// A token and whether white space or a comment preceded it.
+type Lexed = (Token, bool);
+
+fn lex(value: &str) -> Vec<Lexed> {
+    let chars: Vec<char> = value.chars().collect();
+    let mut tokens = Vec::new();
+    let mut i = 0;
+    let mut space = false;
+    while i < chars.len() {
+        let ch = chars[i];
+        match ch {
+            ' ' | '\t' | '\r' | '\n' => {
+                space = true;
+                i += 1;
+            }
+            '(' => {
+                let (comment, next) = read_comment(&chars, i);
+                tokens.push((Token::Comment(comment), space));
+                space = true;
+                i = next;
+            }
+            '"' => {
+                let (quoted, next) = read_quoted(&chars, i);
+                tokens.push((Token::Quoted(quoted), space));
+                space = false;
+                i = next;
+            }
+            '<' => {
+                let (angle, next) = read_angle(&chars, i);
+                tokens.push((Token::Angle(angle), space));
+                space = false;
+                i = next;
+            }
+            ',' | ';' | ':' | '@' => {
+                tokens.push((Token::Special(ch), space));
+                space = false;
+                i += 1;
+            }
+            '>' | ')' => {
+                // Stray closers: best effort, treat as white space.
+                space = true;
+                i += 1;
+            }
+            '[' => {
+                let start = i;
+                while i < chars.len() && chars[i] != ']' {
+                    i += 1;
+                }
+                i = (i + 1).min(chars.len());
+                tokens.push((Token::Atom(chars[start..i].iter().collect()), space));
+                space = false;
+            }
+            _ => {
+                let start = i;
+                while i < chars.len() && !" \t\r\n()\"<>,;:@[".contains(chars[i]) {
+                    i += 1;
+                }
+                tokens.push((Token::Atom(chars[start..i].iter().collect()), space));
+                space = false;
+            }
+        }
+    }
+    tokens
+}
+
+/// Reads a comment starting at `(`; returns its content and the index after it.
+fn read_comment(chars: &[char], start: usize) -> (String, usize) {
+    let mut depth = 0;
+    let mut out = String::new();
+    let mut i = start;
+    while i < chars.len() {
+        let ch = chars[i];
+        match ch {
+            '\\' if i + 1 < chars.len() => {
+                out.push(chars[i + 1]);
+                i += 2;
+                continue;
+            }
+            '(' => {
+                depth += 1;
+                if depth > 1 {
+                    out.push(ch);
+                }
+            }
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return (out, i + 1);
+                }
+                out.push(ch);
+            }
+            '\r' | '\n' => {}
+            _ => out.push(ch),
+        }
+        i += 1;
+    }
+    (out, i)
+}
+
+/// Reads a quoted-string starting at `"`; returns its content (quoted-pairs
+/// decoded, folds removed) and the index after the closing quote.
+fn read_quoted(chars: &[char], start: usize) -> (String, usize) {
+    let mut out = String::new();
+    let mut i = start + 1;
+    while i < chars.len() {
+        match chars[i] {
+            '\\' if i + 1 < chars.len() => {
+                out.push(chars[i + 1]);
+                i += 2;
+                continue;
+            }
+            '"' => return (out, i + 1),
+            '\r' | '\n' => {}
+            ch => out.push(ch),
+        }
+        i += 1;
+    }
+    (out, i)
+}
+
+/// Reads `<…>` starting at `<`; returns the content with white space and
+/// comments removed (quoted local parts kept with their quotes).
+fn read_angle(chars: &[char], start: usize) -> (String, usize) {
+    let mut out = String::new();
+    let mut i = start + 1;
+    while i < chars.len() {
+        match chars[i] {
+            '>' => return (out, i + 1),
+            ' ' | '\t' | '\r' | '\n' => i += 1,
+            '(' => i = read_comment(chars, i).1,
+            '"' => {
+                let (quoted, next) = read_quoted(chars, i);
+                out.push('"');
+                out.push_str(&quoted);
+                out.push('"');
+                i = next;
+            }
+            ch => {
+                out.push(ch);
+                i += 1;
+            }
+        }
+    }
+    (out, i)
+}
+
+// ---------------------------------------------------------------------------
+// Addresses (RFC 8621 §4.1.2.3, §4.1.2.4; RFC 5322 §3.4)
+
+/// An EmailAddress object.
+#[derive(Debug, Clone, PartialEq)]
+struct EmailAddress {
+    name: Option<String>,
+    email: String,
+}
+
+/// An EmailAddressGroup object; `name` is `None` for mailboxes outside a group.
+#[derive(Debug, Clone, PartialEq)]
+struct AddressGroup {
+    name: Option<String>,
+    addresses: Vec<EmailAddress>,
+}
+
+/// Builds a display name from phrase tokens (RFC 8621 §4.1.2.3): quoted
+/// strings unquoted, encoded words decoded (not inside quoted strings, RFC
+/// 2047 §5(3)), white space between words one SP, trimmed. `None` when empty.
+fn phrase(tokens: &[Lexed]) -> Option<String> {
+    let mut out = String::new();
+    let mut run = WordRun::default();
+    let mut last_encoded = false;
+    let mut first = true;
+    let mut comment_between = false;
+    for (token, space) in tokens {
+        let space = (*space || comment_between) && !first;
+        comment_between = false;
+        let text = match token {
+            Token::Atom(atom) => {
+                if let Some(word) = encoded_word(atom) {
+                    if space && !last_encoded {
+                        out.push(' ');
+                    }
+                    run.push(word, &mut out);
+                    last_encoded = true;
+                    first = false;
+                    continue;
+                }
+                atom.as_str()
+            }
+            Token::Quoted(quoted) => quoted.as_str(),
+            Token::Special(ch) => {
+                // A stray `@` or `:` inside a phrase: keep it as text.
+                run.flush(&mut out);
+                out.push(*ch);
+                last_encoded = false;
+                first = false;
+                continue;
+            }
+            Token::Comment(_) => {
+                comment_between = true;
+                continue;
+            }
+            Token::Angle(_) => continue,
+        };
+        run.flush(&mut out);
+        if space {
+            out.push(' ');
+        }
+        out.push_str(text);
+        last_encoded = false;
+        first = false;
+    }
+    run.flush(&mut out);
+    let trimmed = out.trim();
+    (!trimmed.is_empty()).then(|| trimmed.to_string())
+}
+
+/// A name taken from a comment (RFC 8621 §4.1.2.3: "a comment immediately
+/// following the addr-spec"); encoded words in comments are allowed (RFC 2047 §5(2)).
+fn comment_name(comment: &str) -> Option<String> {
+    let decoded = decode_words(comment.trim());
+    let trimmed = decoded.trim();
+    (!trimmed.is_empty()).then(|| trimmed.to_string())
+}
+
+/// Turns the tokens of one address (between separators) into a mailbox.
+fn mailbox(tokens: &[Lexed]) -> Option<EmailAddress> {
+    if let Some(angle) = tokens
+        .iter()
+        .position(|(t, _)| matches!(t, Token::Angle(_)))
+    {
+        let Token::Angle(addr) = &tokens[angle].0 else {
+            return None;
+        };
+        // obs-route: `<@a,@b:user@host>`.
+        let email = match addr.strip_prefix('@').and_then(|_| addr.split_once(':')) {
+            Some((_route, email)) => email.to_string(),
+            None => addr.clone(),
+        };
+        let name = phrase(&tokens[..angle]).or_else(|| match tokens.get(angle + 1) {
+            Some((Token::Comment(comment), _)) => comment_name(comment),
+            _ => None,
+        });
+        return Some(EmailAddress { name, email });
+    }
+    let mut email = String::new();
+    let mut name = None;
+    let mut seen = false;
+    for (token, space) in tokens {
+        match token {
+            Token::Comment(comment) => {
+                if seen && name.is_none() {
+                    name = comment_name(comment);
+                }
+                continue;
+            }
+            Token::Atom(text) => {
+                if *space
+                    && seen
+                    && !email.ends_with('@')
+                    && !email.ends_with('.')
+                    && !text.starts_with('.')
+                {
+                    email.push(' ');
+                }
+                email.push_str(text);
+            }
+            Token::Quoted(text) => {
+                if *space && seen && !email.ends_with('@') {
+                    email.push(' ');
+                }
+                email.push('"');
+                email.push_str(text);
+                email.push('"');
+            }
+            Token::Special(ch) => email.push(*ch),
+            Token::Angle(_) => {}
+        }
+        seen = true;
+    }
+    let email = email.trim().to_string();
+    (!email.is_empty()).then_some(EmailAddress { name, email })
+}
+
+/// Parses an address-list (RFC 5322 §3.4, best effort) into groups; mailboxes
+/// outside a group are collected in groups without a name, consecutive ones
+/// together (RFC 8621 §4.1.2.4).
+fn address_list(raw: &str) -> Vec<AddressGroup> {
+    let tokens = lex(raw);
+    let mut groups: Vec<AddressGroup> = Vec::new();
+    let mut current: Vec<Lexed> = Vec::new();
+    // The open group's name, once its `:` was seen.
+    let mut group: Option<AddressGroup> = None;
+
+    fn push_ungrouped(groups: &mut Vec<AddressGroup>, address: EmailAddress) {
+        match groups.last_mut() {
+            Some(last) if last.name.is_none() => last.addresses.push(address),
+            _ => groups.push(AddressGroup {
+                name: None,
+                addresses: vec![address],
+            }),
+        }
+    }
+
+    let mut finish = |current: &mut Vec<Lexed>,
+                      group: &mut Option<AddressGroup>,
+                      groups: &mut Vec<AddressGroup>| {
+        if let Some(address) = mailbox(current) {
+            match group {
+                Some(group) => group.addresses.push(address),
+                None => push_ungrouped(groups, address),
+            }
+        }
+        current.clear();
+    };
+
+    for lexed in tokens {
+        match lexed.0 {
+            Token::Special(',') => finish(&mut current, &mut group, &mut groups),
+            Token::Special(';') => {
+                finish(&mut current, &mut group, &mut groups);
+                if let Some(group) = group.take() {
+                    groups.push(group);
+                }
+            }
+            Token::Special(':')
+                if group.is_none()
+                    && !current
+                        .iter()
+                        .any(|(t, _)| matches!(t, Token::Angle(_) | Token::Special('@'))) =>
+            {
+                group = Some(AddressGroup {
+                    name: phrase(&current),
+                    addresses: Vec::new(),
+                });
+                current.clear();
+            }
+            _ => current.push(lexed),
+        }
+    }
+    finish(&mut current, &mut group, &mut groups);
+    if let Some(group) = group.take() {
+        groups.push(group);
+    }
+    groups
+}
+
+// ---------------------------------------------------------------------------
+// MessageIds and URLs
+
+/// The `<…>` items of a field, comments and quoted strings outside them
+/// skipped, white space inside removed; empty items dropped.
+fn angle_items(raw: &str) -> Vec<String> {
+    lex(raw)
+        .into_iter()
+        .filter_map(|(token, _)| match token {
+            Token::Angle(item) if !item.is_empty() => Some(item),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The MessageIds form (RFC 8621 §4.1.2.5; RFC 5322 §3.6.4): every msg-id
+/// without its angle brackets. Words between ids (obs-in-reply-to,
+/// obs-references) are ignored; `None` when the field holds no msg-id.
+fn message_ids(raw: &str) -> Option<Vec<String>> {
+    let ids = angle_items(raw);
+    (!ids.is_empty()).then_some(ids)
+}
+
+/// The URLs form (RFC 8621 §4.1.2.7; RFC 2369 §2): the `<…>` URLs without
+/// brackets, comments and folding white space removed; `None` when the field
+/// holds no URL (e.g. `List-Post: NO`).
+fn urls(raw: &str) -> Option<Vec<String>> {
+    let urls = angle_items(raw);
+    (!urls.is_empty()).then_some(urls)
+}
+
+// ---------------------------------------------------------------------------
+// Date (RFC 8621 §4.1.2.6; RFC 5322 §3.3, §4.3)
+
+/// Parses a date-time into RFC 3339 with the field's own offset
+/// (`2002-09-04T12:34:56+02:00`; `+0000` and UT/GMT as `Z`; `-0000`, unknown
+/// zones and a missing zone as `-00:00`, "local time unknown" in both RFCs).
+/// Obsolete two- and three-digit years follow RFC 5322 §4.3 (`102` is 2002).
+/// `None` when the field is not a valid date.
+pub fn date_form(raw: &str) -> Option<String> {
+    // Drop comments, then split into words on white space and commas.
+    let mut text = String::new();
+    for (token, _) in lex(raw) {
+        match token {
+            Token::Atom(atom) => {
+                text.push_str(&atom);
+                text.push(' ');
+            }
+            Token::Special(':') => {
+                // Time parts were split by the lexer: glue them back.
+                if text.ends_with(' ') {
+                    text.pop();
+                }
+                text.push(':');
+            }
+            Token::Special(',') => text.push(' '),
+            Token::Comment(_) => {}
+            Token::Quoted(_) | Token::Angle(_) | Token::Special(_) => return None,
+        }
+    }
+    let mut words = text.split_ascii_whitespace().peekable();
+    const DAYS: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
+    if words
+        .peek()
+        .is_some_and(|w| DAYS.contains(&w.to_ascii_lowercase().as_str()))
+    {
+        words.next();
+    }
+    let day: u32 = parse_digits(words.next()?, 1, 2)?;
+    const MONTHS: [&str; 12] = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ];
+    let month_word = words.next()?.to_ascii_lowercase();
+    let month = MONTHS.iter().position(|m| *m == month_word)? as u32 + 1;
+    let year_word = words.next()?;
+    let year: i32 = parse_digits(year_word, 2, 4)?;
+    let year = match year_word.len() {
+        2 if year < 50 => year + 2000,
+        2 | 3 => year + 1900,
+        _ => year,
+    };
+    if year < 1900 {
+        return None;
+    }
+    chrono::NaiveDate::from_ymd_opt(year, month, day)?;
+    let mut time = words.next()?.split(':');
+    let hour: u32 = parse_digits(time.next()?, 2, 2)?;
+    let minute: u32 = parse_digits(time.next()?, 2, 2)?;
+    let second: u32 = match time.next() {
+        Some(second) => parse_digits(second, 2, 2)?,
+        None => 0,
+    };
+    if time.next().is_some() || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let offset = match words.next() {
+        None => None,
+        Some(zone) => zone_offset(zone)?,
+    };
+    if words.next().is_some() {
+        return None;
+    }
+    let zone = match offset {
+        None => "-00:00".to_string(),
+        Some(0) => "Z".to_string(),
+        Some(minutes) => {
+            let sign = if minutes < 0 { '-' } else { '+' };
+            let minutes = minutes.unsigned_abs();
+            format!("{sign}{:02}:{:02}", minutes / 60, minutes % 60)
+        }
+    };
+    Some(format!(
+        "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}{zone}"
+    ))
+}
+
+/// A number of `min..=max` ASCII digits.
+fn parse_digits<T: std::str::FromStr>(word: &str, min: usize, max: usize) -> Option<T> {
+    (word.len() >= min && word.len() <= max && word.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| word.parse().ok())
+        .flatten()
+}
+
+/// A zone's offset in minutes: `Some(None)` for "unknown local time"
+/// (`-0000`, military and unknown alphabetic zones, RFC 5322 §4.3), `None`
+/// when the zone is malformed or outside what RFC 3339 can express.
+fn zone_offset(zone: &str) -> Option<Option<i32>> {
+    if let Some(digits) = zone.strip_prefix(['+', '-']) {
+        let value: i32 = parse_digits(digits, 4, 4)?;
+        let (hours, minutes) = (value / 100, value % 100);
+        if hours > 23 || minutes > 59 {
+            return None;
+        }
+        let offset = hours * 60 + minutes;
+        return Some(match (zone.starts_with('-'), offset) {
+            (true, 0) => None,
+            (true, offset) => Some(-offset),
+            (false, offset) => Some(offset),
+        });
+    }
+    if !zone.bytes().all(|b| b.is_ascii_alphabetic()) {
+        return None;
+    }
+    Some(match zone.to_ascii_uppercase().as_str() {
+        "UT" | "GMT" | "Z" => Some(0),
+        "EDT" => Some(-4 * 60),
+        "EST" | "CDT" => Some(-5 * 60),
+        "CST" | "MDT" => Some(-6 * 60),
+        "MST" | "PDT" => Some(-7 * 60),
+        "PST" => Some(-8 * 60),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mail_parser::MessageParser;
+    use serde_json::json;
+
+    fn form(raw: &str, form: HeaderForm) -> Value {
+        parsed_form(raw, form)
+    }
+
+    #[test]
+    fn text_form_unfolds_and_decodes_only_well_placed_words() {
+        assert_eq!(text_form(" Hello\r\n  world  "), "Hello  world  ");
+        // Adjacent encoded words are joined; a character split over two words survives.
+        assert_eq!(text_form(" =?utf-8?q?=E2=82?= =?utf-8?q?=AC?= x"), "€ x");
+        assert_eq!(
+            text_form(" a =?utf-8?B?w6k=?=\r\n =?UTF-8?B?4oKs?= b"),
+            "a é€ b"
+        );
+        // Not separated by white space: RFC 2047 §5(1) forbids decoding.
+        assert_eq!(text_form(" x=?utf-8?q?a?="), "x=?utf-8?q?a?=");
+        assert_eq!(
+            text_form(" =?utf-8?q?a?==?utf-8?q?b?="),
+            "=?utf-8?q?a?==?utf-8?q?b?="
+        );
+        // Unknown charset, bad Q escape: left as is.
+        assert_eq!(text_form(" =?x-klingon?q?a?="), "=?x-klingon?q?a?=");
+        assert_eq!(text_form(" =?utf-8?q?a=ZZ?="), "=?utf-8?q?a=ZZ?=");
+        // Control characters from encoded words are dropped; language suffix ignored.
+        assert_eq!(text_form(" =?utf-8*en?q?a=00b=09c?="), "abc");
+        assert_eq!(text_form(" =?iso-8859-1?q?caf=E9?="), "café");
+    }
+
+    #[test]
+    fn addresses_follow_the_rfc8621_example() {
+        let raw = " \"  James Smythe\" <james@example.com>, Friends:\r\n  jane@example.com, =?UTF-8?Q?John_Sm=C3=AEth?=\r\n  <john@example.com>;";
+        assert_eq!(
+            form(raw, HeaderForm::Addresses),
+            json!([
+                {"name": "James Smythe", "email": "james@example.com"},
+                {"name": null, "email": "jane@example.com"},
+                {"name": "John Smîth", "email": "john@example.com"},
+            ])
+        );
+        assert_eq!(
+            form(raw, HeaderForm::GroupedAddresses),
+            json!([
+                {"name": null, "addresses": [{"name": "James Smythe", "email": "james@example.com"}]},
+                {"name": "Friends", "addresses": [
+                    {"name": null, "email": "jane@example.com"},
+                    {"name": "John Smîth", "email": "john@example.com"},
+                ]},
+            ])
+        );
+    }
+
+    #[test]
+    fn address_edge_cases() {
+        assert_eq!(
+            form(
+                " a@b.example (Ann \"the\" Bee), <@route.example:c@d.example>",
+                HeaderForm::Addresses
+            ),
+            json!([
+                {"name": "Ann the Bee", "email": "a@b.example"},
+                {"name": null, "email": "c@d.example"},
+            ])
+        );
+        // Encoded words inside a quoted string are not decoded (RFC 2047 §5(3)).
+        assert_eq!(
+            form(" \"=?utf-8?q?X?=\" <x@y.example>", HeaderForm::Addresses),
+            json!([{"name": "=?utf-8?q?X?=", "email": "x@y.example"}])
+        );
+        assert_eq!(
+            form(" undisclosed-recipients:;", HeaderForm::GroupedAddresses),
+            json!([{"name": "undisclosed-recipients", "addresses": []}])
+        );
+        assert_eq!(
+            form(" undisclosed-recipients:;", HeaderForm::Addresses),
+            json!([])
+        );
+        assert_eq!(
+            form(" John Q. Public <jqp@example.com>,,", HeaderForm::Addresses),
+            json!([{"name": "John Q. Public", "email": "jqp@example.com"}])
+        );
+        assert_eq!(form(" ", HeaderForm::Addresses), json!([]));
+    }
+
+    #[test]
+    fn message_ids_urls_and_dates() {
+        assert_eq!(
+            form(
+                " <a@b> (comment)\r\n <c@d> \"<not@id>\" <e\r\n @f>",
+                HeaderForm::MessageIds
+            ),
+            json!(["a@b", "c@d", "e@f"])
+        );
+        assert_eq!(form(" no ids here", HeaderForm::MessageIds), Value::Null);
+        assert_eq!(
+            form(
+                " <mailto:l@example.com?subject=help> (List Instructions),\r\n <https://example.com/x>",
+                HeaderForm::Urls
+            ),
+            json!(["mailto:l@example.com?subject=help", "https://example.com/x"])
+        );
+        assert_eq!(
+            form(" NO (posting not allowed)", HeaderForm::Urls),
+            Value::Null
+        );
+        let date = |raw: &str| date_form(raw);
+        assert_eq!(
+            date(" Wed, 4 Sep 2002 12:34:56 +0200").as_deref(),
+            Some("2002-09-04T12:34:56+02:00")
+        );
+        assert_eq!(
+            date(" 4 Sep 102 12:34 -0000 (odd)").as_deref(),
+            Some("2002-09-04T12:34:00-00:00")
+        );
+        assert_eq!(
+            date(" Thu, 13 Feb 69 23:32:54 GMT").as_deref(),
+            Some("1969-02-13T23:32:54Z")
+        );
+        assert_eq!(
+            date(" Thu, 13 Feb 2003 23:32:54 PDT").as_deref(),
+            Some("2003-02-13T23:32:54-07:00")
+        );
+        assert_eq!(
+            date(" Thu, 13 Feb 2003 23:32 -0330").as_deref(),
+            Some("2003-02-13T23:32:00-03:30")
+        );
+        assert_eq!(date(" 31 Feb 2003 10:00:00 +0000"), None);
+        assert_eq!(date(" Someday"), None);
+        assert_eq!(date(" 1 Jan 2003 25:00:00 +0000"), None);
+    }
+
+    #[test]
+    fn header_value_uses_last_instance_and_names_as_written() {
+        let raw = b"X-Foo: a@b.example\r\nx-foo: \"C\" <c@d.example>\r\nMessage-Id: <1@x>\r\n\r\n";
+        let message = MessageParser::default()
+            .parse_headers(&raw[..])
+            .expect("parses");
+        let headers = &message.parts[0].headers;
+        let property = HeaderProperty::parse("header:X-FOO:asAddresses").expect("valid");
+        assert_eq!(
+            header_value(headers, &message.raw_message, &property),
+            json!([{"name": "C", "email": "c@d.example"}])
+        );
+        let property = HeaderProperty::parse("header:x-foo:all").expect("valid");
+        assert_eq!(
+            header_value(headers, &message.raw_message, &property),
+            json!([" a@b.example", " \"C\" <c@d.example>"])
+        );
+        let property = HeaderProperty::parse("header:X-Bar:asText:all").expect("valid");
+        assert_eq!(
+            header_value(headers, &message.raw_message, &property),
+            json!([])
+        );
+        assert_eq!(
+            header_list(headers, &message.raw_message)[2],
+            json!({"name": "Message-Id", "value": " <1@x>"})
+        );
+    }
+}

@@ -1,0 +1,12 @@
+//! Email/query (RFC 8621 §4.4).
+
+use serde_json::{Map, Value};
+
+use crate::jmap::dispatch::CallContext;
+use crate::jmap::error::MethodError;
+
+/// Handles one call.
+pub async fn email_query(ctx: &mut CallContext<'_>, arguments: Map<String, Value>) -> Result<Value, MethodError> {
+    let _ = (ctx, arguments);
+    Err(MethodError::UnknownMethod)
+}

@@ -1,0 +1,12 @@
+//! Email/set (RFC 8621 §4.6).
+
+use serde_json::{Map, Value};
+
+use crate::jmap::dispatch::CallContext;
+use crate::jmap::error::MethodError;
+
+/// Handles one call.
+pub async fn email_set(ctx: &mut CallContext<'_>, arguments: Map<String, Value>) -> Result<Value, MethodError> {
+    let _ = (ctx, arguments);
+    Err(MethodError::UnknownMethod)
+}

@@ -1,0 +1,12 @@
+//! Mailbox/set (RFC 8621 §2.5).
+
+use serde_json::{Map, Value};
+
+use crate::jmap::dispatch::CallContext;
+use crate::jmap::error::MethodError;
+
+/// Handles one call.
+pub async fn mailbox_set(ctx: &mut CallContext<'_>, arguments: Map<String, Value>) -> Result<Value, MethodError> {
+    let _ = (ctx, arguments);
+    Err(MethodError::UnknownMethod)
+}

@@ -1,0 +1,66 @@
+//! The Session object (RFC 8620 §2): capabilities with their limits, the
+//! user's account, and the URLs of the API, download, upload and event source.
+
+use serde_json::{Value, json};
+
+use super::Limits;
+use super::ids;
+use super::request::{CAPABILITY_CORE, CAPABILITY_MAIL};
+use crate::store::Account;
+
+/// Sort properties Email/query accepts (RFC 8621 §4.4.2 `emailQuerySortOptions`).
+pub const EMAIL_SORT_OPTIONS: &[&str] = &["receivedAt", "sentAt", "size", "from", "to", "subject"];
+
+/// The session state string (RFC 8620 §2 `state`): it changes only if the
+/// session object would (the account or the server's capabilities).
+pub fn session_state(account: &Account) -> String {
+    format!("{}-{}", env!("CARGO_PKG_VERSION"), account.id)
+}
+
+/// Builds the session for an account. `base_url` is absolute, without a trailing slash.
+pub fn session(account: &Account, limits: &Limits, base_url: &str) -> Value {
+    let account_id = ids::account_id(account.id);
+    json!({
+        "capabilities": {
+            CAPABILITY_CORE: {
+                "maxSizeUpload": limits.max_size_upload,
+                "maxConcurrentUpload": limits.max_concurrent_upload,
+                "maxSizeRequest": limits.max_size_request,
+                "maxConcurrentRequests": limits.max_concurrent_requests,
+                "maxCallsInRequest": limits.max_calls_in_request,
+                "maxObjectsInGet": limits.max_objects_in_get,
+                "maxObjectsInSet": limits.max_objects_in_set,
+                "collationAlgorithms": ["i;ascii-numeric", "i;ascii-casemap", "i;unicode-casemap"],
+            },
+            CAPABILITY_MAIL: {},
+        },
+        "accounts": {
+            account_id.clone(): {
+                "name": account.email,
+                "isPersonal": true,
+                "isReadOnly": false,
+                "accountCapabilities": {
+                    CAPABILITY_CORE: {},
+                    CAPABILITY_MAIL: {
+                        "maxMailboxesPerEmail": null,
+                        "maxMailboxDepth": limits.max_mailbox_depth,
+                        "maxSizeMailboxName": limits.max_size_mailbox_name,
+                        "maxSizeAttachmentsPerEmail": limits.max_size_upload,
+                        "emailQuerySortOptions": EMAIL_SORT_OPTIONS,
+                        "mayCreateTopLevelMailbox": true,
+                    },
+                },
+            },
+        },
+        "primaryAccounts": {
+            CAPABILITY_CORE: account_id,
+            CAPABILITY_MAIL: account_id,
+        },
+        "username": account.email,
+        "apiUrl": format!("{base_url}/jmap/api"),
+        "downloadUrl": format!("{base_url}/jmap/download/{{accountId}}/{{blobId}}/{{name}}?type={{type}}"),
+        "uploadUrl": format!("{base_url}/jmap/upload/{{accountId}}/"),
+        "eventSourceUrl": format!("{base_url}/jmap/eventsource?types={{types}}&closeafter={{closeafter}}&ping={{ping}}"),
+        "state": session_state(account),
+    })
+}

@@ -1,0 +1,29 @@
+//! Fastview: a JMAP mail server (RFC 8620 core, RFC 8621 mail) whose
+//! `Email/get` reads only what the requested properties need.
+//!
+//! # Layout
+//!
+//! Layers point one way: `http → jmap → mail → store / blob`.
+//!
+//! - [`cli`]: the `fastview` command line (clap); every command is a function here.
+//! - [`http`]: the only module that speaks HTTP (axum): session, API, upload,
+//!   download, auth, metrics, problem-JSON errors.
+//! - [`jmap`]: wire types, RFC 8620 errors, result references, method dispatch,
+//!   and one file per method under `jmap::mail`.
+//! - [`mail`]: the domain: the read-level planner ([`mail::read_level`]), the
+//!   fast-view projection ([`mail::fast_view`]), ingest, threading, query
+//!   evaluation, import sources.
+//! - [`store`]: the only module that imports sqlx: the [`store::Store`] trait
+//!   and its SQLite implementation.
+//! - [`blob`]: the content-addressed blob store on disk.
+//! - [`metrics`]: per-server-instance Prometheus counters.
+//!
+//! `server/ARCHITECTURE.md` is the code map with its invariants.
+
+pub mod blob;
+pub mod cli;
+pub mod http;
+pub mod jmap;
+pub mod mail;
+pub mod metrics;
+pub mod store;

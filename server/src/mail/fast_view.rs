@@ -1,0 +1,123 @@
+//! The fast-view projection (ADR 0003): `preview` and `hasAttachment`,
+//! computed once from the parsed message at ingest and stored beside the
+//! metadata, so listing mail never parses a body.
+//!
+//! Both values come from this module alone, whether they are computed at
+//! ingest, on a projection miss, by `fastview reproject`, or at read time under
+//! `--fast-view off`; the projection and a full read can therefore never disagree.
+
+use mail_parser::{Message, MessagePart, PartType};
+
+/// Maximum length of `preview` in characters (RFC 8621 §4.1.4: "up to 256 characters").
+pub const PREVIEW_CHARS: usize = 256;
+
+/// One projection row: the fast-view properties of one message.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FastView {
+    /// Plain text, whitespace collapsed to single spaces, at most [`PREVIEW_CHARS`] characters.
+    pub preview: String,
+    /// True when the RFC 8621 §4.1.4 partition puts at least one part in `attachments`.
+    pub has_attachment: bool,
+}
+
+impl FastView {
+    /// Computes the projection of a fully parsed message.
+    pub fn compute(message: &Message<'_>) -> Self {
+        Self {
+            preview: preview(message),
+            has_attachment: has_attachment(message),
+        }
+    }
+}
+
+/// `hasAttachment` (RFC 8621 §4.1.4): the message has a part that the body
+/// partition places in `attachments`. mail-parser's part lists follow the
+/// RFC 8621 partition algorithm, so this agrees with the `attachments` property.
+pub fn has_attachment(message: &Message<'_>) -> bool {
+    message.attachment_count() > 0
+}
+
+/// `preview` (RFC 8621 §4.1.4): the text of the `textBody` parts (HTML parts
+/// converted to text), whitespace runs collapsed to one space, trimmed, cut to
+/// [`PREVIEW_CHARS`] characters on a character boundary.
+pub fn preview(message: &Message<'_>) -> String {
+    let mut out = String::new();
+    let mut chars = 0;
+    let mut pending_space = false;
+    for part in message.text_bodies() {
+        let Some(text) = part_text(part) else { continue };
+        for ch in text.chars() {
+            if ch.is_whitespace() || ch.is_control() {
+                pending_space = !out.is_empty();
+                continue;
+            }
+            if pending_space {
+                if chars + 1 >= PREVIEW_CHARS {
+                    return out;
+                }
+                out.push(' ');
+                chars += 1;
+                pending_space = false;
+            }
+            out.push(ch);
+            chars += 1;
+            if chars == PREVIEW_CHARS {
+                return out;
+            }
+        }
+        pending_space = !out.is_empty();
+    }
+    out
+}
+
+/// The text of one body part: text as decoded, HTML converted to text, other parts none.
+fn part_text<'a>(part: &'a MessagePart<'_>) -> Option<std::borrow::Cow<'a, str>> {
+    match &part.body {
+        PartType::Text(text) => Some(std::borrow::Cow::Borrowed(text.as_ref())),
+        PartType::Html(html) => Some(std::borrow::Cow::Owned(
+            mail_parser::decoders::html::html_to_text(html),
+        )),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mail_parser::MessageParser;
+
+    fn fast_view_of(raw: &str) -> FastView {
+        FastView::compute(&MessageParser::default().parse(raw.as_bytes()).expect("parses"))
+    }
+
+    #[test]
+    fn preview_collapses_whitespace_and_counts_characters() {
+        let view = fast_view_of("Subject: x\r\n\r\n  Hello,\r\n\r\n\tworld  again \r\n");
+        assert_eq!(view.preview, "Hello, world again");
+        assert!(!view.has_attachment);
+
+        let body = "é".repeat(300);
+        let view = fast_view_of(&format!(
+            "Subject: x\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{body}"
+        ));
+        assert_eq!(view.preview.chars().count(), PREVIEW_CHARS);
+        assert!(view.preview.chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn html_only_mail_previews_its_text_and_attachments_are_seen() {
+        let view = fast_view_of(
+            "Content-Type: text/html\r\n\r\n<html><body><p>Hi <b>there</b></p><p>Bye</p></body></html>",
+        );
+        assert_eq!(view.preview, "Hi there Bye");
+
+        let view = fast_view_of(concat!(
+            "Content-Type: multipart/mixed; boundary=\"b\"\r\n\r\n",
+            "--b\r\nContent-Type: text/plain\r\n\r\nSee attached.\r\n",
+            "--b\r\nContent-Type: application/pdf\r\nContent-Disposition: attachment; filename=a.pdf\r\n",
+            "Content-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQK\r\n--b--\r\n"
+        ));
+        assert_eq!(view.preview, "See attached.");
+        assert!(view.has_attachment);
+    }
+}

@@ -1,0 +1,240 @@
+//! Batched loading for Email/get: executes a [`ReadPlan`] for all ids of a
+//! call with a fixed number of store queries (never one per id), reading the
+//! blob store only at the full level.
+//!
+//! The moka caches hold only immutable data (parsed header blocks and
+//! projection rows, keyed by email id), never keywords or mailboxIds, so
+//! several server nodes need no cache invalidation. They are bounded in bytes.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use mail_parser::{Message, MessageParser};
+use moka::future::Cache;
+
+use super::fast_view::FastView;
+use super::read_level::ReadPlan;
+use crate::blob::BlobStore;
+use crate::metrics::Metrics;
+use crate::store::{EmailMeta, Store, StoreResult};
+
+/// How many projection misses of one call are computed at once.
+const MISS_CONCURRENCY: usize = 4;
+
+/// One email with the sources its call's plan asked for.
+pub struct LoadedEmail {
+    pub meta: EmailMeta,
+    /// The header block parsed without a body (header level).
+    pub header: Option<Arc<Message<'static>>>,
+    /// The projection row (fast-view level).
+    pub fast_view: Option<FastView>,
+    /// The raw message (full level); the caller parses it once.
+    pub raw: Option<Vec<u8>>,
+}
+
+/// Cache sizes in bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct CacheSizes {
+    pub header_bytes: u64,
+    pub fast_view_bytes: u64,
+}
+
+impl Default for CacheSizes {
+    fn default() -> Self {
+        Self {
+            header_bytes: 64 << 20,
+            fast_view_bytes: 32 << 20,
+        }
+    }
+}
+
+/// Loads emails for Email/get through the store, the blob store and the caches.
+pub struct EmailLoader {
+    store: Arc<dyn Store>,
+    blobs: Arc<BlobStore>,
+    metrics: Arc<Metrics>,
+    headers: Cache<i64, Arc<Message<'static>>>,
+    fast_views: Cache<i64, FastView>,
+}
+
+impl EmailLoader {
+    /// A loader with empty caches of the given sizes.
+    pub fn new(store: Arc<dyn Store>, blobs: Arc<BlobStore>, metrics: Arc<Metrics>, sizes: CacheSizes) -> Self {
+        let headers = Cache::builder()
+            .max_capacity(sizes.header_bytes)
+            .weigher(|_: &i64, message: &Arc<Message<'static>>| {
+                // The raw block plus about as much again for the parsed headers.
+                (message.raw_message().len() * 2 + 64).min(u32::MAX as usize) as u32
+            })
+            .build();
+        let fast_views = Cache::builder()
+            .max_capacity(sizes.fast_view_bytes)
+            .weigher(|_: &i64, view: &FastView| (view.preview.len() + 48) as u32)
+            .build();
+        Self {
+            store,
+            blobs,
+            metrics,
+            headers,
+            fast_views,
+        }
+    }
+
+    /// Loads the given ids of the account at the plan's level. Ids not in the
+    /// account are absent from the result; order follows the metadata query.
+    pub async fn load(&self, account: i64, ids: &[i64], plan: ReadPlan) -> StoreResult<Vec<LoadedEmail>> {
+        let metas = self.store.email_meta(account, ids).await?;
+        let found: Vec<i64> = metas.iter().map(|m| m.id).collect();
+        let mut loaded: Vec<LoadedEmail> = metas
+            .into_iter()
+            .map(|meta| LoadedEmail {
+                meta,
+                header: None,
+                fast_view: None,
+                raw: None,
+            })
+            .collect();
+        if plan.full {
+            self.load_raw(&mut loaded).await;
+        }
+        if plan.header {
+            let headers = self.load_headers(account, &found).await?;
+            for (email, header) in loaded.iter_mut().zip(headers) {
+                email.header = header;
+            }
+        }
+        if plan.fast_view {
+            let views = self.load_fast_views(account, &loaded).await?;
+            for (email, view) in loaded.iter_mut().zip(views) {
+                email.fast_view = Some(view);
+            }
+        }
+        Ok(loaded)
+    }
+
+    async fn load_raw(&self, loaded: &mut [LoadedEmail]) {
+        let blob_ids: Vec<String> = loaded.iter().map(|e| e.meta.blob_id.clone()).collect();
+        let blobs = self.blobs.clone();
+        let raws = tokio::task::spawn_blocking(move || {
+            blob_ids
+                .iter()
+                .map(|id| blobs.get(id).ok().flatten())
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        for (email, raw) in loaded.iter_mut().zip(raws) {
+            if let Some(raw) = &raw {
+                self.metrics.count_blob_read(raw.len());
+            } else {
+                tracing::error!(blob_id = %email.meta.blob_id, "message blob missing");
+            }
+            email.raw = Some(raw.unwrap_or_default());
+        }
+    }
+
+    /// Parsed header blocks in the order of `ids`; `None` for an email without one.
+    async fn load_headers(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<Option<Arc<Message<'static>>>>> {
+        let mut out: Vec<Option<Arc<Message<'static>>>> = Vec::with_capacity(ids.len());
+        let mut missing = Vec::new();
+        for id in ids {
+            let cached = self.headers.get(id).await;
+            if cached.is_none() {
+                missing.push(*id);
+            }
+            out.push(cached);
+        }
+        if missing.is_empty() {
+            return Ok(out);
+        }
+        let blocks = self.store.header_blocks(account, &missing).await?;
+        for (id, block) in blocks {
+            self.metrics.count_parse("header");
+            let message = MessageParser::default()
+                .parse_headers(&block)
+                .unwrap_or_default()
+                .into_owned();
+            let message = Arc::new(message);
+            self.headers.insert(id, message.clone()).await;
+            if let Some(slot) = ids.iter().position(|x| *x == id) {
+                out[slot] = Some(message);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Projection rows in the order of `loaded`; misses are computed from the
+    /// full message with bounded concurrency, served, and written back.
+    async fn load_fast_views(&self, account: i64, loaded: &[LoadedEmail]) -> StoreResult<Vec<FastView>> {
+        let mut out: Vec<Option<FastView>> = Vec::with_capacity(loaded.len());
+        let mut uncached = Vec::new();
+        for email in loaded {
+            let cached = self.fast_views.get(&email.meta.id).await;
+            if cached.is_none() {
+                uncached.push(email.meta.id);
+            }
+            out.push(cached);
+        }
+        if !uncached.is_empty() {
+            for (id, view) in self.store.fast_views(account, &uncached).await? {
+                self.fast_views.insert(id, view.clone()).await;
+                if let Some(slot) = loaded.iter().position(|e| e.meta.id == id) {
+                    out[slot] = Some(view);
+                }
+            }
+        }
+        let hits = out.iter().filter(|v| v.is_some()).count();
+        self.metrics.fast_view_hits.inc_by(hits as u64);
+        let misses: Vec<(usize, &LoadedEmail)> = loaded
+            .iter()
+            .enumerate()
+            .filter(|(slot, _)| out[*slot].is_none())
+            .collect();
+        if !misses.is_empty() {
+            self.metrics.fast_view_misses.inc_by(misses.len() as u64);
+            let computed: Vec<(usize, i64, FastView)> = futures::stream::iter(misses)
+                .map(|(slot, email)| async move {
+                    let view = self.compute_fast_view(email).await;
+                    (slot, email.meta.id, view)
+                })
+                .buffer_unordered(MISS_CONCURRENCY)
+                .collect()
+                .await;
+            let mut rows = Vec::with_capacity(computed.len());
+            for (slot, id, view) in computed {
+                self.fast_views.insert(id, view.clone()).await;
+                out[slot] = Some(view.clone());
+                rows.push((id, view));
+            }
+            self.store.put_fast_views(&rows).await?;
+        }
+        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+    }
+
+    /// Computes one projection row from the full message (the miss path).
+    async fn compute_fast_view(&self, email: &LoadedEmail) -> FastView {
+        let raw = match &email.raw {
+            Some(raw) => raw.clone(),
+            None => {
+                let blobs = self.blobs.clone();
+                let blob_id = email.meta.blob_id.clone();
+                let raw = tokio::task::spawn_blocking(move || blobs.get(&blob_id).ok().flatten())
+                    .await
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default();
+                self.metrics.count_blob_read(raw.len());
+                raw
+            }
+        };
+        self.metrics.count_parse("full");
+        tokio::task::spawn_blocking(move || {
+            MessageParser::default()
+                .parse(&raw)
+                .map(|message| FastView::compute(&message))
+                .unwrap_or_default()
+        })
+        .await
+        .unwrap_or_default()
+    }
+}

@@ -1,0 +1,9 @@
+//! The mail domain: what a message is made of and how it is read, independent
+//! of HTTP and of the database.
+
+pub mod fast_view;
+pub mod import_source;
+pub mod ingest;
+pub mod load;
+pub mod read_level;
+pub mod thread;

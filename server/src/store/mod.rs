@@ -1,0 +1,253 @@
+//! Storage: the [`Store`] trait and its SQLite implementation. The only module
+//! that imports sqlx; everything above it speaks in the row types below.
+//!
+//! Every write runs in one transaction that also advances the account's state
+//! counters (RFC 8620 §5.1 `state`): a message is visible completely (row,
+//! mailbox memberships, header block, projection row) or not at all.
+
+pub mod sqlite;
+
+use async_trait::async_trait;
+
+use crate::mail::fast_view::FastView;
+
+/// Errors of the storage layer. Callers map them to JMAP errors; the database
+/// text never reaches a client.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The row to change does not exist in this account.
+    #[error("not found")]
+    NotFound,
+    /// The change would break a rule of the data model (message in the text).
+    #[error("{0}")]
+    Conflict(String),
+    /// Mailbox/set destroy of a mailbox that has child mailboxes (RFC 8621 §2.5 `mailboxHasChild`).
+    #[error("the mailbox has child mailboxes")]
+    MailboxHasChild,
+    /// Mailbox/set destroy of a non-empty mailbox without onDestroyRemoveEmails (`mailboxHasEmail`).
+    #[error("the mailbox has emails")]
+    MailboxHasEmail,
+    /// The database failed.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// Applying migrations failed.
+    #[error("migration error: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+/// Result of a storage call.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// One account (a login and its mail).
+#[derive(Debug, Clone)]
+pub struct Account {
+    pub id: i64,
+    pub email: String,
+    /// PHC-format argon2 hash of the password.
+    pub password_hash: String,
+}
+
+/// The state strings of one account (RFC 8620 §5.1), as counters: each is the
+/// account's modification sequence at the last change of that type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct States {
+    pub email: i64,
+    pub mailbox: i64,
+    pub thread: i64,
+}
+
+/// A mailbox with its counts (RFC 8621 §2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MailboxRow {
+    pub id: i64,
+    pub parent_id: Option<i64>,
+    pub name: String,
+    /// RFC 8457 / IANA role name, lowercase (`inbox`, `sent`, …).
+    pub role: Option<String>,
+    pub sort_order: i64,
+    pub is_subscribed: bool,
+    pub total_emails: i64,
+    pub unread_emails: i64,
+    pub total_threads: i64,
+    pub unread_threads: i64,
+}
+
+/// The writable properties of a new mailbox (RFC 8621 §2.5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewMailbox {
+    pub parent_id: Option<i64>,
+    pub name: String,
+    pub role: Option<String>,
+    pub sort_order: i64,
+    pub is_subscribed: bool,
+}
+
+/// A partial update of a mailbox: `None` leaves a property as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MailboxPatch {
+    pub parent_id: Option<Option<i64>>,
+    pub name: Option<String>,
+    pub role: Option<Option<String>>,
+    pub sort_order: Option<i64>,
+    pub is_subscribed: Option<bool>,
+}
+
+/// The metadata of one email: everything Email/get serves at the metadata
+/// read level (RFC 8621 §4.1.1), from database rows only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmailMeta {
+    pub id: i64,
+    /// Hex SHA-256 of the raw message.
+    pub blob_id: String,
+    pub thread_id: i64,
+    /// Raw message size in octets.
+    pub size: i64,
+    /// Unix seconds, UTC.
+    pub received_at: i64,
+    /// Ascending.
+    pub mailbox_ids: Vec<i64>,
+    /// Lowercase (RFC 8621 §4.1.1: keywords are case-insensitive), sorted.
+    pub keywords: Vec<String>,
+}
+
+/// A message ready to be stored, prepared by [`crate::mail::ingest`].
+#[derive(Debug, Clone)]
+pub struct NewEmail {
+    pub blob_id: String,
+    pub size: i64,
+    /// Unix seconds, UTC.
+    pub received_at: i64,
+    /// The Date header in unix seconds, UTC; `None` when absent or invalid.
+    pub sent_at: Option<i64>,
+    pub mailbox_ids: Vec<i64>,
+    pub keywords: Vec<String>,
+    /// The raw header block, up to and including the blank line.
+    pub header_block: Vec<u8>,
+    pub fast_view: FastView,
+    /// Facts for threading and Email/query, see [`EmailIndex`].
+    pub index: EmailIndex,
+}
+
+/// Immutable facts about a message that Email/query filters and sorts on and
+/// that threading matches on (RFC 8621 §3, §4.4).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EmailIndex {
+    /// Message-ID without angle brackets.
+    pub message_id: Option<String>,
+    /// In-Reply-To and References ids, without angle brackets.
+    pub referenced_ids: Vec<String>,
+    /// The subject with reply/forward prefixes and list tags removed, lowercase.
+    pub base_subject: String,
+    /// The decoded subject, lowercase (for the `subject` filter).
+    pub subject: String,
+    /// Name (else address) of the first From address, lowercase (the `from` sort).
+    pub from_sort: String,
+    /// Name (else address) of the first To address, lowercase (the `to` sort).
+    pub to_sort: String,
+    /// All names and addresses of From, lowercase, newline-separated (the `from` filter).
+    pub from_text: String,
+    pub to_text: String,
+    pub cc_text: String,
+    pub bcc_text: String,
+    pub has_attachment: bool,
+}
+
+/// Outcome of storing one [`NewEmail`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inserted {
+    /// Stored as a new email with this id.
+    New(i64),
+    /// The same bytes were already in the account as this email; nothing stored.
+    Duplicate(i64),
+}
+
+/// What Email/query evaluates filters and sorts on, one per email.
+#[derive(Debug, Clone)]
+pub struct QueryRow {
+    pub meta: EmailMeta,
+    pub sent_at: Option<i64>,
+    pub index: EmailIndex,
+}
+
+/// A change to one email's mutable properties (RFC 8621 §4.6): `None` leaves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmailUpdate {
+    pub id: i64,
+    pub keywords: Option<Vec<String>>,
+    pub mailbox_ids: Option<Vec<i64>>,
+}
+
+/// The storage operations Fastview needs, implemented once per database.
+/// Every method that takes an `account` touches only that account's rows.
+/// Batched methods take id lists and run a fixed number of queries, never one per id.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Creates an account with the role mailboxes inbox, drafts, sent, trash,
+    /// junk, archive. `Conflict` when the email is taken.
+    async fn create_account(&self, email: &str, password_hash: &str) -> StoreResult<Account>;
+    /// Finds an account by login, case-insensitively.
+    async fn account_by_email(&self, email: &str) -> StoreResult<Option<Account>>;
+    /// All accounts, by id.
+    async fn list_accounts(&self) -> StoreResult<Vec<Account>>;
+    /// Replaces the password hash; `NotFound` when there is no such account.
+    async fn set_password(&self, email: &str, password_hash: &str) -> StoreResult<()>;
+    /// Removes an account and all its rows; `NotFound` when there is none.
+    /// Blobs stay in the blob store (they may be shared by content).
+    async fn remove_account(&self, email: &str) -> StoreResult<()>;
+    /// The account's current state counters.
+    async fn states(&self, account: i64) -> StoreResult<States>;
+
+    /// All mailboxes of the account with their counts, by id.
+    async fn mailboxes(&self, account: i64) -> StoreResult<Vec<MailboxRow>>;
+    /// Creates a mailbox; returns its id.
+    async fn create_mailbox(&self, account: i64, mailbox: &NewMailbox) -> StoreResult<i64>;
+    /// Applies a patch to a mailbox.
+    async fn update_mailbox(&self, account: i64, id: i64, patch: &MailboxPatch) -> StoreResult<()>;
+    /// Destroys a mailbox. With `remove_emails`, emails only in this mailbox are
+    /// destroyed; without it, a mailbox holding emails is a `Conflict`.
+    async fn destroy_mailbox(&self, account: i64, id: i64, remove_emails: bool) -> StoreResult<()>;
+
+    /// Stores messages in one transaction, assigning threads; a message whose
+    /// blob id is already in the account is reported as a duplicate.
+    async fn insert_emails(&self, account: i64, emails: &[NewEmail]) -> StoreResult<Vec<Inserted>>;
+    /// Metadata of the given emails that exist in the account, in no set order.
+    async fn email_meta(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<EmailMeta>>;
+    /// Header blocks of the given emails (ids must belong to the account).
+    async fn header_blocks(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, Vec<u8>)>>;
+    /// Projection rows of the given emails; missing rows are simply absent.
+    async fn fast_views(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, FastView)>>;
+    /// Writes projection rows (insert or replace).
+    async fn put_fast_views(&self, rows: &[(i64, FastView)]) -> StoreResult<()>;
+    /// Deletes all projection rows of an account (or of every account); returns the count.
+    async fn clear_fast_views(&self, account: Option<i64>) -> StoreResult<u64>;
+    /// Ids and blob ids of emails without a projection row, after `after_id`, at most `limit`.
+    async fn emails_missing_fast_view(
+        &self,
+        account: Option<i64>,
+        after_id: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<(i64, String)>>;
+
+    /// Email ids of one mailbox sorted by receivedAt (then id), from the
+    /// (mailbox, receivedAt) index without scanning the mailbox, with the total.
+    async fn mailbox_emails_by_received(
+        &self,
+        mailbox: i64,
+        descending: bool,
+        position: i64,
+        limit: i64,
+    ) -> StoreResult<(Vec<(i64, i64)>, i64)>;
+    /// The rows Email/query evaluates, of one mailbox or of the whole account.
+    async fn query_rows(&self, account: i64, in_mailbox: Option<i64>) -> StoreResult<Vec<QueryRow>>;
+    /// Applies updates in one transaction; `NotFound` if any id is not in the account.
+    async fn update_emails(&self, account: i64, updates: &[EmailUpdate]) -> StoreResult<()>;
+    /// Destroys emails; returns the ids that existed and were destroyed.
+    async fn destroy_emails(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<i64>>;
+    /// Email ids of the given threads, ordered by receivedAt then id.
+    async fn thread_emails(&self, account: i64, thread_ids: &[i64]) -> StoreResult<Vec<(i64, Vec<i64>)>>;
+
+    /// Records that the account may read a blob (an upload or a message).
+    async fn add_blob(&self, account: i64, blob_id: &str, size: i64) -> StoreResult<()>;
+    /// Whether the account may read a message or uploaded blob.
+    async fn has_blob(&self, account: i64, blob_id: &str) -> StoreResult<bool>;
+}

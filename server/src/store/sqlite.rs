@@ -1,0 +1,866 @@
+//! The SQLite implementation of [`Store`]: the embedded default.
+//!
+//! WAL journal, `synchronous = NORMAL`, foreign keys on. Id lists are bound as
+//! one JSON array and expanded with `json_each`, so every batched read is one
+//! static, cached statement whatever the number of ids. Write transactions
+//! start with `BEGIN IMMEDIATE`, so a writer waits for the lock (busy timeout)
+//! instead of failing on a stale snapshot when `serve` and `import` share a
+//! data dir.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+use sqlx::{Row, Sqlite, Transaction};
+
+use super::{
+    Account, EmailIndex, EmailMeta, EmailUpdate, Inserted, MailboxPatch, MailboxRow, NewEmail,
+    NewMailbox, QueryRow, States, Store, StoreError, StoreResult,
+};
+use crate::mail::fast_view::FastView;
+
+/// Role mailboxes every new account gets (RFC 8621 §2, IANA mailbox roles).
+pub const ROLE_MAILBOXES: &[(&str, &str)] = &[
+    ("inbox", "Inbox"),
+    ("drafts", "Drafts"),
+    ("sent", "Sent"),
+    ("trash", "Trash"),
+    ("junk", "Junk"),
+    ("archive", "Archive"),
+];
+
+/// Which types a write changes, to advance their state strings.
+#[derive(Clone, Copy)]
+struct Changed {
+    email: bool,
+    mailbox: bool,
+    thread: bool,
+}
+
+/// SQLite-backed [`Store`].
+#[derive(Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing) and migrates the database at `url`
+    /// (`sqlite://path/fastview.db`). `max_connections` bounds the read pool.
+    pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Self> {
+        let options = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(30))
+            .pragma("cache_size", "-65536")
+            .pragma("temp_store", "memory");
+        let pool = SqlitePoolOptions::new()
+            .max_connections(max_connections.max(1))
+            .min_connections(1)
+            .connect_with(options)
+            .await?;
+        sqlx::migrate!("../migrations/sqlite").run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    /// The query plan SQLite chooses for the inMailbox + receivedAt listing,
+    /// one line per step (for the test that proves it is served from an index).
+    pub async fn mailbox_listing_plan(&self) -> StoreResult<Vec<String>> {
+        let rows = sqlx::query(
+            "EXPLAIN QUERY PLAN SELECT em.email_id, e.thread_id FROM email_mailboxes em \
+             JOIN emails e ON e.id = em.email_id WHERE em.mailbox_id = ?1 \
+             ORDER BY em.received_at DESC, em.email_id DESC LIMIT ?2 OFFSET ?3",
+        )
+        .bind(1_i64)
+        .bind(30_i64)
+        .bind(0_i64)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(|row| row.get::<String, _>("detail")).collect())
+    }
+
+    async fn write(&self) -> StoreResult<Transaction<'static, Sqlite>> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+}
+
+fn id_list(ids: &[i64]) -> String {
+    serde_json::to_string(ids).unwrap_or_else(|_| "[]".to_string())
+}
+
+fn keywords_to_column(keywords: &[String]) -> String {
+    let mut keywords: Vec<String> = keywords.iter().map(|k| k.to_ascii_lowercase()).collect();
+    keywords.sort();
+    keywords.dedup();
+    keywords.join(" ")
+}
+
+fn keywords_from_column(column: &str) -> Vec<String> {
+    column.split_whitespace().map(str::to_string).collect()
+}
+
+fn mailbox_ids_from_column(column: Option<String>) -> Vec<i64> {
+    let mut ids: Vec<i64> = column
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|id| id.parse().ok())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// Reads an [`EmailMeta`] from the first seven columns of a row:
+/// id, blob_id, thread_id, size, received_at, keywords, mailbox ids (comma-separated).
+fn meta_from_row(row: &SqliteRow) -> EmailMeta {
+    EmailMeta {
+        id: row.get(0),
+        blob_id: row.get(1),
+        thread_id: row.get(2),
+        size: row.get(3),
+        received_at: row.get(4),
+        keywords: keywords_from_column(row.get::<&str, _>(5)),
+        mailbox_ids: mailbox_ids_from_column(row.get(6)),
+    }
+}
+
+async fn advance_state(
+    tx: &mut Transaction<'static, Sqlite>,
+    account: i64,
+    changed: Changed,
+) -> StoreResult<()> {
+    sqlx::query(
+        "UPDATE accounts SET modseq = modseq + 1, \
+         email_state = CASE WHEN ?2 THEN modseq + 1 ELSE email_state END, \
+         mailbox_state = CASE WHEN ?3 THEN modseq + 1 ELSE mailbox_state END, \
+         thread_state = CASE WHEN ?4 THEN modseq + 1 ELSE thread_state END \
+         WHERE id = ?1",
+    )
+    .bind(account)
+    .bind(changed.email)
+    .bind(changed.mailbox)
+    .bind(changed.thread)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+async fn check_mailboxes_owned(
+    tx: &mut Transaction<'static, Sqlite>,
+    account: i64,
+    mailbox_ids: &[i64],
+) -> StoreResult<()> {
+    let owned: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM mailboxes WHERE account_id = ?1 \
+         AND id IN (SELECT value FROM json_each(?2))",
+    )
+    .bind(account)
+    .bind(id_list(mailbox_ids))
+    .fetch_one(&mut **tx)
+    .await?;
+    let mut distinct = mailbox_ids.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if owned as usize != distinct.len() {
+        return Err(StoreError::NotFound);
+    }
+    Ok(())
+}
+
+/// Finds the thread of a new message: a thread that shares one of its message
+/// ids and has the same base subject (RFC 8621 §3); `None` starts a new one.
+async fn find_thread(
+    tx: &mut Transaction<'static, Sqlite>,
+    account: i64,
+    index: &EmailIndex,
+) -> StoreResult<Option<i64>> {
+    let keys: Vec<&String> = index.message_id.iter().chain(&index.referenced_ids).collect();
+    if keys.is_empty() {
+        return Ok(None);
+    }
+    let keys = serde_json::to_string(&keys).unwrap_or_else(|_| "[]".to_string());
+    let thread: Option<i64> = sqlx::query_scalar(
+        "SELECT min(thread_id) FROM thread_refs WHERE account_id = ?1 \
+         AND message_id IN (SELECT value FROM json_each(?2)) AND base_subject = ?3",
+    )
+    .bind(account)
+    .bind(keys)
+    .bind(&index.base_subject)
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(thread)
+}
+
+async fn insert_one(
+    tx: &mut Transaction<'static, Sqlite>,
+    account: i64,
+    email: &NewEmail,
+) -> StoreResult<Inserted> {
+    let existing: Option<i64> =
+        sqlx::query_scalar("SELECT id FROM emails WHERE account_id = ?1 AND blob_id = ?2")
+            .bind(account)
+            .bind(&email.blob_id)
+            .fetch_optional(&mut **tx)
+            .await?;
+    if let Some(id) = existing {
+        return Ok(Inserted::Duplicate(id));
+    }
+    let index = &email.index;
+    let thread = find_thread(tx, account, index).await?;
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO emails (account_id, blob_id, thread_id, size, received_at, sent_at, keywords, \
+         message_id, base_subject, subject, from_sort, to_sort, from_text, to_text, cc_text, \
+         bcc_text, has_attachment) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) \
+         RETURNING id",
+    )
+    .bind(account)
+    .bind(&email.blob_id)
+    .bind(thread.unwrap_or(0))
+    .bind(email.size)
+    .bind(email.received_at)
+    .bind(email.sent_at)
+    .bind(keywords_to_column(&email.keywords))
+    .bind(&index.message_id)
+    .bind(&index.base_subject)
+    .bind(&index.subject)
+    .bind(&index.from_sort)
+    .bind(&index.to_sort)
+    .bind(&index.from_text)
+    .bind(&index.to_text)
+    .bind(&index.cc_text)
+    .bind(&index.bcc_text)
+    .bind(index.has_attachment)
+    .fetch_one(&mut **tx)
+    .await?;
+    let thread_id = match thread {
+        Some(thread_id) => thread_id,
+        None => {
+            sqlx::query("UPDATE emails SET thread_id = id WHERE id = ?1")
+                .bind(id)
+                .execute(&mut **tx)
+                .await?;
+            id
+        }
+    };
+    for key in index.message_id.iter().chain(&index.referenced_ids) {
+        sqlx::query(
+            "INSERT OR IGNORE INTO thread_refs (account_id, message_id, thread_id, base_subject) \
+             VALUES (?1, ?2, ?3, ?4)",
+        )
+        .bind(account)
+        .bind(key)
+        .bind(thread_id)
+        .bind(&index.base_subject)
+        .execute(&mut **tx)
+        .await?;
+    }
+    let mut mailbox_ids = email.mailbox_ids.clone();
+    mailbox_ids.sort_unstable();
+    mailbox_ids.dedup();
+    for mailbox_id in mailbox_ids {
+        sqlx::query(
+            "INSERT INTO email_mailboxes (mailbox_id, received_at, email_id) VALUES (?1, ?2, ?3)",
+        )
+        .bind(mailbox_id)
+        .bind(email.received_at)
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    }
+    sqlx::query("INSERT INTO email_headers (email_id, header_block) VALUES (?1, ?2)")
+        .bind(id)
+        .bind(&email.header_block)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query("INSERT INTO fast_view (email_id, preview, has_attachment) VALUES (?1, ?2, ?3)")
+        .bind(id)
+        .bind(&email.fast_view.preview)
+        .bind(email.fast_view.has_attachment)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query(
+        "INSERT OR IGNORE INTO account_blobs (account_id, blob_id, size, created_at) \
+         VALUES (?1, ?2, ?3, strftime('%s','now'))",
+    )
+    .bind(account)
+    .bind(&email.blob_id)
+    .bind(email.size)
+    .execute(&mut **tx)
+    .await?;
+    Ok(Inserted::New(id))
+}
+
+async fn set_memberships(
+    tx: &mut Transaction<'static, Sqlite>,
+    email_id: i64,
+    mailbox_ids: &[i64],
+) -> StoreResult<()> {
+    let received_at: i64 = sqlx::query_scalar("SELECT received_at FROM emails WHERE id = ?1")
+        .bind(email_id)
+        .fetch_one(&mut **tx)
+        .await?;
+    sqlx::query("DELETE FROM email_mailboxes WHERE email_id = ?1")
+        .bind(email_id)
+        .execute(&mut **tx)
+        .await?;
+    for mailbox_id in mailbox_ids {
+        sqlx::query(
+            "INSERT OR IGNORE INTO email_mailboxes (mailbox_id, received_at, email_id) \
+             VALUES (?1, ?2, ?3)",
+        )
+        .bind(mailbox_id)
+        .bind(received_at)
+        .bind(email_id)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(())
+}
+
+async fn delete_emails(
+    tx: &mut Transaction<'static, Sqlite>,
+    account: i64,
+    ids: &[i64],
+) -> StoreResult<Vec<i64>> {
+    let destroyed: Vec<(i64, String)> = sqlx::query_as(
+        "DELETE FROM emails WHERE account_id = ?1 AND id IN (SELECT value FROM json_each(?2)) \
+         RETURNING id, blob_id",
+    )
+    .bind(account)
+    .bind(id_list(ids))
+    .fetch_all(&mut **tx)
+    .await?;
+    for (_, blob_id) in &destroyed {
+        sqlx::query("DELETE FROM account_blobs WHERE account_id = ?1 AND blob_id = ?2")
+            .bind(account)
+            .bind(blob_id)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(destroyed.into_iter().map(|(id, _)| id).collect())
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create_account(&self, email: &str, password_hash: &str) -> StoreResult<Account> {
+        let mut tx = self.write().await?;
+        let id: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO accounts (email, password_hash) VALUES (?1, ?2) \
+             ON CONFLICT (email) DO NOTHING RETURNING id",
+        )
+        .bind(email)
+        .bind(password_hash)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(id) = id else {
+            return Err(StoreError::Conflict(format!("account {email} already exists")));
+        };
+        for (order, (role, name)) in ROLE_MAILBOXES.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO mailboxes (account_id, name, role, sort_order) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .bind(id)
+            .bind(*name)
+            .bind(*role)
+            .bind(order as i64 + 1)
+            .execute(&mut *tx)
+            .await?;
+        }
+        advance_state(&mut tx, id, Changed { email: true, mailbox: true, thread: true }).await?;
+        tx.commit().await?;
+        Ok(Account {
+            id,
+            email: email.to_string(),
+            password_hash: password_hash.to_string(),
+        })
+    }
+
+    async fn account_by_email(&self, email: &str) -> StoreResult<Option<Account>> {
+        let row: Option<(i64, String, String)> =
+            sqlx::query_as("SELECT id, email, password_hash FROM accounts WHERE email = ?1")
+                .bind(email)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.map(|(id, email, password_hash)| Account {
+            id,
+            email,
+            password_hash,
+        }))
+    }
+
+    async fn list_accounts(&self) -> StoreResult<Vec<Account>> {
+        let rows: Vec<(i64, String, String)> =
+            sqlx::query_as("SELECT id, email, password_hash FROM accounts ORDER BY id")
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, email, password_hash)| Account {
+                id,
+                email,
+                password_hash,
+            })
+            .collect())
+    }
+
+    async fn set_password(&self, email: &str, password_hash: &str) -> StoreResult<()> {
+        let done = sqlx::query("UPDATE accounts SET password_hash = ?2 WHERE email = ?1")
+            .bind(email)
+            .bind(password_hash)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    async fn remove_account(&self, email: &str) -> StoreResult<()> {
+        let mut tx = self.write().await?;
+        let id: Option<i64> = sqlx::query_scalar("SELECT id FROM accounts WHERE email = ?1")
+            .bind(email)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(id) = id else {
+            return Err(StoreError::NotFound);
+        };
+        // Children first: mailboxes reference each other through parent_id.
+        for statement in [
+            "DELETE FROM emails WHERE account_id = ?1",
+            "UPDATE mailboxes SET parent_id = NULL WHERE account_id = ?1",
+            "DELETE FROM mailboxes WHERE account_id = ?1",
+            "DELETE FROM thread_refs WHERE account_id = ?1",
+            "DELETE FROM account_blobs WHERE account_id = ?1",
+            "DELETE FROM accounts WHERE id = ?1",
+        ] {
+            sqlx::query(statement).bind(id).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn states(&self, account: i64) -> StoreResult<States> {
+        let row: Option<(i64, i64, i64)> = sqlx::query_as(
+            "SELECT email_state, mailbox_state, thread_state FROM accounts WHERE id = ?1",
+        )
+        .bind(account)
+        .fetch_optional(&self.pool)
+        .await?;
+        let (email, mailbox, thread) = row.ok_or(StoreError::NotFound)?;
+        Ok(States {
+            email,
+            mailbox,
+            thread,
+        })
+    }
+
+    async fn mailboxes(&self, account: i64) -> StoreResult<Vec<MailboxRow>> {
+        let rows = sqlx::query(
+            "WITH m AS (SELECT * FROM mailboxes WHERE account_id = ?1), \
+             c AS (SELECT em.mailbox_id, count(*) AS total, \
+                     sum(e.unread) AS unread, count(DISTINCT e.thread_id) AS threads, \
+                     count(DISTINCT CASE WHEN e.unread THEN e.thread_id END) AS unread_threads \
+                   FROM email_mailboxes em \
+                   JOIN (SELECT id, thread_id, \
+                           (instr(' ' || keywords || ' ', ' $seen ') = 0 \
+                            AND instr(' ' || keywords || ' ', ' $draft ') = 0) AS unread \
+                         FROM emails WHERE account_id = ?1) e ON e.id = em.email_id \
+                   WHERE em.mailbox_id IN (SELECT id FROM m) GROUP BY em.mailbox_id) \
+             SELECT m.id, m.parent_id, m.name, m.role, m.sort_order, m.is_subscribed, \
+               coalesce(c.total, 0), coalesce(c.unread, 0), coalesce(c.threads, 0), \
+               coalesce(c.unread_threads, 0) \
+             FROM m LEFT JOIN c ON c.mailbox_id = m.id ORDER BY m.id",
+        )
+        .bind(account)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|row| MailboxRow {
+                id: row.get(0),
+                parent_id: row.get(1),
+                name: row.get(2),
+                role: row.get(3),
+                sort_order: row.get(4),
+                is_subscribed: row.get(5),
+                total_emails: row.get(6),
+                unread_emails: row.get(7),
+                total_threads: row.get(8),
+                unread_threads: row.get(9),
+            })
+            .collect())
+    }
+
+    async fn create_mailbox(&self, account: i64, mailbox: &NewMailbox) -> StoreResult<i64> {
+        let mut tx = self.write().await?;
+        if let Some(parent) = mailbox.parent_id {
+            check_mailboxes_owned(&mut tx, account, &[parent]).await?;
+        }
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO mailboxes (account_id, parent_id, name, role, sort_order, is_subscribed) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
+        )
+        .bind(account)
+        .bind(mailbox.parent_id)
+        .bind(&mailbox.name)
+        .bind(&mailbox.role)
+        .bind(mailbox.sort_order)
+        .bind(mailbox.is_subscribed)
+        .fetch_one(&mut *tx)
+        .await?;
+        advance_state(&mut tx, account, Changed { email: false, mailbox: true, thread: false }).await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    async fn update_mailbox(&self, account: i64, id: i64, patch: &MailboxPatch) -> StoreResult<()> {
+        let mut tx = self.write().await?;
+        check_mailboxes_owned(&mut tx, account, &[id]).await?;
+        if let Some(Some(parent)) = patch.parent_id {
+            check_mailboxes_owned(&mut tx, account, &[parent]).await?;
+        }
+        sqlx::query(
+            "UPDATE mailboxes SET \
+             parent_id = CASE WHEN ?2 THEN ?3 ELSE parent_id END, \
+             name = coalesce(?4, name), \
+             role = CASE WHEN ?5 THEN ?6 ELSE role END, \
+             sort_order = coalesce(?7, sort_order), \
+             is_subscribed = coalesce(?8, is_subscribed) \
+             WHERE id = ?1",
+        )
+        .bind(id)
+        .bind(patch.parent_id.is_some())
+        .bind(patch.parent_id.flatten())
+        .bind(&patch.name)
+        .bind(patch.role.is_some())
+        .bind(patch.role.clone().flatten())
+        .bind(patch.sort_order)
+        .bind(patch.is_subscribed)
+        .execute(&mut *tx)
+        .await?;
+        advance_state(&mut tx, account, Changed { email: false, mailbox: true, thread: false }).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn destroy_mailbox(&self, account: i64, id: i64, remove_emails: bool) -> StoreResult<()> {
+        let mut tx = self.write().await?;
+        check_mailboxes_owned(&mut tx, account, &[id]).await?;
+        let children: i64 = sqlx::query_scalar("SELECT count(*) FROM mailboxes WHERE parent_id = ?1")
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await?;
+        if children > 0 {
+            return Err(StoreError::MailboxHasChild);
+        }
+        let members: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT em.email_id, (SELECT count(*) FROM email_mailboxes o WHERE o.email_id = em.email_id) \
+             FROM email_mailboxes em WHERE em.mailbox_id = ?1",
+        )
+        .bind(id)
+        .fetch_all(&mut *tx)
+        .await?;
+        if !members.is_empty() && !remove_emails {
+            return Err(StoreError::MailboxHasEmail);
+        }
+        let only_here: Vec<i64> = members
+            .iter()
+            .filter(|(_, count)| *count == 1)
+            .map(|(email, _)| *email)
+            .collect();
+        delete_emails(&mut tx, account, &only_here).await?;
+        sqlx::query("DELETE FROM email_mailboxes WHERE mailbox_id = ?1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM mailboxes WHERE id = ?1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        let emails_changed = !members.is_empty();
+        advance_state(
+            &mut tx,
+            account,
+            Changed { email: emails_changed, mailbox: true, thread: !only_here.is_empty() },
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn insert_emails(&self, account: i64, emails: &[NewEmail]) -> StoreResult<Vec<Inserted>> {
+        if emails.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.write().await?;
+        let mut mailbox_ids: Vec<i64> = emails.iter().flat_map(|e| e.mailbox_ids.clone()).collect();
+        mailbox_ids.sort_unstable();
+        mailbox_ids.dedup();
+        check_mailboxes_owned(&mut tx, account, &mailbox_ids).await?;
+        let mut outcomes = Vec::with_capacity(emails.len());
+        for email in emails {
+            outcomes.push(insert_one(&mut tx, account, email).await?);
+        }
+        if outcomes.iter().any(|o| matches!(o, Inserted::New(_))) {
+            advance_state(&mut tx, account, Changed { email: true, mailbox: true, thread: true }).await?;
+        }
+        tx.commit().await?;
+        Ok(outcomes)
+    }
+
+    async fn email_meta(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<EmailMeta>> {
+        let rows = sqlx::query(
+            "SELECT e.id, e.blob_id, e.thread_id, e.size, e.received_at, e.keywords, \
+             (SELECT group_concat(x.mailbox_id) FROM email_mailboxes x WHERE x.email_id = e.id) \
+             FROM emails e WHERE e.account_id = ?1 AND e.id IN (SELECT value FROM json_each(?2))",
+        )
+            .bind(account)
+            .bind(id_list(ids))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(meta_from_row).collect())
+    }
+
+    async fn header_blocks(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, Vec<u8>)>> {
+        Ok(sqlx::query_as(
+            "SELECT h.email_id, h.header_block FROM email_headers h JOIN emails e ON e.id = h.email_id \
+             WHERE e.account_id = ?1 AND h.email_id IN (SELECT value FROM json_each(?2))",
+        )
+        .bind(account)
+        .bind(id_list(ids))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn fast_views(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, FastView)>> {
+        let rows: Vec<(i64, String, bool)> = sqlx::query_as(
+            "SELECT f.email_id, f.preview, f.has_attachment FROM fast_view f \
+             JOIN emails e ON e.id = f.email_id \
+             WHERE e.account_id = ?1 AND f.email_id IN (SELECT value FROM json_each(?2))",
+        )
+        .bind(account)
+        .bind(id_list(ids))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, preview, has_attachment)| (id, FastView { preview, has_attachment }))
+            .collect())
+    }
+
+    async fn put_fast_views(&self, rows: &[(i64, FastView)]) -> StoreResult<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.write().await?;
+        for (id, view) in rows {
+            // The email may have been destroyed meanwhile: write only if it exists.
+            sqlx::query(
+                "INSERT OR REPLACE INTO fast_view (email_id, preview, has_attachment) \
+                 SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM emails WHERE id = ?1)",
+            )
+            .bind(id)
+            .bind(&view.preview)
+            .bind(view.has_attachment)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn clear_fast_views(&self, account: Option<i64>) -> StoreResult<u64> {
+        let done = sqlx::query(
+            "DELETE FROM fast_view WHERE ?1 IS NULL \
+             OR email_id IN (SELECT id FROM emails WHERE account_id = ?1)",
+        )
+        .bind(account)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn emails_missing_fast_view(
+        &self,
+        account: Option<i64>,
+        after_id: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<(i64, String)>> {
+        Ok(sqlx::query_as(
+            "SELECT e.id, e.blob_id FROM emails e WHERE e.id > ?2 \
+             AND (?1 IS NULL OR e.account_id = ?1) \
+             AND NOT EXISTS (SELECT 1 FROM fast_view f WHERE f.email_id = e.id) \
+             ORDER BY e.id LIMIT ?3",
+        )
+        .bind(account)
+        .bind(after_id)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn mailbox_emails_by_received(
+        &self,
+        mailbox: i64,
+        descending: bool,
+        position: i64,
+        limit: i64,
+    ) -> StoreResult<(Vec<(i64, i64)>, i64)> {
+        let sql = if descending {
+            "SELECT em.email_id, e.thread_id FROM email_mailboxes em \
+             JOIN emails e ON e.id = em.email_id WHERE em.mailbox_id = ?1 \
+             ORDER BY em.received_at DESC, em.email_id DESC LIMIT ?2 OFFSET ?3"
+        } else {
+            "SELECT em.email_id, e.thread_id FROM email_mailboxes em \
+             JOIN emails e ON e.id = em.email_id WHERE em.mailbox_id = ?1 \
+             ORDER BY em.received_at ASC, em.email_id ASC LIMIT ?2 OFFSET ?3"
+        };
+        let ids: Vec<(i64, i64)> = sqlx::query_as(sql)
+            .bind(mailbox)
+            .bind(limit)
+            .bind(position)
+            .fetch_all(&self.pool)
+            .await?;
+        let total: i64 = sqlx::query_scalar("SELECT count(*) FROM email_mailboxes WHERE mailbox_id = ?1")
+            .bind(mailbox)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok((ids, total))
+    }
+
+    async fn query_rows(&self, account: i64, in_mailbox: Option<i64>) -> StoreResult<Vec<QueryRow>> {
+        let rows = sqlx::query(
+            "SELECT e.id, e.blob_id, e.thread_id, e.size, e.received_at, e.keywords, \
+               (SELECT group_concat(x.mailbox_id) FROM email_mailboxes x WHERE x.email_id = e.id), \
+               e.sent_at, e.message_id, e.base_subject, e.subject, e.from_sort, e.to_sort, \
+               e.from_text, e.to_text, e.cc_text, e.bcc_text, e.has_attachment \
+             FROM emails e WHERE e.account_id = ?1 AND (?2 IS NULL OR e.id IN \
+               (SELECT email_id FROM email_mailboxes WHERE mailbox_id = ?2))",
+        )
+        .bind(account)
+        .bind(in_mailbox)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|row| QueryRow {
+                meta: meta_from_row(row),
+                sent_at: row.get(7),
+                index: EmailIndex {
+                    message_id: row.get(8),
+                    referenced_ids: Vec::new(),
+                    base_subject: row.get(9),
+                    subject: row.get(10),
+                    from_sort: row.get(11),
+                    to_sort: row.get(12),
+                    from_text: row.get(13),
+                    to_text: row.get(14),
+                    cc_text: row.get(15),
+                    bcc_text: row.get(16),
+                    has_attachment: row.get(17),
+                },
+            })
+            .collect())
+    }
+
+    async fn update_emails(&self, account: i64, updates: &[EmailUpdate]) -> StoreResult<()> {
+        if updates.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.write().await?;
+        let ids: Vec<i64> = updates.iter().map(|u| u.id).collect();
+        let found: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM emails WHERE account_id = ?1 AND id IN (SELECT value FROM json_each(?2))",
+        )
+        .bind(account)
+        .bind(id_list(&ids))
+        .fetch_one(&mut *tx)
+        .await?;
+        let mut distinct = ids.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        if found as usize != distinct.len() {
+            return Err(StoreError::NotFound);
+        }
+        let mut mailbox_ids: Vec<i64> = updates
+            .iter()
+            .flat_map(|u| u.mailbox_ids.clone().unwrap_or_default())
+            .collect();
+        mailbox_ids.sort_unstable();
+        mailbox_ids.dedup();
+        check_mailboxes_owned(&mut tx, account, &mailbox_ids).await?;
+        for update in updates {
+            if let Some(keywords) = &update.keywords {
+                sqlx::query("UPDATE emails SET keywords = ?2 WHERE id = ?1")
+                    .bind(update.id)
+                    .bind(keywords_to_column(keywords))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            if let Some(mailbox_ids) = &update.mailbox_ids {
+                set_memberships(&mut tx, update.id, mailbox_ids).await?;
+            }
+        }
+        advance_state(&mut tx, account, Changed { email: true, mailbox: true, thread: false }).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn destroy_emails(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<i64>> {
+        let mut tx = self.write().await?;
+        let destroyed = delete_emails(&mut tx, account, ids).await?;
+        if !destroyed.is_empty() {
+            advance_state(&mut tx, account, Changed { email: true, mailbox: true, thread: true }).await?;
+        }
+        tx.commit().await?;
+        Ok(destroyed)
+    }
+
+    async fn thread_emails(&self, account: i64, thread_ids: &[i64]) -> StoreResult<Vec<(i64, Vec<i64>)>> {
+        let rows: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT thread_id, id FROM emails WHERE account_id = ?1 \
+             AND thread_id IN (SELECT value FROM json_each(?2)) ORDER BY thread_id, received_at, id",
+        )
+        .bind(account)
+        .bind(id_list(thread_ids))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut threads: Vec<(i64, Vec<i64>)> = Vec::new();
+        for (thread_id, email_id) in rows {
+            match threads.last_mut() {
+                Some((last, emails)) if *last == thread_id => emails.push(email_id),
+                _ => threads.push((thread_id, vec![email_id])),
+            }
+        }
+        Ok(threads)
+    }
+
+    async fn add_blob(&self, account: i64, blob_id: &str, size: i64) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT OR IGNORE INTO account_blobs (account_id, blob_id, size, created_at) \
+             VALUES (?1, ?2, ?3, strftime('%s','now'))",
+        )
+        .bind(account)
+        .bind(blob_id)
+        .bind(size)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn has_blob(&self, account: i64, blob_id: &str) -> StoreResult<bool> {
+        let found: Option<i64> =
+            sqlx::query_scalar("SELECT 1 FROM account_blobs WHERE account_id = ?1 AND blob_id = ?2")
+                .bind(account)
+                .bind(blob_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(found.is_some())
+    }
+}
+
