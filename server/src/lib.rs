@@ -5,6 +5,7 @@
 //!
 //! Layers point one way: `http → jmap → mail → store / blob`.
 //!
+//! - [`app`]: assembles a server instance (store, blobs, metrics, router).
 //! - [`cli`]: the `fastview` command line (clap); every command is a function here.
 //! - [`http`]: the only module that speaks HTTP (axum): session, API, upload,
 //!   download, auth, metrics, problem-JSON errors.
@@ -20,6 +21,7 @@
 //!
 //! `server/ARCHITECTURE.md` is the code map with its invariants.
 
+pub mod app;
 pub mod blob;
 pub mod cli;
 pub mod http;

@@ -1,1 +1,107 @@
-//! HTTP edge (axum).
+//! The HTTP edge: the only module that imports axum. Routes:
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /.well-known/jmap`, `GET /jmap/session` | the Session (RFC 8620 §2) |
+//! | `POST /jmap/api` | the API (RFC 8620 §3) |
+//! | `POST /jmap/upload/{accountId}/` | upload (RFC 8620 §6.1) |
+//! | `GET /jmap/download/{accountId}/{blobId}/{name}?type=` | download (RFC 8620 §6.2) |
+//! | `GET /jmap/eventsource` | push (RFC 8620 §7.3) |
+//! | `GET /metrics` | Prometheus metrics, no auth |
+//!
+//! [`serve`] never binds a port itself: it takes a listener, so tests bind
+//! `127.0.0.1:0`.
+
+pub mod api;
+pub mod auth;
+pub mod blob;
+pub mod error;
+pub mod eventsource;
+pub mod session;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::{HeaderMap, HeaderValue, Method, header};
+use axum::routing::{get, post};
+use axum::serve::ListenerExt;
+use tokio::net::TcpListener;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+use crate::jmap::Jmap;
+use auth::Authenticator;
+
+/// Shared state of the HTTP handlers.
+pub struct AppState {
+    pub jmap: Arc<Jmap>,
+    pub auth: Authenticator,
+    /// `--public-url` without a trailing slash; `None` derives URLs from the Host header.
+    pub public_url: Option<String>,
+    /// Bounds the API requests in flight on this node (maxConcurrentRequests).
+    pub in_flight: tokio::sync::Semaphore,
+}
+
+impl AppState {
+    /// The absolute base URL for session URLs.
+    pub fn base_url(&self, headers: &HeaderMap) -> String {
+        if let Some(url) = &self.public_url {
+            return url.clone();
+        }
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()))
+            .unwrap_or("localhost");
+        format!("http://{host}")
+    }
+}
+
+/// The router with every route, CORS answered for `cors_origins`.
+pub fn router(state: Arc<AppState>, cors_origins: &[String]) -> Router {
+    let router = Router::new()
+        .route("/.well-known/jmap", get(session::get_session))
+        .route("/jmap/session", get(session::get_session))
+        .route("/jmap/api", post(api::post_api))
+        .route("/jmap/upload/{account_id}/", post(blob::upload))
+        .route("/jmap/upload/{account_id}", post(blob::upload))
+        .route("/jmap/download/{account_id}/{blob_id}/{name}", get(blob::download))
+        .route("/jmap/eventsource", get(eventsource::event_source))
+        .route("/metrics", get(metrics))
+        .with_state(state);
+    if cors_origins.is_empty() {
+        return router;
+    }
+    let origins: Vec<HeaderValue> = cors_origins
+        .iter()
+        .filter_map(|origin| HeaderValue::from_str(origin.trim_end_matches('/')).ok())
+        .collect();
+    router.layer(
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins))
+            .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
+            .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, header::ACCEPT])
+            .allow_credentials(true)
+            .max_age(std::time::Duration::from_secs(3600)),
+    )
+}
+
+async fn metrics(axum::extract::State(state): axum::extract::State<Arc<AppState>>) -> impl axum::response::IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        state.jmap.metrics.encode(),
+    )
+}
+
+/// Serves until `shutdown` completes, then drains in-flight requests.
+/// Sets TCP_NODELAY on every connection (JMAP responses are small).
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = listener.tap_io(|stream| {
+        let _ = stream.set_nodelay(true);
+    });
+    axum::serve(listener, router).with_graceful_shutdown(shutdown).await
+}

@@ -185,17 +185,18 @@ impl EmailLoader {
         }
         let hits = out.iter().filter(|v| v.is_some()).count();
         self.metrics.fast_view_hits.inc_by(hits as u64);
-        let misses: Vec<(usize, &LoadedEmail)> = loaded
+        let misses: Vec<(usize, i64, String, Option<Vec<u8>>)> = loaded
             .iter()
             .enumerate()
             .filter(|(slot, _)| out[*slot].is_none())
+            .map(|(slot, email)| (slot, email.meta.id, email.meta.blob_id.clone(), email.raw.clone()))
             .collect();
         if !misses.is_empty() {
             self.metrics.fast_view_misses.inc_by(misses.len() as u64);
             let computed: Vec<(usize, i64, FastView)> = futures::stream::iter(misses)
-                .map(|(slot, email)| async move {
-                    let view = self.compute_fast_view(email).await;
-                    (slot, email.meta.id, view)
+                .map(|(slot, id, blob_id, raw)| {
+                    let (blobs, metrics) = (self.blobs.clone(), self.metrics.clone());
+                    async move { (slot, id, compute_fast_view(blobs, metrics, blob_id, raw).await) }
                 })
                 .buffer_unordered(MISS_CONCURRENCY)
                 .collect()
@@ -211,30 +212,30 @@ impl EmailLoader {
         Ok(out.into_iter().map(Option::unwrap_or_default).collect())
     }
 
-    /// Computes one projection row from the full message (the miss path).
-    async fn compute_fast_view(&self, email: &LoadedEmail) -> FastView {
-        let raw = match &email.raw {
-            Some(raw) => raw.clone(),
-            None => {
-                let blobs = self.blobs.clone();
-                let blob_id = email.meta.blob_id.clone();
-                let raw = tokio::task::spawn_blocking(move || blobs.get(&blob_id).ok().flatten())
-                    .await
-                    .ok()
-                    .flatten()
-                    .unwrap_or_default();
-                self.metrics.count_blob_read(raw.len());
-                raw
-            }
-        };
-        self.metrics.count_parse("full");
-        tokio::task::spawn_blocking(move || {
-            MessageParser::default()
-                .parse(&raw)
-                .map(|message| FastView::compute(&message))
-                .unwrap_or_default()
-        })
-        .await
-        .unwrap_or_default()
-    }
+}
+
+/// Computes one projection row from the full message (the miss path),
+/// reading the blob unless the call already loaded it.
+async fn compute_fast_view(blobs: Arc<BlobStore>, metrics: Arc<Metrics>, blob_id: String, raw: Option<Vec<u8>>) -> FastView {
+    let raw = match raw {
+        Some(raw) => raw,
+        None => {
+            let raw = tokio::task::spawn_blocking(move || blobs.get(&blob_id).ok().flatten())
+                .await
+                .ok()
+                .flatten()
+                .unwrap_or_default();
+            metrics.count_blob_read(raw.len());
+            raw
+        }
+    };
+    metrics.count_parse("full");
+    tokio::task::spawn_blocking(move || {
+        MessageParser::default()
+            .parse(&raw)
+            .map(|message| FastView::compute(&message))
+            .unwrap_or_default()
+    })
+    .await
+    .unwrap_or_default()
 }

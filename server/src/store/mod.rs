@@ -220,12 +220,15 @@ pub trait Store: Send + Sync + 'static {
     async fn put_fast_views(&self, rows: &[(i64, FastView)]) -> StoreResult<()>;
     /// Deletes all projection rows of an account (or of every account); returns the count.
     async fn clear_fast_views(&self, account: Option<i64>) -> StoreResult<u64>;
-    /// Ids and blob ids of emails without a projection row, after `after_id`, at most `limit`.
-    async fn emails_missing_fast_view(
+    /// Ids and blob ids of emails with an id above `after_id`, ascending, at
+    /// most `limit`, of one account or all; with `missing_fast_view_only`, only
+    /// those without a projection row.
+    async fn email_blobs(
         &self,
         account: Option<i64>,
         after_id: i64,
         limit: i64,
+        missing_fast_view_only: bool,
     ) -> StoreResult<Vec<(i64, String)>>;
 
     /// Email ids of one mailbox sorted by receivedAt (then id), from the

@@ -685,21 +685,23 @@ impl Store for SqliteStore {
         Ok(done.rows_affected())
     }
 
-    async fn emails_missing_fast_view(
+    async fn email_blobs(
         &self,
         account: Option<i64>,
         after_id: i64,
         limit: i64,
+        missing_fast_view_only: bool,
     ) -> StoreResult<Vec<(i64, String)>> {
         Ok(sqlx::query_as(
             "SELECT e.id, e.blob_id FROM emails e WHERE e.id > ?2 \
              AND (?1 IS NULL OR e.account_id = ?1) \
-             AND NOT EXISTS (SELECT 1 FROM fast_view f WHERE f.email_id = e.id) \
+             AND (NOT ?4 OR NOT EXISTS (SELECT 1 FROM fast_view f WHERE f.email_id = e.id)) \
              ORDER BY e.id LIMIT ?3",
         )
         .bind(account)
         .bind(after_id)
         .bind(limit)
+        .bind(missing_fast_view_only)
         .fetch_all(&self.pool)
         .await?)
     }

@@ -718,7 +718,7 @@ fn address_list(raw: &str) -> Vec<AddressGroup> {
         }
     }
 
-    let mut finish = |current: &mut Vec<Lexed>,
+    let finish = |current: &mut Vec<Lexed>,
                       group: &mut Option<AddressGroup>,
                       groups: &mut Vec<AddressGroup>| {
         if let Some(address) = mailbox(current) {

@@ -1,0 +1,104 @@
+//! The `fastview` command line (clap). Every flag can also come from an
+//! environment variable `FASTVIEW_<NAME>`; the global flags `--data-dir` and
+//! `--database-url` are accepted by every subcommand, anywhere on the line.
+
+mod account;
+mod demo;
+mod import;
+mod reproject;
+mod seed;
+mod serve;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::app::App;
+
+/// A JMAP mail server whose Email/get reads only what it needs.
+#[derive(Debug, Parser)]
+#[command(name = "fastview", version, about)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every subcommand accepts.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GlobalArgs {
+    /// Where the database (SQLite) and the blobs live.
+    #[arg(long, global = true, env = "FASTVIEW_DATA_DIR", default_value = "./fastview-data")]
+    pub data_dir: PathBuf,
+    /// Database URL; default `sqlite://<data-dir>/fastview.db`, created and migrated on first use.
+    #[arg(long, global = true, env = "FASTVIEW_DATABASE_URL")]
+    pub database_url: Option<String>,
+}
+
+impl GlobalArgs {
+    /// Opens the storage these flags name.
+    pub async fn open(&self) -> anyhow::Result<App> {
+        Ok(App::open(&self.data_dir, self.database_url.as_deref()).await?)
+    }
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve JMAP over HTTP.
+    Serve(serve::ServeArgs),
+    /// Manage accounts.
+    #[command(subcommand)]
+    Account(account::AccountCommand),
+    /// Import Maildir folders, .mbox files and .eml files into an account.
+    Import(import::ImportArgs),
+    /// Create demo@example.com with the shipped demo mail (if missing) and serve.
+    Demo(serve::ServeArgs),
+    /// Rebuild the fast-view projection table.
+    Reproject(reproject::ReprojectArgs),
+    /// Create user1..userN@example.com, each with M messages from real mail (load tests).
+    Seed(seed::SeedArgs),
+}
+
+/// Parses the command line, runs the command, and maps errors to exit code 1.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let global = cli.global;
+    match cli.command {
+        Command::Serve(args) => serve::serve(&global, args).await,
+        Command::Account(command) => account::run(&global, command).await,
+        Command::Import(args) => import::import(&global, args).await,
+        Command::Demo(args) => demo::demo(&global, args).await,
+        Command::Reproject(args) => reproject::reproject(&global, args).await,
+        Command::Seed(args) => seed::seed(&global, args).await,
+    }
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("FASTVIEW_LOG").unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

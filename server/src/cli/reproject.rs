@@ -1,0 +1,85 @@
+//! `fastview reproject [--account EMAIL]`: rebuilds the fast-view projection
+//! (ADR 0003) from the stored messages.
+//!
+//! Idempotent (it recomputes and replaces every row, so a second run gives
+//! the same table), resumable (the last finished email id is kept in
+//! `{data-dir}/reproject.checkpoint` until the run completes, and a new run
+//! continues after it), and safe while serving (rows are replaced in place,
+//! never deleted; a reader sees the old or the new row).
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use mail_parser::MessageParser;
+
+use super::GlobalArgs;
+use crate::mail::fast_view::FastView;
+
+/// Emails recomputed per batch (one write transaction each).
+const BATCH: i64 = 256;
+
+/// Flags of `fastview reproject`.
+#[derive(Debug, clap::Args)]
+pub struct ReprojectArgs {
+    /// Only this account; default: every account.
+    #[arg(long)]
+    pub account: Option<String>,
+}
+
+/// `fastview reproject`.
+pub async fn reproject(global: &GlobalArgs, args: ReprojectArgs) -> anyhow::Result<ExitCode> {
+    let app = global.open().await?;
+    let account = match &args.account {
+        Some(email) => Some(
+            app.store
+                .account_by_email(email)
+                .await?
+                .with_context(|| format!("no account {email}"))?
+                .id,
+        ),
+        None => None,
+    };
+    let checkpoint = app.data_dir.join(format!(
+        "reproject.checkpoint{}",
+        account.map(|a| format!(".{a}")).unwrap_or_default()
+    ));
+    let mut after: i64 = std::fs::read_to_string(&checkpoint)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    if after > 0 {
+        eprintln!("resuming after email {after}");
+    }
+    let progress = ProgressBar::new_spinner()
+        .with_style(ProgressStyle::with_template("{spinner} {pos} rows {per_sec}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+    let mut rows_written = 0u64;
+    loop {
+        let batch = app.store.email_blobs(account, after, BATCH, false).await?;
+        let Some(last) = batch.last().map(|(id, _)| *id) else { break };
+        let blobs = app.blobs.clone();
+        let rows = tokio::task::spawn_blocking(move || {
+            batch
+                .into_iter()
+                .map(|(id, blob_id)| {
+                    let raw = blobs.get(&blob_id).ok().flatten().unwrap_or_default();
+                    let view = MessageParser::default()
+                        .parse(&raw)
+                        .map(|m| FastView::compute(&m))
+                        .unwrap_or_default();
+                    (id, view)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await?;
+        rows_written += rows.len() as u64;
+        app.store.put_fast_views(&rows).await?;
+        after = last;
+        std::fs::write(&checkpoint, after.to_string())?;
+        progress.set_position(rows_written);
+    }
+    progress.finish_and_clear();
+    let _ = std::fs::remove_file(&checkpoint);
+    println!("reprojected {rows_written} emails");
+    Ok(ExitCode::SUCCESS)
+}

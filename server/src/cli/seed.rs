@@ -1,0 +1,196 @@
+//! `fastview seed --accounts N --messages-per-account M --from DIR [--password PW]`:
+//! creates user1..userN@example.com and fills each inbox with M messages
+//! taken from real mail in DIR, for load tests.
+//!
+//! Each distinct source message is parsed once; every copy then only gets its
+//! message ids rewritten (`<local@host>` → `<local.uK@host>` in Message-ID,
+//! In-Reply-To and References, the same rewrite for all messages of user K),
+//! so copies stay distinct while threads stay intact. Passwords are hashed in
+//! parallel and messages are stored in batched transactions.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use futures::StreamExt;
+use indicatif::ProgressBar;
+
+use super::GlobalArgs;
+use crate::blob::blob_id_of;
+use crate::http::auth::hash_password;
+use crate::mail::import_source::{self, SourceItem};
+use crate::mail::ingest::{PreparedEmail, prepare, store_batch};
+use crate::store::StoreError;
+
+/// Flags of `fastview seed`.
+#[derive(Debug, clap::Args)]
+pub struct SeedArgs {
+    /// How many accounts: user1..userN@example.com.
+    #[arg(long)]
+    pub accounts: u32,
+    /// Messages in each inbox.
+    #[arg(long)]
+    pub messages_per_account: u32,
+    /// Real mail to take messages from (Maildir, .mbox, .eml, or folders of them).
+    #[arg(long)]
+    pub from: std::path::PathBuf,
+    /// Password of every account.
+    #[arg(long, env = "FASTVIEW_PASSWORD", default_value = "password")]
+    pub password: String,
+}
+
+/// The login of seeded account `n` (1-based).
+pub fn seed_account(n: u32) -> String {
+    format!("user{n}@example.com")
+}
+
+/// Rewrites the message ids of one header block for user `n`: every `@` inside
+/// `<…>` of Message-ID, In-Reply-To and References becomes `.u{n}@`.
+pub fn rewrite_message_ids(header_block: &[u8], n: u32) -> Vec<u8> {
+    let suffix = format!(".u{n}@");
+    let mut out = Vec::with_capacity(header_block.len() + 64);
+    let mut in_id_field = false;
+    for line in header_block.split_inclusive(|b| *b == b'\n') {
+        let continuation = line.first().is_some_and(|b| *b == b' ' || *b == b'\t');
+        if !continuation {
+            let name = line.split(|b| *b == b':').next().unwrap_or_default();
+            in_id_field = [b"message-id".as_slice(), b"in-reply-to", b"references"]
+                .iter()
+                .any(|field| name.eq_ignore_ascii_case(field));
+        }
+        if !in_id_field {
+            out.extend_from_slice(line);
+            continue;
+        }
+        let mut in_brackets = false;
+        for byte in line {
+            match byte {
+                b'<' => in_brackets = true,
+                b'>' => in_brackets = false,
+                b'@' if in_brackets => {
+                    out.extend_from_slice(suffix.as_bytes());
+                    continue;
+                }
+                _ => {}
+            }
+            out.push(*byte);
+        }
+    }
+    out
+}
+
+fn copy_for_user(source: &PreparedEmail, n: u32, inbox: i64) -> PreparedEmail {
+    let mut copy = source.clone();
+    let header_len = source.email.header_block.len();
+    let header = rewrite_message_ids(&source.raw[..header_len.min(source.raw.len())], n);
+    let mut raw = header.clone();
+    raw.extend_from_slice(&source.raw[header_len.min(source.raw.len())..]);
+    let rewrite_id = |id: &String| id.replacen('@', &format!(".u{n}@"), 1);
+    copy.email.blob_id = blob_id_of(&raw);
+    copy.email.size = raw.len() as i64;
+    copy.email.header_block = header;
+    copy.email.mailbox_ids = vec![inbox];
+    copy.email.index.message_id = source.email.index.message_id.as_ref().map(rewrite_id);
+    copy.email.index.referenced_ids = source.email.index.referenced_ids.iter().map(rewrite_id).collect();
+    copy.raw = raw;
+    copy
+}
+
+/// `fastview seed`.
+pub async fn seed(global: &GlobalArgs, args: SeedArgs) -> anyhow::Result<ExitCode> {
+    if args.accounts == 0 || args.messages_per_account == 0 {
+        bail!("--accounts and --messages-per-account must be at least 1");
+    }
+    let started = Instant::now();
+    let app = global.open().await?;
+    let wanted = (args.accounts as usize * args.messages_per_account as usize).min(20_000);
+    let from = args.from.clone();
+    let sources: Vec<PreparedEmail> = tokio::task::spawn_blocking(move || {
+        import_source::walk(std::slice::from_ref(&from))
+            .filter_map(|item| match item {
+                SourceItem::Message(message) => Some(message),
+                _ => None,
+            })
+            .take(wanted)
+            .collect::<Vec<_>>()
+    })
+    .await
+    .map(|messages| {
+        futures::stream::iter(messages).map(|message| {
+            tokio::task::spawn_blocking(move || {
+                let raw = message.raw.clone();
+                prepare(raw, Vec::new(), message.keywords.clone(), |parsed| import_source::received_at(&message, parsed))
+            })
+        })
+    })?
+    .buffered(8)
+    .filter_map(|joined| async move { joined.ok() })
+    .collect()
+    .await;
+    if sources.is_empty() {
+        bail!("no messages found in {}", args.from.display());
+    }
+    eprintln!("{} distinct source messages", sources.len());
+    let sources = Arc::new(sources);
+    let password = args.password.clone();
+    let hashes: Vec<String> = futures::stream::iter(0..args.accounts)
+        .map(|_| {
+            let password = password.clone();
+            tokio::task::spawn_blocking(move || hash_password(&password))
+        })
+        .buffered(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2) * 2)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .map(|joined| joined.context("hashing")?.map_err(|e| anyhow::anyhow!("{e}")))
+        .collect::<anyhow::Result<_>>()?;
+    let progress = ProgressBar::new(args.accounts as u64);
+    let mut stored = 0u64;
+    for (index, hash) in hashes.into_iter().enumerate() {
+        let n = index as u32 + 1;
+        let email = seed_account(n);
+        let account = match app.store.create_account(&email, &hash).await {
+            Ok(account) => account,
+            Err(StoreError::Conflict(_)) => {
+                app.store.set_password(&email, &hash).await?;
+                app.store.account_by_email(&email).await?.context("account vanished")?
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let inbox = super::import::target_mailbox(&app, account.id, None).await?;
+        let count = args.messages_per_account as usize;
+        let sources = sources.clone();
+        let batch: Vec<PreparedEmail> = tokio::task::spawn_blocking(move || {
+            (0..count)
+                .map(|i| copy_for_user(&sources[(index * count + i) % sources.len()], n, inbox))
+                .collect()
+        })
+        .await?;
+        stored += store_batch(app.store.as_ref(), &app.blobs, account.id, batch).await?.len() as u64;
+        progress.inc(1);
+    }
+    progress.finish_and_clear();
+    println!(
+        "seeded {} accounts, {} messages, in {:.1} s",
+        args.accounts,
+        stored,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rewrite_message_ids;
+
+    #[test]
+    fn message_ids_are_rewritten_consistently_and_only_in_id_fields() {
+        let header = b"From: a@example.com\r\nMessage-ID: <x@h>\r\nReferences: <r1@h>\r\n <r2@h>\r\nSubject: a@b <c@d>\r\n\r\n";
+        let rewritten = String::from_utf8(rewrite_message_ids(header, 7)).unwrap();
+        assert_eq!(
+            rewritten,
+            "From: a@example.com\r\nMessage-ID: <x.u7@h>\r\nReferences: <r1.u7@h>\r\n <r2.u7@h>\r\nSubject: a@b <c@d>\r\n\r\n"
+        );
+    }
+}

@@ -1,0 +1,58 @@
+//! `POST /jmap/api` (RFC 8620 §3): authenticate, read the body under
+//! maxSizeRequest while it streams, parse, dispatch.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
+use http_body_util::{BodyExt, Limited};
+
+use super::AppState;
+use super::error::HttpError;
+use crate::jmap::dispatch;
+use crate::jmap::error::RequestError;
+use crate::jmap::request::Request;
+
+/// Reads a body of at most `limit` octets, failing as soon as it grows past it.
+pub async fn read_limited(body: Body, limit: u64) -> Result<axum::body::Bytes, Option<()>> {
+    match Limited::new(body, limit as usize).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(Some(())),
+        Err(_) => Err(None),
+    }
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json"))
+        .unwrap_or(false)
+}
+
+/// Handles one API request.
+pub async fn post_api(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Response, HttpError> {
+    let account = state.auth.authenticate(&headers).await?;
+    let limits = state.jmap.limits;
+    let _permit = state.in_flight.try_acquire().map_err(|_| HttpError::Overloaded)?;
+    if !is_json(&headers) {
+        return Err(RequestError::NotJson("the Content-Type must be application/json".into()).into());
+    }
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limits.max_size_request) {
+        return Err(RequestError::Limit("maxSizeRequest").into());
+    }
+    let bytes = match read_limited(body, limits.max_size_request).await {
+        Ok(bytes) => bytes,
+        Err(Some(())) => return Err(RequestError::Limit("maxSizeRequest").into()),
+        Err(None) => return Err(RequestError::NotJson("the body could not be read".into()).into()),
+    };
+    let request = Request::parse(&bytes, limits.max_calls_in_request as usize)?;
+    let response = dispatch::handle(&state.jmap, &account, request).await;
+    Ok(axum::Json(response).into_response())
+}

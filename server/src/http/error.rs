@@ -1,0 +1,94 @@
+//! The one error type of the HTTP edge and its status mapping. Internal
+//! messages are logged, never sent.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::jmap::error::RequestError;
+
+/// Every way an HTTP request can fail before or outside method dispatch.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// A JMAP request-level error (RFC 8620 §3.6.1), as problem JSON.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// Missing or wrong credentials (RFC 7617): 401 with a Basic challenge,
+    /// the same for an unknown user and a wrong password.
+    #[error("authentication required")]
+    Unauthorized,
+    /// Too many failed logins: 429 with Retry-After (seconds).
+    #[error("too many failed attempts")]
+    TooManyAttempts { retry_after: u64 },
+    /// Too many requests in flight: 429 with Retry-After.
+    #[error("too many concurrent requests")]
+    Overloaded,
+    /// The account in the URL is not the caller's, or the blob does not exist.
+    #[error("not found")]
+    NotFound,
+    /// An upload over maxSizeUpload.
+    #[error("the upload exceeds maxSizeUpload")]
+    UploadTooLarge,
+    /// Something failed inside; the text is logged only.
+    #[error("internal error")]
+    Internal(String),
+}
+
+fn problem(status: StatusCode, kind: &str, detail: &str) -> Response {
+    let body = serde_json::json!({ "type": kind, "status": status.as_u16(), "detail": detail });
+    let mut response = (status, body.to_string()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    response
+}
+
+impl IntoResponse for HttpError {
+    fn into_response(self) -> Response {
+        match self {
+            HttpError::Request(error) => {
+                let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::BAD_REQUEST);
+                let mut response = (status, error.problem().to_string()).into_response();
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/problem+json"),
+                );
+                response
+            }
+            HttpError::Unauthorized => {
+                let mut response = problem(StatusCode::UNAUTHORIZED, "about:blank", "authentication required");
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Basic realm=\"Fastview\", charset=\"UTF-8\""),
+                );
+                response
+            }
+            HttpError::TooManyAttempts { retry_after } => {
+                let mut response = problem(StatusCode::TOO_MANY_REQUESTS, "about:blank", "too many failed attempts");
+                if let Ok(value) = HeaderValue::from_str(&retry_after.to_string()) {
+                    response.headers_mut().insert(header::RETRY_AFTER, value);
+                }
+                response
+            }
+            HttpError::Overloaded => {
+                let mut response = problem(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "urn:ietf:params:jmap:error:limit",
+                    "too many concurrent requests",
+                );
+                response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                response
+            }
+            HttpError::NotFound => problem(StatusCode::NOT_FOUND, "about:blank", "not found"),
+            HttpError::UploadTooLarge => problem(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "urn:ietf:params:jmap:error:limit",
+                "the upload exceeds maxSizeUpload",
+            ),
+            HttpError::Internal(message) => {
+                tracing::error!(%message, "internal error");
+                problem(StatusCode::INTERNAL_SERVER_ERROR, "about:blank", "internal error")
+            }
+        }
+    }
+}
