@@ -129,6 +129,8 @@ pub struct SetError {
     pub description: String,
     /// The offending properties, for `invalidProperties`.
     pub properties: Vec<String>,
+    /// The id of the existing object, for `alreadyExists` (RFC 8620 §5.4).
+    pub existing_id: Option<String>,
 }
 
 impl SetError {
@@ -138,6 +140,7 @@ impl SetError {
             kind,
             description: description.into(),
             properties: Vec::new(),
+            existing_id: None,
         }
     }
 
@@ -147,6 +150,7 @@ impl SetError {
             kind: "invalidProperties",
             description: description.into(),
             properties: properties.iter().map(|p| p.to_string()).collect(),
+            existing_id: None,
         }
     }
 
@@ -160,6 +164,9 @@ impl SetError {
         let mut value = json!({ "type": self.kind, "description": self.description });
         if !self.properties.is_empty() {
             value["properties"] = json!(self.properties);
+        }
+        if let Some(id) = &self.existing_id {
+            value["existingId"] = json!(id);
         }
         value
     }

@@ -574,20 +574,27 @@ fn parse_envelope_time(line: &[u8]) -> Option<i64> {
     let line = line.strip_prefix(b"From ")?;
     let text = String::from_utf8_lossy(line);
     let tokens: Vec<&str> = text.split_ascii_whitespace().collect();
-    parse_asctime(&tokens).or_else(|| {
+    match parse_asctime(&tokens) {
+        Some(time) => time,
         // Some writers put an RFC 5322 date after the sender.
-        let rest = tokens.get(1..)?.join(" ");
-        rfc5322_time(&rest)
-    })
+        None => rfc5322_time(&tokens.get(1..)?.join(" ")),
+    }
 }
 
-/// Finds `Mon DD HH:MM[:SS]` followed by a year and an optional zone (in
-/// either order) among `tokens`; an asctime date without a zone is UTC.
-fn parse_asctime(tokens: &[&str]) -> Option<i64> {
-    (0..tokens.len()).find_map(|i| {
-        let month = month_number(tokens[i])?;
+/// Finds the asctime shape `Mon DD HH:MM[:SS]` among `tokens`: `None` if it is
+/// not there, else the date it starts, read with the year and optional zone
+/// (in either order) that follow it. Without a zone the time is UTC.
+///
+/// A month preceded by a day number is RFC 5322 (`23 Jul 02 19:39:23`), not
+/// asctime.
+fn parse_asctime(tokens: &[&str]) -> Option<Option<i64>> {
+    let (i, month, day, (hour, minute, second)) = (0..tokens.len()).find_map(|i| {
+        let after_day = i > 0 && parse_digits::<u32>(tokens[i - 1], 1, 2).is_some();
+        let month = month_number(tokens[i]).filter(|_| !after_day)?;
         let day: u32 = parse_digits(tokens.get(i + 1)?, 1, 2)?;
-        let (hour, minute, second) = parse_clock(tokens.get(i + 2)?)?;
+        Some((i, month, day, parse_clock(tokens.get(i + 2)?)?))
+    })?;
+    Some((|| {
         let (mut year, mut offset) = (None, 0i64);
         for token in tokens.iter().skip(i + 3).take(2) {
             if year.is_none()
@@ -607,7 +614,7 @@ fn parse_asctime(tokens: &[&str]) -> Option<i64> {
             .and_utc()
             .timestamp();
         Some(local - offset)
-    })
+    })())
 }
 
 fn month_number(token: &str) -> Option<u32> {
@@ -668,19 +675,24 @@ fn valid_time(date: &DateTime) -> Option<i64> {
     date.is_valid().then(|| date.to_timestamp())
 }
 
-/// A date header's text: asctime, else RFC 5322 (mail-parser), else RFC 5322
-/// without a zone (read as UTC).
+/// A date header's text: asctime if it has that shape, else RFC 5322
+/// (mail-parser), else RFC 5322 without a zone (read as UTC).
 ///
-/// asctime goes first because mail-parser misreads an asctime date that has a
-/// zone (`Sat Sep 21 08:18:08 2002 +0000` → 21 August) instead of rejecting
-/// it, while no RFC 5322 date matches the asctime pattern.
+/// A text with the asctime shape never goes to mail-parser, which misreads
+/// an asctime date followed by a zone (`Sat Sep 21 08:18:08 2002 +0000` → 21
+/// August) instead of rejecting it. No RFC 5322 date has the asctime shape.
 fn rfc5322_time(text: &str) -> Option<i64> {
-    asctime_time(text)
-        .or_else(|| DateTime::parse_rfc822(text).as_ref().and_then(valid_time))
-        .or_else(|| zoneless_time(text))
+    match asctime_time(text) {
+        Some(time) => time,
+        None => DateTime::parse_rfc822(text)
+            .as_ref()
+            .and_then(valid_time)
+            .or_else(|| zoneless_time(text)),
+    }
 }
 
-fn asctime_time(text: &str) -> Option<i64> {
+/// [`parse_asctime`] on a header's text.
+fn asctime_time(text: &str) -> Option<Option<i64>> {
     let text = text.replace(',', " ");
     parse_asctime(&text.split_ascii_whitespace().collect::<Vec<_>>())
 }
@@ -721,9 +733,13 @@ fn date_header_time(parsed: &mail_parser::Message<'_>) -> Option<i64> {
         .iter()
         .find(|h| h.name == HeaderName::Date)?;
     let text = raw_value(parsed, header)?;
-    asctime_time(&text)
-        .or_else(|| parsed.date().and_then(valid_time))
-        .or_else(|| zoneless_time(&text))
+    match asctime_time(&text) {
+        Some(time) => time,
+        None => parsed
+            .date()
+            .and_then(valid_time)
+            .or_else(|| zoneless_time(&text)),
+    }
 }
 
 #[cfg(test)]
@@ -884,7 +900,7 @@ last line without newline";
         };
         assert_eq!(
             reason,
-            "18 bytes before the first `From ` line are not a message"
+            "17 bytes before the first `From ` line are not a message"
         );
         let SourceItem::Failed { reason, .. } = &items[2] else {
             unreachable!()
@@ -1228,7 +1244,43 @@ Subject: s\r\n\r\nbody\r\n";
     }
 
     /// Expected subjects of the demo mailbox, by file name.
-    const DEMO: &[(&str, &str)] = &[];
+    const DEMO: &[(&str, &str)] = &[
+        (
+            "01-welcome-plain.eml",
+            "Welcome to your Fastview demo mailbox",
+        ),
+        (
+            "02-newsletter-html-only.eml",
+            "This week at Harbor Lane: rye is back",
+        ),
+        (
+            "03-alternative-german.eml",
+            "Grüße aus München – Planung fürs Offsite",
+        ),
+        (
+            "04-invoice-pdf-attachment.eml",
+            "Invoice INV-2024-0117 for March",
+        ),
+        ("05-inline-image.eml", "New logo proposal (inline preview)"),
+        ("06-japanese.eml", "来週の打ち合わせについて"),
+        ("07-russian.eml", "Отчёт за февраль готов"),
+        ("08-thread-1.eml", "Réunion de lundi : ordre du jour"),
+        ("09-thread-2.eml", "Re: Réunion de lundi : ordre du jour"),
+        ("10-thread-3.eml", "Re: Réunion de lundi : ordre du jour"),
+        ("11-thread-4.eml", "Re: Réunion de lundi : ordre du jour"),
+        (
+            "12-forwarded-message.eml",
+            "Fwd: Parking garage closed on Friday",
+        ),
+        (
+            "13-mailing-list.eml",
+            "[fastview-users] Tips for importing an old mbox",
+        ),
+        (
+            "14-calendar-invite.eml",
+            "Invitation: Quarterly planning @ Tue 26 Mar 2024 14:00 - 15:30 (UTC)",
+        ),
+    ];
 
     #[test]
     fn demo_fixtures_parse() {

@@ -5,5 +5,6 @@ pub mod fast_view;
 pub mod import_source;
 pub mod ingest;
 pub mod load;
+pub mod query;
 pub mod read_level;
 pub mod thread;

@@ -199,6 +199,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// All mailboxes of the account with their counts, by id.
     async fn mailboxes(&self, account: i64) -> StoreResult<Vec<MailboxRow>>;
+    /// Whether the mailbox exists in the account (one indexed lookup).
+    async fn owns_mailbox(&self, account: i64, mailbox: i64) -> StoreResult<bool>;
     /// Creates a mailbox; returns its id.
     async fn create_mailbox(&self, account: i64, mailbox: &NewMailbox) -> StoreResult<i64>;
     /// Applies a patch to a mailbox.

@@ -496,6 +496,15 @@ impl Store for SqliteStore {
             .collect())
     }
 
+    async fn owns_mailbox(&self, account: i64, mailbox: i64) -> StoreResult<bool> {
+        let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM mailboxes WHERE id = ?1 AND account_id = ?2")
+            .bind(mailbox)
+            .bind(account)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(found.is_some())
+    }
+
     async fn create_mailbox(&self, account: i64, mailbox: &NewMailbox) -> StoreResult<i64> {
         let mut tx = self.write().await?;
         if let Some(parent) = mailbox.parent_id {

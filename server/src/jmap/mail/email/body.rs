@@ -1,18 +1,1000 @@
 //! Body parts (RFC 8621 §4.1.4): bodyStructure, textBody, htmlBody,
-//! attachments, bodyValues, and the decoded content of one part (being written).
+//! attachments, bodyValues, and the decoded content of one part.
+//!
+//! mail-parser gives the MIME tree (which part is whose child) and each
+//! part's header offsets and body octet range. Everything else is derived
+//! here from the raw octets: the part's type and parameters (RFC 2045, RFC
+//! 2231, RFC 2047), the transfer decoding (RFC 2045 §6.7, §6.8), the charset
+//! decoding and the textBody/htmlBody/attachments partition, which follows
+//! the RFC 8621 §4.1.4 algorithm exactly (mail-parser's own lists differ from
+//! it: they ignore a Content-Disposition filename, and list every non-text
+//! part as an attachment).
+
+use std::cell::OnceCell;
+use std::collections::BTreeMap;
+
+use mail_parser::{Header, HeaderName, Message, MessagePart, PartType};
+use serde_json::{Map, Value};
+
+use super::header::{self, decode_bytes, decode_words, lookup_charset};
+use super::property::BodyProperty;
+use crate::jmap::ids;
+use crate::mail::read_level::BodyValueFlags;
 
 /// The decoded content of one body part, for blob download.
 #[derive(Debug, Clone)]
 pub struct PartContent {
+    /// The part's octets after transfer decoding (RFC 8621 §4.1.4 `blobId`).
     pub bytes: Vec<u8>,
-    /// Media type, e.g. `application/pdf`.
+    /// Media type, lowercase, e.g. `application/pdf` (the part's `type`).
     pub content_type: String,
-    /// File name, if the part has one.
+    /// File name, if the part has one (the part's `name`).
     pub name: Option<String>,
 }
 
-/// Finds a part by its partId and returns its content after transfer decoding.
+/// Finds a part by its partId (the decimal mail-parser part index) and
+/// returns its content after transfer decoding. `None` when there is no such
+/// part or it is a `multipart/*` part (which has no blob, RFC 8621 §4.1.4).
 pub fn part_content(message: &mail_parser::Message<'_>, part_id: &str) -> Option<PartContent> {
-    let _ = (message, part_id);
-    None
+    let index: usize = part_id.parse().ok()?;
+    if index.to_string() != part_id {
+        return None;
+    }
+    let tree = BodyPart::tree(message)?;
+    let part = tree.find(index)?;
+    if part.sub_parts.is_some() {
+        return None;
+    }
+    Some(PartContent {
+        bytes: part.decoded(&message.raw_message).0,
+        content_type: part.content_type.clone(),
+        name: part.name.clone(),
+    })
+}
+
+/// `hasAttachment` as RFC 8621 §4.1.4 suggests: the `attachments` list holds
+/// a part whose Content-Disposition is not `inline`. For the fast-view
+/// projection, so that it agrees with the `attachments` property.
+pub fn has_attachment(message: &Message<'_>) -> bool {
+    BodyPart::tree(message).is_some_and(|tree| {
+        tree.partition()
+            .attachments
+            .iter()
+            .any(|part| part.disposition.as_deref() != Some("inline"))
+    })
+}
+
+/// A Content-Transfer-Encoding (RFC 2045 §6.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TransferEncoding {
+    /// 7bit, 8bit, binary or absent.
+    Identity,
+    Base64,
+    QuotedPrintable,
+    /// Anything else: treated as identity (RFC 8621 §4.1.4 `blobId`), and an
+    /// encoding problem for body values.
+    Unknown,
+}
+
+/// One EmailBodyPart, resolved from a mail-parser part.
+#[derive(Debug)]
+pub(crate) struct BodyPart<'a> {
+    /// mail-parser's index of the part; the partId is its decimal form.
+    index: usize,
+    part: &'a MessagePart<'a>,
+    /// `type`: lowercase, parameters stripped, with the MIME defaults.
+    content_type: String,
+    charset: Option<String>,
+    disposition: Option<String>,
+    name: Option<String>,
+    cid: Option<String>,
+    language: Option<Vec<String>>,
+    location: Option<String>,
+    encoding: TransferEncoding,
+    /// `Some` exactly for `multipart/*` parts.
+    sub_parts: Option<Vec<BodyPart<'a>>>,
+    size: OnceCell<usize>,
+}
+
+/// The three flat lists of RFC 8621 §4.1.4, in order.
+#[derive(Debug, Default)]
+pub(crate) struct Partition<'t, 'a> {
+    pub text_body: Vec<&'t BodyPart<'a>>,
+    pub html_body: Vec<&'t BodyPart<'a>>,
+    pub attachments: Vec<&'t BodyPart<'a>>,
+}
+
+/// Nesting deeper than this is not followed (mail-parser already bounds it).
+const MAX_DEPTH: usize = 64;
+
+/// The last header of a kind in a part (mail-parser uses the last one too).
+fn last_header<'h, 'x>(
+    headers: &'h [Header<'x>],
+    name: HeaderName<'static>,
+) -> Option<&'h Header<'x>> {
+    headers.iter().rev().find(|header| header.name == name)
+}
+
+impl<'a> BodyPart<'a> {
+    /// The `bodyStructure` tree of a fully parsed message.
+    pub(crate) fn tree(message: &'a Message<'a>) -> Option<Self> {
+        Self::build(message, 0, None, 0)
+    }
+
+    fn build(
+        message: &'a Message<'a>,
+        index: usize,
+        parent_type: Option<&str>,
+        depth: usize,
+    ) -> Option<Self> {
+        let part = message.parts.get(index)?;
+        let raw: &[u8] = &message.raw_message;
+        let field =
+            |name| last_header(&part.headers, name).map(|header| header::raw_value(header, raw));
+
+        let content_type_field =
+            field(HeaderName::ContentType).map(|value| MimeField::parse(&value));
+        let declared = content_type_field
+            .as_ref()
+            .map(|field| field.value.as_str())
+            .filter(|value| is_media_type(value));
+        let multipart_children = match &part.body {
+            PartType::Multipart(children) => Some(children),
+            PartType::Text(_)
+            | PartType::Html(_)
+            | PartType::Binary(_)
+            | PartType::InlineBinary(_)
+            | PartType::Message(_) => None,
+        };
+        let implicit = if parent_type == Some("multipart/digest") {
+            "message/rfc822"
+        } else {
+            "text/plain"
+        };
+        let content_type = match (declared, multipart_children) {
+            (Some(declared), Some(_)) if declared.starts_with("multipart/") => declared.to_string(),
+            // mail-parser saw a multipart our parameter parser did not: keep its type.
+            (_, Some(_)) => "multipart/mixed".to_string(),
+            // RFC 2046 §5.1.1: a multipart without a (found) boundary is not a
+            // valid multipart; RFC 2045 §5.2 then defaults to text/plain.
+            (Some(declared), None) if declared.starts_with("multipart/") => {
+                "text/plain".to_string()
+            }
+            (Some(declared), None) => declared.to_string(),
+            (None, _) => implicit.to_string(),
+        };
+        let sub_parts = match multipart_children {
+            Some(children) if depth < MAX_DEPTH => Some(
+                children
+                    .iter()
+                    .map(|&child| child as usize)
+                    // Children always follow their parent; this also rules out cycles.
+                    .filter(|&child| child > index)
+                    .filter_map(|child| Self::build(message, child, Some(&content_type), depth + 1))
+                    .collect(),
+            ),
+            Some(_) => Some(Vec::new()),
+            None => None,
+        };
+
+        let params = content_type_field.as_ref().filter(|_| declared.is_some());
+        let charset = params
+            .and_then(|field| field.param("charset"))
+            .map(|charset| charset.trim().to_string())
+            .filter(|charset| !charset.is_empty())
+            .or_else(|| {
+                content_type
+                    .starts_with("text/")
+                    .then(|| "us-ascii".to_string())
+            });
+        let disposition_field =
+            field(HeaderName::ContentDisposition).map(|value| MimeField::parse(&value));
+        let disposition = disposition_field
+            .as_ref()
+            .map(|field| field.value.clone())
+            .filter(|value| !value.is_empty());
+        let name = disposition_field
+            .as_ref()
+            .and_then(|field| field.param("filename"))
+            .or_else(|| {
+                content_type_field
+                    .as_ref()
+                    .and_then(|field| field.param("name"))
+            })
+            .map(|name| decode_words(&name))
+            .filter(|name| !name.is_empty());
+        let cid = field(HeaderName::ContentId).map(|value| {
+            let value = strip_comments(&value);
+            let value = value.trim();
+            let value = value.strip_prefix('<').unwrap_or(value);
+            let value = value.strip_suffix('>').unwrap_or(value);
+            value.trim().to_string()
+        });
+        let language = field(HeaderName::ContentLanguage).map(|value| {
+            strip_comments(&value)
+                .split(',')
+                .map(|tag| tag.split_ascii_whitespace().collect::<String>())
+                .filter(|tag| !tag.is_empty())
+                .collect()
+        });
+        let location = field(HeaderName::ContentLocation)
+            .map(|value| value.split_ascii_whitespace().collect::<String>());
+        let encoding = match field(HeaderName::ContentTransferEncoding)
+            .map(|value| strip_comments(&value).trim().to_ascii_lowercase())
+            .as_deref()
+        {
+            None | Some("" | "7bit" | "8bit" | "binary") => TransferEncoding::Identity,
+            Some("base64") => TransferEncoding::Base64,
+            Some("quoted-printable") => TransferEncoding::QuotedPrintable,
+            Some(_) => TransferEncoding::Unknown,
+        };
+        Some(Self {
+            index,
+            part,
+            content_type,
+            charset,
+            disposition,
+            name,
+            cid,
+            language,
+            location,
+            encoding,
+            sub_parts,
+            size: OnceCell::new(),
+        })
+    }
+
+    /// The part with this index, searching the tree depth-first.
+    fn find(&self, index: usize) -> Option<&Self> {
+        if self.index == index {
+            return Some(self);
+        }
+        self.sub_parts
+            .iter()
+            .flatten()
+            .find_map(|child| child.find(index))
+    }
+
+    /// Every part of the tree, depth-first, parents before children.
+    fn walk<'t>(&'t self, out: &mut Vec<&'t Self>) {
+        out.push(self);
+        for child in self.sub_parts.iter().flatten() {
+            child.walk(out);
+        }
+    }
+
+    /// The partId (`null` for multipart parts, RFC 8621 §4.1.4).
+    pub(crate) fn part_id(&self) -> Option<String> {
+        self.sub_parts.is_none().then(|| self.index.to_string())
+    }
+
+    fn is_multipart(&self) -> bool {
+        self.sub_parts.is_some()
+    }
+
+    /// The raw body octets of the part (before transfer decoding).
+    fn raw_body<'r>(&self, raw: &'r [u8]) -> &'r [u8] {
+        raw.get(self.part.offset_body as usize..self.part.offset_end as usize)
+            .unwrap_or_default()
+    }
+
+    /// The octets after transfer decoding, and whether the encoding was
+    /// unknown or the encoded data malformed.
+    fn decoded(&self, raw: &[u8]) -> (Vec<u8>, bool) {
+        let mut out = Vec::new();
+        let problem = transfer_decode(self.encoding, self.raw_body(raw), &mut out);
+        (out, problem)
+    }
+
+    /// `size`: octets after transfer decoding (for a multipart, its raw body).
+    fn size(&self, raw: &[u8]) -> usize {
+        *self.size.get_or_init(|| {
+            if self.is_multipart() {
+                self.raw_body(raw).len()
+            } else {
+                let mut count = Count(0);
+                transfer_decode(self.encoding, self.raw_body(raw), &mut count);
+                count.0
+            }
+        })
+    }
+
+    /// The RFC 8621 §4.1.4 partition of this tree (called on the root).
+    pub(crate) fn partition(&self) -> Partition<'_, 'a> {
+        let mut lists = Partition::default();
+        parse_structure(&[self], "mixed", false, true, true, &mut lists);
+        lists
+    }
+
+    /// The EmailBodyPart object with the requested properties.
+    pub(crate) fn render(&self, properties: &[BodyProperty], raw: &[u8], blob_id: &str) -> Value {
+        let mut object = Map::new();
+        let string = |value: &Option<String>| value.clone().map_or(Value::Null, Value::String);
+        for property in properties {
+            let value = match property {
+                BodyProperty::PartId => string(&self.part_id()),
+                BodyProperty::BlobId => {
+                    string(&self.part_id().map(|id| ids::part_blob_id(blob_id, &id)))
+                }
+                BodyProperty::Size => Value::from(self.size(raw)),
+                BodyProperty::Headers => header::header_list(&self.part.headers, raw),
+                BodyProperty::Header(header) => {
+                    header::header_value(&self.part.headers, raw, header)
+                }
+                BodyProperty::Name => string(&self.name),
+                BodyProperty::Type => Value::String(self.content_type.clone()),
+                BodyProperty::Charset => string(&self.charset),
+                BodyProperty::Disposition => string(&self.disposition),
+                BodyProperty::Cid => string(&self.cid),
+                BodyProperty::Language => self.language.as_ref().map_or(Value::Null, |tags| {
+                    Value::Array(tags.iter().cloned().map(Value::String).collect())
+                }),
+                BodyProperty::Location => string(&self.location),
+                BodyProperty::SubParts => self.sub_parts.as_ref().map_or(Value::Null, |parts| {
+                    Value::Array(
+                        parts
+                            .iter()
+                            .map(|part| part.render(properties, raw, blob_id))
+                            .collect(),
+                    )
+                }),
+            };
+            object.insert(property.name().to_string(), value);
+        }
+        Value::Object(object)
+    }
+
+    /// The EmailBodyValue object of a text part (RFC 8621 §4.1.4 bodyValues).
+    fn body_value(&self, raw: &[u8], max_bytes: usize) -> Value {
+        let (bytes, transfer_problem) = self.decoded(raw);
+        let (text, charset_problem) = decode_bytes(self.charset.as_deref(), &bytes);
+        let text = if text.contains("\r\n") {
+            text.replace("\r\n", "\n")
+        } else {
+            text
+        };
+        let (value, truncated) = truncate(&text, max_bytes, self.content_type == "text/html");
+        let mut object = Map::new();
+        object.insert("value".into(), Value::String(value.to_string()));
+        object.insert(
+            "isEncodingProblem".into(),
+            Value::Bool(
+                transfer_problem || charset_problem || self.encoding == TransferEncoding::Unknown,
+            ),
+        );
+        object.insert("isTruncated".into(), Value::Bool(truncated));
+        Value::Object(object)
+    }
+}
+
+/// `bodyValues` (RFC 8621 §4.1.4, §4.2): the `text/*` parts the flags select,
+/// by partId.
+pub(crate) fn body_values(
+    tree: &BodyPart<'_>,
+    lists: &Partition<'_, '_>,
+    raw: &[u8],
+    flags: BodyValueFlags,
+    max_bytes: usize,
+) -> Value {
+    let mut selected: Vec<&BodyPart<'_>> = Vec::new();
+    if flags.fetch_all {
+        tree.walk(&mut selected);
+    } else {
+        if flags.fetch_text {
+            selected.extend(&lists.text_body);
+        }
+        if flags.fetch_html {
+            selected.extend(&lists.html_body);
+        }
+    }
+    let mut values = Map::new();
+    for part in selected {
+        if !part.content_type.starts_with("text/") {
+            continue;
+        }
+        let Some(part_id) = part.part_id() else {
+            continue;
+        };
+        if !values.contains_key(&part_id) {
+            values.insert(part_id, part.body_value(raw, max_bytes));
+        }
+    }
+    Value::Object(values)
+}
+
+/// Cuts `text` to at most `max_bytes` octets (0: no limit) on a character
+/// boundary and, for HTML, not inside a tag (RFC 8621 §4.2 maxBodyValueBytes).
+fn truncate(text: &str, max_bytes: usize, html: bool) -> (&str, bool) {
+    if max_bytes == 0 || text.len() <= max_bytes {
+        return (text, false);
+    }
+    let mut cut = max_bytes;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    if html && let Some(open) = text[..cut].rfind('<') {
+        if !text[open..cut].contains('>') {
+            cut = open;
+        }
+    }
+    (&text[..cut], true)
+}
+
+fn is_inline_media_type(content_type: &str) -> bool {
+    content_type.starts_with("image/")
+        || content_type.starts_with("audio/")
+        || content_type.starts_with("video/")
+}
+
+/// The RFC 8621 §4.1.4 `parseStructure` function, transcribed. `text_on` and
+/// `html_on` are the function's local `textBody`/`htmlBody` being non-null;
+/// the lists themselves are shared, as the JavaScript arrays are.
+fn parse_structure<'t, 'a>(
+    parts: &[&'t BodyPart<'a>],
+    multipart_type: &str,
+    in_alternative: bool,
+    mut html_on: bool,
+    mut text_on: bool,
+    lists: &mut Partition<'t, 'a>,
+) {
+    let text_length = text_on.then_some(lists.text_body.len());
+    let html_length = html_on.then_some(lists.html_body.len());
+    for (i, &part) in parts.iter().enumerate() {
+        let content_type = part.content_type.as_str();
+        let is_inline = part.disposition.as_deref() != Some("attachment")
+            && (content_type == "text/plain"
+                || content_type == "text/html"
+                || is_inline_media_type(content_type))
+            && (i == 0
+                || (multipart_type != "related"
+                    && (is_inline_media_type(content_type)
+                        || part.name.as_deref().is_none_or(str::is_empty))));
+        if let Some(sub_parts) = &part.sub_parts {
+            let sub_multi_type = content_type.split('/').nth(1).unwrap_or_default();
+            let children: Vec<&'t BodyPart<'a>> = sub_parts.iter().collect();
+            parse_structure(
+                &children,
+                sub_multi_type,
+                in_alternative || sub_multi_type == "alternative",
+                html_on,
+                text_on,
+                lists,
+            );
+        } else if is_inline {
+            if multipart_type == "alternative" {
+                match content_type {
+                    "text/plain" => lists.text_body.push(part),
+                    "text/html" => lists.html_body.push(part),
+                    _ => lists.attachments.push(part),
+                }
+                continue;
+            } else if in_alternative {
+                if content_type == "text/plain" {
+                    html_on = false;
+                }
+                if content_type == "text/html" {
+                    text_on = false;
+                }
+            }
+            if text_on {
+                lists.text_body.push(part);
+            }
+            if html_on {
+                lists.html_body.push(part);
+            }
+            if (!text_on || !html_on) && is_inline_media_type(content_type) {
+                lists.attachments.push(part);
+            }
+        } else {
+            lists.attachments.push(part);
+        }
+    }
+    if multipart_type == "alternative" && text_on && html_on {
+        let (text_length, html_length) = (
+            text_length.unwrap_or_default(),
+            html_length.unwrap_or_default(),
+        );
+        // Found HTML part only.
+        if text_length == lists.text_body.len() && html_length != lists.html_body.len() {
+            let html: Vec<_> = lists.html_body[html_length..].to_vec();
+            lists.text_body.extend(html);
+        }
+        // Found plaintext part only.
+        if html_length == lists.html_body.len() && text_length != lists.text_body.len() {
+            let text: Vec<_> = lists.text_body[text_length..].to_vec();
+            lists.html_body.extend(text);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// MIME fields with parameters (RFC 2045 §5.1, RFC 2183, RFC 2231)
+
+/// `type/subtype` with both halves non-empty.
+fn is_media_type(value: &str) -> bool {
+    value
+        .split_once('/')
+        .is_some_and(|(t, s)| !t.is_empty() && !s.is_empty() && !s.contains('/'))
+}
+
+/// Removes RFC 5322 comments (outside quoted strings).
+fn strip_comments(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut depth = 0usize;
+    let mut quoted = false;
+    let mut escaped = false;
+    for ch in value.chars() {
+        if escaped {
+            escaped = false;
+            if depth == 0 {
+                out.push(ch);
+            }
+            continue;
+        }
+        match ch {
+            '\\' if quoted || depth > 0 => {
+                escaped = true;
+                if depth == 0 {
+                    out.push(ch);
+                }
+            }
+            '"' if depth == 0 => {
+                quoted = !quoted;
+                out.push(ch);
+            }
+            '(' if !quoted => depth += 1,
+            ')' if !quoted && depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(ch),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A Content-Type or Content-Disposition value: the lowercase main value
+/// (CFWS removed) and the parameters with RFC 2231 continuations joined.
+#[derive(Debug, Default)]
+struct MimeField {
+    value: String,
+    params: Vec<(String, String)>,
+}
+
+/// The pieces of one parameter before RFC 2231 assembly.
+#[derive(Default)]
+struct ParamParts {
+    plain: Option<String>,
+    /// `name*=charset'lang'value`.
+    extended: Option<String>,
+    /// `name*N=` / `name*N*=`: section number → (percent-encoded, value).
+    sections: BTreeMap<u32, (bool, String)>,
+}
+
+impl MimeField {
+    fn parse(raw: &str) -> Self {
+        let chars: Vec<char> = raw.chars().collect();
+        let mut i = 0;
+        let mut value = String::new();
+        // Main value, up to the first `;`.
+        while i < chars.len() && chars[i] != ';' {
+            match chars[i] {
+                '(' => i = skip_comment(&chars, i),
+                ch if ch.is_whitespace() => i += 1,
+                '"' => {
+                    let (quoted, next) = read_quoted(&chars, i);
+                    value.push_str(&quoted);
+                    i = next;
+                }
+                ch => {
+                    value.push(ch);
+                    i += 1;
+                }
+            }
+        }
+        let mut order: Vec<String> = Vec::new();
+        let mut parts: BTreeMap<String, ParamParts> = BTreeMap::new();
+        while i < chars.len() {
+            // At a `;` (or junk): skip it and CFWS.
+            i += 1;
+            while i < chars.len() && (chars[i].is_whitespace() || chars[i] == '(') {
+                i = if chars[i] == '(' {
+                    skip_comment(&chars, i)
+                } else {
+                    i + 1
+                };
+            }
+            let start = i;
+            while i < chars.len() && chars[i] != '=' && chars[i] != ';' {
+                i += 1;
+            }
+            if i >= chars.len() || chars[i] == ';' {
+                continue;
+            }
+            let attribute: String = chars[start..i]
+                .iter()
+                .filter(|c| !c.is_whitespace())
+                .collect::<String>()
+                .to_ascii_lowercase();
+            i += 1;
+            while i < chars.len() && chars[i].is_whitespace() {
+                i += 1;
+            }
+            let param_value = if i < chars.len() && chars[i] == '"' {
+                let (quoted, next) = read_quoted(&chars, i);
+                i = next;
+                while i < chars.len() && chars[i] != ';' {
+                    i += 1;
+                }
+                quoted
+            } else {
+                let start = i;
+                while i < chars.len() && chars[i] != ';' {
+                    i += 1;
+                }
+                let token: String = chars[start..i].iter().collect();
+                strip_comments(&token).trim().to_string()
+            };
+            if attribute.is_empty() {
+                continue;
+            }
+            let (base, entry) = match attribute.split_once('*') {
+                None => (attribute.clone(), None),
+                Some((base, "")) => (base.to_string(), Some((None, true))),
+                Some((base, rest)) => {
+                    let (number, encoded) = match rest.strip_suffix('*') {
+                        Some(number) => (number, true),
+                        None => (rest, false),
+                    };
+                    match number.parse::<u32>() {
+                        Ok(number) => (base.to_string(), Some((Some(number), encoded))),
+                        Err(_) => continue,
+                    }
+                }
+            };
+            if !parts.contains_key(&base) {
+                order.push(base.clone());
+            }
+            let slot = parts.entry(base).or_default();
+            match entry {
+                None => {
+                    slot.plain.get_or_insert(param_value);
+                }
+                Some((None, _)) => {
+                    slot.extended.get_or_insert(param_value);
+                }
+                Some((Some(number), encoded)) => {
+                    slot.sections
+                        .entry(number)
+                        .or_insert((encoded, param_value));
+                }
+            }
+        }
+        let params = order
+            .into_iter()
+            .filter_map(|name| {
+                let slot = parts.remove(&name)?;
+                let value = if !slot.sections.is_empty() {
+                    assemble_sections(&slot.sections)
+                } else if let Some(extended) = slot.extended {
+                    let (charset, encoded) = split_charset(&extended);
+                    decode_param_bytes(charset, &percent_decode(encoded))
+                } else {
+                    slot.plain?
+                };
+                Some((name, value))
+            })
+            .collect();
+        Self {
+            value: value.to_ascii_lowercase(),
+            params,
+        }
+    }
+
+    fn param(&self, name: &str) -> Option<String> {
+        self.params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    }
+}
+
+/// RFC 2231 §3–4: joins numbered sections in order; encoded sections are
+/// percent-decoded, and the charset of section 0 decodes the joined octets
+/// (so a character split between sections survives).
+fn assemble_sections(sections: &BTreeMap<u32, (bool, String)>) -> String {
+    let mut bytes = Vec::new();
+    let mut charset = None;
+    for (number, (encoded, value)) in sections {
+        if *encoded {
+            let data = if *number == 0 {
+                let (label, data) = split_charset(value);
+                charset = label;
+                data
+            } else {
+                value.as_str()
+            };
+            bytes.extend(percent_decode(data));
+        } else {
+            bytes.extend(value.as_bytes());
+        }
+    }
+    decode_param_bytes(charset, &bytes)
+}
+
+/// Splits `charset'language'data`; without both quotes there is no charset.
+fn split_charset(value: &str) -> (Option<&str>, &str) {
+    let mut pieces = value.splitn(3, '\'');
+    match (pieces.next(), pieces.next(), pieces.next()) {
+        (Some(charset), Some(_language), Some(data)) => {
+            (Some(charset).filter(|c| !c.is_empty()), data)
+        }
+        _ => (None, value),
+    }
+}
+
+/// Decodes parameter octets: in the given charset when it is known, else as
+/// UTF-8 when valid, else windows-1252.
+fn decode_param_bytes(charset: Option<&str>, bytes: &[u8]) -> String {
+    match charset.filter(|label| lookup_charset(label).is_some()) {
+        Some(label) => decode_bytes(Some(label), bytes).0,
+        None => decode_bytes(None, bytes).0,
+    }
+}
+
+fn percent_decode(value: &str) -> Vec<u8> {
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let (Some(high), Some(low)) = (
+                bytes.get(i + 1).and_then(|&b| (b as char).to_digit(16)),
+                bytes.get(i + 2).and_then(|&b| (b as char).to_digit(16)),
+            )
+        {
+            out.push((high * 16 + low) as u8);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    out
+}
+
+fn skip_comment(chars: &[char], start: usize) -> usize {
+    let mut depth = 0;
+    let mut i = start;
+    while i < chars.len() {
+        match chars[i] {
+            '\\' => i += 1,
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    chars.len()
+}
+
+/// A quoted-string at `start`: content with quoted-pairs decoded and folds removed.
+fn read_quoted(chars: &[char], start: usize) -> (String, usize) {
+    let mut out = String::new();
+    let mut i = start + 1;
+    while i < chars.len() {
+        match chars[i] {
+            '\\' if i + 1 < chars.len() => {
+                out.push(chars[i + 1]);
+                i += 2;
+                continue;
+            }
+            '"' => return (out, i + 1),
+            '\r' | '\n' => {}
+            ch => out.push(ch),
+        }
+        i += 1;
+    }
+    (out, i)
+}
+
+// ---------------------------------------------------------------------------
+// Transfer decoding (RFC 2045 §6)
+
+/// Where decoded octets go: a buffer, or a counter for `size`.
+trait Sink {
+    fn push(&mut self, byte: u8);
+    fn extend_from(&mut self, bytes: &[u8]);
+}
+
+impl Sink for Vec<u8> {
+    fn push(&mut self, byte: u8) {
+        Vec::push(self, byte);
+    }
+    fn extend_from(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+struct Count(usize);
+
+impl Sink for Count {
+    fn push(&mut self, _byte: u8) {
+        self.0 += 1;
+    }
+    fn extend_from(&mut self, bytes: &[u8]) {
+        self.0 += bytes.len();
+    }
+}
+
+/// Decodes `input` into `out`; returns whether the data was malformed.
+fn transfer_decode(encoding: TransferEncoding, input: &[u8], out: &mut impl Sink) -> bool {
+    match encoding {
+        TransferEncoding::Identity | TransferEncoding::Unknown => {
+            out.extend_from(input);
+            false
+        }
+        TransferEncoding::Base64 => base64_decode(input, out),
+        TransferEncoding::QuotedPrintable => quoted_printable_decode(input, out),
+    }
+}
+
+/// RFC 2045 §6.8: characters outside the alphabet are ignored (non-space ones
+/// make the data malformed); `=` ends a quantum, decoding resumes after it
+/// (concatenated encodings).
+fn base64_decode(input: &[u8], out: &mut impl Sink) -> bool {
+    let mut acc: u32 = 0;
+    let mut count = 0;
+    let mut problem = false;
+    for &byte in input {
+        let value = match byte {
+            b'A'..=b'Z' => byte - b'A',
+            b'a'..=b'z' => byte - b'a' + 26,
+            b'0'..=b'9' => byte - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            b'=' => {
+                match count {
+                    2 => out.push((acc >> 4) as u8),
+                    3 => {
+                        out.push((acc >> 10) as u8);
+                        out.push((acc >> 2) as u8);
+                    }
+                    1 => problem = true,
+                    _ => {}
+                }
+                acc = 0;
+                count = 0;
+                continue;
+            }
+            b' ' | b'\t' | b'\r' | b'\n' => continue,
+            _ => {
+                problem = true;
+                continue;
+            }
+        };
+        acc = (acc << 6) | u32::from(value);
+        count += 1;
+        if count == 4 {
+            out.push((acc >> 16) as u8);
+            out.push((acc >> 8) as u8);
+            out.push(acc as u8);
+            acc = 0;
+            count = 0;
+        }
+    }
+    match count {
+        2 => out.push((acc >> 4) as u8),
+        3 => {
+            out.push((acc >> 10) as u8);
+            out.push((acc >> 2) as u8);
+        }
+        1 => problem = true,
+        _ => {}
+    }
+    problem
+}
+
+/// RFC 2045 §6.7: `=XX` (either case) is an octet, `=` at the end of a line
+/// a soft line break, trailing white space on a line is transport padding
+/// and is removed; a malformed `=` is kept as is (and reported).
+fn quoted_printable_decode(input: &[u8], out: &mut impl Sink) -> bool {
+    let mut problem = false;
+    for line in input.split_inclusive(|&b| b == b'\n') {
+        let (content, ending): (&[u8], &[u8]) = if let Some(content) = line.strip_suffix(b"\r\n") {
+            (content, b"\r\n")
+        } else if let Some(content) = line.strip_suffix(b"\n") {
+            (content, b"\n")
+        } else {
+            (line, b"")
+        };
+        let content = content.trim_ascii_end();
+        let (content, soft) = match content.strip_suffix(b"=") {
+            Some(content) => (content, true),
+            None => (content, false),
+        };
+        let mut i = 0;
+        while i < content.len() {
+            let byte = content[i];
+            if byte == b'='
+                && let (Some(high), Some(low)) = (
+                    content.get(i + 1).and_then(|&b| (b as char).to_digit(16)),
+                    content.get(i + 2).and_then(|&b| (b as char).to_digit(16)),
+                )
+            {
+                out.push((high * 16 + low) as u8);
+                i += 3;
+                continue;
+            }
+            if byte == b'=' {
+                problem = true;
+            }
+            out.push(byte);
+            i += 1;
+        }
+        if !soft {
+            out.extend_from(ending);
+        }
+    }
+    problem
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(encoding: TransferEncoding, input: &[u8]) -> (Vec<u8>, bool) {
+        let mut out = Vec::new();
+        let problem = transfer_decode(encoding, input, &mut out);
+        let mut count = Count(0);
+        transfer_decode(encoding, input, &mut count);
+        assert_eq!(count.0, out.len());
+        (out, problem)
+    }
+
+    #[test]
+    fn transfer_decoding_follows_rfc2045() {
+        use TransferEncoding::*;
+        assert_eq!(
+            decode(Base64, b"aGVs\r\nbG8=\r\n"),
+            (b"hello".to_vec(), false)
+        );
+        assert_eq!(decode(Base64, b"aGVsbG8"), (b"hello".to_vec(), false));
+        assert_eq!(decode(Base64, b"aGVs!bG8="), (b"hello".to_vec(), true));
+        assert_eq!(decode(Base64, b"aGk=aGk="), (b"hihi".to_vec(), false));
+        assert_eq!(
+            decode(QuotedPrintable, b"caf=C3=a9 =\r\nau lait  \r\nx=\nend=4"),
+            (b"caf\xc3\xa9 au lait\r\nxend=4".to_vec(), true)
+        );
+        assert_eq!(decode(Unknown, b"x-uue"), (b"x-uue".to_vec(), false));
+    }
+
+    #[test]
+    fn mime_fields_join_rfc2231_sections_and_decode_rfc2047() {
+        let field = MimeField::parse(
+            " Attachment;\r\n filename*0*=utf-8''%E2%82;\r\n filename*1*=%AC%20a.txt; size=3 (bytes)",
+        );
+        assert_eq!(field.value, "attachment");
+        assert_eq!(field.param("filename").as_deref(), Some("€ a.txt"));
+        assert_eq!(field.param("size").as_deref(), Some("3"));
+        let field = MimeField::parse(
+            " text/plain (c) ; charset = \"ISO-8859-1\" ; name*=iso-8859-1'fr'caf%E9.txt",
+        );
+        assert_eq!(field.value, "text/plain");
+        assert_eq!(field.param("charset").as_deref(), Some("ISO-8859-1"));
+        assert_eq!(field.param("name").as_deref(), Some("café.txt"));
+        let field = MimeField::parse(" image/png; name=\"a;b.png\"; name*0=x; name*1=y");
+        assert_eq!(field.param("name").as_deref(), Some("xy"));
+    }
+
+    #[test]
+    fn truncation_respects_characters_and_tags() {
+        assert_eq!(truncate("héllo", 2, false), ("h", true));
+        assert_eq!(truncate("héllo", 0, false), ("héllo", false));
+        assert_eq!(truncate("ab<a href=\"x\">c</a>", 8, true), ("ab", true));
+        assert_eq!(truncate("ab<b>cd</b>", 7, true), ("ab<b>cd", true));
+    }
 }

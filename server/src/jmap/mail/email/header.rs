@@ -719,8 +719,8 @@ fn address_list(raw: &str) -> Vec<AddressGroup> {
     }
 
     let finish = |current: &mut Vec<Lexed>,
-                      group: &mut Option<AddressGroup>,
-                      groups: &mut Vec<AddressGroup>| {
+                  group: &mut Option<AddressGroup>,
+                  groups: &mut Vec<AddressGroup>| {
         if let Some(address) = mailbox(current) {
             match group {
                 Some(group) => group.addresses.push(address),
@@ -979,7 +979,7 @@ mod tests {
                 HeaderForm::Addresses
             ),
             json!([
-                {"name": "Ann the Bee", "email": "a@b.example"},
+                {"name": "Ann \"the\" Bee", "email": "a@b.example"},
                 {"name": null, "email": "c@d.example"},
             ])
         );

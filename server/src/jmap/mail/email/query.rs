@@ -1,12 +1,266 @@
-//! Email/query (RFC 8621 §4.4).
+//! Email/query (RFC 8621 §4.4, RFC 8620 §5.5).
+//!
+//! `inMailbox` alone, sorted by receivedAt, without anchor or collapsing, is
+//! the list view of every client: it is served from the store's
+//! (mailbox, receivedAt) index without reading the mailbox. Everything else
+//! is evaluated by [`crate::mail::query`] over the candidate rows. A filter
+//! or sort not supported answers `unsupportedFilter` / `unsupportedSort`,
+//! never a wrong list. Without `sort`, emails come newest first.
 
-use serde_json::{Map, Value};
+use std::collections::HashMap;
+
+use chrono::DateTime;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
 
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
+use crate::jmap::{args, ids};
+use crate::mail::query::{self, Comparator, Filter, HeaderFields, SortProperty};
 
-/// Handles one call.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct QueryRequest {
+    account_id: String,
+    filter: Option<Value>,
+    sort: Option<Vec<SortArgument>>,
+    #[serde(default)]
+    position: i64,
+    anchor: Option<String>,
+    #[serde(default)]
+    anchor_offset: i64,
+    limit: Option<u64>,
+    #[serde(default)]
+    calculate_total: bool,
+    #[serde(default)]
+    collapse_threads: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SortArgument {
+    property: String,
+    #[serde(default = "yes")]
+    is_ascending: bool,
+    #[serde(default)]
+    collation: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn invalid(message: impl Into<String>) -> MethodError {
+    MethodError::InvalidArguments(message.into())
+}
+
+fn utc_date(value: &Value, name: &str) -> Result<i64, MethodError> {
+    value
+        .as_str()
+        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+        .map(|d| d.timestamp())
+        .ok_or_else(|| invalid(format!("{name} must be a UTCDate")))
+}
+
+fn text(value: &Value, name: &str) -> Result<String, MethodError> {
+    value.as_str().map(str::to_string).ok_or_else(|| invalid(format!("{name} must be a string")))
+}
+
+fn number(value: &Value, name: &str) -> Result<i64, MethodError> {
+    value.as_i64().filter(|n| *n >= 0).ok_or_else(|| invalid(format!("{name} must be an UnsignedInt")))
+}
+
+/// Parses a FilterOperator or FilterCondition (RFC 8621 §4.4.1).
+fn parse_filter(value: &Value) -> Result<Filter, MethodError> {
+    let object = value.as_object().ok_or_else(|| invalid("a filter must be an object"))?;
+    if let Some(operator) = object.get("operator") {
+        let conditions = object
+            .get("conditions")
+            .and_then(Value::as_array)
+            .ok_or_else(|| invalid("a FilterOperator needs conditions"))?
+            .iter()
+            .map(parse_filter)
+            .collect::<Result<Vec<_>, _>>()?;
+        return match operator.as_str() {
+            Some("AND") => Ok(Filter::And(conditions)),
+            Some("OR") => Ok(Filter::Or(conditions)),
+            Some("NOT") => Ok(Filter::Not(conditions)),
+            _ => Err(invalid("operator must be AND, OR or NOT")),
+        };
+    }
+    let mut conditions = Vec::with_capacity(object.len());
+    for (name, value) in object {
+        let condition = match name.as_str() {
+            "inMailbox" => match ids::parse_mailbox_id(&text(value, name)?) {
+                Some(id) => Filter::InMailbox(id),
+                None => Filter::InMailboxUnknown,
+            },
+            "inMailboxOtherThan" => Filter::InMailboxOtherThan(
+                value
+                    .as_array()
+                    .ok_or_else(|| invalid("inMailboxOtherThan must be a list of ids"))?
+                    .iter()
+                    .map(|id| id.as_str().and_then(ids::parse_mailbox_id).unwrap_or(-1))
+                    .collect(),
+            ),
+            "before" => Filter::Before(utc_date(value, name)?),
+            "after" => Filter::After(utc_date(value, name)?),
+            "minSize" => Filter::MinSize(number(value, name)?),
+            "maxSize" => Filter::MaxSize(number(value, name)?),
+            "hasKeyword" => Filter::HasKeyword(text(value, name)?.to_lowercase()),
+            "notKeyword" => Filter::NotKeyword(text(value, name)?.to_lowercase()),
+            "hasAttachment" => Filter::HasAttachment(value.as_bool().ok_or_else(|| invalid("hasAttachment must be a boolean"))?),
+            "from" => Filter::From(text(value, name)?),
+            "to" => Filter::To(text(value, name)?),
+            "cc" => Filter::Cc(text(value, name)?),
+            "bcc" => Filter::Bcc(text(value, name)?),
+            "subject" => Filter::Subject(text(value, name)?),
+            "header" => {
+                let parts: Vec<String> = value
+                    .as_array()
+                    .filter(|a| (1..=2).contains(&a.len()))
+                    .and_then(|a| a.iter().map(|v| v.as_str().map(str::to_string)).collect())
+                    .ok_or_else(|| invalid("header must be [name] or [name, value]"))?;
+                Filter::Header(parts[0].clone(), parts.get(1).cloned())
+            }
+            other => return Err(MethodError::UnsupportedFilter(format!("the {other} filter is not supported"))),
+        };
+        conditions.push(condition);
+    }
+    Ok(if conditions.len() == 1 { conditions.remove(0) } else { Filter::And(conditions) })
+}
+
+fn parse_sort(sort: Option<Vec<SortArgument>>) -> Result<Vec<Comparator>, MethodError> {
+    let Some(sort) = sort else {
+        return Ok(vec![Comparator { property: SortProperty::ReceivedAt, ascending: false }]);
+    };
+    sort.into_iter()
+        .map(|s| {
+            if let Some(collation) = &s.collation
+                && !matches!(collation.as_str(), "i;ascii-casemap" | "i;unicode-casemap" | "i;ascii-numeric")
+            {
+                return Err(MethodError::UnsupportedSort(format!("unknown collation {collation}")));
+            }
+            let property = match s.property.as_str() {
+                "receivedAt" => SortProperty::ReceivedAt,
+                "sentAt" => SortProperty::SentAt,
+                "size" => SortProperty::Size,
+                "from" => SortProperty::From,
+                "to" => SortProperty::To,
+                "subject" => SortProperty::Subject,
+                other => return Err(MethodError::UnsupportedSort(format!("cannot sort by {other}"))),
+            };
+            Ok(Comparator { property, ascending: s.is_ascending })
+        })
+        .collect()
+}
+
+/// Handles one Email/query call.
+#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
 pub async fn email_query(ctx: &mut CallContext<'_>, arguments: Map<String, Value>) -> Result<Value, MethodError> {
-    let _ = (ctx, arguments);
-    Err(MethodError::UnknownMethod)
+    let request: QueryRequest = args::parse(arguments)?;
+    args::check_account(ctx.account, &request.account_id)?;
+    let filter = request.filter.as_ref().map(parse_filter).transpose()?;
+    let comparators = parse_sort(request.sort)?;
+    let store = &ctx.jmap.store;
+    let account = ctx.account.id;
+    let state = store.states(account).await?.email;
+    let max_limit = ctx.jmap.limits.max_objects_in_get;
+    let limit = request.limit.unwrap_or(max_limit).min(max_limit) as i64;
+
+    let fast_path = match (&filter, comparators.as_slice()) {
+        (Some(Filter::InMailbox(mailbox)), [Comparator { property: SortProperty::ReceivedAt, ascending }])
+            if request.anchor.is_none() && !request.collapse_threads =>
+        {
+            Some((*mailbox, *ascending))
+        }
+        _ => None,
+    };
+    let (ids, position, total) = if let Some((mailbox, ascending)) = fast_path {
+        if !store.owns_mailbox(account, mailbox).await? {
+            (Vec::new(), 0, 0)
+        } else {
+            let (page, total) = store
+                .mailbox_emails_by_received(mailbox, !ascending, request.position.max(0), limit)
+                .await?;
+            if request.position < 0 {
+                let start = (total + request.position).max(0);
+                let (page, _) = store.mailbox_emails_by_received(mailbox, !ascending, start, limit).await?;
+                (page.into_iter().map(|(id, _)| id).collect(), start, total)
+            } else {
+                let start = request.position.min(total);
+                (page.into_iter().map(|(id, _)| id).collect(), start, total)
+            }
+        }
+    } else {
+        let in_mailbox = match &filter {
+            Some(Filter::InMailbox(id)) => Some(*id),
+            Some(Filter::And(conditions)) => conditions.iter().find_map(|c| match c {
+                Filter::InMailbox(id) => Some(*id),
+                _ => None,
+            }),
+            _ => None,
+        };
+        let mut rows = store.query_rows(account, in_mailbox).await?;
+        if let Some(filter) = &filter {
+            let headers = if filter.needs_headers() { load_header_fields(ctx, &rows).await? } else { HashMap::new() };
+            rows.retain(|row| query::matches(filter, row, &headers));
+        }
+        query::sort(&mut rows, &comparators);
+        if request.collapse_threads {
+            rows = query::collapse_threads(rows);
+        }
+        let total = rows.len() as i64;
+        let start = match &request.anchor {
+            Some(anchor) => {
+                let index = ids::parse_email_id(anchor)
+                    .and_then(|id| rows.iter().position(|r| r.meta.id == id))
+                    .ok_or(MethodError::AnchorNotFound)? as i64;
+                (index + request.anchor_offset).max(0)
+            }
+            None if request.position < 0 => (total + request.position).max(0),
+            None => request.position,
+        }
+        .min(total);
+        let ids = rows.iter().skip(start as usize).take(limit as usize).map(|r| r.meta.id).collect();
+        (ids, start, total)
+    };
+    let mut response = json!({
+        "accountId": request.account_id,
+        "queryState": state.to_string(),
+        "canCalculateChanges": false,
+        "position": position,
+        "ids": ids.into_iter().map(ids::email_id).collect::<Vec<_>>(),
+    });
+    if request.calculate_total {
+        response["total"] = json!(total);
+    }
+    if request.limit.is_some_and(|l| l > max_limit) {
+        response["limit"] = json!(max_limit);
+    }
+    Ok(response)
+}
+
+/// Header fields of the candidate rows, for the `header` filter.
+async fn load_header_fields(
+    ctx: &CallContext<'_>,
+    rows: &[crate::store::QueryRow],
+) -> Result<HashMap<i64, HeaderFields>, MethodError> {
+    let ids: Vec<i64> = rows.iter().map(|r| r.meta.id).collect();
+    let mut fields = HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(1000) {
+        for (id, block) in ctx.jmap.store.header_blocks(ctx.account.id, chunk).await? {
+            let parsed = mail_parser::MessageParser::default().parse_headers(&block);
+            let list = parsed
+                .map(|message| {
+                    message
+                        .headers_raw()
+                        .map(|(name, value)| (name.to_lowercase(), value.split_whitespace().collect::<Vec<_>>().join(" ")))
+                        .collect()
+                })
+                .unwrap_or_default();
+            fields.insert(id, list);
+        }
+    }
+    Ok(fields)
 }
