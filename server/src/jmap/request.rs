@@ -12,8 +12,27 @@ pub const CAPABILITY_CORE: &str = "urn:ietf:params:jmap:core";
 /// `urn:ietf:params:jmap:mail` (RFC 8621 §1.3.1).
 pub const CAPABILITY_MAIL: &str = "urn:ietf:params:jmap:mail";
 
-/// Capabilities a request may name in `using`.
-pub const SUPPORTED_CAPABILITIES: &[&str] = &[CAPABILITY_CORE, CAPABILITY_MAIL];
+/// Capabilities a request may name in `using`: the ones implemented, and the
+/// other capabilities of the IANA "JMAP Capabilities" registry. Real clients
+/// (the `jmap-client` crate among them) name all of those in every request;
+/// accepting them keeps such clients working, and a method of a capability
+/// not implemented still answers `unknownMethod`. Anything else is
+/// `unknownCapability` (RFC 8620 §3.6.1).
+pub const SUPPORTED_CAPABILITIES: &[&str] = &[
+    CAPABILITY_CORE,
+    CAPABILITY_MAIL,
+    "urn:ietf:params:jmap:submission",
+    "urn:ietf:params:jmap:vacationresponse",
+    "urn:ietf:params:jmap:contacts",
+    "urn:ietf:params:jmap:calendars",
+    "urn:ietf:params:jmap:websocket",
+    "urn:ietf:params:jmap:sieve",
+    "urn:ietf:params:jmap:blob",
+    "urn:ietf:params:jmap:quota",
+    "urn:ietf:params:jmap:principals",
+    "urn:ietf:params:jmap:mdn",
+    "urn:ietf:params:jmap:smimeverify",
+];
 
 /// One method call: `[name, arguments, methodCallId]` (RFC 8620 §3.2).
 #[derive(Debug, Clone, Deserialize, Serialize)]

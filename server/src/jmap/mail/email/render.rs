@@ -243,6 +243,7 @@ mod tests {
             "header:X-Test:asGroupedAddresses",
             "header:X-Test:asMessageIds",
             "header:X-Test:asDate",
+            "header:X-Test:asDate:all",
             "header:X-Test:asURLs:all",
         ] {
             properties.push(EmailProperty::parse(header).expect(header));
@@ -389,7 +390,10 @@ mod tests {
             if tree["partId"].as_str() == Some(part_id) {
                 return Some(tree);
             }
-            tree["subParts"].as_array()?.iter().find_map(|child| node(child, part_id))
+            tree["subParts"]
+                .as_array()?
+                .iter()
+                .find_map(|child| node(child, part_id))
         }
         let tree = got["bodyStructure"].clone();
         for key in ["textBody", "htmlBody", "attachments"] {
@@ -399,7 +403,9 @@ mod tests {
                 .iter()
                 .map(|part| {
                     let part_id = part["partId"].as_str().expect("list parts are leaves");
-                    let mut in_tree = node(&tree, part_id).expect("list part is in the tree").clone();
+                    let mut in_tree = node(&tree, part_id)
+                        .expect("list part is in the tree")
+                        .clone();
                     in_tree["subParts"] = Value::Null;
                     assert_eq!(part, &in_tree, "{key} entry {part_id}");
                     Value::String(part_id.to_string())
@@ -457,7 +463,57 @@ mod tests {
     }
 
     golden! {
+        golden_address_edge_cases => "address_edge_cases",
+        golden_address_groups => "address_groups",
+        golden_alternative => "alternative",
+        golden_alternative_html_only => "alternative_html_only",
+        golden_alternative_three_way => "alternative_three_way",
+        golden_attachment_disposition_on_text => "attachment_disposition_on_text",
+        golden_base64_malformed => "base64_malformed",
+        golden_content_headers => "content_headers",
+        golden_content_type_defaults => "content_type_defaults",
+        golden_empty_body => "empty_body",
+        golden_encoded_word_in_quoted_string => "encoded_word_in_quoted_string",
+        golden_encoded_word_misplaced => "encoded_word_misplaced",
+        golden_encoded_word_split_char => "encoded_word_split_char",
+        golden_encoded_word_unknown_charset => "encoded_word_unknown_charset",
+        golden_encoded_words_adjacent => "encoded_words_adjacent",
+        golden_folded_headers_lf => "folded_headers_lf",
+        golden_header_name_case => "header_name_case",
+        golden_headers_only => "headers_only",
+        golden_html_only => "html_only",
+        golden_html_truncation_source => "html_truncation_source",
+        golden_inline_image_in_mixed => "inline_image_in_mixed",
+        golden_invalid_dates => "invalid_dates",
+        golden_legacy_gb2312_base64 => "legacy_gb2312_base64",
+        golden_legacy_iso2022jp => "legacy_iso2022jp",
+        golden_legacy_koi8r_qp => "legacy_koi8r_qp",
+        golden_legacy_windows1252_8bit => "legacy_windows1252_8bit",
+        golden_list_headers => "list_headers",
+        golden_message_ids => "message_ids",
+        golden_message_rfc822_attachment => "message_rfc822_attachment",
+        golden_message_rfc822_base64 => "message_rfc822_base64",
+        golden_mislabelled_us_ascii => "mislabelled_us_ascii",
+        golden_mixed_with_attachment => "mixed_with_attachment",
+        golden_multipart_boundary_not_found => "multipart_boundary_not_found",
+        golden_multipart_digest => "multipart_digest",
+        golden_multipart_missing_boundary => "multipart_missing_boundary",
+        golden_multipart_missing_end_boundary => "multipart_missing_end_boundary",
+        golden_multiple_instances => "multiple_instances",
+        golden_nested_multiparts => "nested_multiparts",
+        golden_obsolete_zones => "obsolete_zones",
         golden_plain_ascii => "plain_ascii",
+        golden_quoted_printable_body => "quoted_printable_body",
+        golden_raw_8bit_latin1_header => "raw_8bit_latin1_header",
+        golden_raw_utf8_headers => "raw_utf8_headers",
+        golden_related_inline_image => "related_inline_image",
+        golden_rfc2047_parameter_name => "rfc2047_parameter_name",
+        golden_rfc2231_filename_continuation => "rfc2231_filename_continuation",
+        golden_rfc8621_example_structure => "rfc8621_example_structure",
+        golden_text_attachment_csv => "text_attachment_csv",
+        golden_unknown_and_invalid_charset => "unknown_and_invalid_charset",
+        golden_unknown_transfer_encoding => "unknown_transfer_encoding",
+        golden_year_102 => "year_102",
     }
 
     #[test]
@@ -496,6 +552,324 @@ mod tests {
                 "receivedAt": "2024-01-02T03:04:05Z",
                 "bodyValues": {},
             })
+        );
+    }
+
+    fn fixture(name: &str) -> Vec<u8> {
+        std::fs::read(golden_dir().join(format!("{name}.eml"))).expect("fixture exists")
+    }
+
+    fn properties(names: &[&str]) -> Vec<EmailProperty> {
+        names
+            .iter()
+            .map(|p| EmailProperty::parse(p).expect(p))
+            .collect()
+    }
+
+    fn body_properties(names: &[&str]) -> Vec<BodyProperty> {
+        names
+            .iter()
+            .map(|p| BodyProperty::parse(p).expect(p))
+            .collect()
+    }
+
+    #[test]
+    fn fetch_flags_select_body_values() {
+        let raw = fixture("alternative_three_way");
+        let keys = |flags: BodyValueFlags| {
+            let options = BodyOptions {
+                flags,
+                max_body_value_bytes: 0,
+            };
+            let got = render(&raw, &properties(&["bodyValues"]), &[], &options);
+            got["bodyValues"]
+                .as_object()
+                .expect("object")
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        let none = BodyValueFlags::default();
+        assert_eq!(keys(none), Vec::<String>::new());
+        assert_eq!(
+            keys(BodyValueFlags {
+                fetch_text: true,
+                ..none
+            }),
+            ["1"]
+        );
+        assert_eq!(
+            keys(BodyValueFlags {
+                fetch_html: true,
+                ..none
+            }),
+            ["3"]
+        );
+        assert_eq!(
+            keys(BodyValueFlags {
+                fetch_text: true,
+                fetch_html: true,
+                ..none
+            }),
+            ["1", "3"]
+        );
+        assert_eq!(
+            keys(BodyValueFlags {
+                fetch_all: true,
+                ..none
+            }),
+            ["1", "3", "4", "5"]
+        );
+        // Only text/* parts: the image of an HTML-only body is not a body value.
+        let raw = fixture("inline_image_in_mixed");
+        let options = BodyOptions {
+            flags: BodyValueFlags {
+                fetch_text: true,
+                ..none
+            },
+            max_body_value_bytes: 0,
+        };
+        let got = render(
+            &raw,
+            &properties(&["bodyValues", "textBody"]),
+            &body_properties(&["partId", "type"]),
+            &options,
+        );
+        assert_eq!(
+            got,
+            json!({
+                "bodyValues": {
+                    "1": {"value": "Before the picture.", "isEncodingProblem": false, "isTruncated": false},
+                    "3": {"value": "After the picture.", "isEncodingProblem": false, "isTruncated": false},
+                },
+                "textBody": [
+                    {"partId": "1", "type": "text/plain"},
+                    {"partId": "2", "type": "image/png"},
+                    {"partId": "3", "type": "text/plain"},
+                ],
+            })
+        );
+    }
+
+    #[test]
+    fn max_body_value_bytes_cuts_on_characters_and_outside_tags() {
+        let raw = fixture("html_truncation_source");
+        let values = |max| {
+            let options = BodyOptions {
+                flags: BodyValueFlags {
+                    fetch_all: true,
+                    ..BodyValueFlags::default()
+                },
+                max_body_value_bytes: max,
+            };
+            render(&raw, &properties(&["bodyValues"]), &[], &options)["bodyValues"].clone()
+        };
+        // "Ü" is two octets: 2 bytes hold it, 1 byte does not.
+        assert_eq!(values(1)["1"]["value"], "");
+        assert_eq!(values(2)["1"]["value"], "Ü");
+        assert_eq!(values(2)["1"]["isTruncated"], true);
+        assert_eq!(values(3)["1"]["value"], "Ün");
+        // `<p>Ünïcödé ` is 15 octets; the cut at 30 falls inside `<a href=…>`.
+        assert_eq!(values(30)["2"]["value"], "<p>Ünïcödé ");
+        assert_eq!(values(30)["2"]["isTruncated"], true);
+        assert_eq!(values(3)["2"]["value"], "<p>");
+        assert_eq!(values(2)["2"]["value"], "");
+        assert_eq!(values(1000)["2"]["isTruncated"], false);
+        assert_eq!(values(47)["1"]["isTruncated"], false);
+    }
+
+    #[test]
+    fn body_properties_are_exactly_the_requested_ones() {
+        let raw = fixture("nested_multiparts");
+        let got = render(
+            &raw,
+            &properties(&["bodyStructure", "attachments"]),
+            &BodyProperty::default_list(),
+            &FETCH_ALL,
+        );
+        // Without `subParts` in bodyProperties the tree is not expanded (RFC 8621 §4.2).
+        assert_eq!(
+            got["bodyStructure"],
+            json!({
+                "partId": null, "blobId": null, "size": 556, "name": null, "type": "multipart/mixed",
+                "charset": null, "disposition": null, "cid": null, "language": null, "location": null,
+            })
+        );
+        let got = render(
+            &raw,
+            &properties(&["bodyStructure"]),
+            &body_properties(&["type", "subParts"]),
+            &FETCH_ALL,
+        );
+        assert_eq!(
+            got["bodyStructure"],
+            json!({"type": "multipart/mixed", "subParts": [
+                {"type": "multipart/alternative", "subParts": [
+                    {"type": "text/plain", "subParts": null},
+                    {"type": "multipart/related", "subParts": [
+                        {"type": "text/html", "subParts": null},
+                        {"type": "image/gif", "subParts": null},
+                    ]},
+                ]},
+                {"type": "text/plain", "subParts": null},
+            ]})
+        );
+    }
+
+    #[test]
+    fn header_level_and_full_level_agree_and_missing_sources_are_null() {
+        let raw = fixture("address_groups");
+        let block = header_block(&raw);
+        let header = MessageParser::default()
+            .parse_headers(block)
+            .expect("parses");
+        let meta = meta(raw.len());
+        let sources = EmailSources {
+            meta: &meta,
+            header: Some(&header),
+            fast_view: None,
+            full: None,
+        };
+        let got = render_email(
+            &properties(&["subject", "header:Cc:asGroupedAddresses"]),
+            &[],
+            &BodyOptions::default(),
+            &sources,
+        );
+        assert_eq!(
+            Value::Object(got),
+            json!({
+                "subject": "Groups",
+                "header:Cc:asGroupedAddresses": [{"name": "undisclosed-recipients", "addresses": []}],
+            })
+        );
+    }
+
+    #[test]
+    fn part_content_decodes_and_rejects_multiparts_and_unknown_ids() {
+        let raw = fixture("mixed_with_attachment");
+        let message = MessageParser::default().parse(&raw[..]).expect("parses");
+        let content = body::part_content(&message, "2").expect("part 2");
+        assert_eq!(content.bytes, b"%PDF-1.4\n%fake pdf for a test\n");
+        assert_eq!(content.content_type, "application/pdf");
+        assert_eq!(content.name.as_deref(), Some("report.pdf"));
+        assert!(
+            body::part_content(&message, "0").is_none(),
+            "multipart has no blob"
+        );
+        assert!(body::part_content(&message, "02").is_none());
+        assert!(body::part_content(&message, "9").is_none());
+        assert!(body::part_content(&message, "x").is_none());
+        let raw = fixture("legacy_gb2312_base64");
+        let message = MessageParser::default().parse(&raw[..]).expect("parses");
+        let content = body::part_content(&message, "0").expect("root leaf");
+        assert_eq!(content.bytes.len(), 26);
+        assert_eq!(content.content_type, "text/plain");
+    }
+
+    /// Splits a corpus file into raw messages: `.eml` files may start with an
+    /// mbox `From ` envelope line; `.mbox` files hold many messages.
+    fn corpus_messages(path: &Path, data: &[u8]) -> Vec<Vec<u8>> {
+        let is_envelope = |line: &[u8]| line.starts_with(b"From ");
+        if path.extension().is_some_and(|e| e == "mbox") {
+            let mut messages = Vec::new();
+            let mut current: Vec<u8> = Vec::new();
+            for line in data.split_inclusive(|&b| b == b'\n') {
+                if is_envelope(line) {
+                    if !current.is_empty() {
+                        messages.push(std::mem::take(&mut current));
+                    }
+                    continue;
+                }
+                current.extend_from_slice(line);
+            }
+            if !current.is_empty() {
+                messages.push(current);
+            }
+            messages
+        } else {
+            let data = match data.split_inclusive(|&b| b == b'\n').next() {
+                Some(first) if is_envelope(first) => &data[first.len()..],
+                _ => data,
+            };
+            vec![data.to_vec()]
+        }
+    }
+
+    fn corpus_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                corpus_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "eml" || e == "mbox") {
+                out.push(path);
+            }
+        }
+    }
+
+    /// Every message of the shared corpus renders every property without
+    /// panicking, and every leaf part's content resolves to `size` octets.
+    /// Skipped when the corpus is not there.
+    #[test]
+    fn corpus_renders_without_panics() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus");
+        let mut files = Vec::new();
+        corpus_files(&root, &mut files);
+        if files.is_empty() {
+            eprintln!("corpus not found at {}: skipped", root.display());
+            return;
+        }
+        files.sort();
+        let properties = all_properties();
+        let body = all_body_properties();
+        let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+        let chunk = files.len().div_ceil(threads);
+        let (messages, failures) = std::thread::scope(|scope| {
+            let handles: Vec<_> = files
+                .chunks(chunk)
+                .map(|files| {
+                    let (properties, body) = (&properties, &body);
+                    scope.spawn(move || {
+                        let mut count = 0;
+                        let mut failures = Vec::new();
+                        for path in files {
+                            let data = std::fs::read(path).expect("readable corpus file");
+                            for (i, raw) in corpus_messages(path, &data).into_iter().enumerate() {
+                                let Some(message) = MessageParser::default().parse(&raw[..]) else {
+                                    continue;
+                                };
+                                count += 1;
+                                let outcome =
+                                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                        let got = render(&raw, properties, body, &FETCH_ALL);
+                                        check_blobs(&message, &got["bodyStructure"]);
+                                        compact_lists(got);
+                                    }));
+                                if outcome.is_err() {
+                                    failures.push(format!("{} #{i}", path.display()));
+                                }
+                            }
+                        }
+                        (count, failures)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .fold((0, Vec::new()), |(count, mut failures), handle| {
+                    let (n, f) = handle.join().expect("worker finished");
+                    failures.extend(f);
+                    (count + n, failures)
+                })
+        });
+        assert!(messages > 10_000, "only {messages} corpus messages parsed");
+        assert!(
+            failures.is_empty(),
+            "{} messages failed: {failures:#?}",
+            failures.len()
         );
     }
 }

@@ -109,6 +109,26 @@ fn check_tree(mailboxes: &[MailboxRow], id: Option<i64>, parent: Option<i64>, na
     Ok(())
 }
 
+/// Orders creations so that a mailbox whose `parentId` is `#creationId` of
+/// another creation in the same call comes after it (ties by creation id).
+fn creation_order(creates: HashMap<String, Map<String, Value>>) -> Vec<(String, Map<String, Value>)> {
+    let mut pending: Vec<(String, Map<String, Value>)> = creates.into_iter().collect();
+    pending.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut ordered = Vec::with_capacity(pending.len());
+    while !pending.is_empty() {
+        let waiting_on = |object: &Map<String, Value>, pending: &[(String, Map<String, Value>)]| {
+            object
+                .get("parentId")
+                .and_then(Value::as_str)
+                .and_then(|p| p.strip_prefix('#'))
+                .is_some_and(|parent| pending.iter().any(|(id, _)| id == parent))
+        };
+        let ready = pending.iter().position(|(_, object)| !waiting_on(object, &pending)).unwrap_or(0);
+        ordered.push(pending.remove(ready));
+    }
+    ordered
+}
+
 fn set_error_map(errors: Vec<(String, SetError)>) -> Value {
     if errors.is_empty() {
         return Value::Null;
@@ -135,8 +155,7 @@ pub async fn mailbox_set(ctx: &mut CallContext<'_>, arguments: Map<String, Value
     }
     let max_name = ctx.jmap.limits.max_size_mailbox_name;
     let (mut created, mut not_created) = (Map::new(), Vec::new());
-    let mut creates: Vec<(String, Map<String, Value>)> = request.create.unwrap_or_default().into_iter().collect();
-    creates.sort_by(|a, b| a.0.cmp(&b.0));
+    let creates = creation_order(request.create.unwrap_or_default());
     for (creation_id, object) in creates {
         let mailboxes = store.mailboxes(account).await?;
         let outcome = match parse_properties(&object, ctx.created_ids, max_name) {

@@ -1,0 +1,201 @@
+//! Test support: `spawn_app()` starts a real server on port 0 with a
+//! temporary data dir; helpers create accounts, ingest fixture messages and
+//! make JMAP calls.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use fastview::app::{App, ServeOptions};
+use fastview::http::AppState;
+use fastview::http::auth::hash_password;
+use fastview::jmap::ids;
+use fastview::mail::ingest::{prepare, store_batch};
+use serde_json::{Value, json};
+
+/// The password of every test account.
+pub const PASSWORD: &str = "test-password";
+
+/// A running server and what a test needs to talk to it.
+pub struct TestApp {
+    pub base: String,
+    pub app: App,
+    pub state: Arc<AppState>,
+    pub client: reqwest::Client,
+    _dir: tempfile::TempDir,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+    }
+}
+
+/// One test account.
+pub struct TestAccount {
+    pub id: i64,
+    pub email: String,
+    pub account_id: String,
+    pub inbox: String,
+}
+
+/// Starts a server with default options.
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(ServeOptions::default()).await
+}
+
+/// Starts a server with the given options.
+pub async fn spawn_app_with(options: ServeOptions) -> TestApp {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let app = App::open(dir.path(), None).await.expect("open store");
+    spawn_on(app, dir, options).await
+}
+
+/// Starts another server on the same storage as `other` (e.g. with switches off).
+pub async fn spawn_sibling(other: &TestApp, options: ServeOptions) -> TestApp {
+    let dir = tempfile::tempdir().expect("temp dir");
+    spawn_on(other.app.clone(), dir, options).await
+}
+
+async fn spawn_on(app: App, dir: tempfile::TempDir, options: ServeOptions) -> TestApp {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("address");
+    let (router, state) = app.router(&options);
+    let (shutdown, signal) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(fastview::http::serve(listener, router, async move {
+        let _ = signal.await;
+    }));
+    TestApp {
+        base: format!("http://{address}"),
+        app,
+        state,
+        client: reqwest::Client::new(),
+        _dir: dir,
+        shutdown: Some(shutdown),
+    }
+}
+
+/// The fixtures folder of the server crate.
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// The shared corpus, when present (it is on CI).
+pub fn corpus() -> Option<PathBuf> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus");
+    path.is_dir().then_some(path)
+}
+
+impl TestApp {
+    /// Creates an account with [`PASSWORD`].
+    pub async fn account(&self, email: &str) -> TestAccount {
+        let hash = hash_password(PASSWORD).expect("hash");
+        let account = self.app.store.create_account(email, &hash).await.expect("create account");
+        let inbox = self
+            .app
+            .store
+            .mailboxes(account.id)
+            .await
+            .expect("mailboxes")
+            .into_iter()
+            .find(|m| m.role.as_deref() == Some("inbox"))
+            .expect("inbox");
+        TestAccount {
+            id: account.id,
+            email: email.to_string(),
+            account_id: ids::account_id(account.id),
+            inbox: ids::mailbox_id(inbox.id),
+        }
+    }
+
+    /// Stores raw messages in the account's inbox through the ingest path;
+    /// receivedAt is `base_time + index` seconds. Returns the email ids.
+    pub async fn ingest(&self, account: &TestAccount, messages: &[Vec<u8>], base_time: i64) -> Vec<String> {
+        let inbox = ids::parse_mailbox_id(&account.inbox).expect("inbox id");
+        let batch = messages
+            .iter()
+            .enumerate()
+            .map(|(i, raw)| prepare(raw.clone(), vec![inbox], Vec::new(), |_| base_time + i as i64))
+            .collect();
+        store_batch(self.app.store.as_ref(), &self.app.blobs, account.id, batch)
+            .await
+            .expect("store batch")
+            .into_iter()
+            .map(|outcome| match outcome {
+                fastview::store::Inserted::New(id) | fastview::store::Inserted::Duplicate(id) => ids::email_id(id),
+            })
+            .collect()
+    }
+
+    /// POSTs a JMAP request as `account`; returns (status, body).
+    pub async fn api_raw(&self, account: &TestAccount, body: &Value) -> (u16, Value) {
+        let response = self
+            .client
+            .post(format!("{}/jmap/api", self.base))
+            .basic_auth(&account.email, Some(PASSWORD))
+            .json(body)
+            .send()
+            .await
+            .expect("send");
+        let status = response.status().as_u16();
+        let body = response.json().await.unwrap_or(Value::Null);
+        (status, body)
+    }
+
+    /// Makes method calls (`[name, args]`, call ids "0", "1", …) and returns
+    /// the method responses, asserting HTTP 200.
+    pub async fn call(&self, account: &TestAccount, calls: Value) -> Vec<Value> {
+        let calls: Vec<Value> = calls
+            .as_array()
+            .expect("calls")
+            .iter()
+            .enumerate()
+            .map(|(i, call)| json!([call[0], call[1], i.to_string()]))
+            .collect();
+        let body = json!({
+            "using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+            "methodCalls": calls,
+        });
+        let (status, response) = self.api_raw(account, &body).await;
+        assert_eq!(status, 200, "{response}");
+        response["methodResponses"].as_array().expect("methodResponses").clone()
+    }
+
+    /// One method call; returns its response arguments, asserting the response name.
+    pub async fn call1(&self, account: &TestAccount, method: &str, arguments: Value) -> Value {
+        let responses = self.call(account, json!([[method, arguments]])).await;
+        assert_eq!(responses[0][0], method, "{}", responses[0]);
+        responses[0][1].clone()
+    }
+
+    /// The value of a metric line `name` (exact, with labels), 0 when absent.
+    pub async fn metric(&self, name: &str) -> f64 {
+        let text = self
+            .client
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics text");
+        text.lines()
+            .find_map(|line| line.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+}
+
+/// The demo messages the project ships (`server/fixtures/demo/*.eml`), sorted by name.
+pub fn demo_messages() -> Vec<Vec<u8>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("demo fixtures")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "eml"))
+        .collect();
+    files.sort();
+    files.iter().map(|p| std::fs::read(p).expect("read fixture")).collect()
+}
