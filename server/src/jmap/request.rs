@@ -88,7 +88,6 @@ mod tests {
         let got = Request::parse(body.as_bytes(), 2)
             .map(|r| r.method_calls.len())
             .map_err(|e| e.type_uri());
-        let expected = expected.map_err(|suffix| suffix);
         match (got, expected) {
             (Ok(n), Ok(m)) => assert_eq!(n, m, "{body}"),
             (Err(uri), Err(suffix)) => assert!(uri.ends_with(suffix), "{body}: {uri}"),

@@ -76,6 +76,7 @@ async fn header_level_parses_header_blocks_only() {
     assert_eq!(response["list"][7]["from"], json!([{"name": "Sender 7", "email": "s7@example.com"}]));
     assert_eq!(response["list"][7]["header:Message-ID:asMessageIds"], json!(["gen7@example.com"]));
     assert_eq!(io(&app).await, (0.0, 0.0, 100.0, 0.0));
+    assert_eq!(app.state.jmap.metrics.parses("header"), 100, "the instance's own counters");
     // Parsed header blocks are cached: a second call parses nothing.
     get(&app, &user, &ids, json!(["subject"])).await;
     assert_eq!(io(&app).await, (0.0, 0.0, 100.0, 0.0));

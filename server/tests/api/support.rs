@@ -19,6 +19,7 @@ pub const PASSWORD: &str = "test-password";
 pub struct TestApp {
     pub base: String,
     pub app: App,
+    /// The server's shared state (metrics, JMAP side), for white-box checks.
     pub state: Arc<AppState>,
     pub client: reqwest::Client,
     _dir: tempfile::TempDir,
@@ -75,11 +76,6 @@ async fn spawn_on(app: App, dir: tempfile::TempDir, options: ServeOptions) -> Te
         _dir: dir,
         shutdown: Some(shutdown),
     }
-}
-
-/// The fixtures folder of the server crate.
-pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
 /// The shared corpus, when present (it is on CI).

@@ -13,7 +13,7 @@
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 
-use mail_parser::{Header, HeaderName, Message, MessagePart, PartType};
+use mail_parser::{Message, MessagePart, PartType};
 use serde_json::{Map, Value};
 
 use super::header::{self, decode_bytes, decode_words, lookup_charset};
@@ -107,14 +107,6 @@ pub(crate) struct Partition<'t, 'a> {
 /// Nesting deeper than this is not followed (mail-parser already bounds it).
 const MAX_DEPTH: usize = 64;
 
-/// The last header of a kind in a part (mail-parser uses the last one too).
-fn last_header<'h, 'x>(
-    headers: &'h [Header<'x>],
-    name: HeaderName<'static>,
-) -> Option<&'h Header<'x>> {
-    headers.iter().rev().find(|header| header.name == name)
-}
-
 impl<'a> BodyPart<'a> {
     /// The `bodyStructure` tree of a fully parsed message.
     pub(crate) fn tree(message: &'a Message<'a>) -> Option<Self> {
@@ -129,11 +121,9 @@ impl<'a> BodyPart<'a> {
     ) -> Option<Self> {
         let part = message.parts.get(index)?;
         let raw: &[u8] = &message.raw_message;
-        let field =
-            |name| last_header(&part.headers, name).map(|header| header::raw_value(header, raw));
+        let field = |name| header::last_raw_value(&part.headers, raw, name);
 
-        let content_type_field =
-            field(HeaderName::ContentType).map(|value| MimeField::parse(&value));
+        let content_type_field = field("content-type").map(|value| MimeField::parse(&value));
         let declared = content_type_field
             .as_ref()
             .map(|field| field.value.as_str())
@@ -187,8 +177,7 @@ impl<'a> BodyPart<'a> {
                     .starts_with("text/")
                     .then(|| "us-ascii".to_string())
             });
-        let disposition_field =
-            field(HeaderName::ContentDisposition).map(|value| MimeField::parse(&value));
+        let disposition_field = field("content-disposition").map(|value| MimeField::parse(&value));
         let disposition = disposition_field
             .as_ref()
             .map(|field| field.value.clone())
@@ -203,23 +192,23 @@ impl<'a> BodyPart<'a> {
             })
             .map(|name| decode_words(&name))
             .filter(|name| !name.is_empty());
-        let cid = field(HeaderName::ContentId).map(|value| {
+        let cid = field("content-id").map(|value| {
             let value = strip_comments(&value);
             let value = value.trim();
             let value = value.strip_prefix('<').unwrap_or(value);
             let value = value.strip_suffix('>').unwrap_or(value);
             value.trim().to_string()
         });
-        let language = field(HeaderName::ContentLanguage).map(|value| {
+        let language = field("content-language").map(|value| {
             strip_comments(&value)
                 .split(',')
                 .map(|tag| tag.split_ascii_whitespace().collect::<String>())
                 .filter(|tag| !tag.is_empty())
                 .collect()
         });
-        let location = field(HeaderName::ContentLocation)
+        let location = field("content-location")
             .map(|value| value.split_ascii_whitespace().collect::<String>());
-        let encoding = match field(HeaderName::ContentTransferEncoding)
+        let encoding = match field("content-transfer-encoding")
             .map(|value| strip_comments(&value).trim().to_ascii_lowercase())
             .as_deref()
         {
@@ -412,10 +401,11 @@ fn truncate(text: &str, max_bytes: usize, html: bool) -> (&str, bool) {
     while !text.is_char_boundary(cut) {
         cut -= 1;
     }
-    if html && let Some(open) = text[..cut].rfind('<') {
-        if !text[open..cut].contains('>') {
-            cut = open;
-        }
+    if html
+        && let Some(open) = text[..cut].rfind('<')
+        && !text[open..cut].contains('>')
+    {
+        cut = open;
     }
     (&text[..cut], true)
 }

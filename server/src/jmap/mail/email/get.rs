@@ -39,7 +39,10 @@ struct GetRequest {
 }
 
 /// Parses property names; unknown or malformed ones are `invalidArguments` naming them.
-fn parse_properties<T>(names: &[String], parse: impl Fn(&str) -> Option<T>) -> Result<Vec<T>, MethodError> {
+fn parse_properties<T>(
+    names: &[String],
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Vec<T>, MethodError> {
     let mut parsed = Vec::with_capacity(names.len());
     let mut invalid = Vec::new();
     for name in names {
@@ -60,7 +63,10 @@ fn parse_properties<T>(names: &[String], parse: impl Fn(&str) -> Option<T>) -> R
 
 /// Handles one Email/get call.
 #[tracing::instrument(skip_all, fields(account = ctx.account.id, read_level))]
-pub async fn email_get(ctx: &mut CallContext<'_>, arguments: Map<String, Value>) -> Result<Value, MethodError> {
+pub async fn email_get(
+    ctx: &mut CallContext<'_>,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
     let request: GetRequest = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
     let jmap = ctx.jmap;
@@ -91,14 +97,24 @@ pub async fn email_get(ctx: &mut CallContext<'_>, arguments: Map<String, Value>)
         None => all_email_ids(ctx).await?,
     };
     if requested.len() as u64 > jmap.limits.max_objects_in_get {
-        return Err(MethodError::RequestTooLarge(jmap.limits.max_objects_in_get as usize));
+        return Err(MethodError::RequestTooLarge(
+            jmap.limits.max_objects_in_get as usize,
+        ));
     }
     let mut seen = HashSet::new();
-    let requested: Vec<String> = requested.into_iter().filter(|id| seen.insert(id.clone())).collect();
-    let numeric: Vec<i64> = requested.iter().filter_map(|id| ids::parse_email_id(id)).collect();
+    let requested: Vec<String> = requested
+        .into_iter()
+        .filter(|id| seen.insert(id.clone()))
+        .collect();
+    let numeric: Vec<i64> = requested
+        .iter()
+        .filter_map(|id| ids::parse_email_id(id))
+        .collect();
     jmap.metrics
         .email_get
-        .get_or_create(&ReadLevelLabel { read_level: level.as_str() })
+        .get_or_create(&ReadLevelLabel {
+            read_level: level.as_str(),
+        })
         .inc();
 
     // Load.
@@ -113,7 +129,9 @@ pub async fn email_get(ctx: &mut CallContext<'_>, arguments: Map<String, Value>)
     let mut list = Vec::with_capacity(loaded.len());
     let mut not_found = Vec::new();
     for id in &requested {
-        let Some(email) = ids::parse_email_id(id).and_then(|n| loaded.iter().find(|e| e.meta.id == n)) else {
+        let Some(email) =
+            ids::parse_email_id(id).and_then(|n| loaded.iter().find(|e| e.meta.id == n))
+        else {
             not_found.push(id.clone());
             continue;
         };
@@ -131,7 +149,12 @@ pub async fn email_get(ctx: &mut CallContext<'_>, arguments: Map<String, Value>)
             fast_view: email.fast_view.as_ref().or(computed_view.as_ref()),
             full: full.as_ref(),
         };
-        list.push(Value::Object(render_email(&properties, &body_properties, &options, &sources)));
+        list.push(Value::Object(render_email(
+            &properties,
+            &body_properties,
+            &options,
+            &sources,
+        )));
     }
     Ok(json!({
         "accountId": request.account_id,

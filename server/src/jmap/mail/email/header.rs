@@ -18,18 +18,17 @@ use super::property::{HeaderForm, HeaderProperty};
 /// offsets point into. Absent field: `null` (`[]` with `:all`); otherwise the
 /// last instance (every instance in order with `:all`), RFC 8621 §4.1.3.
 pub fn header_value(headers: &[Header<'_>], raw: &[u8], property: &HeaderProperty) -> Value {
-    let mut instances = headers
-        .iter()
-        .filter(|header| header.name.as_str().eq_ignore_ascii_case(&property.name));
+    let fields = fields(headers, raw);
+    let mut instances = fields.iter().filter(|field| field.is(&property.name));
     if property.all {
         Value::Array(
             instances
-                .map(|header| parsed_form(&raw_value(header, raw), property.form))
+                .map(|field| parsed_form(&field.raw_value(), property.form))
                 .collect(),
         )
     } else {
-        instances.next_back().map_or(Value::Null, |header| {
-            parsed_form(&raw_value(header, raw), property.form)
+        instances.next_back().map_or(Value::Null, |field| {
+            parsed_form(&field.raw_value(), property.form)
         })
     }
 }
@@ -39,43 +38,110 @@ pub fn header_value(headers: &[Header<'_>], raw: &[u8], property: &HeaderPropert
 /// value in Raw form.
 pub fn header_list(headers: &[Header<'_>], raw: &[u8]) -> Value {
     Value::Array(
-        headers
+        fields(headers, raw)
             .iter()
-            .map(|header| {
+            .map(|field| {
                 let mut object = Map::new();
-                object.insert("name".into(), Value::String(field_name(header, raw)));
-                object.insert("value".into(), Value::String(raw_value(header, raw)));
+                object.insert("name".into(), Value::String(field.name()));
+                object.insert("value".into(), Value::String(field.raw_value()));
                 Value::Object(object)
             })
             .collect(),
     )
 }
 
-/// The field name exactly as written in the message (RFC 8621 §4.1.3: "with
-/// the same capitalization that it has in the message").
-pub fn field_name(header: &Header<'_>, raw: &[u8]) -> String {
-    let bytes = raw
-        .get(header.offset_field as usize..header.offset_start as usize)
-        .unwrap_or_default();
-    let bytes = bytes.strip_suffix(b":").unwrap_or(bytes);
-    let name = String::from_utf8_lossy(bytes.trim_ascii());
-    if name.is_empty() {
-        header.name.as_str().to_string()
-    } else {
-        name.into_owned()
+/// One header field as written in the message.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Field<'r> {
+    /// The field name octets (before the colon, white space trimmed).
+    name: &'r [u8],
+    /// The octets after the colon up to but excluding the terminating CRLF.
+    value: &'r [u8],
+}
+
+impl Field<'_> {
+    /// The field name exactly as written (RFC 8621 §4.1.3: "with the same
+    /// capitalization that it has in the message").
+    pub(crate) fn name(&self) -> String {
+        lossy_without_nul(self.name)
+    }
+
+    /// Whether the field has this (lowercase) name; names are case-insensitive.
+    pub(crate) fn is(&self, lowercase_name: &str) -> bool {
+        self.name.eq_ignore_ascii_case(lowercase_name.as_bytes())
+    }
+
+    /// The Raw form (RFC 8621 §4.1.2.1): not unfolded; invalid UTF-8 runs
+    /// become U+FFFD and NUL octets are dropped.
+    pub(crate) fn raw_value(&self) -> String {
+        lossy_without_nul(self.value)
     }
 }
 
-/// The Raw form (RFC 8621 §4.1.2.1): the octets after the colon up to but
-/// excluding the terminating CRLF, not unfolded; invalid UTF-8 runs become
-/// U+FFFD and NUL octets are dropped.
-pub fn raw_value(header: &Header<'_>, raw: &[u8]) -> String {
-    let bytes = raw
-        .get(header.offset_start as usize..header.offset_end as usize)
-        .unwrap_or_default();
-    let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
-    let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
-    lossy_without_nul(bytes)
+/// Splits the span of the given header list into fields (RFC 5322 §2.2): a
+/// line starting with white space continues the previous field, any other
+/// line is `name ":" value`, a line without a colon is not a field.
+///
+/// mail-parser's list gives the span (first field to end of last); its own
+/// field boundaries are not used, because some of its field parsers run past
+/// the end of a field (e.g. a Date ending in `UT` or `AM` swallows the next
+/// line, which then disappears from its list).
+pub(crate) fn fields<'r>(headers: &[Header<'_>], raw: &'r [u8]) -> Vec<Field<'r>> {
+    let (Some(first), Some(last)) = (headers.first(), headers.last()) else {
+        return Vec::new();
+    };
+    let start = (first.offset_field as usize).min(raw.len());
+    let end = (last.offset_end as usize).clamp(start, raw.len());
+    let mut fields = Vec::new();
+    // (name, value start) of the field being read, and its value end so far.
+    let mut current: Option<(&[u8], usize)> = None;
+    let mut value_end = 0;
+    let mut position = start;
+    for line in raw[start..end].split_inclusive(|&b| b == b'\n') {
+        let line_start = position;
+        position += line.len();
+        let content = line.strip_suffix(b"\n").unwrap_or(line);
+        let content = content.strip_suffix(b"\r").unwrap_or(content);
+        if matches!(content.first(), Some(b' ' | b'\t')) {
+            if current.is_some() {
+                value_end = line_start + content.len();
+            }
+            continue;
+        }
+        if let Some((name, value_start)) = current.take() {
+            fields.push(Field {
+                name,
+                value: &raw[value_start..value_end],
+            });
+        }
+        if content.is_empty() {
+            break;
+        }
+        if let Some(colon) = content.iter().position(|&b| b == b':') {
+            current = Some((content[..colon].trim_ascii(), line_start + colon + 1));
+            value_end = line_start + content.len();
+        }
+    }
+    if let Some((name, value_start)) = current {
+        fields.push(Field {
+            name,
+            value: &raw[value_start..value_end],
+        });
+    }
+    fields
+}
+
+/// The Raw value of the last field with this (lowercase) name.
+pub(crate) fn last_raw_value(
+    headers: &[Header<'_>],
+    raw: &[u8],
+    lowercase_name: &str,
+) -> Option<String> {
+    fields(headers, raw)
+        .iter()
+        .rev()
+        .find(|field| field.is(lowercase_name))
+        .map(Field::raw_value)
 }
 
 /// UTF-8 with invalid runs replaced by U+FFFD and NUL dropped.

@@ -25,19 +25,34 @@ struct ImportRequest {
 
 /// Handles one Email/import call.
 #[tracing::instrument(skip_all, fields(account = ctx.account.id))]
-pub async fn email_import(ctx: &mut CallContext<'_>, arguments: Map<String, Value>) -> Result<Value, MethodError> {
+pub async fn email_import(
+    ctx: &mut CallContext<'_>,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
     let request: ImportRequest = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
     let jmap = ctx.jmap;
     let account = ctx.account.id;
     let old_state = jmap.store.states(account).await?.email;
-    if request.if_in_state.as_ref().is_some_and(|s| *s != old_state.to_string()) {
+    if request
+        .if_in_state
+        .as_ref()
+        .is_some_and(|s| *s != old_state.to_string())
+    {
         return Err(MethodError::StateMismatch);
     }
     if request.emails.len() as u64 > jmap.limits.max_objects_in_set {
-        return Err(MethodError::RequestTooLarge(jmap.limits.max_objects_in_set as usize));
+        return Err(MethodError::RequestTooLarge(
+            jmap.limits.max_objects_in_set as usize,
+        ));
     }
-    let owned_mailboxes: Vec<i64> = jmap.store.mailboxes(account).await?.iter().map(|m| m.id).collect();
+    let owned_mailboxes: Vec<i64> = jmap
+        .store
+        .mailboxes(account)
+        .await?
+        .iter()
+        .map(|m| m.id)
+        .collect();
     let (mut created, mut not_created) = (Map::new(), Map::new());
     let mut emails: Vec<(String, Map<String, Value>)> = request.emails.into_iter().collect();
     emails.sort_by(|a, b| a.0.cmp(&b.0));
@@ -72,12 +87,23 @@ async fn import_one(
 ) -> Result<Result<Value, SetError>, MethodError> {
     let jmap = ctx.jmap;
     let Some(blob_id) = object.get("blobId").and_then(Value::as_str) else {
-        return Ok(Err(SetError::invalid_properties(&["blobId"], "blobId is required")));
+        return Ok(Err(SetError::invalid_properties(
+            &["blobId"],
+            "blobId is required",
+        )));
     };
-    let mailbox_ids = match object.get("mailboxIds").map(|v| parse_mailbox_ids(v, ctx.created_ids)) {
+    let mailbox_ids = match object
+        .get("mailboxIds")
+        .map(|v| parse_mailbox_ids(v, ctx.created_ids))
+    {
         Some(Ok(set)) if !set.is_empty() && set.iter().all(|m| owned_mailboxes.contains(m)) => set,
         Some(Err(error)) => return Ok(Err(error)),
-        _ => return Ok(Err(SetError::invalid_properties(&["mailboxIds"], "at least one mailbox of this account is required"))),
+        _ => {
+            return Ok(Err(SetError::invalid_properties(
+                &["mailboxIds"],
+                "at least one mailbox of this account is required",
+            )));
+        }
     };
     let keywords = match object.get("keywords").map(parse_keywords).transpose() {
         Ok(keywords) => keywords.unwrap_or_default(),
@@ -85,12 +111,22 @@ async fn import_one(
     };
     let received_at = match object.get("receivedAt") {
         None | Some(Value::Null) => chrono::Utc::now().timestamp(),
-        Some(value) => match value.as_str().and_then(|s| DateTime::parse_from_rfc3339(s).ok()) {
+        Some(value) => match value
+            .as_str()
+            .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+        {
             Some(date) => date.timestamp(),
-            None => return Ok(Err(SetError::invalid_properties(&["receivedAt"], "receivedAt must be a UTCDate"))),
+            None => {
+                return Ok(Err(SetError::invalid_properties(
+                    &["receivedAt"],
+                    "receivedAt must be a UTCDate",
+                )));
+            }
         },
     };
-    let whole_blob = ids::parse_blob_id(blob_id).filter(|(_, part)| part.is_none()).map(|(b, _)| b.to_string());
+    let whole_blob = ids::parse_blob_id(blob_id)
+        .filter(|(_, part)| part.is_none())
+        .map(|(b, _)| b.to_string());
     let raw = match whole_blob {
         Some(blob) if jmap.store.has_blob(account, &blob).await? => {
             let blobs = jmap.blobs.clone();
@@ -102,10 +138,18 @@ async fn import_one(
         _ => None,
     };
     let Some(raw) = raw else {
-        return Ok(Err(SetError::new("blobNotFound", format!("no blob {blob_id} in this account"))));
+        return Ok(Err(SetError::new(
+            "blobNotFound",
+            format!("no blob {blob_id} in this account"),
+        )));
     };
     let prepared = tokio::task::spawn_blocking(move || {
-        prepare(raw, mailbox_ids.into_iter().collect(), keywords.into_iter().collect(), |_| received_at)
+        prepare(
+            raw,
+            mailbox_ids.into_iter().collect(),
+            keywords.into_iter().collect(),
+            |_| received_at,
+        )
     })
     .await
     .map_err(|e| MethodError::ServerFail(e.to_string()))?;
@@ -115,11 +159,20 @@ async fn import_one(
         .map_err(|e| MethodError::ServerFail(e.to_string()))?;
     match outcome.first() {
         Some(Inserted::New(id)) => {
-            let thread = jmap.store.email_meta(account, &[*id]).await?.first().map(|m| m.thread_id).unwrap_or(*id);
-            Ok(Ok(json!({"id": ids::email_id(*id), "blobId": blob, "threadId": ids::thread_id(thread), "size": size})))
+            let thread = jmap
+                .store
+                .email_meta(account, &[*id])
+                .await?
+                .first()
+                .map(|m| m.thread_id)
+                .unwrap_or(*id);
+            Ok(Ok(
+                json!({"id": ids::email_id(*id), "blobId": blob, "threadId": ids::thread_id(thread), "size": size}),
+            ))
         }
         Some(Inserted::Duplicate(id)) => {
-            let mut error = SetError::new("alreadyExists", "this message is already in the account");
+            let mut error =
+                SetError::new("alreadyExists", "this message is already in the account");
             error.existing_id = Some(ids::email_id(*id));
             Ok(Err(error))
         }

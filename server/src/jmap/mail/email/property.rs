@@ -391,7 +391,10 @@ mod tests {
             .into_iter()
             .chain([EmailProperty::Headers, EmailProperty::BodyStructure])
         {
-            assert_eq!(EmailProperty::parse(property.name()), Some(property.clone()));
+            assert_eq!(
+                EmailProperty::parse(property.name()),
+                Some(property.clone())
+            );
         }
         assert_eq!(EmailProperty::parse("nope"), None);
         assert_eq!(

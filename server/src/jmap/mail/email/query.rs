@@ -63,16 +63,24 @@ fn utc_date(value: &Value, name: &str) -> Result<i64, MethodError> {
 }
 
 fn text(value: &Value, name: &str) -> Result<String, MethodError> {
-    value.as_str().map(str::to_string).ok_or_else(|| invalid(format!("{name} must be a string")))
+    value
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| invalid(format!("{name} must be a string")))
 }
 
 fn number(value: &Value, name: &str) -> Result<i64, MethodError> {
-    value.as_i64().filter(|n| *n >= 0).ok_or_else(|| invalid(format!("{name} must be an UnsignedInt")))
+    value
+        .as_i64()
+        .filter(|n| *n >= 0)
+        .ok_or_else(|| invalid(format!("{name} must be an UnsignedInt")))
 }
 
 /// Parses a FilterOperator or FilterCondition (RFC 8621 §4.4.1).
 fn parse_filter(value: &Value) -> Result<Filter, MethodError> {
-    let object = value.as_object().ok_or_else(|| invalid("a filter must be an object"))?;
+    let object = value
+        .as_object()
+        .ok_or_else(|| invalid("a filter must be an object"))?;
     if let Some(operator) = object.get("operator") {
         let conditions = object
             .get("conditions")
@@ -109,7 +117,11 @@ fn parse_filter(value: &Value) -> Result<Filter, MethodError> {
             "maxSize" => Filter::MaxSize(number(value, name)?),
             "hasKeyword" => Filter::HasKeyword(text(value, name)?.to_lowercase()),
             "notKeyword" => Filter::NotKeyword(text(value, name)?.to_lowercase()),
-            "hasAttachment" => Filter::HasAttachment(value.as_bool().ok_or_else(|| invalid("hasAttachment must be a boolean"))?),
+            "hasAttachment" => Filter::HasAttachment(
+                value
+                    .as_bool()
+                    .ok_or_else(|| invalid("hasAttachment must be a boolean"))?,
+            ),
             "from" => Filter::From(text(value, name)?),
             "to" => Filter::To(text(value, name)?),
             "cc" => Filter::Cc(text(value, name)?),
@@ -123,23 +135,39 @@ fn parse_filter(value: &Value) -> Result<Filter, MethodError> {
                     .ok_or_else(|| invalid("header must be [name] or [name, value]"))?;
                 Filter::Header(parts[0].clone(), parts.get(1).cloned())
             }
-            other => return Err(MethodError::UnsupportedFilter(format!("the {other} filter is not supported"))),
+            other => {
+                return Err(MethodError::UnsupportedFilter(format!(
+                    "the {other} filter is not supported"
+                )));
+            }
         };
         conditions.push(condition);
     }
-    Ok(if conditions.len() == 1 { conditions.remove(0) } else { Filter::And(conditions) })
+    Ok(if conditions.len() == 1 {
+        conditions.remove(0)
+    } else {
+        Filter::And(conditions)
+    })
 }
 
 fn parse_sort(sort: Option<Vec<SortArgument>>) -> Result<Vec<Comparator>, MethodError> {
     let Some(sort) = sort else {
-        return Ok(vec![Comparator { property: SortProperty::ReceivedAt, ascending: false }]);
+        return Ok(vec![Comparator {
+            property: SortProperty::ReceivedAt,
+            ascending: false,
+        }]);
     };
     sort.into_iter()
         .map(|s| {
             if let Some(collation) = &s.collation
-                && !matches!(collation.as_str(), "i;ascii-casemap" | "i;unicode-casemap" | "i;ascii-numeric")
+                && !matches!(
+                    collation.as_str(),
+                    "i;ascii-casemap" | "i;unicode-casemap" | "i;ascii-numeric"
+                )
             {
-                return Err(MethodError::UnsupportedSort(format!("unknown collation {collation}")));
+                return Err(MethodError::UnsupportedSort(format!(
+                    "unknown collation {collation}"
+                )));
             }
             let property = match s.property.as_str() {
                 "receivedAt" => SortProperty::ReceivedAt,
@@ -148,16 +176,26 @@ fn parse_sort(sort: Option<Vec<SortArgument>>) -> Result<Vec<Comparator>, Method
                 "from" => SortProperty::From,
                 "to" => SortProperty::To,
                 "subject" => SortProperty::Subject,
-                other => return Err(MethodError::UnsupportedSort(format!("cannot sort by {other}"))),
+                other => {
+                    return Err(MethodError::UnsupportedSort(format!(
+                        "cannot sort by {other}"
+                    )));
+                }
             };
-            Ok(Comparator { property, ascending: s.is_ascending })
+            Ok(Comparator {
+                property,
+                ascending: s.is_ascending,
+            })
         })
         .collect()
 }
 
 /// Handles one Email/query call.
 #[tracing::instrument(skip_all, fields(account = ctx.account.id))]
-pub async fn email_query(ctx: &mut CallContext<'_>, arguments: Map<String, Value>) -> Result<Value, MethodError> {
+pub async fn email_query(
+    ctx: &mut CallContext<'_>,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
     let request: QueryRequest = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
     let filter = request.filter.as_ref().map(parse_filter).transpose()?;
@@ -169,11 +207,15 @@ pub async fn email_query(ctx: &mut CallContext<'_>, arguments: Map<String, Value
     let limit = request.limit.unwrap_or(max_limit).min(max_limit) as i64;
 
     let fast_path = match (&filter, comparators.as_slice()) {
-        (Some(Filter::InMailbox(mailbox)), [Comparator { property: SortProperty::ReceivedAt, ascending }])
-            if request.anchor.is_none() && !request.collapse_threads =>
-        {
-            Some((*mailbox, *ascending))
-        }
+        (
+            Some(Filter::InMailbox(mailbox)),
+            [
+                Comparator {
+                    property: SortProperty::ReceivedAt,
+                    ascending,
+                },
+            ],
+        ) if request.anchor.is_none() && !request.collapse_threads => Some((*mailbox, *ascending)),
         _ => None,
     };
     let (ids, position, total) = if let Some((mailbox, ascending)) = fast_path {
@@ -185,7 +227,9 @@ pub async fn email_query(ctx: &mut CallContext<'_>, arguments: Map<String, Value
                 .await?;
             if request.position < 0 {
                 let start = (total + request.position).max(0);
-                let (page, _) = store.mailbox_emails_by_received(mailbox, !ascending, start, limit).await?;
+                let (page, _) = store
+                    .mailbox_emails_by_received(mailbox, !ascending, start, limit)
+                    .await?;
                 (page.into_iter().map(|(id, _)| id).collect(), start, total)
             } else {
                 let start = request.position.min(total);
@@ -203,7 +247,11 @@ pub async fn email_query(ctx: &mut CallContext<'_>, arguments: Map<String, Value
         };
         let mut rows = store.query_rows(account, in_mailbox).await?;
         if let Some(filter) = &filter {
-            let headers = if filter.needs_headers() { load_header_fields(ctx, &rows).await? } else { HashMap::new() };
+            let headers = if filter.needs_headers() {
+                load_header_fields(ctx, &rows).await?
+            } else {
+                HashMap::new()
+            };
             rows.retain(|row| query::matches(filter, row, &headers));
         }
         query::sort(&mut rows, &comparators);
@@ -222,7 +270,12 @@ pub async fn email_query(ctx: &mut CallContext<'_>, arguments: Map<String, Value
             None => request.position,
         }
         .min(total);
-        let ids = rows.iter().skip(start as usize).take(limit as usize).map(|r| r.meta.id).collect();
+        let ids = rows
+            .iter()
+            .skip(start as usize)
+            .take(limit as usize)
+            .map(|r| r.meta.id)
+            .collect();
         (ids, start, total)
     };
     let mut response = json!({
@@ -255,7 +308,12 @@ async fn load_header_fields(
                 .map(|message| {
                     message
                         .headers_raw()
-                        .map(|(name, value)| (name.to_lowercase(), value.split_whitespace().collect::<Vec<_>>().join(" ")))
+                        .map(|(name, value)| {
+                            (
+                                name.to_lowercase(),
+                                value.split_whitespace().collect::<Vec<_>>().join(" "),
+                            )
+                        })
                         .collect()
                 })
                 .unwrap_or_default();

@@ -872,4 +872,69 @@ mod tests {
             failures.len()
         );
     }
+
+    #[test]
+    #[ignore]
+    fn zz_corpus_stats() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus");
+        let mut files = Vec::new();
+        corpus_files(&root, &mut files);
+        files.sort();
+        let props = properties(&[
+            "subject",
+            "sentAt",
+            "from",
+            "to",
+            "messageId",
+            "header:Date",
+        ]);
+        let (mut n, mut undecoded, mut no_date, mut mp_date, mut hdr_diff) = (0, 0, 0, 0, 0);
+        for path in &files {
+            let data = std::fs::read(path).unwrap();
+            for raw in corpus_messages(path, &data) {
+                let Some(message) = MessageParser::default().parse(&raw[..]) else {
+                    continue;
+                };
+                n += 1;
+                let got = render(&raw, &props, &[], &BodyOptions::default());
+                let subject = got["subject"].as_str().unwrap_or("");
+                if subject.contains("=?") {
+                    undecoded += 1;
+                    if undecoded < 25 {
+                        eprintln!("SUBJ {:?} <- {:?}", subject, message.header_raw("Subject"));
+                    }
+                }
+                if got["sentAt"].is_null() {
+                    no_date += 1;
+                    if message.date().is_some() {
+                        mp_date += 1;
+                        eprintln!(
+                            "DATE {:?} mp={:?}",
+                            got["header:Date"],
+                            message.date().map(|d| d.to_rfc3339())
+                        );
+                    }
+                }
+                let block = header_block(&raw);
+                let header = MessageParser::default().parse_headers(block).unwrap();
+                let meta = meta(raw.len());
+                let sources = EmailSources {
+                    meta: &meta,
+                    header: Some(&header),
+                    fast_view: None,
+                    full: None,
+                };
+                let h = Value::Object(render_email(&props, &[], &BodyOptions::default(), &sources));
+                if h != got {
+                    hdr_diff += 1;
+                    if hdr_diff < 5 {
+                        eprintln!("HDRDIFF {}", path.display());
+                    }
+                }
+            }
+        }
+        eprintln!(
+            "n={n} undecoded_subjects={undecoded} no_date={no_date} (mail-parser had a date: {mp_date}) header_level_diff={hdr_diff}"
+        );
+    }
 }

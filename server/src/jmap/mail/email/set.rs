@@ -43,22 +43,33 @@ pub fn parse_keywords(value: &Value) -> Result<BTreeSet<String>, SetError> {
         .iter()
         .map(|(keyword, set)| match (valid_keyword(keyword), set) {
             (Some(keyword), Value::Bool(true)) => Ok(keyword),
-            _ => Err(SetError::invalid_properties(&["keywords"], format!("invalid keyword {keyword}"))),
+            _ => Err(SetError::invalid_properties(
+                &["keywords"],
+                format!("invalid keyword {keyword}"),
+            )),
         })
         .collect()
 }
 
 /// Parses `{"mailboxId": true, …}` into a set of mailbox row ids.
-pub fn parse_mailbox_ids(value: &Value, created_ids: &HashMap<String, String>) -> Result<BTreeSet<i64>, SetError> {
-    let object = value
-        .as_object()
-        .ok_or_else(|| SetError::invalid_properties(&["mailboxIds"], "mailboxIds must be an object"))?;
+pub fn parse_mailbox_ids(
+    value: &Value,
+    created_ids: &HashMap<String, String>,
+) -> Result<BTreeSet<i64>, SetError> {
+    let object = value.as_object().ok_or_else(|| {
+        SetError::invalid_properties(&["mailboxIds"], "mailboxIds must be an object")
+    })?;
     object
         .iter()
-        .map(|(id, set)| match (resolve_mailbox_id(id, created_ids), set) {
-            (Some(id), Value::Bool(true)) => Ok(id),
-            _ => Err(SetError::invalid_properties(&["mailboxIds"], format!("invalid mailbox id {id}"))),
-        })
+        .map(
+            |(id, set)| match (resolve_mailbox_id(id, created_ids), set) {
+                (Some(id), Value::Bool(true)) => Ok(id),
+                _ => Err(SetError::invalid_properties(
+                    &["mailboxIds"],
+                    format!("invalid mailbox id {id}"),
+                )),
+            },
+        )
         .collect()
 }
 
@@ -84,24 +95,41 @@ fn apply_patch(
             match value {
                 Value::Bool(true) => keywords.insert(keyword),
                 Value::Null | Value::Bool(false) => keywords.remove(&keyword),
-                _ => return Err(SetError::invalid_properties(&[path.as_str()], "must be true or null")),
+                _ => {
+                    return Err(SetError::invalid_properties(
+                        &[path.as_str()],
+                        "must be true or null",
+                    ));
+                }
             };
             keywords_changed = true;
         } else if let Some(mailbox) = path.strip_prefix("mailboxIds/") {
-            let mailbox = resolve_mailbox_id(mailbox, created_ids)
-                .ok_or_else(|| SetError::invalid_properties(&[path.as_str()], "invalid mailbox id"))?;
+            let mailbox = resolve_mailbox_id(mailbox, created_ids).ok_or_else(|| {
+                SetError::invalid_properties(&[path.as_str()], "invalid mailbox id")
+            })?;
             match value {
                 Value::Bool(true) => mailboxes.insert(mailbox),
                 Value::Null | Value::Bool(false) => mailboxes.remove(&mailbox),
-                _ => return Err(SetError::invalid_properties(&[path.as_str()], "must be true or null")),
+                _ => {
+                    return Err(SetError::invalid_properties(
+                        &[path.as_str()],
+                        "must be true or null",
+                    ));
+                }
             };
             mailboxes_changed = true;
         } else {
-            return Err(SetError::invalid_properties(&[path.as_str()], "only keywords and mailboxIds can change"));
+            return Err(SetError::invalid_properties(
+                &[path.as_str()],
+                "only keywords and mailboxIds can change",
+            ));
         }
     }
     if mailboxes.is_empty() {
-        return Err(SetError::invalid_properties(&["mailboxIds"], "an email must be in at least one mailbox"));
+        return Err(SetError::invalid_properties(
+            &["mailboxIds"],
+            "an email must be in at least one mailbox",
+        ));
     }
     Ok(EmailUpdate {
         id: meta.id,
@@ -114,44 +142,83 @@ fn error_map(errors: Vec<(String, SetError)>) -> Value {
     if errors.is_empty() {
         Value::Null
     } else {
-        Value::Object(errors.into_iter().map(|(id, e)| (id, e.to_json())).collect())
+        Value::Object(
+            errors
+                .into_iter()
+                .map(|(id, e)| (id, e.to_json()))
+                .collect(),
+        )
     }
 }
 
 /// Handles one Email/set call.
 #[tracing::instrument(skip_all, fields(account = ctx.account.id))]
-pub async fn email_set(ctx: &mut CallContext<'_>, arguments: Map<String, Value>) -> Result<Value, MethodError> {
+pub async fn email_set(
+    ctx: &mut CallContext<'_>,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
     let request: SetRequest = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
     let store = ctx.jmap.store.clone();
     let account = ctx.account.id;
     let old_state = store.states(account).await?.email;
-    if request.if_in_state.as_ref().is_some_and(|s| *s != old_state.to_string()) {
+    if request
+        .if_in_state
+        .as_ref()
+        .is_some_and(|s| *s != old_state.to_string())
+    {
         return Err(MethodError::StateMismatch);
     }
     let updates = request.update.unwrap_or_default();
     let destroy = request.destroy.unwrap_or_default();
     let creates = request.create.unwrap_or_default();
     if (updates.len() + destroy.len() + creates.len()) as u64 > ctx.jmap.limits.max_objects_in_set {
-        return Err(MethodError::RequestTooLarge(ctx.jmap.limits.max_objects_in_set as usize));
+        return Err(MethodError::RequestTooLarge(
+            ctx.jmap.limits.max_objects_in_set as usize,
+        ));
     }
     let not_created: Vec<(String, SetError)> = creates
         .keys()
-        .map(|id| (id.clone(), SetError::new("forbidden", "creating emails from JSON is not supported; use Email/import")))
+        .map(|id| {
+            (
+                id.clone(),
+                SetError::new(
+                    "forbidden",
+                    "creating emails from JSON is not supported; use Email/import",
+                ),
+            )
+        })
         .collect();
 
-    let wanted: Vec<i64> = updates.keys().filter_map(|id| ids::parse_email_id(id)).collect();
+    let wanted: Vec<i64> = updates
+        .keys()
+        .filter_map(|id| ids::parse_email_id(id))
+        .collect();
     let metas = store.email_meta(account, &wanted).await?;
-    let owned_mailboxes: Vec<i64> = store.mailboxes(account).await?.iter().map(|m| m.id).collect();
+    let owned_mailboxes: Vec<i64> = store
+        .mailboxes(account)
+        .await?
+        .iter()
+        .map(|m| m.id)
+        .collect();
     let (mut valid, mut updated, mut not_updated) = (Vec::new(), Map::new(), Vec::new());
     for (id, patch) in &updates {
-        let Some(meta) = ids::parse_email_id(id).and_then(|n| metas.iter().find(|m| m.id == n)) else {
+        let Some(meta) = ids::parse_email_id(id).and_then(|n| metas.iter().find(|m| m.id == n))
+        else {
             not_updated.push((id.clone(), SetError::not_found()));
             continue;
         };
         match apply_patch(meta, patch, ctx.created_ids) {
-            Ok(update) if update.mailbox_ids.as_ref().is_some_and(|m| m.iter().any(|id| !owned_mailboxes.contains(id))) => {
-                not_updated.push((id.clone(), SetError::invalid_properties(&["mailboxIds"], "no such mailbox")));
+            Ok(update)
+                if update
+                    .mailbox_ids
+                    .as_ref()
+                    .is_some_and(|m| m.iter().any(|id| !owned_mailboxes.contains(id))) =>
+            {
+                not_updated.push((
+                    id.clone(),
+                    SetError::invalid_properties(&["mailboxIds"], "no such mailbox"),
+                ));
             }
             Ok(update) => {
                 valid.push(update);
@@ -162,7 +229,10 @@ pub async fn email_set(ctx: &mut CallContext<'_>, arguments: Map<String, Value>)
     }
     store.update_emails(account, &valid).await?;
 
-    let numeric: Vec<i64> = destroy.iter().filter_map(|id| ids::parse_email_id(id)).collect();
+    let numeric: Vec<i64> = destroy
+        .iter()
+        .filter_map(|id| ids::parse_email_id(id))
+        .collect();
     let gone = store.destroy_emails(account, &numeric).await?;
     let (mut destroyed, mut not_destroyed) = (Vec::new(), Vec::new());
     for id in destroy {
