@@ -31,7 +31,12 @@ impl Comparison {
             "{} at {} users/hour, A then B:\n",
             self.a.scenario, self.a.users_per_hour
         );
-        out.push_str(&render_comparison(&self.a.host, &self.a.rows(), &self.b.host, &self.b.rows()));
+        out.push_str(&render_comparison(
+            &self.a.host,
+            &self.a.rows(),
+            &self.b.host,
+            &self.b.rows(),
+        ));
         for (label, report) in [("A", &self.a), ("B", &self.b)] {
             if !report.is_clean() {
                 out.push_str(&format!("--- {label}: {}", report.render()));

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
 use reqwest::Url;
-use reqwest::url::Host;
 
 use crate::scenario::Scenario;
 
@@ -117,7 +116,9 @@ impl ArrivalPlan {
         ensure!(users_per_hour >= 1, "--users-per-hour must be at least 1");
         ensure!(!duration.is_zero(), "--duration must be positive");
         let millis = duration.as_millis();
-        let users = (u128::from(users_per_hour) * millis).div_ceil(3_600_000).max(1);
+        let users = (u128::from(users_per_hour) * millis)
+            .div_ceil(3_600_000)
+            .max(1);
         ensure!(
             users <= MAX_USERS as u128,
             "{users_per_hour} users/hour for {} starts {users} users, more than the {MAX_USERS} allowed in one run",
@@ -155,11 +156,13 @@ pub fn parse_host(host: &str, allow_remote: bool) -> anyhow::Result<Url> {
 
 /// Whether the URL's host is `localhost`, an address in 127.0.0.0/8 or `::1`.
 pub fn is_loopback(url: &Url) -> bool {
-    match url.host() {
-        Some(Host::Domain(domain)) => domain.eq_ignore_ascii_case("localhost"),
-        Some(Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => host.eq_ignore_ascii_case("localhost"),
     }
 }
 
@@ -177,7 +180,10 @@ pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
         let number_len = rest
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(rest.len());
-        ensure!(number_len > 0, "bad duration {text:?}: expected a number before {rest:?}");
+        ensure!(
+            number_len > 0,
+            "bad duration {text:?}: expected a number before {rest:?}"
+        );
         let number: f64 = rest[..number_len]
             .parse()
             .with_context(|| format!("bad duration {text:?}"))?;
@@ -211,7 +217,7 @@ fn seconds_to_duration(seconds: f64, text: &str) -> anyhow::Result<Duration> {
 /// Formats a duration the way [`parse_duration`] reads it, such as `10s` or `1.5s`.
 pub fn format_duration(duration: Duration) -> String {
     let millis = duration.as_millis();
-    if millis % 1000 == 0 {
+    if millis.is_multiple_of(1000) {
         format!("{}s", millis / 1000)
     } else {
         format!("{}s", duration.as_secs_f64())

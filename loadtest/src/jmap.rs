@@ -171,7 +171,10 @@ pub fn parse_json(body: &[u8]) -> Result<Value, CheckError> {
 pub fn problem_type(body: &[u8]) -> Option<String> {
     let problem: Value = serde_json::from_slice(body).ok()?;
     let kind = problem.get("type")?.as_str()?;
-    Some(kind.trim_start_matches("urn:ietf:params:jmap:error:").to_string())
+    Some(
+        kind.trim_start_matches("urn:ietf:params:jmap:error:")
+            .to_string(),
+    )
 }
 
 /// The arguments of the response to the single method call of [`request`]:
@@ -205,7 +208,10 @@ pub fn method_response<'a>(response: &'a Value, method: &str) -> Result<&'a Valu
             .get("description")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        return Err(CheckError::new(format!("{method} error: {kind}"), description));
+        return Err(CheckError::new(
+            format!("{method} error: {kind}"),
+            description,
+        ));
     }
     if name != method {
         return Err(CheckError::new(
@@ -214,7 +220,10 @@ pub fn method_response<'a>(response: &'a Value, method: &str) -> Result<&'a Valu
         ));
     }
     if !arguments.is_object() {
-        return Err(CheckError::new("bad invocation", "arguments are not an object"));
+        return Err(CheckError::new(
+            "bad invocation",
+            "arguments are not an object",
+        ));
     }
     Ok(arguments)
 }
@@ -279,7 +288,11 @@ pub fn check_email_get(
     {
         return Err(CheckError::new(
             "notFound not empty",
-            format!("{} of {} ids not found: {not_found:?}", not_found.len(), expected.len()),
+            format!(
+                "{} of {} ids not found: {not_found:?}",
+                not_found.len(),
+                expected.len()
+            ),
         ));
     }
     let list = list(arguments)?;
@@ -358,7 +371,10 @@ mod tests {
         );
         let mut no_api = session_json();
         no_api.as_object_mut().unwrap().remove("apiUrl");
-        assert_eq!(parse_session(&no_api).unwrap_err().tag, "session without apiUrl");
+        assert_eq!(
+            parse_session(&no_api).unwrap_err().tag,
+            "session without apiUrl"
+        );
         let mut no_capability = session_json();
         no_capability["capabilities"]
             .as_object_mut()
@@ -411,7 +427,10 @@ mod tests {
         let arguments = email_get("A1", &ids, &full);
         assert_eq!(arguments["fetchAllBodyValues"], json!(true));
         assert_eq!(arguments["ids"], json!(["e1", "e2"]));
-        assert_eq!(arguments["properties"].as_array().unwrap().len(), FULL_PROPERTIES.len());
+        assert_eq!(
+            arguments["properties"].as_array().unwrap().len(),
+            FULL_PROPERTIES.len()
+        );
         let metadata = EmailGet {
             properties: METADATA_PROPERTIES,
             body_values: BodyValues::None,
@@ -424,7 +443,10 @@ mod tests {
             body_values: BodyValues::Html,
             ..full
         };
-        assert_eq!(email_get("A1", &ids, &html)["fetchHTMLBodyValues"], json!(true));
+        assert_eq!(
+            email_get("A1", &ids, &html)["fetchHTMLBodyValues"],
+            json!(true)
+        );
     }
 
     #[test]
@@ -433,7 +455,10 @@ mod tests {
             "methodResponses": [["Mailbox/get", { "accountId": "A1", "state": "1", "list": [], "notFound": [] }, "c0"]],
             "sessionState": "75128aab4b1b"
         });
-        assert_eq!(method_response(&ok, "Mailbox/get").unwrap()["state"], json!("1"));
+        assert_eq!(
+            method_response(&ok, "Mailbox/get").unwrap()["state"],
+            json!("1")
+        );
         assert_eq!(
             method_response(&ok, "Email/get").unwrap_err().tag,
             "wrong response name"
@@ -486,7 +511,10 @@ mod tests {
     fn query_ids_are_checked() {
         let arguments = json!({ "ids": ["e3", "e2", "e1"], "position": 0, "queryState": "q" });
         assert_eq!(query_ids(&arguments, 30).unwrap(), vec!["e3", "e2", "e1"]);
-        assert_eq!(query_ids(&arguments, 2).unwrap_err().tag, "query over limit");
+        assert_eq!(
+            query_ids(&arguments, 2).unwrap_err().tag,
+            "query over limit"
+        );
         assert_eq!(
             query_ids(&json!({ "ids": [] }), 30).unwrap_err().tag,
             "inbox is empty"

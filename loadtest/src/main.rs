@@ -1,1 +1,20 @@
-fn main() {}
+//! `fastview-loadtest`: parses the command line and hands it to the library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use fastview_loadtest::cli::{Cli, execute};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(execute(cli)),
+        Err(error) => {
+            eprintln!("fastview-loadtest: cannot start the tokio runtime: {error}");
+            ExitCode::from(2)
+        }
+    }
+}

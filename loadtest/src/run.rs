@@ -62,7 +62,7 @@ pub struct RunReport {
     pub scenario_total: RequestStats,
     /// Failure reasons (`request name: reason`) and their counts.
     pub errors: Vec<(String, u64)>,
-    /// The first failures in detail.
+    /// One example in detail of each failure reason (the first few reasons).
     pub failure_samples: Vec<String>,
     /// Requests goose counted.
     pub goose_requests: u64,
@@ -136,8 +136,12 @@ impl RunReport {
                 self.scenario_total.count, self.users
             ));
         }
-        if self.goose_failures > 0 {
-            problems.push(format!("goose counted {} failed requests", self.goose_failures));
+        if self.goose_failures > self.failures() {
+            problems.push(format!(
+                "goose counted {} failed requests, {} more than the checks here",
+                self.goose_failures,
+                self.goose_failures - self.failures()
+            ));
         }
         if self.stopped_by_grace {
             problems.push("the run was stopped after its grace time".to_string());
@@ -167,7 +171,9 @@ impl RunReport {
     fn render_problems(&self) -> String {
         let mut out = String::new();
         if self.api_url_rewritten {
-            out.push_str("note: the session's apiUrl named another origin; its path was used on the host\n");
+            out.push_str(
+                "note: the session's apiUrl named another origin; its path was used on the host\n",
+            );
         }
         if !self.errors.is_empty() {
             out.push_str("failures by reason:\n");
@@ -205,7 +211,9 @@ pub async fn run_scenario(config: RunConfig) -> anyhow::Result<RunReport> {
         tokio::spawn(async move {
             tokio::time::sleep(deadline).await;
             stopped_by_grace.store(true, Ordering::SeqCst);
-            goose::trigger_killswitch("fastview-loadtest: the run went past --duration plus its grace time");
+            goose::trigger_killswitch(
+                "fastview-loadtest: the run went past --duration plus its grace time",
+            );
         })
     };
     let started = Instant::now();
@@ -249,7 +257,9 @@ pub async fn run_scenario(config: RunConfig) -> anyhow::Result<RunReport> {
         .failure_samples
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .clone();
+        .iter()
+        .map(|(_, detail)| detail.clone())
+        .collect();
     Ok(RunReport {
         scenario: config.scenario,
         host: config.host.clone(),
@@ -271,7 +281,11 @@ pub async fn run_scenario(config: RunConfig) -> anyhow::Result<RunReport> {
 
 /// The goose configuration of a run: the arrival plan, the report files,
 /// no telnet controller, goose's own tables off and its log quiet.
-pub fn goose_configuration(config: &RunConfig, host: &Url, plan: &ArrivalPlan) -> GooseConfiguration {
+pub fn goose_configuration(
+    config: &RunConfig,
+    host: &Url,
+    plan: &ArrivalPlan,
+) -> GooseConfiguration {
     let mut goose = GooseConfiguration::default();
     goose.host = Some(host.to_string());
     goose.users = Some(plan.users);
@@ -300,7 +314,12 @@ fn build_attack(
     let scenario = steps.into_iter().enumerate().fold(
         GooseScenario::new(config.scenario.name()),
         |scenario, (index, step)| {
-            scenario.register_transaction(step_transaction(context.clone(), index, step, index == last))
+            scenario.register_transaction(step_transaction(
+                context.clone(),
+                index,
+                step,
+                index == last,
+            ))
         },
     );
     let attack = GooseAttack::initialize_with_config(goose_configuration(config, host, plan))
@@ -336,7 +355,7 @@ struct Context {
     accounts: u64,
     next_account: AtomicU64,
     recorder: Recorder,
-    failure_samples: Mutex<Vec<String>>,
+    failure_samples: Mutex<Vec<(String, String)>>,
     api_url_rewritten: AtomicBool,
 }
 
@@ -360,10 +379,15 @@ impl Context {
         username(n % self.accounts + 1)
     }
 
-    fn sample_failure(&self, text: String) {
-        let mut samples = self.failure_samples.lock().unwrap_or_else(|e| e.into_inner());
-        if samples.len() < MAX_FAILURE_SAMPLES {
-            samples.push(text);
+    /// Keeps `detail` as an example of failure `tag`, if it is the first of
+    /// its tag and there is room.
+    fn sample_failure(&self, tag: &str, detail: String) {
+        let mut samples = self
+            .failure_samples
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if samples.len() < MAX_FAILURE_SAMPLES && !samples.iter().any(|(seen, _)| seen == tag) {
+            samples.push((tag.to_string(), detail));
         }
     }
 }
@@ -407,7 +431,13 @@ struct UserState {
     aborted: bool,
 }
 
-async fn run_step(user: &mut GooseUser, context: &Context, index: usize, step: &Step, last: bool) -> TransactionResult {
+async fn run_step(
+    user: &mut GooseUser,
+    context: &Context,
+    index: usize,
+    step: &Step,
+    last: bool,
+) -> TransactionResult {
     let mut state = if index == 0 {
         // Our client: no proxy, redirects kept on the host.
         user.client = context.client.clone();
@@ -437,7 +467,9 @@ async fn run_step(user: &mut GooseUser, context: &Context, index: usize, step: &
     }
     if last {
         let elapsed = (!state.aborted).then(|| state.started.elapsed());
-        context.recorder.record(SCENARIO_ROW, elapsed, !state.failed);
+        context
+            .recorder
+            .record(SCENARIO_ROW, elapsed, !state.failed);
     }
     user.set_session_data(state);
     result
@@ -447,13 +479,21 @@ fn custom(message: &str) -> Box<TransactionError> {
     Box::new(TransactionError::Custom(message.to_string()))
 }
 
-async fn perform(user: &mut GooseUser, context: &Context, state: &mut UserState, step: &Step) -> TransactionResult {
+async fn perform(
+    user: &mut GooseUser,
+    context: &Context,
+    state: &mut UserState,
+    step: &Step,
+) -> TransactionResult {
     let name = step.call.request_name();
     let mut first_error = None;
     for _ in 0..step.times {
         let result = perform_once(user, context, state, &step.call).await;
         if let Err(error) = result {
-            if matches!(step.call, Call::Session | Call::MailboxGet | Call::EmailQuery { .. }) {
+            if matches!(
+                step.call,
+                Call::Session | Call::MailboxGet | Call::EmailQuery { .. }
+            ) {
                 state.aborted = true;
             }
             first_error.get_or_insert(error);
@@ -466,7 +506,12 @@ async fn perform(user: &mut GooseUser, context: &Context, state: &mut UserState,
     }
 }
 
-async fn perform_once(user: &mut GooseUser, context: &Context, state: &mut UserState, call: &Call) -> TransactionResult {
+async fn perform_once(
+    user: &mut GooseUser,
+    context: &Context,
+    state: &mut UserState,
+    call: &Call,
+) -> TransactionResult {
     let name = call.request_name();
     match call {
         Call::Session => {
@@ -479,11 +524,20 @@ async fn perform_once(user: &mut GooseUser, context: &Context, state: &mut UserS
                 .get(url)
                 .basic_auth(&state.username, Some(&context.password))
                 .header(ACCEPT, "application/json");
-            let session = exchange(user, context, &state.username, name, GooseMethod::Get, builder, |body| {
-                let session = jmap::parse_session(&jmap::parse_json(body)?)?;
-                let (api_url, rewritten) = jmap::resolve_api_url(&context.host, &session.api_url)?;
-                Ok((session.account_id, api_url, rewritten))
-            })
+            let session = exchange(
+                user,
+                context,
+                &state.username,
+                name,
+                GooseMethod::Get,
+                builder,
+                |body| {
+                    let session = jmap::parse_session(&jmap::parse_json(body)?)?;
+                    let (api_url, rewritten) =
+                        jmap::resolve_api_url(&context.host, &session.api_url)?;
+                    Ok((session.account_id, api_url, rewritten))
+                },
+            )
             .await?;
             let (account_id, api_url, rewritten) = session;
             if rewritten {
@@ -494,16 +548,28 @@ async fn perform_once(user: &mut GooseUser, context: &Context, state: &mut UserS
             Ok(())
         }
         Call::MailboxGet => {
-            let account_id = state.account_id.clone().ok_or_else(|| custom("no account"))?;
-            let inbox = api_call(user, context, state, name, "Mailbox/get", jmap::mailbox_get(&account_id), |args| {
-                jmap::find_inbox(args)
-            })
+            let account_id = state
+                .account_id
+                .clone()
+                .ok_or_else(|| custom("no account"))?;
+            let inbox = api_call(
+                user,
+                context,
+                state,
+                name,
+                "Mailbox/get",
+                jmap::mailbox_get(&account_id),
+                jmap::find_inbox,
+            )
             .await?;
             state.inbox_id = Some(inbox);
             Ok(())
         }
         Call::EmailQuery { limit } => {
-            let account_id = state.account_id.clone().ok_or_else(|| custom("no account"))?;
+            let account_id = state
+                .account_id
+                .clone()
+                .ok_or_else(|| custom("no account"))?;
             let inbox = state.inbox_id.clone().ok_or_else(|| custom("no inbox"))?;
             let limit = *limit;
             let ids = api_call(
@@ -520,7 +586,10 @@ async fn perform_once(user: &mut GooseUser, context: &Context, state: &mut UserS
             Ok(())
         }
         Call::EmailGet(get) => {
-            let account_id = state.account_id.clone().ok_or_else(|| custom("no account"))?;
+            let account_id = state
+                .account_id
+                .clone()
+                .ok_or_else(|| custom("no account"))?;
             let ids: Vec<String> = match get.ids {
                 IdSelection::All => state.ids.clone(),
                 IdSelection::First => state.ids.iter().take(1).cloned().collect(),
@@ -553,10 +622,18 @@ async fn api_call<T>(
         .header(ACCEPT, "application/json")
         .header(CONTENT_TYPE, "application/json")
         .body(jmap::request(method, arguments).to_string());
-    exchange(user, context, &state.username, name, GooseMethod::Post, builder, |body| {
-        let response = jmap::parse_json(body)?;
-        check(jmap::method_response(&response, method)?)
-    })
+    exchange(
+        user,
+        context,
+        &state.username,
+        name,
+        GooseMethod::Post,
+        builder,
+        |body| {
+            let response = jmap::parse_json(body)?;
+            check(jmap::method_response(&response, method)?)
+        },
+    )
     .await
 }
 
@@ -584,9 +661,10 @@ async fn exchange<T>(
     } = match user.request(request).await {
         Ok(response) => response,
         Err(error) => {
+            let tag = format!("{name}: not sent");
             context.recorder.record(name, None, false);
-            context.recorder.record_error(&format!("{name}: not sent"));
-            context.sample_failure(format!("{name} as {username}: not sent: {error}"));
+            context.recorder.record_error(&tag);
+            context.sample_failure(&tag, format!("{name} as {username}: not sent: {error}"));
             return Err(error);
         }
     };
@@ -623,7 +701,7 @@ async fn exchange<T>(
             context.recorder.record(name, elapsed, false);
             let tag = format!("{name}: {}", error.tag);
             context.recorder.record_error(&tag);
-            context.sample_failure(format!("{name} as {username}: {error}"));
+            context.sample_failure(&tag, format!("{name} as {username}: {error}"));
             match user.set_failure(&tag, &mut request, None, Some(&error.detail)) {
                 Err(error) => Err(error),
                 Ok(()) => Err(custom(&tag)),
@@ -644,7 +722,13 @@ fn transport_error(error: &reqwest::Error) -> CheckError {
     } else {
         "request error"
     };
-    CheckError::new(tag, error.to_string())
+    let mut detail = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        detail.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    CheckError::new(tag, detail)
 }
 
 #[cfg(test)]
@@ -735,7 +819,10 @@ mod tests {
         assert_eq!(report.request(SCENARIO_ROW).unwrap().count, 2);
         assert_eq!(report.rows().len(), 5);
         let text = report.render();
-        assert!(text.starts_with("adr-0012 on http://127.0.0.1:8080: 3600 users/hour for 2s = 2 users"), "{text}");
+        assert!(
+            text.starts_with("adr-0012 on http://127.0.0.1:8080: 3600 users/hour for 2s = 2 users"),
+            "{text}"
+        );
         assert!(text.contains(SCENARIO_ROW), "{text}");
 
         let mut failed = report.clone();

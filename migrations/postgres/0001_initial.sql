@@ -8,16 +8,19 @@
 --   SQLite's AUTOINCREMENT; a failed insert may leave a gap);
 -- - flags are `boolean`, header blocks `bytea`, times `bigint` unix seconds;
 -- - the login is unique case-insensitively through a unique index on
---   lower(email) (SQLite: COLLATE NOCASE);
+--   lower(email) (SQLite: COLLATE NOCASE, which folds ASCII only);
+-- - mailboxes_by_parent serves the mailboxHasChild check;
+-- - the emails id sequence is also advanced by the store directly
+--   (nextval, OVERRIDING SYSTEM VALUE) so a batch knows its ids up front;
 -- - covering indexes let the hot reads run as index-only scans once the
 --   visibility map is set (autovacuum, or VACUUM after a bulk import):
 --   * the Email/query fast path (inMailbox + receivedAt) walks the
 --     email_mailboxes primary key (mailbox_id, received_at, email_id) and
---     fetches each page row's thread_id from emails_by_id_covering, so
---     neither table's heap is read;
+--     fetches each page row's thread_id from the emails primary key (which
+--     INCLUDEs account_id and thread_id), so neither table's heap is read;
 --   * the projection read (Email/get preview/hasAttachment) is served from
 --     fast_view's primary key, which INCLUDEs both projection columns, joined
---     to emails_by_id_covering for the account check;
+--     to the emails primary key for the account check;
 --   * email_meta's mailbox ids come from email_mailboxes_by_email.
 
 CREATE TABLE accounts (
@@ -47,7 +50,7 @@ CREATE INDEX mailboxes_by_account ON mailboxes (account_id);
 CREATE INDEX mailboxes_by_parent ON mailboxes (parent_id) WHERE parent_id IS NOT NULL;
 
 CREATE TABLE emails (
-    id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id             bigint GENERATED ALWAYS AS IDENTITY,
     account_id     bigint NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
     blob_id        text NOT NULL,
     thread_id      bigint NOT NULL,
@@ -66,12 +69,12 @@ CREATE TABLE emails (
     cc_text        text NOT NULL DEFAULT '',
     bcc_text       text NOT NULL DEFAULT '',
     has_attachment boolean NOT NULL DEFAULT false,
+    -- Covering: the listing's thread_id and the account check of batched
+    -- reads joined on email id come from the key, without visiting the heap.
+    PRIMARY KEY (id) INCLUDE (account_id, thread_id),
     UNIQUE (account_id, blob_id)
 );
 CREATE INDEX emails_by_thread ON emails (account_id, thread_id);
--- Covering: the listing's thread_id and the account check of batched reads
--- joined on email id, without visiting the heap.
-CREATE UNIQUE INDEX emails_by_id_covering ON emails (id) INCLUDE (account_id, thread_id);
 
 -- Mailbox membership, keyed for Email/query inMailbox + receivedAt.
 CREATE TABLE email_mailboxes (

@@ -1,7 +1,7 @@
 //! `full`: the worst case, `adr-0013` with every body value.
 //!
 //! The `adr-0012` steps, then 8 × `Email/get` of the same ids with
-//! [`FULL_PROPERTIES`](super::FULL_PROPERTIES) (the fast-view properties plus
+//! [`FULL_PROPERTIES`] (the fast-view properties plus
 //! `textBody`, `htmlBody`, `attachments` and `bodyValues`) and
 //! `fetchAllBodyValues: true`, so the server has to read and parse every
 //! message.

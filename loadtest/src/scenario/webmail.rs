@@ -3,7 +3,7 @@
 //! `GET /.well-known/jmap` → `Mailbox/get` → `Email/query` (inbox, newest
 //! first, limit 30) → one `Email/get` of the list with the fast-view
 //! properties → one `Email/get` of the newest message with
-//! [`MESSAGE_PROPERTIES`](super::MESSAGE_PROPERTIES) (`htmlBody`, `textBody`,
+//! [`MESSAGE_PROPERTIES`] (`htmlBody`, `textBody`,
 //! `attachments`, `bodyValues` and the headers shown) and
 //! `fetchHTMLBodyValues: true`.
 

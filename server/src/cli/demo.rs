@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use super::GlobalArgs;
 use super::serve::{ServeArgs, serve_app};
 use crate::http::auth::hash_password;
+use crate::mail::import_source::{SourceMessage, received_at};
 use crate::mail::ingest::{prepare, store_batch};
 
 /// The demo account's login.
@@ -41,19 +42,19 @@ pub async fn demo(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCo
             .find(|m| m.role.as_deref() == Some("inbox"))
             .map(|m| m.id)
             .ok_or_else(|| anyhow::anyhow!("the demo account has no inbox"))?;
-        let now = chrono::Utc::now().timestamp();
         let count = DEMO_MESSAGES.len() as i64;
         let batch = DEMO_MESSAGES
             .iter()
-            .enumerate()
-            .map(|(i, (_, bytes))| {
-                prepare(bytes.to_vec(), vec![inbox], Vec::new(), |parsed| {
-                    parsed
-                        .and_then(|m| m.date())
-                        .filter(|d| d.is_valid())
-                        .map(|d| d.to_timestamp())
-                        .unwrap_or(now - (count - i as i64) * 3600)
-                })
+            .map(|(name, bytes)| {
+                let source = SourceMessage {
+                    origin: name.to_string(),
+                    folder: None,
+                    raw: bytes.to_vec(),
+                    keywords: Vec::new(),
+                    envelope_time: None,
+                    file_name_time: None,
+                };
+                prepare(bytes.to_vec(), vec![inbox], Vec::new(), |parsed| received_at(&source, parsed))
             })
             .collect();
         store_batch(app.store.as_ref(), &app.blobs, account.id, batch).await?;

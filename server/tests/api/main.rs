@@ -5,6 +5,7 @@ mod support;
 
 mod core;
 mod email;
+mod loadtest;
 mod client;
 mod corpus;
 mod read_levels;

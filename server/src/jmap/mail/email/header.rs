@@ -864,8 +864,15 @@ fn urls(raw: &str) -> Option<Vec<String>> {
 /// Parses a date-time into RFC 3339 with the field's own offset
 /// (`2002-09-04T12:34:56+02:00`; `+0000` and UT/GMT as `Z`; `-0000`, unknown
 /// zones and a missing zone as `-00:00`, "local time unknown" in both RFCs).
-/// Obsolete two- and three-digit years follow RFC 5322 §4.3 (`102` is 2002).
-/// `None` when the field is not a valid date.
+/// `None` when the field is not a date.
+///
+/// Best effort beyond RFC 5322 §3.3 and the obsolete syntax of §4.3, for
+/// forms common in old mail whose meaning is unambiguous: one-digit hour,
+/// minute or second; a year below 1900 written with four digits (`0102`, the
+/// "year minus 1900" bug) read like the obsolete short years (below 50: add
+/// 2000, else add 1900: `102` and `0102` are 2002); an AM/PM suffix; a zone
+/// without sign or with a doubled one (`0530`, `+-0500`); `GMT+1`; a zone
+/// spelled in words (`Eastern Daylight Time`: unknown, `-00:00`).
 pub fn date_form(raw: &str) -> Option<String> {
     // Drop comments, then split into words on white space and commas.
     let mut text = String::new();
@@ -887,11 +894,12 @@ pub fn date_form(raw: &str) -> Option<String> {
             Token::Quoted(_) | Token::Angle(_) | Token::Special(_) => return None,
         }
     }
+    let text = text.replace(": ", ":");
     let mut words = text.split_ascii_whitespace().peekable();
     const DAYS: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
     if words
         .peek()
-        .is_some_and(|w| DAYS.contains(&w.to_ascii_lowercase().as_str()))
+        .is_some_and(|word| name_index(word, &DAYS).is_some())
     {
         words.next();
     }
@@ -899,36 +907,59 @@ pub fn date_form(raw: &str) -> Option<String> {
     const MONTHS: [&str; 12] = [
         "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
     ];
-    let month_word = words.next()?.to_ascii_lowercase();
-    let month = MONTHS.iter().position(|m| *m == month_word)? as u32 + 1;
+    let month = name_index(words.next()?, &MONTHS)? as u32 + 1;
     let year_word = words.next()?;
     let year: i32 = parse_digits(year_word, 2, 4)?;
-    let year = match year_word.len() {
-        2 if year < 50 => year + 2000,
-        2 | 3 => year + 1900,
-        _ => year,
+    let year = match year {
+        1900.. if year_word.len() == 4 => year,
+        ..50 => year + 2000,
+        50..1000 => year + 1900,
+        _ => return None,
     };
-    if year < 1900 {
-        return None;
-    }
     chrono::NaiveDate::from_ymd_opt(year, month, day)?;
     let mut time = words.next()?.split(':');
-    let hour: u32 = parse_digits(time.next()?, 2, 2)?;
-    let minute: u32 = parse_digits(time.next()?, 2, 2)?;
+    let mut hour: u32 = parse_digits(time.next()?, 1, 2)?;
+    let minute: u32 = parse_digits(time.next()?, 1, 2)?;
     let second: u32 = match time.next() {
-        Some(second) => parse_digits(second, 2, 2)?,
+        Some(second) => parse_digits(second, 1, 2)?,
         None => 0,
     };
-    if time.next().is_some() || hour > 23 || minute > 59 || second > 60 {
+    if time.next().is_some() || minute > 59 || second > 60 {
         return None;
     }
-    let offset = match words.next() {
-        None => None,
-        Some(zone) => zone_offset(zone)?,
+    let rest: Vec<&str> = words.collect();
+    let rest = match rest.split_first() {
+        Some((meridiem, rest))
+            if meridiem.eq_ignore_ascii_case("am") || meridiem.eq_ignore_ascii_case("pm") =>
+        {
+            if !(1..=12).contains(&hour) {
+                return None;
+            }
+            hour = hour % 12
+                + if meridiem.eq_ignore_ascii_case("pm") {
+                    12
+                } else {
+                    0
+                };
+            rest
+        }
+        _ => &rest[..],
     };
-    if words.next().is_some() {
+    if hour > 23 {
         return None;
     }
+    let offset = match rest {
+        [] => None,
+        [zone] => zone_offset(zone)?,
+        words
+            if words
+                .iter()
+                .all(|w| w.bytes().all(|b| b.is_ascii_alphabetic())) =>
+        {
+            None
+        }
+        _ => return None,
+    };
     let zone = match offset {
         None => "-00:00".to_string(),
         Some(0) => "Z".to_string(),
@@ -943,6 +974,16 @@ pub fn date_form(raw: &str) -> Option<String> {
     ))
 }
 
+/// The index of the name a word abbreviates or spells out (`Sep`, `Sept`,
+/// `September`, any case).
+fn name_index(word: &str, names: &[&str]) -> Option<usize> {
+    let word = word.to_ascii_lowercase();
+    if word.len() < 3 || !word.bytes().all(|b| b.is_ascii_alphabetic()) {
+        return None;
+    }
+    names.iter().position(|name| word.starts_with(name))
+}
+
 /// A number of `min..=max` ASCII digits.
 fn parse_digits<T: std::str::FromStr>(word: &str, min: usize, max: usize) -> Option<T> {
     (word.len() >= min && word.len() <= max && word.bytes().all(|b| b.is_ascii_digit()))
@@ -954,24 +995,40 @@ fn parse_digits<T: std::str::FromStr>(word: &str, min: usize, max: usize) -> Opt
 /// (`-0000`, military and unknown alphabetic zones, RFC 5322 §4.3), `None`
 /// when the zone is malformed or outside what RFC 3339 can express.
 fn zone_offset(zone: &str) -> Option<Option<i32>> {
-    if let Some(digits) = zone.strip_prefix(['+', '-']) {
-        let value: i32 = parse_digits(digits, 4, 4)?;
-        let (hours, minutes) = (value / 100, value % 100);
-        if hours > 23 || minutes > 59 {
-            return None;
-        }
-        let offset = hours * 60 + minutes;
-        return Some(match (zone.starts_with('-'), offset) {
+    let upper = zone.to_ascii_uppercase();
+    // `GMT+1`, `UTC-0530`: a named UTC with an offset.
+    let numeric = ["GMT", "UTC", "UT"].iter().find_map(|prefix| {
+        upper
+            .strip_prefix(prefix)
+            .filter(|rest| rest.starts_with(['+', '-']))
+    });
+    if let Some(rest) = numeric {
+        let digits = rest.trim_start_matches(['+', '-']);
+        let negative = rest.starts_with('-');
+        let minutes = match digits.len() {
+            1 | 2 => parse_digits::<i32>(digits, 1, 2)? * 60,
+            4 => numeric_offset(digits)?,
+            _ => return None,
+        };
+        return Some(Some(if negative { -minutes } else { minutes }));
+    }
+    let signs = zone.len() - zone.trim_start_matches(['+', '-']).len();
+    if signs <= 2 && zone.len() - signs == 4 {
+        let digits = &zone[signs..];
+        let minutes = numeric_offset(digits)?;
+        // `+-0500` seen in old mail: the last sign counts.
+        let negative = signs > 0 && zone[..signs].ends_with('-');
+        return Some(match (negative, minutes) {
             (true, 0) => None,
-            (true, offset) => Some(-offset),
-            (false, offset) => Some(offset),
+            (true, minutes) => Some(-minutes),
+            (false, minutes) => Some(minutes),
         });
     }
     if !zone.bytes().all(|b| b.is_ascii_alphabetic()) {
         return None;
     }
-    Some(match zone.to_ascii_uppercase().as_str() {
-        "UT" | "GMT" | "Z" => Some(0),
+    Some(match upper.as_str() {
+        "UT" | "UTC" | "GMT" | "Z" => Some(0),
         "EDT" => Some(-4 * 60),
         "EST" | "CDT" => Some(-5 * 60),
         "CST" | "MDT" => Some(-6 * 60),
@@ -979,6 +1036,13 @@ fn zone_offset(zone: &str) -> Option<Option<i32>> {
         "PST" => Some(-8 * 60),
         _ => None,
     })
+}
+
+/// `HHMM` as minutes; `None` beyond RFC 3339's range (hours 0–23, minutes 0–59).
+fn numeric_offset(digits: &str) -> Option<i32> {
+    let value: i32 = parse_digits(digits, 4, 4)?;
+    let (hours, minutes) = (value / 100, value % 100);
+    (hours <= 23 && minutes <= 59).then_some(hours * 60 + minutes)
 }
 
 #[cfg(test)]
@@ -1114,6 +1178,46 @@ mod tests {
         assert_eq!(date(" 31 Feb 2003 10:00:00 +0000"), None);
         assert_eq!(date(" Someday"), None);
         assert_eq!(date(" 1 Jan 2003 25:00:00 +0000"), None);
+        assert_eq!(date(" 1 Jan 1899 10:00:00 +0000"), None);
+        assert_eq!(date(" 3 Sep 2002 12:00:00 +2400"), None);
+        assert_eq!(date(" 3 Sep 2002 12:00:00 01800"), None);
+        // Best effort for forms seen in old mail.
+        assert_eq!(
+            date(" Thu, 22 Aug 0102 12:07:35 +0800").as_deref(),
+            Some("2002-08-22T12:07:35+08:00")
+        );
+        assert_eq!(
+            date(" Tue, 7 May 2002 9:38:7 -0600").as_deref(),
+            Some("2002-05-07T09:38:07-06:00")
+        );
+        assert_eq!(
+            date(" 03 Jul 01 4:12:06 PM").as_deref(),
+            Some("2001-07-03T16:12:06-00:00")
+        );
+        assert_eq!(
+            date(" 03 Jul 01 12:12:06 AM").as_deref(),
+            Some("2001-07-03T00:12:06-00:00")
+        );
+        assert_eq!(
+            date(" Thu, 29 Aug 2002 15:36:58 +-0500").as_deref(),
+            Some("2002-08-29T15:36:58-05:00")
+        );
+        assert_eq!(
+            date(" Fri, 02 Aug 2002 23:37:59 0530").as_deref(),
+            Some("2002-08-02T23:37:59+05:30")
+        );
+        assert_eq!(
+            date(" Fri, 23 Aug 2002 22:46:34 GMT+1").as_deref(),
+            Some("2002-08-23T22:46:34+01:00")
+        );
+        assert_eq!(
+            date(" Fri, 30 Aug 02 21:48:08 Eastern Daylight Time").as_deref(),
+            Some("2002-08-30T21:48:08-00:00")
+        );
+        assert_eq!(
+            date(" Tuesday, 3 September 2002 12:00:00 UTC").as_deref(),
+            Some("2002-09-03T12:00:00Z")
+        );
     }
 
     #[test]

@@ -1,0 +1,41 @@
+//! The load test against a real server: `fastview seed` fills a few
+//! accounts, then every scenario of `fastview-loadtest` runs with a handful
+//! of users for a few seconds: 0 failures and exactly the expected request
+//! counts. (Speed is measured by the load test itself, never here.)
+
+use std::process::Command;
+use std::time::Duration;
+
+use fastview_loadtest::scenario::{EMAIL_GET_METADATA, EMAIL_QUERY};
+use fastview_loadtest::{RunConfig, Scenario, run_scenario};
+
+use crate::support::spawn_app;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_scenario_runs_clean_against_a_seeded_server() {
+    let app = spawn_app().await;
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/demo");
+    let output = Command::new(env!("CARGO_BIN_EXE_fastview"))
+        .arg("--data-dir")
+        .arg(&app.app.data_dir)
+        .args(["seed", "--accounts", "3", "--messages-per-account", "12", "--from", demo, "--password", "load"])
+        .output()
+        .expect("run fastview seed");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("seeded 3 accounts, 36 messages"));
+
+    for scenario in Scenario::ALL {
+        // 7,200 users/hour for 3 s: 6 users, each running the scenario once.
+        let config = RunConfig::new(app.base.clone(), scenario, 7_200, Duration::from_secs(3), 3, "load");
+        let report = run_scenario(config).await.expect("run");
+        assert!(report.is_clean(), "{}", report.render());
+        assert_eq!(report.users_started, 6, "{}", report.render());
+        for (name, expected) in report.expected_counts() {
+            assert_eq!(report.request(name).map(|r| r.count), Some(expected), "{name}\n{}", report.render());
+        }
+        assert_eq!(report.request(EMAIL_QUERY).map(|r| r.count), Some(6));
+        if scenario == Scenario::Adr0012 {
+            assert_eq!(report.request(EMAIL_GET_METADATA).map(|r| r.count), Some(60));
+        }
+    }
+}
