@@ -14,6 +14,7 @@ use crate::jmap::{Jmap, Limits};
 use crate::mail::load::{CacheSizes, EmailLoader};
 use crate::mail::read_level::ReadSwitches;
 use crate::metrics::Metrics;
+use crate::store::postgres::PostgresStore;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{Store, StoreError};
 
@@ -22,12 +23,24 @@ pub fn default_database_url(data_dir: &Path) -> String {
     format!("sqlite://{}", data_dir.join("fastview.db").display())
 }
 
+/// Connections in the PostgreSQL pool unless `--database-max-connections` says otherwise.
+pub const DEFAULT_POSTGRES_CONNECTIONS: u32 = 16;
+
+/// Connections in the SQLite pool unless `--database-max-connections` says otherwise
+/// (SQLite runs one writer at a time; the rest serve reads).
+pub const DEFAULT_SQLITE_CONNECTIONS: u32 = 8;
+
+/// Whether a database URL names a PostgreSQL database (`postgres://…` or `postgresql://…`).
+pub fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
 /// Errors opening the storage.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     #[error("cannot create the data dir {0}: {1}")]
     DataDir(PathBuf, std::io::Error),
-    #[error("unsupported database URL {0} (expected sqlite://…)")]
+    #[error("unsupported database URL {0} (expected sqlite://…, postgres://… or postgresql://…)")]
     UnsupportedUrl(String),
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -55,14 +68,33 @@ pub struct App {
 
 impl App {
     /// Opens (creating and migrating if needed) the database at
-    /// `database_url` (default: in `data_dir`) and the blob store in `data_dir/blobs`.
+    /// `database_url` (default: in `data_dir`) and the blob store in
+    /// `data_dir/blobs`, with the default pool size of the database's kind.
     pub async fn open(data_dir: &Path, database_url: Option<&str>) -> Result<Self, OpenError> {
-        std::fs::create_dir_all(data_dir).map_err(|e| OpenError::DataDir(data_dir.to_path_buf(), e))?;
+        Self::open_with(data_dir, database_url, None).await
+    }
+
+    /// [`App::open`] with a pool of at most `max_connections` database
+    /// connections (`None`: [`DEFAULT_SQLITE_CONNECTIONS`] or
+    /// [`DEFAULT_POSTGRES_CONNECTIONS`]). A `sqlite:` URL selects the SQLite
+    /// store, a `postgres://` or `postgresql://` URL the PostgreSQL store
+    /// (migrated on connect); blobs stay in `data_dir/blobs` either way.
+    pub async fn open_with(
+        data_dir: &Path,
+        database_url: Option<&str>,
+        max_connections: Option<u32>,
+    ) -> Result<Self, OpenError> {
+        std::fs::create_dir_all(data_dir)
+            .map_err(|e| OpenError::DataDir(data_dir.to_path_buf(), e))?;
         let url = database_url
             .map(str::to_string)
             .unwrap_or_else(|| default_database_url(data_dir));
         let store: Arc<dyn Store> = if url.starts_with("sqlite:") {
-            Arc::new(SqliteStore::connect(&url, 8).await?)
+            let connections = max_connections.unwrap_or(DEFAULT_SQLITE_CONNECTIONS);
+            Arc::new(SqliteStore::connect(&url, connections).await?)
+        } else if is_postgres_url(&url) {
+            let connections = max_connections.unwrap_or(DEFAULT_POSTGRES_CONNECTIONS);
+            Arc::new(PostgresStore::connect(&url, connections).await?)
         } else {
             return Err(OpenError::UnsupportedUrl(url));
         };
@@ -90,12 +122,22 @@ impl App {
             limits: options.limits,
             switches: options.switches,
         });
-        let max_in_flight = if options.max_in_flight == 0 { 1024 } else { options.max_in_flight };
+        let max_in_flight = if options.max_in_flight == 0 {
+            1024
+        } else {
+            options.max_in_flight
+        };
         let state = Arc::new(AppState {
             jmap,
             auth: Authenticator::new(self.store.clone()),
-            public_url: options.public_url.as_ref().map(|u| u.trim_end_matches('/').to_string()),
+            public_url: options
+                .public_url
+                .as_ref()
+                .map(|u| u.trim_end_matches('/').to_string()),
             in_flight: tokio::sync::Semaphore::new(max_in_flight),
+            account_slots: moka::future::Cache::builder()
+                .time_to_idle(std::time::Duration::from_secs(600))
+                .build(),
         });
         (http::router(state.clone(), &options.cors_origins), state)
     }

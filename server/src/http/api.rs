@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, Limited};
 
 use super::AppState;
+use super::auth::Authenticated;
 use super::error::HttpError;
 use crate::jmap::dispatch;
 use crate::jmap::error::RequestError;
@@ -28,17 +29,43 @@ fn is_json(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(|v| v.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json"))
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case("application/json")
+        })
         .unwrap_or(false)
 }
 
 /// Handles one API request.
-pub async fn post_api(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Result<Response, HttpError> {
-    let account = state.auth.authenticate(&headers).await?;
+pub async fn post_api(
+    State(state): State<Arc<AppState>>,
+    Authenticated(account): Authenticated,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, HttpError> {
     let limits = state.jmap.limits;
-    let _permit = state.in_flight.try_acquire().map_err(|_| HttpError::Overloaded)?;
+    let _node_permit = state
+        .in_flight
+        .try_acquire()
+        .map_err(|_| HttpError::Overloaded)?;
+    let slots = state
+        .account_slots
+        .get_with(account.id, async {
+            Arc::new(tokio::sync::Semaphore::new(
+                limits.max_concurrent_requests as usize,
+            ))
+        })
+        .await;
+    let _account_permit = slots
+        .try_acquire_owned()
+        .map_err(|_| HttpError::Overloaded)?;
     if !is_json(&headers) {
-        return Err(RequestError::NotJson("the Content-Type must be application/json".into()).into());
+        return Err(
+            RequestError::NotJson("the Content-Type must be application/json".into()).into(),
+        );
     }
     let declared = headers
         .get(header::CONTENT_LENGTH)

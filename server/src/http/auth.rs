@@ -6,12 +6,20 @@
 //! hash), so steady-state requests do not pay argon2. A changed or removed
 //! password therefore keeps working for at most [`CREDENTIAL_TTL`] on a node
 //! that verified it before the change.
+//!
+//! Failed attempts are counted per client address and per (user, client
+//! address) in windows of [`FAILURE_WINDOW`]; past [`MAX_FAILURES`] in a
+//! window, attempts from there get 429 with Retry-After without being
+//! verified, except credentials this node verified recently (they are never
+//! slowed). Valid logins never count, so a load test never trips it.
 
+use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use axum::http::HeaderMap;
 use base64::Engine;
 use moka::future::Cache;
@@ -22,17 +30,27 @@ use crate::store::{Account, Store};
 
 /// How long verified credentials stay cached.
 pub const CREDENTIAL_TTL: Duration = Duration::from_secs(60);
+/// The window failed attempts are counted in.
+pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+/// Failed attempts allowed per window, per client address and per (user, address).
+pub const MAX_FAILURES: u32 = 10;
 
 /// Hashes a password with argon2id and a random salt (PHC string).
 pub fn hash_password(password: &str) -> Result<String, argon2::password_hash::Error> {
     let salt = SaltString::encode_b64(&rand::random::<[u8; 16]>())?;
-    Ok(Argon2::default().hash_password(password.as_bytes(), &salt)?.to_string())
+    Ok(Argon2::default()
+        .hash_password(password.as_bytes(), &salt)?
+        .to_string())
 }
 
 /// Checks a password against a PHC hash; false on mismatch or a bad hash.
 pub fn verify_password(password: &str, hash: &str) -> bool {
     PasswordHash::new(hash)
-        .map(|parsed| Argon2::default().verify_password(password.as_bytes(), &parsed).is_ok())
+        .map(|parsed| {
+            Argon2::default()
+                .verify_password(password.as_bytes(), &parsed)
+                .is_ok()
+        })
         .unwrap_or(false)
 }
 
@@ -41,6 +59,7 @@ pub struct Authenticator {
     store: Arc<dyn Store>,
     key: [u8; 32],
     verified: Cache<(String, [u8; 32]), Account>,
+    failures: Cache<String, Arc<AtomicU32>>,
 }
 
 impl Authenticator {
@@ -52,6 +71,10 @@ impl Authenticator {
             verified: Cache::builder()
                 .max_capacity(100_000)
                 .time_to_live(CREDENTIAL_TTL)
+                .build(),
+            failures: Cache::builder()
+                .max_capacity(1_000_000)
+                .time_to_live(FAILURE_WINDOW)
                 .build(),
         }
     }
@@ -65,13 +88,44 @@ impl Authenticator {
         hasher.finalize().into()
     }
 
-    /// The account of a request's `Authorization: Basic` header; 401 for a
-    /// missing or malformed header, an unknown user or a wrong password alike.
-    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Account, HttpError> {
-        let (user, password) = basic_credentials(headers).ok_or(HttpError::Unauthorized)?;
-        let key = (user.to_lowercase(), self.secret_digest(&user.to_lowercase(), &password));
+    async fn failures(&self, key: &str) -> u32 {
+        self.failures
+            .get(key)
+            .await
+            .map_or(0, |count| count.load(Ordering::Relaxed))
+    }
+
+    async fn count_failure(&self, key: String) {
+        self.failures
+            .get_with(key, async { Arc::new(AtomicU32::new(0)) })
+            .await
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The account of a request's `Authorization: Basic` header, from client
+    /// address `client`; 401 for a missing or malformed header, an unknown
+    /// user or a wrong password alike; 429 after too many failures.
+    pub async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        client: IpAddr,
+    ) -> Result<Account, HttpError> {
+        let address_key = format!("ip:{client}");
+        let Some((user, password)) = basic_credentials(headers) else {
+            return Err(HttpError::Unauthorized);
+        };
+        let user = user.to_lowercase();
+        let key = (user.clone(), self.secret_digest(&user, &password));
         if let Some(account) = self.verified.get(&key).await {
             return Ok(account);
+        }
+        let pair_key = format!("user:{user}\0{client}");
+        if self.failures(&address_key).await >= MAX_FAILURES
+            || self.failures(&pair_key).await >= MAX_FAILURES
+        {
+            return Err(HttpError::TooManyAttempts {
+                retry_after: FAILURE_WINDOW.as_secs(),
+            });
         }
         let account = self
             .store
@@ -91,8 +145,35 @@ impl Authenticator {
                 self.verified.insert(key, account.clone()).await;
                 Ok(account)
             }
-            _ => Err(HttpError::Unauthorized),
+            _ => {
+                self.count_failure(address_key).await;
+                self.count_failure(pair_key).await;
+                Err(HttpError::Unauthorized)
+            }
         }
+    }
+}
+
+/// The authenticated account of a request (an axum extractor): reads the
+/// Basic credentials and the client address, rejects with 401 or 429.
+pub struct Authenticated(pub Account);
+
+impl axum::extract::FromRequestParts<Arc<super::AppState>> for Authenticated {
+    type Rejection = HttpError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &Arc<super::AppState>,
+    ) -> Result<Self, Self::Rejection> {
+        let client = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map_or(IpAddr::from([0, 0, 0, 0]), |info| info.0.ip());
+        state
+            .auth
+            .authenticate(&parts.headers, client)
+            .await
+            .map(Authenticated)
     }
 }
 
@@ -101,12 +182,17 @@ const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$
 
 /// `(user, password)` from `Authorization: Basic base64(user:password)`.
 fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
-    let value = headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?;
+    let value = headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
     let (scheme, encoded) = value.trim().split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("basic") {
         return None;
     }
-    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).ok()?;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()?;
     let decoded = String::from_utf8(decoded).ok()?;
     let (user, password) = decoded.split_once(':')?;
     Some((user.to_string(), password.to_string()))
@@ -131,7 +217,10 @@ mod tests {
         let mut headers = HeaderMap::new();
         assert_eq!(basic_credentials(&headers), None);
         headers.insert("authorization", "Basic dXNlcjpwYTpzcw==".parse().unwrap());
-        assert_eq!(basic_credentials(&headers), Some(("user".into(), "pa:ss".into())));
+        assert_eq!(
+            basic_credentials(&headers),
+            Some(("user".into(), "pa:ss".into()))
+        );
         headers.insert("authorization", "Bearer dXNlcjpwYXNz".parse().unwrap());
         assert_eq!(basic_credentials(&headers), None);
         headers.insert("authorization", "Basic !!!".parse().unwrap());

@@ -13,6 +13,7 @@ use serde_json::json;
 
 use super::AppState;
 use super::api::read_limited;
+use super::auth::Authenticated;
 use super::error::HttpError;
 use crate::blob::blob_id_of;
 use crate::jmap::ids;
@@ -27,17 +28,19 @@ fn check_account(account_id: &str, account: i64) -> Result<(), HttpError> {
 /// `POST {uploadUrl}`: stores the body and returns `{accountId, blobId, type, size}`.
 pub async fn upload(
     State(state): State<Arc<AppState>>,
+    Authenticated(account): Authenticated,
     Path(account_id): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, HttpError> {
-    let account = state.auth.authenticate(&headers).await?;
     check_account(&account_id, account.id)?;
     let limit = state.jmap.limits.max_size_upload;
-    let bytes = read_limited(body, limit).await.map_err(|too_large| match too_large {
-        Some(()) => HttpError::UploadTooLarge,
-        None => HttpError::Internal("upload body could not be read".into()),
-    })?;
+    let bytes = read_limited(body, limit)
+        .await
+        .map_err(|too_large| match too_large {
+            Some(()) => HttpError::UploadTooLarge,
+            None => HttpError::Internal("upload body could not be read".into()),
+        })?;
     let blob_id = blob_id_of(&bytes);
     let blobs = state.jmap.blobs.clone();
     let stored_id = blob_id.clone();
@@ -56,7 +59,8 @@ pub async fn upload(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/octet-stream");
-    let body = json!({ "accountId": account_id, "blobId": blob_id, "type": content_type, "size": size });
+    let body =
+        json!({ "accountId": account_id, "blobId": blob_id, "type": content_type, "size": size });
     Ok((axum::http::StatusCode::CREATED, axum::Json(body)).into_response())
 }
 
@@ -71,11 +75,10 @@ pub struct DownloadQuery {
 /// requested name and type.
 pub async fn download(
     State(state): State<Arc<AppState>>,
+    Authenticated(account): Authenticated,
     Path((account_id, blob_id, name)): Path<(String, String, String)>,
     Query(query): Query<DownloadQuery>,
-    headers: HeaderMap,
 ) -> Result<Response, HttpError> {
-    let account = state.auth.authenticate(&headers).await?;
     check_account(&account_id, account.id)?;
     let (message_blob, part) = ids::parse_blob_id(&blob_id).ok_or(HttpError::NotFound)?;
     let owned = state
@@ -99,7 +102,9 @@ pub async fn download(
         None => (raw, None),
         Some(part_id) => {
             state.jmap.metrics.count_parse("full");
-            let message = mail_parser::MessageParser::default().parse(&raw).ok_or(HttpError::NotFound)?;
+            let message = mail_parser::MessageParser::default()
+                .parse(&raw)
+                .ok_or(HttpError::NotFound)?;
             let content = part_content(&message, part_id).ok_or(HttpError::NotFound)?;
             (content.bytes, Some(content.content_type))
         }
@@ -113,10 +118,14 @@ pub async fn download(
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_str(&content_type).unwrap_or(HeaderValue::from_static("application/octet-stream")),
+        HeaderValue::from_str(&content_type)
+            .unwrap_or(HeaderValue::from_static("application/octet-stream")),
     );
     headers.insert(header::CONTENT_DISPOSITION, content_disposition(&name));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, immutable, max-age=31536000"));
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("private, immutable, max-age=31536000"),
+    );
     Ok(response)
 }
 
@@ -124,7 +133,13 @@ pub async fn download(
 fn content_disposition(name: &str) -> HeaderValue {
     let ascii: String = name
         .chars()
-        .map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     let mut encoded = String::new();
     for byte in name.bytes() {
@@ -134,8 +149,10 @@ fn content_disposition(name: &str) -> HeaderValue {
             encoded.push_str(&format!("%{byte:02X}"));
         }
     }
-    HeaderValue::from_str(&format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{encoded}"))
-        .unwrap_or(HeaderValue::from_static("attachment"))
+    HeaderValue::from_str(&format!(
+        "attachment; filename=\"{ascii}\"; filename*=UTF-8''{encoded}"
+    ))
+    .unwrap_or(HeaderValue::from_static("attachment"))
 }
 
 #[cfg(test)]

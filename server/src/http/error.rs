@@ -47,7 +47,8 @@ impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
         match self {
             HttpError::Request(error) => {
-                let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::BAD_REQUEST);
+                let status =
+                    StatusCode::from_u16(error.status()).unwrap_or(StatusCode::BAD_REQUEST);
                 let mut response = (status, error.problem().to_string()).into_response();
                 response.headers_mut().insert(
                     header::CONTENT_TYPE,
@@ -56,7 +57,11 @@ impl IntoResponse for HttpError {
                 response
             }
             HttpError::Unauthorized => {
-                let mut response = problem(StatusCode::UNAUTHORIZED, "about:blank", "authentication required");
+                let mut response = problem(
+                    StatusCode::UNAUTHORIZED,
+                    "about:blank",
+                    "authentication required",
+                );
                 response.headers_mut().insert(
                     header::WWW_AUTHENTICATE,
                     HeaderValue::from_static("Basic realm=\"Fastview\", charset=\"UTF-8\""),
@@ -64,7 +69,11 @@ impl IntoResponse for HttpError {
                 response
             }
             HttpError::TooManyAttempts { retry_after } => {
-                let mut response = problem(StatusCode::TOO_MANY_REQUESTS, "about:blank", "too many failed attempts");
+                let mut response = problem(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "about:blank",
+                    "too many failed attempts",
+                );
                 if let Ok(value) = HeaderValue::from_str(&retry_after.to_string()) {
                     response.headers_mut().insert(header::RETRY_AFTER, value);
                 }
@@ -76,7 +85,9 @@ impl IntoResponse for HttpError {
                     "urn:ietf:params:jmap:error:limit",
                     "too many concurrent requests",
                 );
-                response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
                 response
             }
             HttpError::NotFound => problem(StatusCode::NOT_FOUND, "about:blank", "not found"),
@@ -87,7 +98,11 @@ impl IntoResponse for HttpError {
             ),
             HttpError::Internal(message) => {
                 tracing::error!(%message, "internal error");
-                problem(StatusCode::INTERNAL_SERVER_ERROR, "about:blank", "internal error")
+                problem(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "about:blank",
+                    "internal error",
+                )
             }
         }
     }

@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Query, State};
-use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::AppState;
+use super::auth::Authenticated;
 use super::error::HttpError;
 use crate::jmap::ids;
 use crate::store::States;
@@ -38,7 +38,11 @@ pub struct EventSourceQuery {
     ping: Option<u64>,
 }
 
-fn changed_types(before: &States, after: &States, wanted: &dyn Fn(&str) -> bool) -> serde_json::Map<String, serde_json::Value> {
+fn changed_types(
+    before: &States,
+    after: &States,
+    wanted: &dyn Fn(&str) -> bool,
+) -> serde_json::Map<String, serde_json::Value> {
     let mut changed = serde_json::Map::new();
     for (name, old, new) in [
         ("Email", before.email, after.email),
@@ -55,10 +59,9 @@ fn changed_types(before: &States, after: &States, wanted: &dyn Fn(&str) -> bool)
 /// Opens the event stream for the authenticated account.
 pub async fn event_source(
     State(state): State<Arc<AppState>>,
+    Authenticated(account): Authenticated,
     Query(query): Query<EventSourceQuery>,
-    headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, HttpError> {
-    let account = state.auth.authenticate(&headers).await?;
     let store = state.jmap.store.clone();
     let mut last = store
         .states(account.id)
@@ -79,25 +82,39 @@ pub async fn event_source(
             if sender.is_closed() {
                 break;
             }
-            let Ok(now) = store.states(account.id).await else { break };
+            let Ok(now) = store.states(account.id).await else {
+                break;
+            };
             let wanted = |name: &str| types.iter().any(|t| t == "*" || t == name);
             let changed = changed_types(&last, &now, &wanted);
             last = now;
             if changed.is_empty() {
                 continue;
             }
-            let data = json!({ "@type": "StateChange", "changed": { account_id.clone(): changed } });
-            if sender.send(Event::default().event("state").data(data.to_string())).await.is_err() || close_after_state {
+            let data =
+                json!({ "@type": "StateChange", "changed": { account_id.clone(): changed } });
+            if sender
+                .send(Event::default().event("state").data(data.to_string()))
+                .await
+                .is_err()
+                || close_after_state
+            {
                 break;
             }
         }
     });
     // `ping=0` asks for no pings: an interval no connection outlives.
-    let interval = if ping > 0 { Duration::from_secs(ping) } else { Duration::from_secs(365 * 86_400) };
+    let interval = if ping > 0 {
+        Duration::from_secs(ping)
+    } else {
+        Duration::from_secs(365 * 86_400)
+    };
     let sse = Sse::new(stream).keep_alive(
-        KeepAlive::new()
-            .interval(interval)
-            .event(Event::default().event("ping").data(json!({"@type": "Ping", "interval": ping}).to_string())),
+        KeepAlive::new().interval(interval).event(
+            Event::default()
+                .event("ping")
+                .data(json!({"@type": "Ping", "interval": ping}).to_string()),
+        ),
     );
     Ok(sse)
 }

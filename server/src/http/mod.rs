@@ -38,8 +38,11 @@ pub struct AppState {
     pub auth: Authenticator,
     /// `--public-url` without a trailing slash; `None` derives URLs from the Host header.
     pub public_url: Option<String>,
-    /// Bounds the API requests in flight on this node (maxConcurrentRequests).
+    /// Bounds the API requests in flight on this node.
     pub in_flight: tokio::sync::Semaphore,
+    /// One semaphore per account bounding its API requests in flight
+    /// (RFC 8620 `maxConcurrentRequests`).
+    pub account_slots: moka::future::Cache<i64, Arc<tokio::sync::Semaphore>>,
 }
 
 impl AppState {
@@ -65,7 +68,10 @@ pub fn router(state: Arc<AppState>, cors_origins: &[String]) -> Router {
         .route("/jmap/api", post(api::post_api))
         .route("/jmap/upload/{account_id}/", post(blob::upload))
         .route("/jmap/upload/{account_id}", post(blob::upload))
-        .route("/jmap/download/{account_id}/{blob_id}/{name}", get(blob::download))
+        .route(
+            "/jmap/download/{account_id}/{blob_id}/{name}",
+            get(blob::download),
+        )
         .route("/jmap/eventsource", get(eventsource::event_source))
         .route("/metrics", get(metrics))
         .with_state(state);
@@ -86,9 +92,14 @@ pub fn router(state: Arc<AppState>, cors_origins: &[String]) -> Router {
     )
 }
 
-async fn metrics(axum::extract::State(state): axum::extract::State<Arc<AppState>>) -> impl axum::response::IntoResponse {
+async fn metrics(
+    axum::extract::State(state): axum::extract::State<Arc<AppState>>,
+) -> impl axum::response::IntoResponse {
     (
-        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
         state.jmap.metrics.encode(),
     )
 }
@@ -103,5 +114,10 @@ pub async fn serve(
     let listener = listener.tap_io(|stream| {
         let _ = stream.set_nodelay(true);
     });
-    axum::serve(listener, router).with_graceful_shutdown(shutdown).await
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
 }

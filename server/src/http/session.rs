@@ -8,11 +8,19 @@ use axum::http::HeaderMap;
 use serde_json::Value;
 
 use super::AppState;
+use super::auth::Authenticated;
 use super::error::HttpError;
 use crate::jmap::session::session;
 
 /// Returns the authenticated user's session.
-pub async fn get_session(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Result<Json<Value>, HttpError> {
-    let account = state.auth.authenticate(&headers).await?;
-    Ok(Json(session(&account, &state.jmap.limits, &state.base_url(&headers))))
+pub async fn get_session(
+    State(state): State<Arc<AppState>>,
+    Authenticated(account): Authenticated,
+    headers: HeaderMap,
+) -> Result<Json<Value>, HttpError> {
+    Ok(Json(session(
+        &account,
+        &state.jmap.limits,
+        &state.base_url(&headers),
+    )))
 }

@@ -9,3 +9,4 @@ mod loadtest;
 mod client;
 mod corpus;
 mod read_levels;
+mod security;
