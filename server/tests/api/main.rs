@@ -4,6 +4,7 @@
 mod support;
 
 mod core;
+mod crash;
 mod email;
 mod loadtest;
 mod client;

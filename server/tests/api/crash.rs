@@ -1,0 +1,84 @@
+//! kill -9 during `fastview import`: no partial message, no projection row
+//! or header block without its message, no orphan visible to clients; the
+//! next import completes the rest.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::spawn_app;
+
+const MESSAGES: usize = 3000;
+
+fn write_mbox(path: &std::path::Path) {
+    let mut mbox = String::new();
+    for i in 0..MESSAGES {
+        mbox.push_str(&format!(
+            "From sender{i}@example.com Mon Sep  2 10:00:00 2024\n\
+             From: Sender {i} <sender{i}@example.com>\nTo: r@example.org\nSubject: Crash test {i}\n\
+             Message-ID: <crash{i}@example.com>\nDate: Mon, 2 Sep 2024 10:00:00 +0000\n\n\
+             Body of message {i}, long enough to make the blob write take a moment.\n{}\n\n",
+            "x".repeat(2000)
+        ));
+    }
+    std::fs::write(path, mbox).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_import_loses_nothing_and_the_next_import_completes() {
+    let app = spawn_app().await;
+    let user = app.account("ann@example.com").await;
+    let dir = tempfile::tempdir().unwrap();
+    let mbox = dir.path().join("big.mbox");
+    write_mbox(&mbox);
+    let import = || {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_fastview"));
+        command
+            .arg("--data-dir")
+            .arg(&app.app.data_dir)
+            .args(["import", "--account", "ann@example.com"])
+            .arg(&mbox)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        command
+    };
+    let mut counts = Vec::new();
+    for delay_ms in [150u64, 400, 700, 250, 900] {
+        let mut child = import().spawn().unwrap();
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        counts.push(check_consistent(&app, &user).await);
+    }
+    // The kills did land mid-import.
+    assert!(counts.iter().any(|n| *n > 0 && *n < MESSAGES), "{counts:?}");
+    let output = import().output().unwrap();
+    assert!(output.status.success());
+    check_consistent(&app, &user).await;
+    let total = app
+        .call1(&user, "Email/query", json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox}, "calculateTotal": true, "limit": 0}))
+        .await["total"]
+        .clone();
+    assert_eq!(total, json!(MESSAGES));
+}
+
+/// Every visible email has its header block, its projection row and its blob,
+/// and Email/get serves all of them in full.
+async fn check_consistent(app: &crate::support::TestApp, user: &crate::support::TestAccount) -> usize {
+    let store = &app.app.store;
+    let rows = store.email_blobs(Some(user.id), 0, i64::MAX, false).await.unwrap();
+    let ids: Vec<i64> = rows.iter().map(|(id, _)| *id).collect();
+    assert!(store.email_blobs(Some(user.id), 0, i64::MAX, true).await.unwrap().is_empty(), "projection rows missing");
+    for chunk in ids.chunks(500) {
+        assert_eq!(store.header_blocks(user.id, chunk).await.unwrap().len(), chunk.len(), "header blocks missing");
+    }
+    for (_, blob_id) in &rows {
+        assert!(app.app.blobs.get(blob_id).unwrap().is_some(), "blob {blob_id} missing");
+    }
+    let query = app
+        .call1(user, "Email/query", json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox}, "calculateTotal": true, "limit": 0}))
+        .await;
+    assert_eq!(query["total"], json!(rows.len()));
+    rows.len()
+}
