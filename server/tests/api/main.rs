@@ -10,4 +10,5 @@ mod loadtest;
 mod client;
 mod corpus;
 mod read_levels;
+mod reproject;
 mod security;
