@@ -173,3 +173,26 @@ async fn upload_and_download_round_trip_byte_identical_and_stay_private() {
         assert_eq!(response.status(), 404);
     }
 }
+
+#[tokio::test]
+async fn cors_answers_the_configured_origins_only() {
+    let app = crate::support::spawn_app_with(fastview::app::ServeOptions {
+        cors_origins: vec!["https://mail.example.com".into()],
+        ..Default::default()
+    })
+    .await;
+    let preflight = |origin: &'static str| {
+        app.client
+            .request(reqwest::Method::OPTIONS, format!("{}/jmap/api", app.base))
+            .header("Origin", origin)
+            .header("Access-Control-Request-Method", "POST")
+            .header("Access-Control-Request-Headers", "authorization, content-type")
+            .send()
+    };
+    let allowed = preflight("https://mail.example.com").await.unwrap();
+    assert_eq!(allowed.headers()["access-control-allow-origin"], "https://mail.example.com");
+    let methods = allowed.headers()["access-control-allow-methods"].to_str().unwrap().to_string();
+    assert!(methods.contains("POST"), "{methods}");
+    let other = preflight("https://evil.example.net").await.unwrap();
+    assert!(other.headers().get("access-control-allow-origin").is_none());
+}
