@@ -69,7 +69,7 @@ mod tests {
             ("Re: Hello", "hello"),
             ("RE: re: Fwd:  Hello   world", "hello world"),
             ("Re[3]: Hello", "hello"),
-            ("[Maven-dev] Re: [VOTE] Release", "[vote] release"),
+            ("[Maven-dev] Re: [VOTE] Release", "release"),
             ("Hello (fwd)", "hello"),
             ("AW: Termin", "termin"),
             ("[tag]", "[tag]"),
