@@ -11,11 +11,12 @@
 //!   download, auth, metrics, problem-JSON errors.
 //! - [`jmap`]: wire types, RFC 8620 errors, result references, method dispatch,
 //!   and one file per method under `jmap::mail`.
-//! - [`mail`]: the domain: the read-level planner ([`mail::read_level`]), the
+//! - [`mail`]: the domain: the RFC 8621 message model (properties, header
+//!   forms, body parts), the read-level planner ([`mail::read_level`]), the
 //!   fast-view projection ([`mail::fast_view`]), ingest, threading, query
 //!   evaluation, import sources.
 //! - [`store`]: the only module that imports sqlx: the [`store::Store`] trait
-//!   and its SQLite implementation.
+//!   and its SQLite and PostgreSQL implementations.
 //! - [`blob`]: the content-addressed blob store on disk.
 //! - [`metrics`]: per-server-instance Prometheus counters.
 //!

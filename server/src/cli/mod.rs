@@ -1,6 +1,7 @@
 //! The `fastview` command line (clap). Every flag can also come from an
-//! environment variable `FASTVIEW_<NAME>`; the global flags `--data-dir` and
-//! `--database-url` are accepted by every subcommand, anywhere on the line.
+//! environment variable `FASTVIEW_<NAME>`; the global flags `--data-dir`,
+//! `--database-url` and `--database-max-connections` are accepted by every
+//! subcommand, anywhere on the line.
 
 mod account;
 mod demo;
@@ -29,18 +30,32 @@ pub struct Cli {
 /// Flags every subcommand accepts.
 #[derive(Debug, Clone, clap::Args)]
 pub struct GlobalArgs {
-    /// Where the database (SQLite) and the blobs live.
-    #[arg(long, global = true, env = "FASTVIEW_DATA_DIR", default_value = "./fastview-data")]
+    /// Where the blobs (and, by default, the SQLite database) live.
+    #[arg(
+        long,
+        global = true,
+        env = "FASTVIEW_DATA_DIR",
+        default_value = "./fastview-data"
+    )]
     pub data_dir: PathBuf,
-    /// Database URL; default `sqlite://<data-dir>/fastview.db`, created and migrated on first use.
+    /// Database URL: `sqlite://…` (default `sqlite://<data-dir>/fastview.db`) or
+    /// `postgres://user@host/db` (the database must exist); migrated on first use.
     #[arg(long, global = true, env = "FASTVIEW_DATABASE_URL")]
     pub database_url: Option<String>,
+    /// Connections in the database pool [default: 16 for PostgreSQL, 8 for SQLite].
+    #[arg(long, global = true, env = "FASTVIEW_DATABASE_MAX_CONNECTIONS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub database_max_connections: Option<u32>,
 }
 
 impl GlobalArgs {
     /// Opens the storage these flags name.
     pub async fn open(&self) -> anyhow::Result<App> {
-        Ok(App::open(&self.data_dir, self.database_url.as_deref()).await?)
+        Ok(App::open_with(
+            &self.data_dir,
+            self.database_url.as_deref(),
+            self.database_max_connections,
+        )
+        .await?)
     }
 }
 
@@ -66,7 +81,10 @@ pub enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the runtime: {error}");
@@ -96,7 +114,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("FASTVIEW_LOG").unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    let filter = EnvFilter::try_from_env("FASTVIEW_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -11,10 +11,10 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use mail_parser::MessageParser;
 
 use super::GlobalArgs;
 use crate::mail::fast_view::FastView;
+use crate::mail::message::parse_message;
 
 /// Emails recomputed per batch (one write transaction each).
 const BATCH: i64 = 256;
@@ -51,22 +51,23 @@ pub async fn reproject(global: &GlobalArgs, args: ReprojectArgs) -> anyhow::Resu
     if after > 0 {
         eprintln!("resuming after email {after}");
     }
-    let progress = ProgressBar::new_spinner()
-        .with_style(ProgressStyle::with_template("{spinner} {pos} rows {per_sec}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+    let progress = ProgressBar::new_spinner().with_style(
+        ProgressStyle::with_template("{spinner} {pos} rows {per_sec}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
     let mut rows_written = 0u64;
     loop {
         let batch = app.store.email_blobs(account, after, BATCH, false).await?;
-        let Some(last) = batch.last().map(|(id, _)| *id) else { break };
+        let Some(last) = batch.last().map(|(id, _)| *id) else {
+            break;
+        };
         let blobs = app.blobs.clone();
         let rows = tokio::task::spawn_blocking(move || {
             batch
                 .into_iter()
                 .map(|(id, blob_id)| {
                     let raw = blobs.get(&blob_id).ok().flatten().unwrap_or_default();
-                    let view = MessageParser::default()
-                        .parse(&raw)
-                        .map(|m| FastView::compute(&m))
-                        .unwrap_or_default();
+                    let view = FastView::compute(&parse_message(&raw));
                     (id, view)
                 })
                 .collect::<Vec<_>>()

@@ -17,7 +17,7 @@ use super::auth::Authenticated;
 use super::error::HttpError;
 use crate::blob::blob_id_of;
 use crate::jmap::ids;
-use crate::jmap::mail::email::body::part_content;
+use crate::mail::body::part_content;
 
 fn check_account(account_id: &str, account: i64) -> Result<(), HttpError> {
     (ids::parse_account_id(account_id) == Some(account))
@@ -102,9 +102,7 @@ pub async fn download(
         None => (raw, None),
         Some(part_id) => {
             state.jmap.metrics.count_parse("full");
-            let message = mail_parser::MessageParser::default()
-                .parse(&raw)
-                .ok_or(HttpError::NotFound)?;
+            let message = crate::mail::message::parse_message(&raw);
             let content = part_content(&message, part_id).ok_or(HttpError::NotFound)?;
             (content.bytes, Some(content.content_type))
         }

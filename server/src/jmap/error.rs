@@ -9,6 +9,27 @@
 
 use serde_json::{Value, json};
 
+/// The longest error description or problem detail sent, in octets: a
+/// description quoting the client's input (a 5 MB property name, a serde
+/// message with the offending string) is cut, not echoed back whole.
+pub const MAX_DESCRIPTION_BYTES: usize = 1024;
+
+/// `text` cut to at most [`MAX_DESCRIPTION_BYTES`] octets on a character
+/// boundary, with `…` marking the cut.
+pub fn bounded_description(text: String) -> String {
+    if text.len() <= MAX_DESCRIPTION_BYTES {
+        return text;
+    }
+    let mut end = MAX_DESCRIPTION_BYTES - '…'.len_utf8();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut cut = text;
+    cut.truncate(end);
+    cut.push('…');
+    cut
+}
+
 /// A request-level error (RFC 8620 §3.6.1).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RequestError {
@@ -50,7 +71,7 @@ impl RequestError {
         let mut problem = json!({
             "type": self.type_uri(),
             "status": self.status(),
-            "detail": self.to_string(),
+            "detail": bounded_description(self.to_string()),
         });
         if let RequestError::Limit(limit) = self {
             problem["limit"] = json!(limit);
@@ -110,7 +131,7 @@ impl MethodError {
 
     /// The arguments of the `error` response invocation.
     pub fn to_json(&self) -> Value {
-        json!({ "type": self.type_name(), "description": self.to_string() })
+        json!({ "type": self.type_name(), "description": bounded_description(self.to_string()) })
     }
 }
 
@@ -161,7 +182,10 @@ impl SetError {
 
     /// The SetError object.
     pub fn to_json(&self) -> Value {
-        let mut value = json!({ "type": self.kind, "description": self.description });
+        let mut value = json!({
+            "type": self.kind,
+            "description": bounded_description(self.description.clone()),
+        });
         if !self.properties.is_empty() {
             value["properties"] = json!(self.properties);
         }
@@ -169,5 +193,28 @@ impl SetError {
             value["existingId"] = json!(id);
         }
         value
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptions_are_bounded_on_character_boundaries() {
+        assert_eq!(bounded_description("short".into()), "short");
+        let exact = "x".repeat(MAX_DESCRIPTION_BYTES);
+        assert_eq!(bounded_description(exact.clone()), exact);
+        for filler in ["x", "é", "😀"] {
+            let long = filler.repeat(5 << 20);
+            let cut = bounded_description(long);
+            assert!(cut.len() <= MAX_DESCRIPTION_BYTES, "{filler}");
+            assert!(cut.ends_with('…'));
+        }
+        let error = MethodError::InvalidArguments("p".repeat(5 << 20));
+        let json = error.to_json();
+        assert!(json["description"].as_str().unwrap().len() <= MAX_DESCRIPTION_BYTES);
+        let problem = RequestError::NotRequest("q".repeat(5 << 20)).problem();
+        assert!(problem["detail"].as_str().unwrap().len() <= MAX_DESCRIPTION_BYTES);
     }
 }

@@ -27,7 +27,7 @@ pub fn thread_id(id: i64) -> String {
 
 /// Blob id of one body part of a message: `{message blobId}_{partId}` (RFC 8621 §4.1.4).
 pub fn part_blob_id(message_blob_id: &str, part_id: &str) -> String {
-    format!("{message_blob_id}_{part_id}")
+    crate::mail::body::part_blob_id(message_blob_id, part_id)
 }
 
 fn parse_prefixed(prefix: char, id: &str) -> Option<i64> {

@@ -6,7 +6,9 @@
 //! ingest, on a projection miss, by `fastview reproject`, or at read time under
 //! `--fast-view off`; the projection and a full read can therefore never disagree.
 
-use mail_parser::{Message, MessagePart, PartType};
+use mail_parser::Message;
+
+use super::body;
 
 /// Maximum length of `preview` in characters (RFC 8621 §4.1.4: "up to 256 characters").
 pub const PREVIEW_CHARS: usize = 256;
@@ -30,22 +32,26 @@ impl FastView {
     }
 }
 
-/// `hasAttachment` (RFC 8621 §4.1.4): the message has a part that the body
-/// partition places in `attachments`. mail-parser's part lists follow the
-/// RFC 8621 partition algorithm, so this agrees with the `attachments` property.
+/// `hasAttachment` (RFC 8621 §4.1.4): the `attachments` list of the body
+/// partition ([`crate::mail::body`], the same one Email/get renders) holds a
+/// part that is not `inline`.
 pub fn has_attachment(message: &Message<'_>) -> bool {
-    message.attachment_count() > 0
+    body::has_attachment(message)
 }
 
-/// `preview` (RFC 8621 §4.1.4): the text of the `textBody` parts (HTML parts
-/// converted to text), whitespace runs collapsed to one space, trimmed, cut to
+/// `preview` (RFC 8621 §4.1.4): the text of the `textBody` parts as
+/// bodyValues decodes them (HTML parts converted to text), whitespace runs collapsed to one space, trimmed, cut to
 /// [`PREVIEW_CHARS`] characters on a character boundary.
 pub fn preview(message: &Message<'_>) -> String {
     let mut out = String::new();
     let mut chars = 0;
     let mut pending_space = false;
-    for part in message.text_bodies() {
-        let Some(text) = part_text(part) else { continue };
+    for part in body::text_body_texts(message) {
+        let text = if part.html {
+            mail_parser::decoders::html::html_to_text(&part.text)
+        } else {
+            part.text
+        };
         for ch in text.chars() {
             if ch.is_whitespace() || ch.is_control() {
                 pending_space = !out.is_empty();
@@ -68,17 +74,6 @@ pub fn preview(message: &Message<'_>) -> String {
         pending_space = !out.is_empty();
     }
     out
-}
-
-/// The text of one body part: text as decoded, HTML converted to text, other parts none.
-fn part_text<'a>(part: &'a MessagePart<'_>) -> Option<std::borrow::Cow<'a, str>> {
-    match &part.body {
-        PartType::Text(text) => Some(std::borrow::Cow::Borrowed(text.as_ref())),
-        PartType::Html(html) => Some(std::borrow::Cow::Owned(
-            mail_parser::decoders::html::html_to_text(html),
-        )),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

@@ -3,9 +3,10 @@
 //! parse. Used by `fastview import`, `fastview seed`, `fastview demo` and
 //! Email/import alike, so every path stores the same facts.
 
-use mail_parser::{Address, HeaderValue, Message, MessageParser};
+use mail_parser::{Address, HeaderValue, Message};
 
 use super::fast_view::FastView;
+use super::message::parse_message;
 use super::thread::base_subject;
 use crate::blob::blob_id_of;
 use crate::store::{EmailIndex, NewEmail};
@@ -18,10 +19,10 @@ pub struct PreparedEmail {
 }
 
 /// Parses `raw` once and computes everything the store keeps about it.
-/// Never fails: a message mail-parser cannot read at all (no header) is
-/// stored with an empty header block and an empty projection, and served as
-/// well as it can be. `received_at` picks receivedAt (unix seconds) given the
-/// parse, if any.
+/// Never fails: a message mail-parser cannot read at all (no header) is read
+/// as one header-less `text/plain` part ([`parse_message`]), so it is stored
+/// with an empty header block and served as well as it can be. `received_at`
+/// picks receivedAt (unix seconds) given the parse.
 pub fn prepare(
     raw: Vec<u8>,
     mailbox_ids: Vec<i64>,
@@ -29,23 +30,21 @@ pub fn prepare(
     received_at: impl FnOnce(Option<&Message<'_>>) -> i64,
 ) -> PreparedEmail {
     let blob_id = blob_id_of(&raw);
-    let parsed = MessageParser::default().parse(&raw);
-    let (header_block, fast_view, index, sent_at) = match &parsed {
-        Some(message) => {
-            let body_start = (message.root_part().offset_body as usize).min(raw.len());
-            let fast_view = FastView::compute(message);
-            let index = index_of(message, fast_view.has_attachment);
-            let sent_at = message
-                .date()
-                .filter(|date| date.is_valid())
-                .map(|date| date.to_timestamp());
-            (raw[..body_start].to_vec(), fast_view, index, sent_at)
-        }
-        None => (Vec::new(), FastView::default(), EmailIndex::default(), None),
-    };
-    let received_at = received_at(parsed.as_ref());
+    let message = parse_message(&raw);
+    let body_start = (message.root_part().offset_body as usize).min(raw.len());
+    let fast_view = FastView::compute(&message);
+    let index = index_of(&message, fast_view.has_attachment);
+    let sent_at = message
+        .date()
+        .filter(|date| date.is_valid())
+        .map(|date| date.to_timestamp());
+    let header_block = raw[..body_start].to_vec();
+    let received_at = received_at(Some(&message));
     let size = raw.len() as i64;
-    let keywords = keywords.into_iter().map(|k| k.to_ascii_lowercase()).collect();
+    let keywords = keywords
+        .into_iter()
+        .map(|k| k.to_ascii_lowercase())
+        .collect();
     PreparedEmail {
         email: NewEmail {
             blob_id,
@@ -135,7 +134,12 @@ mod tests {
             "\r\n",
             "Body text.\r\n"
         );
-        let prepared = prepare(raw.as_bytes().to_vec(), vec![1], vec!["$Seen".into()], |_| 7);
+        let prepared = prepare(
+            raw.as_bytes().to_vec(),
+            vec![1],
+            vec!["$Seen".into()],
+            |_| 7,
+        );
         let email = &prepared.email;
         assert_eq!(email.size, raw.len() as i64);
         assert_eq!(email.received_at, 7);
@@ -146,7 +150,10 @@ mod tests {
         assert_eq!(email.fast_view.preview, "Body text.");
         let index = &email.index;
         assert_eq!(index.message_id.as_deref(), Some("m2@example.com"));
-        assert_eq!(index.referenced_ids, vec!["m1@example.com", "m0@example.com"]);
+        assert_eq!(
+            index.referenced_ids,
+            vec!["m1@example.com", "m0@example.com"]
+        );
         assert_eq!(index.base_subject, "plans");
         assert_eq!(index.from_sort, "ann example");
         assert_eq!(index.from_text, "ann example\nann@example.com\n");

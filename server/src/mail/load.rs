@@ -9,10 +9,11 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use mail_parser::{Message, MessageParser};
+use mail_parser::Message;
 use moka::future::Cache;
 
 use super::fast_view::FastView;
+use super::message::{parse_header_block, parse_message};
 use super::read_level::ReadPlan;
 use crate::blob::BlobStore;
 use crate::metrics::Metrics;
@@ -59,7 +60,12 @@ pub struct EmailLoader {
 
 impl EmailLoader {
     /// A loader with empty caches of the given sizes.
-    pub fn new(store: Arc<dyn Store>, blobs: Arc<BlobStore>, metrics: Arc<Metrics>, sizes: CacheSizes) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        blobs: Arc<BlobStore>,
+        metrics: Arc<Metrics>,
+        sizes: CacheSizes,
+    ) -> Self {
         let headers = Cache::builder()
             .max_capacity(sizes.header_bytes)
             .weigher(|_: &i64, message: &Arc<Message<'static>>| {
@@ -82,7 +88,12 @@ impl EmailLoader {
 
     /// Loads the given ids of the account at the plan's level. Ids not in the
     /// account are absent from the result; order follows the metadata query.
-    pub async fn load(&self, account: i64, ids: &[i64], plan: ReadPlan) -> StoreResult<Vec<LoadedEmail>> {
+    pub async fn load(
+        &self,
+        account: i64,
+        ids: &[i64],
+        plan: ReadPlan,
+    ) -> StoreResult<Vec<LoadedEmail>> {
         let metas = self.store.email_meta(account, ids).await?;
         let found: Vec<i64> = metas.iter().map(|m| m.id).collect();
         let mut loaded: Vec<LoadedEmail> = metas
@@ -134,7 +145,11 @@ impl EmailLoader {
     }
 
     /// Parsed header blocks in the order of `ids`; `None` for an email without one.
-    async fn load_headers(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<Option<Arc<Message<'static>>>>> {
+    async fn load_headers(
+        &self,
+        account: i64,
+        ids: &[i64],
+    ) -> StoreResult<Vec<Option<Arc<Message<'static>>>>> {
         let mut out: Vec<Option<Arc<Message<'static>>>> = Vec::with_capacity(ids.len());
         let mut missing = Vec::new();
         for id in ids {
@@ -150,10 +165,7 @@ impl EmailLoader {
         let blocks = self.store.header_blocks(account, &missing).await?;
         for (id, block) in blocks {
             self.metrics.count_parse("header");
-            let message = MessageParser::default()
-                .parse_headers(&block)
-                .unwrap_or_default()
-                .into_owned();
+            let message = parse_header_block(&block).into_owned();
             let message = Arc::new(message);
             self.headers.insert(id, message.clone()).await;
             if let Some(slot) = ids.iter().position(|x| *x == id) {
@@ -165,7 +177,11 @@ impl EmailLoader {
 
     /// Projection rows in the order of `loaded`; misses are computed from the
     /// full message with bounded concurrency, served, and written back.
-    async fn load_fast_views(&self, account: i64, loaded: &[LoadedEmail]) -> StoreResult<Vec<FastView>> {
+    async fn load_fast_views(
+        &self,
+        account: i64,
+        loaded: &[LoadedEmail],
+    ) -> StoreResult<Vec<FastView>> {
         let mut out: Vec<Option<FastView>> = Vec::with_capacity(loaded.len());
         let mut uncached = Vec::new();
         for email in loaded {
@@ -189,14 +205,27 @@ impl EmailLoader {
             .iter()
             .enumerate()
             .filter(|(slot, _)| out[*slot].is_none())
-            .map(|(slot, email)| (slot, email.meta.id, email.meta.blob_id.clone(), email.raw.clone()))
+            .map(|(slot, email)| {
+                (
+                    slot,
+                    email.meta.id,
+                    email.meta.blob_id.clone(),
+                    email.raw.clone(),
+                )
+            })
             .collect();
         if !misses.is_empty() {
             self.metrics.fast_view_misses.inc_by(misses.len() as u64);
             let computed: Vec<(usize, i64, FastView)> = futures::stream::iter(misses)
                 .map(|(slot, id, blob_id, raw)| {
                     let (blobs, metrics) = (self.blobs.clone(), self.metrics.clone());
-                    async move { (slot, id, compute_fast_view(blobs, metrics, blob_id, raw).await) }
+                    async move {
+                        (
+                            slot,
+                            id,
+                            compute_fast_view(blobs, metrics, blob_id, raw).await,
+                        )
+                    }
                 })
                 .buffer_unordered(MISS_CONCURRENCY)
                 .collect()
@@ -211,12 +240,16 @@ impl EmailLoader {
         }
         Ok(out.into_iter().map(Option::unwrap_or_default).collect())
     }
-
 }
 
 /// Computes one projection row from the full message (the miss path),
 /// reading the blob unless the call already loaded it.
-async fn compute_fast_view(blobs: Arc<BlobStore>, metrics: Arc<Metrics>, blob_id: String, raw: Option<Vec<u8>>) -> FastView {
+async fn compute_fast_view(
+    blobs: Arc<BlobStore>,
+    metrics: Arc<Metrics>,
+    blob_id: String,
+    raw: Option<Vec<u8>>,
+) -> FastView {
     let raw = match raw {
         Some(raw) => raw,
         None => {
@@ -230,12 +263,7 @@ async fn compute_fast_view(blobs: Arc<BlobStore>, metrics: Arc<Metrics>, blob_id
         }
     };
     metrics.count_parse("full");
-    tokio::task::spawn_blocking(move || {
-        MessageParser::default()
-            .parse(&raw)
-            .map(|message| FastView::compute(&message))
-            .unwrap_or_default()
-    })
-    .await
-    .unwrap_or_default()
+    tokio::task::spawn_blocking(move || FastView::compute(&parse_message(&raw)))
+        .await
+        .unwrap_or_default()
 }

@@ -1,10 +1,14 @@
 //! The mail domain: what a message is made of and how it is read, independent
 //! of HTTP and of the database.
 
+pub mod body;
 pub mod fast_view;
+pub mod header;
 pub mod import_source;
 pub mod ingest;
 pub mod load;
+pub mod property;
+pub mod message;
 pub mod query;
 pub mod read_level;
 pub mod thread;

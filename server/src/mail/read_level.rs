@@ -12,7 +12,7 @@
 //! invariant: a property added to [`EmailProperty`] does not compile until this
 //! match says where it is read from.
 
-use crate::jmap::mail::email::property::EmailProperty;
+use crate::mail::property::EmailProperty;
 
 /// The highest source a call reads; the metrics label of an Email/get.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

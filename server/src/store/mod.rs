@@ -1,10 +1,15 @@
-//! Storage: the [`Store`] trait and its SQLite implementation. The only module
-//! that imports sqlx; everything above it speaks in the row types below.
+//! Storage: the [`Store`] trait and its two implementations,
+//! [`sqlite::SqliteStore`] (the embedded default) and
+//! [`postgres::PostgresStore`] (selected by a `postgres://` database URL),
+//! which keep the same semantics; `server/tests/store.rs` runs one
+//! conformance suite against both. The only module that imports sqlx;
+//! everything above it speaks in the row types below.
 //!
 //! Every write runs in one transaction that also advances the account's state
 //! counters (RFC 8620 §5.1 `state`): a message is visible completely (row,
 //! mailbox memberships, header block, projection row) or not at all.
 
+pub mod postgres;
 pub mod sqlite;
 
 use async_trait::async_trait;
@@ -206,7 +211,9 @@ pub trait Store: Send + Sync + 'static {
     /// Applies a patch to a mailbox.
     async fn update_mailbox(&self, account: i64, id: i64, patch: &MailboxPatch) -> StoreResult<()>;
     /// Destroys a mailbox. With `remove_emails`, emails only in this mailbox are
-    /// destroyed; without it, a mailbox holding emails is a `Conflict`.
+    /// destroyed; without it, a mailbox holding emails is `MailboxHasEmail`.
+    /// A mailbox with child mailboxes is `MailboxHasChild`; one not in the
+    /// account is `NotFound`.
     async fn destroy_mailbox(&self, account: i64, id: i64, remove_emails: bool) -> StoreResult<()>;
 
     /// Stores messages in one transaction, assigning threads; a message whose
@@ -243,13 +250,18 @@ pub trait Store: Send + Sync + 'static {
         limit: i64,
     ) -> StoreResult<(Vec<(i64, i64)>, i64)>;
     /// The rows Email/query evaluates, of one mailbox or of the whole account.
-    async fn query_rows(&self, account: i64, in_mailbox: Option<i64>) -> StoreResult<Vec<QueryRow>>;
+    async fn query_rows(&self, account: i64, in_mailbox: Option<i64>)
+    -> StoreResult<Vec<QueryRow>>;
     /// Applies updates in one transaction; `NotFound` if any id is not in the account.
     async fn update_emails(&self, account: i64, updates: &[EmailUpdate]) -> StoreResult<()>;
     /// Destroys emails; returns the ids that existed and were destroyed.
     async fn destroy_emails(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<i64>>;
     /// Email ids of the given threads, ordered by receivedAt then id.
-    async fn thread_emails(&self, account: i64, thread_ids: &[i64]) -> StoreResult<Vec<(i64, Vec<i64>)>>;
+    async fn thread_emails(
+        &self,
+        account: i64,
+        thread_ids: &[i64],
+    ) -> StoreResult<Vec<(i64, Vec<i64>)>>;
 
     /// Records that the account may read a blob (an upload or a message).
     async fn add_blob(&self, account: i64, blob_id: &str, size: i64) -> StoreResult<()>;

@@ -7,16 +7,16 @@
 
 use std::collections::HashSet;
 
-use mail_parser::MessageParser;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::property::{BodyProperty, EmailProperty};
+use crate::mail::property::{BodyProperty, EmailProperty};
 use super::render::{BodyOptions, EmailSources, render_email};
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::{args, ids};
 use crate::mail::fast_view::FastView;
+use crate::mail::message::parse_message;
 use crate::mail::read_level::{self, BodyValueFlags, ReadLevel};
 use crate::metrics::ReadLevelLabel;
 
@@ -137,7 +137,7 @@ pub async fn email_get(
         };
         let full = email.raw.as_deref().map(|raw| {
             jmap.metrics.count_parse("full");
-            MessageParser::default().parse(raw).unwrap_or_default()
+            parse_message(raw)
         });
         let computed_view = match (&email.fast_view, &full) {
             (None, Some(message)) if level == ReadLevel::Full => Some(FastView::compute(message)),

@@ -33,6 +33,26 @@ pub fn header_value(headers: &[Header<'_>], raw: &[u8], property: &HeaderPropert
     }
 }
 
+/// The last instance of a top-level header field of a parsed message in a
+/// parsed form, exactly as Email/get renders `header:{name}:as{Form}` (so an
+/// index built from it agrees with Email/get). `name` is case-insensitive.
+pub fn message_header_value(
+    message: &mail_parser::Message<'_>,
+    name: &str,
+    form: HeaderForm,
+) -> Value {
+    let Some(root) = message.parts.first() else {
+        return Value::Null;
+    };
+    let property = HeaderProperty {
+        key: String::new(),
+        name: name.to_ascii_lowercase(),
+        form,
+        all: false,
+    };
+    header_value(&root.headers, &message.raw_message, &property)
+}
+
 /// The `headers` property (RFC 8621 §4.1.3): every field in message order as
 /// `{"name": …, "value": …}`, the name capitalised as in the message and the
 /// value in Raw form.
@@ -416,6 +436,8 @@ pub(crate) enum Charset {
 pub(crate) fn lookup_charset(label: &str) -> Option<Charset> {
     let label = label.trim().trim_matches('"').to_ascii_lowercase();
     match label.as_str() {
+        // Python's email package alias for GB2312, seen in list mail.
+        "eucgb2312_cn" => charset_decoder(b"gb2312").map(Charset::Other),
         "utf-8" | "utf8" | "unicode-1-1-utf-8" | "unicode11utf8" | "unicode20utf8"
         | "x-unicode20utf8" => Some(Charset::Utf8),
         "us-ascii" | "ascii" | "us" | "ansi_x3.4-1968" | "ansi_x3.4-1986" | "iso646-us"
@@ -1013,7 +1035,7 @@ fn zone_offset(zone: &str) -> Option<Option<i32>> {
         return Some(Some(if negative { -minutes } else { minutes }));
     }
     let signs = zone.len() - zone.trim_start_matches(['+', '-']).len();
-    if signs <= 2 && zone.len() - signs == 4 {
+    if signs <= 2 && zone.len() - signs == 4 && zone[signs..].bytes().all(|b| b.is_ascii_digit()) {
         let digits = &zone[signs..];
         let minutes = numeric_offset(digits)?;
         // `+-0500` seen in old mail: the last sign counts.
@@ -1076,6 +1098,7 @@ mod tests {
         // Control characters from encoded words are dropped; language suffix ignored.
         assert_eq!(text_form(" =?utf-8*en?q?a=00b=09c?="), "abc");
         assert_eq!(text_form(" =?iso-8859-1?q?caf=E9?="), "café");
+        assert_eq!(text_form(" =?eucgb2312_cn?q?=D6=D0?="), "中");
     }
 
     #[test]
@@ -1236,6 +1259,14 @@ mod tests {
         assert_eq!(
             header_value(headers, &message.raw_message, &property),
             json!([" a@b.example", " \"C\" <c@d.example>"])
+        );
+        assert_eq!(
+            message_header_value(&message, "X-Bar", HeaderForm::MessageIds),
+            Value::Null
+        );
+        assert_eq!(
+            message_header_value(&message, "Message-ID", HeaderForm::MessageIds),
+            json!(["1@x"])
         );
         let property = HeaderProperty::parse("header:X-Bar:asText:all").expect("valid");
         assert_eq!(

@@ -18,8 +18,12 @@ use serde_json::{Map, Value};
 
 use super::header::{self, decode_bytes, decode_words, lookup_charset};
 use super::property::BodyProperty;
-use crate::jmap::ids;
 use crate::mail::read_level::BodyValueFlags;
+
+/// Blob id of one body part of a message: `{message blobId}_{partId}` (RFC 8621 §4.1.4).
+pub fn part_blob_id(message_blob_id: &str, part_id: &str) -> String {
+    format!("{message_blob_id}_{part_id}")
+}
 
 /// The decoded content of one body part, for blob download.
 #[derive(Debug, Clone)]
@@ -64,6 +68,35 @@ pub fn has_attachment(message: &Message<'_>) -> bool {
     })
 }
 
+/// The decoded text of one `textBody` part (RFC 8621 §4.1.4), as bodyValues
+/// would give it without truncation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BodyText {
+    /// The part is `text/html` (else `text/plain`).
+    pub html: bool,
+    /// Transfer- and charset-decoded text, CRLF replaced by LF.
+    pub text: String,
+}
+
+/// The text of the `textBody` parts that are `text/*`, in order: what a
+/// `preview` should be made of so that it agrees with `textBody` and
+/// `bodyValues` (same partition, same charset handling).
+pub fn text_body_texts(message: &Message<'_>) -> Vec<BodyText> {
+    let Some(tree) = BodyPart::tree(message) else {
+        return Vec::new();
+    };
+    let raw: &[u8] = &message.raw_message;
+    tree.partition()
+        .text_body
+        .iter()
+        .filter(|part| part.content_type.starts_with("text/"))
+        .map(|part| BodyText {
+            html: part.content_type == "text/html",
+            text: part.text(raw).0,
+        })
+        .collect()
+}
+
 /// A Content-Transfer-Encoding (RFC 2045 §6.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum TransferEncoding {
@@ -104,8 +137,35 @@ pub(crate) struct Partition<'t, 'a> {
     pub attachments: Vec<&'t BodyPart<'a>>,
 }
 
-/// Nesting deeper than this is not followed (mail-parser already bounds it).
-const MAX_DEPTH: usize = 64;
+/// The deepest `multipart/*` nesting rendered as a tree. mail-parser does
+/// not bound multipart nesting (a 1000-deep message parses), and each level
+/// adds two levels of JSON to `bodyStructure`: past this depth the rest of
+/// the tree is flattened ([`leaves_below`]) so that the response stays well
+/// within the 128 levels JSON parsers such as serde_json accept, and no part
+/// is lost.
+pub const MAX_DEPTH: usize = 32;
+
+/// The non-multipart parts below multipart part `index`, in document order,
+/// found without recursion (the nesting may be thousands deep).
+fn leaves_below(message: &Message<'_>, index: usize) -> Vec<usize> {
+    let mut leaves = Vec::new();
+    let mut stack = vec![index];
+    while let Some(current) = stack.pop() {
+        match message.parts.get(current).map(|part| &part.body) {
+            Some(PartType::Multipart(children)) => stack.extend(
+                children
+                    .iter()
+                    .rev()
+                    .map(|&child| child as usize)
+                    // Children always follow their parent: no cycles.
+                    .filter(|&child| child > current),
+            ),
+            Some(_) => leaves.push(current),
+            None => {}
+        }
+    }
+    leaves
+}
 
 impl<'a> BodyPart<'a> {
     /// The `bodyStructure` tree of a fully parsed message.
@@ -163,7 +223,13 @@ impl<'a> BodyPart<'a> {
                     .filter_map(|child| Self::build(message, child, Some(&content_type), depth + 1))
                     .collect(),
             ),
-            Some(_) => Some(Vec::new()),
+            // At the cap, every leaf below becomes a child of this part.
+            Some(_) => Some(
+                leaves_below(message, index)
+                    .into_iter()
+                    .filter_map(|leaf| Self::build(message, leaf, Some(&content_type), depth + 1))
+                    .collect(),
+            ),
             None => None,
         };
 
@@ -303,7 +369,7 @@ impl<'a> BodyPart<'a> {
             let value = match property {
                 BodyProperty::PartId => string(&self.part_id()),
                 BodyProperty::BlobId => {
-                    string(&self.part_id().map(|id| ids::part_blob_id(blob_id, &id)))
+                    string(&self.part_id().map(|id| part_blob_id(blob_id, &id)))
                 }
                 BodyProperty::Size => Value::from(self.size(raw)),
                 BodyProperty::Headers => header::header_list(&self.part.headers, raw),
@@ -333,8 +399,10 @@ impl<'a> BodyPart<'a> {
         Value::Object(object)
     }
 
-    /// The EmailBodyValue object of a text part (RFC 8621 §4.1.4 bodyValues).
-    fn body_value(&self, raw: &[u8], max_bytes: usize) -> Value {
+    /// The text of a text part: transfer- and charset-decoded, CRLF replaced
+    /// by LF (RFC 8621 §4.1.4 EmailBodyValue `value`), and whether there was
+    /// an encoding problem (`isEncodingProblem`).
+    fn text(&self, raw: &[u8]) -> (String, bool) {
         let (bytes, transfer_problem) = self.decoded(raw);
         let (text, charset_problem) = decode_bytes(self.charset.as_deref(), &bytes);
         let text = if text.contains("\r\n") {
@@ -342,15 +410,18 @@ impl<'a> BodyPart<'a> {
         } else {
             text
         };
+        let problem =
+            transfer_problem || charset_problem || self.encoding == TransferEncoding::Unknown;
+        (text, problem)
+    }
+
+    /// The EmailBodyValue object of a text part (RFC 8621 §4.1.4 bodyValues).
+    fn body_value(&self, raw: &[u8], max_bytes: usize) -> Value {
+        let (text, problem) = self.text(raw);
         let (value, truncated) = truncate(&text, max_bytes, self.content_type == "text/html");
         let mut object = Map::new();
         object.insert("value".into(), Value::String(value.to_string()));
-        object.insert(
-            "isEncodingProblem".into(),
-            Value::Bool(
-                transfer_problem || charset_problem || self.encoding == TransferEncoding::Unknown,
-            ),
-        );
+        object.insert("isEncodingProblem".into(), Value::Bool(problem));
         object.insert("isTruncated".into(), Value::Bool(truncated));
         Value::Object(object)
     }

@@ -1,0 +1,92 @@
+//! Parsing raw messages without ever failing. mail-parser returns `None` for
+//! input in which it finds no header field (an empty message, a body without
+//! a header, some binary garbage); such a message is still stored and served
+//! (RFC 8621 requires nothing of its content), so it is read as RFC 5322
+//! reads a message without header fields: one `text/plain` body (the RFC 2045
+//! §5.2 default) made of every octet.
+//!
+//! Every reader of a message (ingest, the fast-view projection, Email/get at
+//! the header and full levels, blob download, `reproject`) goes through
+//! here, so they all see the same structure.
+
+use std::borrow::Cow;
+
+use mail_parser::{Encoding, Message, MessageParser, MessagePart, PartType};
+
+/// Parses a whole message; a message mail-parser cannot read is one
+/// `text/plain` part with no header field whose body is all of `raw`.
+pub fn parse_message(raw: &[u8]) -> Message<'_> {
+    MessageParser::default()
+        .parse(raw)
+        .filter(|message| !message.parts.is_empty())
+        .unwrap_or_else(|| headerless(raw, 0))
+}
+
+/// Parses a stored header block (the octets up to and including the blank
+/// line); a block mail-parser cannot read is a header with no field.
+pub fn parse_header_block(block: &[u8]) -> Message<'_> {
+    MessageParser::default()
+        .parse_headers(block)
+        .filter(|message| !message.parts.is_empty())
+        .unwrap_or_else(|| headerless(block, block.len()))
+}
+
+/// A message of one part without header fields whose body starts at `body`.
+fn headerless(raw: &[u8], body: usize) -> Message<'_> {
+    let end = raw.len().min(u32::MAX as usize);
+    let body = body.min(end);
+    Message {
+        html_body: vec![0],
+        text_body: vec![0],
+        attachments: Vec::new(),
+        parts: vec![MessagePart {
+            headers: Vec::new(),
+            is_encoding_problem: false,
+            body: PartType::Text(String::from_utf8_lossy(&raw[body..end])),
+            encoding: Encoding::None,
+            offset_header: 0,
+            offset_body: body as u32,
+            offset_end: end as u32,
+        }],
+        raw_message: Cow::Borrowed(raw),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unreadable_messages_become_one_headerless_text_part() {
+        for raw in [
+            b"".as_slice(),
+            b"\r\n",
+            b"\r\n\r\nbody only",
+            b"\x00\xff\xfe binary",
+        ] {
+            let message = parse_message(raw);
+            assert_eq!(message.parts.len(), 1, "{raw:?}");
+            let root = &message.parts[0];
+            assert!(root.offset_body as usize <= raw.len());
+            assert_eq!(root.offset_end as usize, raw.len());
+            let header = parse_header_block(&raw[..root.offset_body as usize]);
+            assert_eq!(header.parts.len(), 1);
+            assert!(header.parts[0].headers.is_empty() || !root.headers.is_empty());
+        }
+        let message = parse_message(b"\r\n\r\nbody only");
+        assert_eq!(
+            crate::mail::fast_view::FastView::compute(&message).preview,
+            "body only"
+        );
+    }
+
+    #[test]
+    fn readable_messages_parse_as_mail_parser_parses_them() {
+        let raw = b"Subject: hi\r\n\r\nbody";
+        let message = parse_message(raw);
+        assert_eq!(message.subject(), Some("hi"));
+        assert_eq!(message.parts[0].offset_body, 15);
+        let header = parse_header_block(&raw[..15]);
+        assert_eq!(header.subject(), Some("hi"));
+    }
+}
