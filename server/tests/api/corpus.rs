@@ -1,13 +1,13 @@
 //! The whole of `../shared/corpus` (when present, as on CI) imported through
 //! `fastview import`: 0 failures, the inbox total equals the imported count,
 //! and each message's `size` and downloaded bytes equal its file's bytes
-//! (without the mbox envelope line).
+//! (without the mbox envelope line). On SQLite only.
 
 use std::process::Command;
 
 use serde_json::json;
 
-use crate::support::{PASSWORD, corpus, spawn_app};
+use crate::support::{PASSWORD, corpus, spawn_sqlite_app};
 
 #[tokio::test]
 async fn the_whole_corpus_imports_with_no_failure_and_byte_identical_blobs() {
@@ -15,7 +15,8 @@ async fn the_whole_corpus_imports_with_no_failure_and_byte_identical_blobs() {
         eprintln!("../shared/corpus is absent: skipped");
         return;
     };
-    let app = spawn_app().await;
+    // Corpus-wide tests run once, on SQLite, whatever FASTVIEW_TEST_POSTGRES_URL says.
+    let app = spawn_sqlite_app().await;
     let user = app.account("corpus@example.com").await;
     let output = Command::new(env!("CARGO_BIN_EXE_fastview"))
         .arg("--data-dir")
@@ -26,7 +27,11 @@ async fn the_whole_corpus_imports_with_no_failure_and_byte_identical_blobs() {
         .expect("run fastview import");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let last = stdout.lines().last().unwrap_or_default().to_string();
-    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let counts: Vec<u64> = last
         .split(", ")
         .take(4)
@@ -51,7 +56,14 @@ async fn the_whole_corpus_imports_with_no_failure_and_byte_identical_blobs() {
         .output()
         .expect("run fastview import");
     let again = String::from_utf8_lossy(&again.stdout);
-    assert!(again.lines().last().unwrap().starts_with("imported 0, duplicates skipped "), "{again}");
+    assert!(
+        again
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("imported 0, duplicates skipped "),
+        "{again}"
+    );
 
     // A sample of .eml files: size and downloaded bytes equal the file without its envelope line.
     let mut files: Vec<_> = std::fs::read_dir(corpus.join("spamassassin/easy-ham-1"))
@@ -67,9 +79,23 @@ async fn the_whole_corpus_imports_with_no_failure_and_byte_identical_blobs() {
             None => bytes.clone(),
         };
         let blob_id = fastview::blob::blob_id_of(&message);
-        let url = format!("{}/jmap/download/{}/{blob_id}/m.eml", app.base, user.account_id);
-        let response = app.client.get(&url).basic_auth(&user.email, Some(PASSWORD)).send().await.unwrap();
+        let url = format!(
+            "{}/jmap/download/{}/{blob_id}/m.eml",
+            app.base, user.account_id
+        );
+        let response = app
+            .client
+            .get(&url)
+            .basic_auth(&user.email, Some(PASSWORD))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(response.status(), 200, "{}", file.display());
-        assert_eq!(response.bytes().await.unwrap().to_vec(), message, "{}", file.display());
+        assert_eq!(
+            response.bytes().await.unwrap().to_vec(),
+            message,
+            "{}",
+            file.display()
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! or header block without its message, no orphan visible to clients; the
 //! next import completes the rest.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::json;
@@ -33,10 +33,8 @@ async fn kill_9_during_import_loses_nothing_and_the_next_import_completes() {
     let mbox = dir.path().join("big.mbox");
     write_mbox(&mbox);
     let import = || {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_fastview"));
+        let mut command = app.cli();
         command
-            .arg("--data-dir")
-            .arg(&app.app.data_dir)
             .args(["import", "--account", "ann@example.com"])
             .arg(&mbox)
             .stdout(Stdio::piped())

@@ -3,7 +3,6 @@
 //! of users for a few seconds: 0 failures and exactly the expected request
 //! counts. (Speed is measured by the load test itself, never here.)
 
-use std::process::Command;
 use std::time::Duration;
 
 use fastview_loadtest::scenario::{EMAIL_GET_METADATA, EMAIL_QUERY};
@@ -15,9 +14,7 @@ use crate::support::spawn_app;
 async fn every_scenario_runs_clean_against_a_seeded_server() {
     let app = spawn_app().await;
     let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/demo");
-    let output = Command::new(env!("CARGO_BIN_EXE_fastview"))
-        .arg("--data-dir")
-        .arg(&app.app.data_dir)
+    let output = app.cli()
         .args(["seed", "--accounts", "3", "--messages-per-account", "12", "--from", demo, "--password", "load"])
         .output()
         .expect("run fastview seed");

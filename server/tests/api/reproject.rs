@@ -1,8 +1,6 @@
 //! `fastview reproject`: rebuilds the fast-view projection; resumable from
 //! its checkpoint, idempotent, and the rebuilt rows equal the ingest rows.
 
-use std::process::Command;
-
 use serde_json::json;
 
 use crate::support::{demo_messages, spawn_app};
@@ -17,9 +15,7 @@ async fn reproject_rebuilds_resumes_and_is_idempotent() {
     let store = &app.app.store;
     let missing = || async { store.email_blobs(Some(user.id), 0, 1000, true).await.unwrap().len() };
     let reproject = || {
-        let output = Command::new(env!("CARGO_BIN_EXE_fastview"))
-            .arg("--data-dir")
-            .arg(&app.app.data_dir)
+        let output = app.cli()
             .args(["reproject", "--account", "ann@example.com"])
             .output()
             .unwrap();

@@ -1,8 +1,11 @@
 //! Test support: `spawn_app()` starts a real server on port 0 with a
 //! temporary data dir; helpers create accounts, ingest fixture messages and
-//! make JMAP calls.
+//! make JMAP calls. When `FASTVIEW_TEST_POSTGRES_URL` is set, each server
+//! stores its rows in a fresh PostgreSQL database on that server (dropped at
+//! the end of the test) and only its blobs in the temporary data dir.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::Arc;
 
 use fastview::app::{App, ServeOptions};
@@ -11,6 +14,11 @@ use fastview::http::auth::hash_password;
 use fastview::jmap::ids;
 use fastview::mail::ingest::{prepare, store_batch};
 use serde_json::{Value, json};
+
+#[path = "../common/pg_db.rs"]
+mod pg_db;
+
+use pg_db::TestDatabase;
 
 /// The password of every test account.
 pub const PASSWORD: &str = "test-password";
@@ -22,8 +30,12 @@ pub struct TestApp {
     /// The server's shared state (metrics, JMAP side), for white-box checks.
     pub state: Arc<AppState>,
     pub client: reqwest::Client,
+    /// The PostgreSQL database URL of this server's rows; `None` on SQLite.
+    pub database_url: Option<String>,
     _dir: tempfile::TempDir,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Declared last: dropped after the server is told to stop.
+    _database: Option<TestDatabase>,
 }
 
 impl Drop for TestApp {
@@ -47,21 +59,45 @@ pub async fn spawn_app() -> TestApp {
     spawn_app_with(ServeOptions::default()).await
 }
 
-/// Starts a server with the given options.
+/// Starts a server with the given options: on a fresh PostgreSQL database
+/// when `FASTVIEW_TEST_POSTGRES_URL` is set, else on SQLite in the temp dir.
 pub async fn spawn_app_with(options: ServeOptions) -> TestApp {
     let dir = tempfile::tempdir().expect("temp dir");
+    let Some(database) = TestDatabase::create().await else {
+        let app = App::open(dir.path(), None).await.expect("open store");
+        return spawn_on(app, dir, options, None).await;
+    };
+    let app = App::open_with(dir.path(), Some(&database.url), Some(8))
+        .await
+        .expect("open store");
+    spawn_on(app, dir, options, Some(database)).await
+}
+
+/// Starts a server on SQLite in a temp dir whatever `FASTVIEW_TEST_POSTGRES_URL`
+/// says: for the corpus-wide tests, which run once.
+pub async fn spawn_sqlite_app() -> TestApp {
+    let dir = tempfile::tempdir().expect("temp dir");
     let app = App::open(dir.path(), None).await.expect("open store");
-    spawn_on(app, dir, options).await
+    spawn_on(app, dir, ServeOptions::default(), None).await
 }
 
 /// Starts another server on the same storage as `other` (e.g. with switches off).
 pub async fn spawn_sibling(other: &TestApp, options: ServeOptions) -> TestApp {
     let dir = tempfile::tempdir().expect("temp dir");
-    spawn_on(other.app.clone(), dir, options).await
+    let mut sibling = spawn_on(other.app.clone(), dir, options, None).await;
+    sibling.database_url = other.database_url.clone();
+    sibling
 }
 
-async fn spawn_on(app: App, dir: tempfile::TempDir, options: ServeOptions) -> TestApp {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+async fn spawn_on(
+    app: App,
+    dir: tempfile::TempDir,
+    options: ServeOptions,
+    database: Option<TestDatabase>,
+) -> TestApp {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let address = listener.local_addr().expect("address");
     let (router, state) = app.router(&options);
     let (shutdown, signal) = tokio::sync::oneshot::channel::<()>();
@@ -73,8 +109,10 @@ async fn spawn_on(app: App, dir: tempfile::TempDir, options: ServeOptions) -> Te
         app,
         state,
         client: reqwest::Client::new(),
+        database_url: database.as_ref().map(|d| d.url.clone()),
         _dir: dir,
         shutdown: Some(shutdown),
+        _database: database,
     }
 }
 
@@ -85,10 +123,26 @@ pub fn corpus() -> Option<PathBuf> {
 }
 
 impl TestApp {
+    /// The `fastview` command line on this server's storage: `--data-dir`
+    /// and, on PostgreSQL, `--database-url`.
+    pub fn cli(&self) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_fastview"));
+        command.arg("--data-dir").arg(&self.app.data_dir);
+        if let Some(url) = &self.database_url {
+            command.arg("--database-url").arg(url);
+        }
+        command
+    }
+
     /// Creates an account with [`PASSWORD`].
     pub async fn account(&self, email: &str) -> TestAccount {
         let hash = hash_password(PASSWORD).expect("hash");
-        let account = self.app.store.create_account(email, &hash).await.expect("create account");
+        let account = self
+            .app
+            .store
+            .create_account(email, &hash)
+            .await
+            .expect("create account");
         let inbox = self
             .app
             .store
@@ -108,19 +162,30 @@ impl TestApp {
 
     /// Stores raw messages in the account's inbox through the ingest path;
     /// receivedAt is `base_time + index` seconds. Returns the email ids.
-    pub async fn ingest(&self, account: &TestAccount, messages: &[Vec<u8>], base_time: i64) -> Vec<String> {
+    pub async fn ingest(
+        &self,
+        account: &TestAccount,
+        messages: &[Vec<u8>],
+        base_time: i64,
+    ) -> Vec<String> {
         let inbox = ids::parse_mailbox_id(&account.inbox).expect("inbox id");
         let batch = messages
             .iter()
             .enumerate()
-            .map(|(i, raw)| prepare(raw.clone(), vec![inbox], Vec::new(), |_| base_time + i as i64))
+            .map(|(i, raw)| {
+                prepare(raw.clone(), vec![inbox], Vec::new(), |_| {
+                    base_time + i as i64
+                })
+            })
             .collect();
         store_batch(self.app.store.as_ref(), &self.app.blobs, account.id, batch)
             .await
             .expect("store batch")
             .into_iter()
             .map(|outcome| match outcome {
-                fastview::store::Inserted::New(id) | fastview::store::Inserted::Duplicate(id) => ids::email_id(id),
+                fastview::store::Inserted::New(id) | fastview::store::Inserted::Duplicate(id) => {
+                    ids::email_id(id)
+                }
             })
             .collect()
     }
@@ -156,7 +221,10 @@ impl TestApp {
         });
         let (status, response) = self.api_raw(account, &body).await;
         assert_eq!(status, 200, "{response}");
-        response["methodResponses"].as_array().expect("methodResponses").clone()
+        response["methodResponses"]
+            .as_array()
+            .expect("methodResponses")
+            .clone()
     }
 
     /// One method call; returns its response arguments, asserting the response name.
@@ -178,7 +246,10 @@ impl TestApp {
             .await
             .expect("metrics text");
         text.lines()
-            .find_map(|line| line.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
+            .find_map(|line| {
+                line.strip_prefix(name)
+                    .and_then(|rest| rest.strip_prefix(' '))
+            })
             .and_then(|value| value.trim().parse().ok())
             .unwrap_or(0.0)
     }
@@ -193,5 +264,8 @@ pub fn demo_messages() -> Vec<Vec<u8>> {
         .filter(|p| p.extension().is_some_and(|x| x == "eml"))
         .collect();
     files.sort();
-    files.iter().map(|p| std::fs::read(p).expect("read fixture")).collect()
+    files
+        .iter()
+        .map(|p| std::fs::read(p).expect("read fixture"))
+        .collect()
 }
