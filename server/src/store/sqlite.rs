@@ -328,7 +328,7 @@ async fn delete_emails(
     ids: &[i64],
 ) -> StoreResult<Vec<i64>> {
     let destroyed: Vec<(i64, String)> = sqlx::query_as(
-        "DELETE FROM emails WHERE account_id = ?1 AND id IN (SELECT value FROM json_each(?2)) \
+        "DELETE FROM emails WHERE +account_id = ?1 AND id IN (SELECT value FROM json_each(?2)) \
          RETURNING id, blob_id",
     )
     .bind(account)
@@ -626,7 +626,7 @@ impl Store for SqliteStore {
         let rows = sqlx::query(
             "SELECT e.id, e.blob_id, e.thread_id, e.size, e.received_at, e.keywords, \
              (SELECT group_concat(x.mailbox_id) FROM email_mailboxes x WHERE x.email_id = e.id) \
-             FROM emails e WHERE e.account_id = ?1 AND e.id IN (SELECT value FROM json_each(?2))",
+             FROM json_each(?2) AS j CROSS JOIN emails e ON e.id = j.value WHERE e.account_id = ?1",
         )
             .bind(account)
             .bind(id_list(ids))
@@ -637,8 +637,9 @@ impl Store for SqliteStore {
 
     async fn header_blocks(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, Vec<u8>)>> {
         Ok(sqlx::query_as(
-            "SELECT h.email_id, h.header_block FROM email_headers h JOIN emails e ON e.id = h.email_id \
-             WHERE e.account_id = ?1 AND h.email_id IN (SELECT value FROM json_each(?2))",
+            "SELECT h.email_id, h.header_block FROM json_each(?2) AS j \
+             CROSS JOIN emails e ON e.id = j.value CROSS JOIN email_headers h ON h.email_id = e.id \
+             WHERE e.account_id = ?1",
         )
         .bind(account)
         .bind(id_list(ids))
@@ -648,9 +649,9 @@ impl Store for SqliteStore {
 
     async fn fast_views(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, FastView)>> {
         let rows: Vec<(i64, String, bool)> = sqlx::query_as(
-            "SELECT f.email_id, f.preview, f.has_attachment FROM fast_view f \
-             JOIN emails e ON e.id = f.email_id \
-             WHERE e.account_id = ?1 AND f.email_id IN (SELECT value FROM json_each(?2))",
+            "SELECT f.email_id, f.preview, f.has_attachment FROM json_each(?2) AS j \
+             CROSS JOIN emails e ON e.id = j.value CROSS JOIN fast_view f ON f.email_id = e.id \
+             WHERE e.account_id = ?1",
         )
         .bind(account)
         .bind(id_list(ids))
@@ -786,7 +787,7 @@ impl Store for SqliteStore {
         let mut tx = self.write().await?;
         let ids: Vec<i64> = updates.iter().map(|u| u.id).collect();
         let found: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM emails WHERE account_id = ?1 AND id IN (SELECT value FROM json_each(?2))",
+            "SELECT count(*) FROM emails WHERE +account_id = ?1 AND id IN (SELECT value FROM json_each(?2))",
         )
         .bind(account)
         .bind(id_list(&ids))
