@@ -5,7 +5,7 @@
 //! static, cached statement whatever the number of ids. Write transactions
 //! start with `BEGIN IMMEDIATE`, so a writer waits for the lock (busy timeout)
 //! instead of failing on a stale snapshot when `serve` and `import` share a
-//! data dir.
+//! data dir. Change-log rows of a write are bound as one JSON array too.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -17,9 +17,12 @@ use sqlx::sqlite::{
 };
 use sqlx::{Row, Sqlite, Transaction};
 
+use std::collections::{HashMap, HashSet};
+
 use super::{
-    Account, EmailIndex, EmailMeta, EmailUpdate, Inserted, MailboxPatch, MailboxRow, NewEmail,
-    NewMailbox, QueryRow, States, Store, StoreError, StoreResult,
+    Account, ChangeCollector, ChangeKind, ChangeSet, ChangeType, Changes, EmailIndex, EmailMeta,
+    EmailUpdate, Inserted, LOG_BATCH, LogPosition, LogRow, MailboxPatch, MailboxRow, NewEmail,
+    NewMailbox, QueryRow, States, Store, StoreError, StoreResult, UpdateOutcome,
 };
 use crate::mail::fast_view::FastView;
 
@@ -32,14 +35,6 @@ pub const ROLE_MAILBOXES: &[(&str, &str)] = &[
     ("junk", "Junk"),
     ("archive", "Archive"),
 ];
-
-/// Which types a write changes, to advance their state strings.
-#[derive(Clone, Copy)]
-struct Changed {
-    email: bool,
-    mailbox: bool,
-    thread: bool,
-}
 
 /// SQLite-backed [`Store`].
 #[derive(Clone)]
@@ -89,8 +84,13 @@ impl SqliteStore {
     }
 }
 
+/// An id list as the JSON array bound for `json_each`, without duplicates
+/// (the reads join on it, so a repeated id would repeat its row).
 fn id_list(ids: &[i64]) -> String {
-    serde_json::to_string(ids).unwrap_or_else(|_| "[]".to_string())
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    serde_json::to_string(&ids).unwrap_or_else(|_| "[]".to_string())
 }
 
 fn keywords_to_column(keywords: &[String]) -> String {
@@ -128,26 +128,47 @@ fn meta_from_row(row: &SqliteRow) -> EmailMeta {
     }
 }
 
-async fn advance_state(
+/// Advances the account's modseq and the states of the types the write
+/// changed, and appends its rows to the change log at the new modseq.
+/// Nothing when the write changed nothing.
+async fn record(
     tx: &mut Transaction<'static, Sqlite>,
     account: i64,
-    changed: Changed,
+    set: &ChangeSet,
 ) -> StoreResult<()> {
-    sqlx::query(
+    if set.is_empty() {
+        return Ok(());
+    }
+    let modseq: i64 = sqlx::query_scalar(
         "UPDATE accounts SET modseq = modseq + 1, \
          email_state = CASE WHEN ?2 THEN modseq + 1 ELSE email_state END, \
          mailbox_state = CASE WHEN ?3 THEN modseq + 1 ELSE mailbox_state END, \
          thread_state = CASE WHEN ?4 THEN modseq + 1 ELSE thread_state END \
-         WHERE id = ?1",
+         WHERE id = ?1 RETURNING modseq",
     )
     .bind(account)
-    .bind(changed.email)
-    .bind(changed.mailbox)
-    .bind(changed.thread)
-    .execute(&mut **tx)
+    .bind(set.touches(ChangeType::Email))
+    .bind(set.touches(ChangeType::Mailbox))
+    .bind(set.touches(ChangeType::Thread))
+    .fetch_one(&mut **tx)
     .await?;
+    let rows: Vec<(i16, i64, i16, bool)> = set.rows().collect();
+    if !rows.is_empty() {
+        sqlx::query(
+            "INSERT INTO changes (account_id, type, modseq, object_id, kind, counts_only) \
+             SELECT ?1, json_extract(value, '$[0]'), ?2, json_extract(value, '$[1]'), \
+               json_extract(value, '$[2]'), json_extract(value, '$[3]') \
+             FROM json_each(?3)",
+        )
+        .bind(account)
+        .bind(modseq)
+        .bind(serde_json::to_string(&rows).unwrap_or_else(|_| "[]".to_string()))
+        .execute(&mut **tx)
+        .await?;
+    }
     Ok(())
 }
+
 
 async fn check_mailboxes_owned(
     tx: &mut Transaction<'static, Sqlite>,
@@ -195,11 +216,12 @@ async fn find_thread(
     Ok(thread)
 }
 
+/// Stores one message; returns the outcome and, for a new email, its thread.
 async fn insert_one(
     tx: &mut Transaction<'static, Sqlite>,
     account: i64,
     email: &NewEmail,
-) -> StoreResult<Inserted> {
+) -> StoreResult<(Inserted, i64)> {
     let existing: Option<i64> =
         sqlx::query_scalar("SELECT id FROM emails WHERE account_id = ?1 AND blob_id = ?2")
             .bind(account)
@@ -207,7 +229,7 @@ async fn insert_one(
             .fetch_optional(&mut **tx)
             .await?;
     if let Some(id) = existing {
-        return Ok(Inserted::Duplicate(id));
+        return Ok((Inserted::Duplicate(id), 0));
     }
     let index = &email.index;
     let thread = find_thread(tx, account, index).await?;
@@ -292,7 +314,7 @@ async fn insert_one(
     .bind(email.size)
     .execute(&mut **tx)
     .await?;
-    Ok(Inserted::New(id))
+    Ok((Inserted::New(id), thread_id))
 }
 
 async fn set_memberships(
@@ -322,11 +344,26 @@ async fn set_memberships(
     Ok(())
 }
 
+/// Deletes emails of the account and their blob grants, recording the
+/// emails, their mailboxes' counts and their threads in `set`.
 async fn delete_emails(
     tx: &mut Transaction<'static, Sqlite>,
     account: i64,
     ids: &[i64],
+    set: &mut ChangeSet,
 ) -> StoreResult<Vec<i64>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let before: Vec<(i64, i64, Option<String>)> = sqlx::query_as(
+        "SELECT e.id, e.thread_id, \
+           (SELECT group_concat(x.mailbox_id) FROM email_mailboxes x WHERE x.email_id = e.id) \
+         FROM emails e WHERE e.account_id = ?1 AND e.id IN (SELECT value FROM json_each(?2))",
+    )
+    .bind(account)
+    .bind(id_list(ids))
+    .fetch_all(&mut **tx)
+    .await?;
     let destroyed: Vec<(i64, String)> = sqlx::query_as(
         "DELETE FROM emails WHERE +account_id = ?1 AND id IN (SELECT value FROM json_each(?2)) \
          RETURNING id, blob_id",
@@ -341,6 +378,37 @@ async fn delete_emails(
             .bind(blob_id)
             .execute(&mut **tx)
             .await?;
+    }
+    let gone: HashSet<i64> = destroyed.iter().map(|(id, _)| *id).collect();
+    let mut threads: Vec<i64> = Vec::new();
+    for (id, thread, mailboxes) in before {
+        if gone.contains(&id) {
+            set.record(ChangeType::Email, id, ChangeKind::Destroyed);
+            for mailbox in mailbox_ids_from_column(mailboxes) {
+                set.counts(mailbox);
+            }
+            threads.push(thread);
+        }
+    }
+    threads.sort_unstable();
+    threads.dedup();
+    let remaining: HashSet<i64> = sqlx::query_scalar(
+        "SELECT DISTINCT thread_id FROM emails WHERE account_id = ?1 \
+         AND thread_id IN (SELECT value FROM json_each(?2))",
+    )
+    .bind(account)
+    .bind(id_list(&threads))
+    .fetch_all(&mut **tx)
+    .await?
+    .into_iter()
+    .collect();
+    for thread in threads {
+        let kind = if remaining.contains(&thread) {
+            ChangeKind::Updated
+        } else {
+            ChangeKind::Destroyed
+        };
+        set.record(ChangeType::Thread, thread, kind);
     }
     Ok(destroyed.into_iter().map(|(id, _)| id).collect())
 }
@@ -360,18 +428,24 @@ impl Store for SqliteStore {
         let Some(id) = id else {
             return Err(StoreError::Conflict(format!("account {email} already exists")));
         };
+        let mut set = ChangeSet {
+            all_types: true,
+            ..ChangeSet::default()
+        };
         for (order, (role, name)) in ROLE_MAILBOXES.iter().enumerate() {
-            sqlx::query(
-                "INSERT INTO mailboxes (account_id, name, role, sort_order) VALUES (?1, ?2, ?3, ?4)",
+            let mailbox: i64 = sqlx::query_scalar(
+                "INSERT INTO mailboxes (account_id, name, role, sort_order) VALUES (?1, ?2, ?3, ?4) \
+                 RETURNING id",
             )
             .bind(id)
             .bind(*name)
             .bind(*role)
             .bind(order as i64 + 1)
-            .execute(&mut *tx)
+            .fetch_one(&mut *tx)
             .await?;
+            set.record(ChangeType::Mailbox, mailbox, ChangeKind::Created);
         }
-        advance_state(&mut tx, id, Changed { email: true, mailbox: true, thread: true }).await?;
+        record(&mut tx, id, &set).await?;
         tx.commit().await?;
         Ok(Account {
             id,
@@ -522,7 +596,9 @@ impl Store for SqliteStore {
         .bind(mailbox.is_subscribed)
         .fetch_one(&mut *tx)
         .await?;
-        advance_state(&mut tx, account, Changed { email: false, mailbox: true, thread: false }).await?;
+        let mut set = ChangeSet::default();
+        set.record(ChangeType::Mailbox, id, ChangeKind::Created);
+        record(&mut tx, account, &set).await?;
         tx.commit().await?;
         Ok(id)
     }
@@ -552,7 +628,9 @@ impl Store for SqliteStore {
         .bind(patch.is_subscribed)
         .execute(&mut *tx)
         .await?;
-        advance_state(&mut tx, account, Changed { email: false, mailbox: true, thread: false }).await?;
+        let mut set = ChangeSet::default();
+        set.record(ChangeType::Mailbox, id, ChangeKind::Updated);
+        record(&mut tx, account, &set).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -582,7 +660,11 @@ impl Store for SqliteStore {
             .filter(|(_, count)| *count == 1)
             .map(|(email, _)| *email)
             .collect();
-        delete_emails(&mut tx, account, &only_here).await?;
+        let mut set = ChangeSet::default();
+        delete_emails(&mut tx, account, &only_here, &mut set).await?;
+        for (email, _) in members.iter().filter(|(_, count)| *count > 1) {
+            set.record(ChangeType::Email, *email, ChangeKind::Updated);
+        }
         sqlx::query("DELETE FROM email_mailboxes WHERE mailbox_id = ?1")
             .bind(id)
             .execute(&mut *tx)
@@ -591,13 +673,8 @@ impl Store for SqliteStore {
             .bind(id)
             .execute(&mut *tx)
             .await?;
-        let emails_changed = !members.is_empty();
-        advance_state(
-            &mut tx,
-            account,
-            Changed { email: emails_changed, mailbox: true, thread: !only_here.is_empty() },
-        )
-        .await?;
+        set.record(ChangeType::Mailbox, id, ChangeKind::Destroyed);
+        record(&mut tx, account, &set).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -612,12 +689,46 @@ impl Store for SqliteStore {
         mailbox_ids.dedup();
         check_mailboxes_owned(&mut tx, account, &mailbox_ids).await?;
         let mut outcomes = Vec::with_capacity(emails.len());
+        let mut set = ChangeSet::default();
+        let (mut new_ids, mut threads) = (Vec::new(), Vec::new());
         for email in emails {
-            outcomes.push(insert_one(&mut tx, account, email).await?);
+            let (outcome, thread) = insert_one(&mut tx, account, email).await?;
+            if let Inserted::New(id) = outcome {
+                set.record(ChangeType::Email, id, ChangeKind::Created);
+                for mailbox in &email.mailbox_ids {
+                    set.counts(*mailbox);
+                }
+                new_ids.push(id);
+                threads.push(thread);
+            }
+            outcomes.push(outcome);
         }
-        if outcomes.iter().any(|o| matches!(o, Inserted::New(_))) {
-            advance_state(&mut tx, account, Changed { email: true, mailbox: true, thread: true }).await?;
+        if !new_ids.is_empty() {
+            threads.sort_unstable();
+            threads.dedup();
+            // A thread with none of its emails stored before this batch is new.
+            let existed: HashSet<i64> = sqlx::query_scalar(
+                "SELECT DISTINCT thread_id FROM emails WHERE account_id = ?1 \
+                 AND thread_id IN (SELECT value FROM json_each(?2)) \
+                 AND id NOT IN (SELECT value FROM json_each(?3))",
+            )
+            .bind(account)
+            .bind(id_list(&threads))
+            .bind(id_list(&new_ids))
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .collect();
+            for thread in threads {
+                let kind = if existed.contains(&thread) {
+                    ChangeKind::Updated
+                } else {
+                    ChangeKind::Created
+                };
+                set.record(ChangeType::Thread, thread, kind);
+            }
         }
+        record(&mut tx, account, &set).await?;
         tx.commit().await?;
         Ok(outcomes)
     }
@@ -780,57 +891,180 @@ impl Store for SqliteStore {
             .collect())
     }
 
-    async fn update_emails(&self, account: i64, updates: &[EmailUpdate]) -> StoreResult<()> {
+    async fn update_emails(
+        &self,
+        account: i64,
+        updates: &[EmailUpdate],
+    ) -> StoreResult<Vec<UpdateOutcome>> {
         if updates.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let mut tx = self.write().await?;
         let ids: Vec<i64> = updates.iter().map(|u| u.id).collect();
-        let found: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM emails WHERE +account_id = ?1 AND id IN (SELECT value FROM json_each(?2))",
+        let rows = sqlx::query(
+            "SELECT e.id, e.keywords, \
+               (SELECT group_concat(x.mailbox_id) FROM email_mailboxes x WHERE x.email_id = e.id) \
+             FROM emails e WHERE e.account_id = ?1 AND e.id IN (SELECT value FROM json_each(?2))",
         )
         .bind(account)
         .bind(id_list(&ids))
-        .fetch_one(&mut *tx)
+        .fetch_all(&mut *tx)
         .await?;
-        let mut distinct = ids.clone();
-        distinct.sort_unstable();
-        distinct.dedup();
-        if found as usize != distinct.len() {
-            return Err(StoreError::NotFound);
-        }
-        let mut mailbox_ids: Vec<i64> = updates
+        let before: HashMap<i64, (Vec<String>, Vec<i64>)> = rows
             .iter()
-            .flat_map(|u| u.mailbox_ids.clone().unwrap_or_default())
+            .map(|row| {
+                (
+                    row.get::<i64, _>(0),
+                    (
+                        keywords_from_column(row.get::<&str, _>(1)),
+                        mailbox_ids_from_column(row.get(2)),
+                    ),
+                )
+            })
             .collect();
-        mailbox_ids.sort_unstable();
-        mailbox_ids.dedup();
-        check_mailboxes_owned(&mut tx, account, &mailbox_ids).await?;
-        for update in updates {
-            if let Some(keywords) = &update.keywords {
+        let mut wanted: Vec<i64> = updates
+            .iter()
+            .flat_map(|u| u.mailbox_ids.additions().copied())
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let owned: HashSet<i64> = sqlx::query_scalar(
+            "SELECT id FROM mailboxes WHERE account_id = ?1 \
+             AND id IN (SELECT value FROM json_each(?2))",
+        )
+        .bind(account)
+        .bind(id_list(&wanted))
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .collect();
+        let (current, outcomes) = super::apply_updates(&before, &owned, updates);
+        let mut set = ChangeSet::default();
+        let mut changed: Vec<&i64> = current.keys().collect();
+        changed.sort_unstable();
+        for id in changed {
+            let (keywords, mailboxes) = &current[id];
+            let (old_keywords, old_mailboxes) = &before[id];
+            if keywords != old_keywords {
                 sqlx::query("UPDATE emails SET keywords = ?2 WHERE id = ?1")
-                    .bind(update.id)
+                    .bind(id)
                     .bind(keywords_to_column(keywords))
                     .execute(&mut *tx)
                     .await?;
             }
-            if let Some(mailbox_ids) = &update.mailbox_ids {
-                set_memberships(&mut tx, update.id, mailbox_ids).await?;
+            if mailboxes != old_mailboxes {
+                set_memberships(&mut tx, *id, mailboxes).await?;
             }
+            super::record_email_update(&mut set, *id, (old_keywords, old_mailboxes), (keywords, mailboxes));
         }
-        advance_state(&mut tx, account, Changed { email: true, mailbox: true, thread: false }).await?;
+        record(&mut tx, account, &set).await?;
         tx.commit().await?;
-        Ok(())
+        Ok(outcomes)
     }
 
     async fn destroy_emails(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<i64>> {
         let mut tx = self.write().await?;
-        let destroyed = delete_emails(&mut tx, account, ids).await?;
-        if !destroyed.is_empty() {
-            advance_state(&mut tx, account, Changed { email: true, mailbox: true, thread: true }).await?;
-        }
+        let mut set = ChangeSet::default();
+        let destroyed = delete_emails(&mut tx, account, ids, &mut set).await?;
+        record(&mut tx, account, &set).await?;
         tx.commit().await?;
         Ok(destroyed)
+    }
+
+    async fn changes(
+        &self,
+        account: i64,
+        kind: ChangeType,
+        since: LogPosition,
+        max_changes: usize,
+    ) -> StoreResult<Changes> {
+        let row: Option<(i64, i64, i64, i64)> = sqlx::query_as(
+            "SELECT email_state, mailbox_state, thread_state, changes_from FROM accounts WHERE id = ?1",
+        )
+        .bind(account)
+        .fetch_optional(&self.pool)
+        .await?;
+        let (email, mailbox, thread, from) = row.ok_or(StoreError::NotFound)?;
+        let state = match kind {
+            ChangeType::Email => email,
+            ChangeType::Mailbox => mailbox,
+            ChangeType::Thread => thread,
+        };
+        super::check_since(since, state, from)?;
+        let mut collector = ChangeCollector::new(since, max_changes);
+        loop {
+            let cursor = collector.cursor();
+            let rows: Vec<(i64, i64, i64, bool)> = sqlx::query_as(
+                "SELECT modseq, object_id, kind, counts_only FROM changes \
+                 WHERE account_id = ?1 AND type = ?2 \
+                 AND (modseq > ?3 OR (modseq = ?3 AND object_id > ?4)) AND modseq <= ?5 \
+                 ORDER BY modseq, object_id LIMIT ?6",
+            )
+            .bind(account)
+            .bind(kind as i64)
+            .bind(cursor.modseq)
+            .bind(cursor.object.unwrap_or(i64::MAX))
+            .bind(state)
+            .bind(LOG_BATCH)
+            .fetch_all(&self.pool)
+            .await?;
+            let exhausted = (rows.len() as i64) < LOG_BATCH;
+            let rows = rows
+                .into_iter()
+                .map(|(modseq, object, kind, counts_only)| LogRow {
+                    modseq,
+                    object,
+                    kind: ChangeKind::from_code(kind),
+                    counts_only,
+                })
+                .collect();
+            if !collector.feed(rows, exhausted) || exhausted {
+                break;
+            }
+        }
+        Ok(collector.finish(state))
+    }
+
+    async fn truncate_changes(&self, account: i64, through_modseq: i64) -> StoreResult<u64> {
+        let mut tx = self.write().await?;
+        let done = sqlx::query("DELETE FROM changes WHERE account_id = ?1 AND modseq <= ?2")
+            .bind(account)
+            .bind(through_modseq)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "UPDATE accounts SET changes_from = max(changes_from, min(?2, modseq)) WHERE id = ?1",
+        )
+        .bind(account)
+        .bind(through_modseq)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn mailbox_positions(
+        &self,
+        mailbox: i64,
+        descending: bool,
+        ids: &[i64],
+    ) -> StoreResult<Vec<(i64, i64)>> {
+        let sql = if descending {
+            "SELECT t.email_id, (SELECT count(*) FROM email_mailboxes o WHERE o.mailbox_id = ?1 \
+               AND (o.received_at, o.email_id) > (t.received_at, t.email_id)) \
+             FROM email_mailboxes t WHERE t.mailbox_id = ?1 \
+             AND t.email_id IN (SELECT value FROM json_each(?2))"
+        } else {
+            "SELECT t.email_id, (SELECT count(*) FROM email_mailboxes o WHERE o.mailbox_id = ?1 \
+               AND (o.received_at, o.email_id) < (t.received_at, t.email_id)) \
+             FROM email_mailboxes t WHERE t.mailbox_id = ?1 \
+             AND t.email_id IN (SELECT value FROM json_each(?2))"
+        };
+        Ok(sqlx::query_as(sql)
+            .bind(mailbox)
+            .bind(id_list(ids))
+            .fetch_all(&self.pool)
+            .await?)
     }
 
     async fn thread_emails(&self, account: i64, thread_ids: &[i64]) -> StoreResult<Vec<(i64, Vec<i64>)>> {
