@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::Router;
 
-use crate::blob::BlobStore;
+use crate::blob::{BlobError, BlobStore};
 use crate::http::auth::Authenticator;
 use crate::http::{self, AppState};
 use crate::jmap::{Jmap, Limits};
@@ -35,6 +35,24 @@ pub fn is_postgres_url(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
+/// Opens (creating and migrating if needed) the database at `url`: a
+/// `sqlite:` URL selects the SQLite store, a `postgres://` or `postgresql://`
+/// URL the PostgreSQL store; `max_connections` as in [`App::open_with`].
+pub async fn open_store(
+    url: &str,
+    max_connections: Option<u32>,
+) -> Result<Arc<dyn Store>, OpenError> {
+    Ok(if url.starts_with("sqlite:") {
+        let connections = max_connections.unwrap_or(DEFAULT_SQLITE_CONNECTIONS);
+        Arc::new(SqliteStore::connect(url, connections).await?)
+    } else if is_postgres_url(url) {
+        let connections = max_connections.unwrap_or(DEFAULT_POSTGRES_CONNECTIONS);
+        Arc::new(PostgresStore::connect(url, connections).await?)
+    } else {
+        return Err(OpenError::UnsupportedUrl(url.to_string()));
+    })
+}
+
 /// Errors opening the storage.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
@@ -44,6 +62,8 @@ pub enum OpenError {
     UnsupportedUrl(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Blob(#[from] BlobError),
 }
 
 /// Options of a serving instance.
@@ -78,29 +98,37 @@ impl App {
     /// connections (`None`: [`DEFAULT_SQLITE_CONNECTIONS`] or
     /// [`DEFAULT_POSTGRES_CONNECTIONS`]). A `sqlite:` URL selects the SQLite
     /// store, a `postgres://` or `postgresql://` URL the PostgreSQL store
-    /// (migrated on connect); blobs stay in `data_dir/blobs` either way.
+    /// (migrated on connect); blobs are in `data_dir/blobs`.
     pub async fn open_with(
         data_dir: &Path,
         database_url: Option<&str>,
         max_connections: Option<u32>,
+    ) -> Result<Self, OpenError> {
+        Self::open_storage(data_dir, database_url, max_connections, None).await
+    }
+
+    /// [`App::open_with`] with the blob store `blob_url` names
+    /// ([`BlobStore::open`]: `s3://bucket/prefix`, `file:///path` or a path;
+    /// `None`: the local directory `data_dir/blobs`).
+    pub async fn open_storage(
+        data_dir: &Path,
+        database_url: Option<&str>,
+        max_connections: Option<u32>,
+        blob_url: Option<&str>,
     ) -> Result<Self, OpenError> {
         std::fs::create_dir_all(data_dir)
             .map_err(|e| OpenError::DataDir(data_dir.to_path_buf(), e))?;
         let url = database_url
             .map(str::to_string)
             .unwrap_or_else(|| default_database_url(data_dir));
-        let store: Arc<dyn Store> = if url.starts_with("sqlite:") {
-            let connections = max_connections.unwrap_or(DEFAULT_SQLITE_CONNECTIONS);
-            Arc::new(SqliteStore::connect(&url, connections).await?)
-        } else if is_postgres_url(&url) {
-            let connections = max_connections.unwrap_or(DEFAULT_POSTGRES_CONNECTIONS);
-            Arc::new(PostgresStore::connect(&url, connections).await?)
-        } else {
-            return Err(OpenError::UnsupportedUrl(url));
+        let store = open_store(&url, max_connections).await?;
+        let blobs = match blob_url {
+            Some(blob_url) => BlobStore::open(blob_url)?,
+            None => BlobStore::local(data_dir.join("blobs"))?,
         };
         Ok(Self {
             store,
-            blobs: Arc::new(BlobStore::new(data_dir.join("blobs"))),
+            blobs: Arc::new(blobs),
             data_dir: data_dir.to_path_buf(),
         })
     }

@@ -17,7 +17,7 @@
 //!   evaluation, import sources.
 //! - [`store`]: the only module that imports sqlx: the [`store::Store`] trait
 //!   and its SQLite and PostgreSQL implementations.
-//! - [`blob`]: the content-addressed blob store on disk.
+//! - [`blob`]: the content-addressed blob store, on disk or in S3.
 //! - [`metrics`]: per-server-instance Prometheus counters.
 //!
 //! `server/ARCHITECTURE.md` is the code map with its invariants.

@@ -17,7 +17,12 @@ pub enum AccountCommand {
     Add {
         email: String,
         /// The password (visible in the process list: prefer --password-stdin).
-        #[arg(long, env = "FASTVIEW_PASSWORD", conflicts_with = "password_stdin", required_unless_present = "password_stdin")]
+        #[arg(
+            long,
+            env = "FASTVIEW_PASSWORD",
+            conflicts_with = "password_stdin",
+            required_unless_present = "password_stdin"
+        )]
         password: Option<String>,
         /// Read the password from the first line of standard input.
         #[arg(long)]
@@ -41,7 +46,10 @@ pub fn read_password_line() -> anyhow::Result<String> {
         eprint!("password: ");
     }
     let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line).context("reading the password")?;
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .context("reading the password")?;
     let password = line.trim_end_matches(['\r', '\n']).to_string();
     if password.is_empty() {
         bail!("the password is empty");
@@ -53,7 +61,11 @@ pub fn read_password_line() -> anyhow::Result<String> {
 pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result<ExitCode> {
     let app = global.open().await?;
     match command {
-        AccountCommand::Add { email, password, password_stdin } => {
+        AccountCommand::Add {
+            email,
+            password,
+            password_stdin,
+        } => {
             let password = match (password, password_stdin) {
                 (Some(password), false) if !password.is_empty() => password,
                 (_, true) => read_password_line()?,
@@ -61,14 +73,22 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
             };
             let hash = tokio::task::spawn_blocking(move || hash_password(&password)).await??;
             match app.store.create_account(&email, &hash).await {
-                Ok(account) => println!("created {} ({})", account.email, crate::jmap::ids::account_id(account.id)),
+                Ok(account) => println!(
+                    "created {} ({})",
+                    account.email,
+                    crate::jmap::ids::account_id(account.id)
+                ),
                 Err(StoreError::Conflict(message)) => bail!(message),
                 Err(error) => return Err(error.into()),
             }
         }
         AccountCommand::List => {
             for account in app.store.list_accounts().await? {
-                println!("{}\t{}", crate::jmap::ids::account_id(account.id), account.email);
+                println!(
+                    "{}\t{}",
+                    crate::jmap::ids::account_id(account.id),
+                    account.email
+                );
             }
         }
         AccountCommand::Passwd { email, password } => {

@@ -54,7 +54,9 @@ pub async fn demo(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCo
                     envelope_time: None,
                     file_name_time: None,
                 };
-                prepare(bytes.to_vec(), vec![inbox], Vec::new(), |parsed| received_at(&source, parsed))
+                prepare(bytes.to_vec(), vec![inbox], Vec::new(), |parsed| {
+                    received_at(&source, parsed)
+                })
             })
             .collect();
         store_batch(app.store.as_ref(), &app.blobs, account.id, batch).await?;
@@ -62,7 +64,9 @@ pub async fn demo(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCo
     }
     let password = std::fs::read_to_string(&password_file)
         .map(|p| p.trim().to_string())
-        .unwrap_or_else(|_| "(set earlier; change it with `fastview account passwd demo@example.com`)".into());
+        .unwrap_or_else(|_| {
+            "(set earlier; change it with `fastview account passwd demo@example.com`)".into()
+        });
     println!("log in as {DEMO_ACCOUNT} with password {password}");
     println!("session: http://{}/.well-known/jmap", args.listen);
     serve_app(&app, &args).await

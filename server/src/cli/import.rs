@@ -101,7 +101,8 @@ pub async fn target_mailbox(app: &App, account: i64, name: Option<&str>) -> anyh
     let mailboxes = app.store.mailboxes(account).await?;
     let wanted = name.unwrap_or("inbox");
     if let Some(mailbox) = mailboxes.iter().find(|m| {
-        m.parent_id.is_none() && m.name.eq_ignore_ascii_case(wanted) || m.role.as_deref() == Some(&wanted.to_lowercase())
+        m.parent_id.is_none() && m.name.eq_ignore_ascii_case(wanted)
+            || m.role.as_deref() == Some(&wanted.to_lowercase())
     }) {
         return Ok(mailbox.id);
     }
@@ -121,7 +122,9 @@ pub async fn target_mailbox(app: &App, account: i64, name: Option<&str>) -> anyh
 fn prepare_source(message: SourceMessage, mailbox: i64) -> PreparedEmail {
     let SourceMessage { raw, keywords, .. } = &message;
     let (raw, keywords) = (raw.clone(), keywords.clone());
-    prepare(raw, vec![mailbox], keywords, |parsed| import_source::received_at(&message, parsed))
+    prepare(raw, vec![mailbox], keywords, |parsed| {
+        import_source::received_at(&message, parsed)
+    })
 }
 
 /// `fastview import`.
@@ -141,7 +144,8 @@ pub async fn import(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<Exi
         created: HashMap::new(),
     };
     let progress = ProgressBar::new_spinner().with_style(
-        ProgressStyle::with_template("{spinner} {pos} messages {per_sec} {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        ProgressStyle::with_template("{spinner} {pos} messages {per_sec} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
     );
     let started = Instant::now();
     let (sender, mut receiver) = tokio::sync::mpsc::channel::<SourceItem>(BATCH * 2);
@@ -180,7 +184,9 @@ pub async fn import(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<Exi
         }
         let origins: Vec<String> = messages.iter().map(|(m, _)| m.origin.clone()).collect();
         let prepared: Vec<PreparedEmail> = futures::stream::iter(messages)
-            .map(|(message, mailbox)| tokio::task::spawn_blocking(move || prepare_source(message, mailbox)))
+            .map(|(message, mailbox)| {
+                tokio::task::spawn_blocking(move || prepare_source(message, mailbox))
+            })
             .buffered(8)
             .filter_map(|joined| async move { joined.ok() })
             .collect()
@@ -196,7 +202,11 @@ pub async fn import(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<Exi
             }
             Err(error) => {
                 counts.failed += origins.len() as u64;
-                failures.extend(origins.iter().map(|origin| format!("failed: {origin}: {error}")));
+                failures.extend(
+                    origins
+                        .iter()
+                        .map(|origin| format!("failed: {origin}: {error}")),
+                );
             }
         }
         progress.set_position(counts.imported + counts.duplicates);
@@ -212,5 +222,9 @@ pub async fn import(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<Exi
         "imported {}, duplicates skipped {}, failed {}, skipped {}, {:.0} msg/s",
         counts.imported, counts.duplicates, counts.failed, counts.skipped, rate
     );
-    Ok(if counts.failed > 0 { ExitCode::from(2) } else { ExitCode::SUCCESS })
+    Ok(if counts.failed > 0 {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

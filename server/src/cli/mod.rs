@@ -1,11 +1,12 @@
 //! The `fastview` command line (clap). Every flag can also come from an
 //! environment variable `FASTVIEW_<NAME>`; the global flags `--data-dir`,
-//! `--database-url` and `--database-max-connections` are accepted by every
-//! subcommand, anywhere on the line.
+//! `--database-url`, `--database-max-connections` and `--blob-url` are
+//! accepted by every subcommand, anywhere on the line.
 
 mod account;
 mod demo;
 mod import;
+mod migrate_store;
 mod reproject;
 mod seed;
 mod serve;
@@ -45,15 +46,21 @@ pub struct GlobalArgs {
     /// Connections in the database pool [default: 16 for PostgreSQL, 8 for SQLite].
     #[arg(long, global = true, env = "FASTVIEW_DATABASE_MAX_CONNECTIONS", value_parser = clap::value_parser!(u32).range(1..))]
     pub database_max_connections: Option<u32>,
+    /// Where the blobs live: `s3://bucket/prefix` (shared by every node; AWS
+    /// settings from `AWS_*` variables, `AWS_ENDPOINT_URL` for an
+    /// S3-compatible server), `file:///path` or a path [default: `<data-dir>/blobs`].
+    #[arg(long, global = true, env = "FASTVIEW_BLOB_URL")]
+    pub blob_url: Option<String>,
 }
 
 impl GlobalArgs {
     /// Opens the storage these flags name.
     pub async fn open(&self) -> anyhow::Result<App> {
-        Ok(App::open_with(
+        Ok(App::open_storage(
             &self.data_dir,
             self.database_url.as_deref(),
             self.database_max_connections,
+            self.blob_url.as_deref(),
         )
         .await?)
     }
@@ -75,6 +82,9 @@ pub enum Command {
     Reproject(reproject::ReprojectArgs),
     /// Create user1..userN@example.com, each with M messages from real mail (load tests).
     Seed(seed::SeedArgs),
+    /// Copy a store into another (e.g. SQLite into PostgreSQL), ids and states
+    /// kept, resumable; with --to-blob-url also the blobs.
+    MigrateStore(migrate_store::MigrateStoreArgs),
 }
 
 /// Parses the command line, runs the command, and maps errors to exit code 1.
@@ -109,6 +119,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo(args) => demo::demo(&global, args).await,
         Command::Reproject(args) => reproject::reproject(&global, args).await,
         Command::Seed(args) => seed::seed(&global, args).await,
+        Command::MigrateStore(args) => migrate_store::migrate_store(&global, args).await,
     }
 }
 

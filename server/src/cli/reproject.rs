@@ -61,12 +61,14 @@ pub async fn reproject(global: &GlobalArgs, args: ReprojectArgs) -> anyhow::Resu
         let Some(last) = batch.last().map(|(id, _)| *id) else {
             break;
         };
-        let blobs = app.blobs.clone();
+        let blob_ids: Vec<String> = batch.iter().map(|(_, blob_id)| blob_id.clone()).collect();
+        let raws = app.blobs.get_many(&blob_ids).await;
         let rows = tokio::task::spawn_blocking(move || {
             batch
                 .into_iter()
-                .map(|(id, blob_id)| {
-                    let raw = blobs.get(&blob_id).ok().flatten().unwrap_or_default();
+                .zip(raws)
+                .map(|((id, _), raw)| {
+                    let raw = raw.ok().flatten().unwrap_or_default();
                     let view = FastView::compute(&parse_message(&raw));
                     (id, view)
                 })

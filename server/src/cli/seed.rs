@@ -92,7 +92,13 @@ fn copy_for_user(source: &PreparedEmail, n: u32, inbox: i64) -> PreparedEmail {
     copy.email.header_block = header;
     copy.email.mailbox_ids = vec![inbox];
     copy.email.index.message_id = source.email.index.message_id.as_ref().map(rewrite_id);
-    copy.email.index.referenced_ids = source.email.index.referenced_ids.iter().map(rewrite_id).collect();
+    copy.email.index.referenced_ids = source
+        .email
+        .index
+        .referenced_ids
+        .iter()
+        .map(rewrite_id)
+        .collect();
     copy.raw = raw;
     copy
 }
@@ -120,7 +126,9 @@ pub async fn seed(global: &GlobalArgs, args: SeedArgs) -> anyhow::Result<ExitCod
         futures::stream::iter(messages).map(|message| {
             tokio::task::spawn_blocking(move || {
                 let raw = message.raw.clone();
-                prepare(raw, Vec::new(), message.keywords.clone(), |parsed| import_source::received_at(&message, parsed))
+                prepare(raw, Vec::new(), message.keywords.clone(), |parsed| {
+                    import_source::received_at(&message, parsed)
+                })
             })
         })
     })?
@@ -139,37 +147,68 @@ pub async fn seed(global: &GlobalArgs, args: SeedArgs) -> anyhow::Result<ExitCod
             let password = password.clone();
             tokio::task::spawn_blocking(move || hash_password(&password))
         })
-        .buffered(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2) * 2)
+        .buffered(
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2)
+                * 2,
+        )
         .collect::<Vec<_>>()
         .await
         .into_iter()
-        .map(|joined| joined.context("hashing")?.map_err(|e| anyhow::anyhow!("{e}")))
+        .map(|joined| {
+            joined
+                .context("hashing")?
+                .map_err(|e| anyhow::anyhow!("{e}"))
+        })
         .collect::<anyhow::Result<_>>()?;
     let progress = ProgressBar::new(args.accounts as u64);
-    let mut stored = 0u64;
-    for (index, hash) in hashes.into_iter().enumerate() {
-        let n = index as u32 + 1;
-        let email = seed_account(n);
-        let account = match app.store.create_account(&email, &hash).await {
-            Ok(account) => account,
-            Err(StoreError::Conflict(_)) => {
-                app.store.set_password(&email, &hash).await?;
-                app.store.account_by_email(&email).await?.context("account vanished")?
+    // Accounts are filled a few at a time: one account's copies and blob
+    // writes overlap another's database transaction.
+    let count = args.messages_per_account as usize;
+    let app_ref = &app;
+    let stored: u64 = futures::stream::iter(hashes.into_iter().enumerate())
+        .map(|(index, hash)| {
+            let sources = sources.clone();
+            async move {
+                let n = index as u32 + 1;
+                let email = seed_account(n);
+                let account = match app_ref.store.create_account(&email, &hash).await {
+                    Ok(account) => account,
+                    Err(StoreError::Conflict(_)) => {
+                        app_ref.store.set_password(&email, &hash).await?;
+                        app_ref
+                            .store
+                            .account_by_email(&email)
+                            .await?
+                            .context("account vanished")?
+                    }
+                    Err(error) => return Err(anyhow::Error::from(error)),
+                };
+                let inbox = super::import::target_mailbox(app_ref, account.id, None).await?;
+                let batch: Vec<PreparedEmail> = tokio::task::spawn_blocking(move || {
+                    (0..count)
+                        .map(|i| {
+                            copy_for_user(&sources[(index * count + i) % sources.len()], n, inbox)
+                        })
+                        .collect()
+                })
+                .await?;
+                let stored = store_batch(app_ref.store.as_ref(), &app_ref.blobs, account.id, batch)
+                    .await?
+                    .len() as u64;
+                anyhow::Ok(stored)
             }
-            Err(error) => return Err(error.into()),
-        };
-        let inbox = super::import::target_mailbox(&app, account.id, None).await?;
-        let count = args.messages_per_account as usize;
-        let sources = sources.clone();
-        let batch: Vec<PreparedEmail> = tokio::task::spawn_blocking(move || {
-            (0..count)
-                .map(|i| copy_for_user(&sources[(index * count + i) % sources.len()], n, inbox))
-                .collect()
         })
-        .await?;
-        stored += store_batch(app.store.as_ref(), &app.blobs, account.id, batch).await?.len() as u64;
-        progress.inc(1);
-    }
+        .buffer_unordered(4)
+        .map(|stored| {
+            progress.inc(1);
+            stored
+        })
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .sum::<anyhow::Result<u64>>()?;
     progress.finish_and_clear();
     println!(
         "seeded {} accounts, {} messages, in {:.1} s",

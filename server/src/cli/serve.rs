@@ -27,7 +27,11 @@ pub struct ServeArgs {
     #[arg(long, env = "FASTVIEW_PUBLIC_URL")]
     pub public_url: Option<String>,
     /// Browser origins allowed by CORS (repeatable, or comma-separated).
-    #[arg(long = "cors-origin", env = "FASTVIEW_CORS_ORIGIN", value_delimiter = ',')]
+    #[arg(
+        long = "cors-origin",
+        env = "FASTVIEW_CORS_ORIGIN",
+        value_delimiter = ','
+    )]
     pub cors_origin: Vec<String>,
     /// `off` reads and parses the full message for every Email/get (the "before" of ADR 0002).
     #[arg(long, env = "FASTVIEW_READ_LEVELS", value_enum, default_value = "on")]

@@ -17,7 +17,7 @@ use super::auth::Authenticated;
 use super::error::HttpError;
 use crate::blob::blob_id_of;
 use crate::jmap::ids;
-use crate::mail::body::part_content;
+use crate::mail::body::resolve_part;
 
 fn check_account(account_id: &str, account: i64) -> Result<(), HttpError> {
     (ids::parse_account_id(account_id) == Some(account))
@@ -42,12 +42,12 @@ pub async fn upload(
             None => HttpError::Internal("upload body could not be read".into()),
         })?;
     let blob_id = blob_id_of(&bytes);
-    let blobs = state.jmap.blobs.clone();
-    let stored_id = blob_id.clone();
     let size = bytes.len();
-    tokio::task::spawn_blocking(move || blobs.put_with_id(&stored_id, &bytes))
+    state
+        .jmap
+        .blobs
+        .put_with_id(&blob_id, bytes)
         .await
-        .map_err(|e| HttpError::Internal(e.to_string()))?
         .map_err(|e| HttpError::Internal(e.to_string()))?;
     state
         .jmap
@@ -90,11 +90,11 @@ pub async fn download(
     if !owned {
         return Err(HttpError::NotFound);
     }
-    let blobs = state.jmap.blobs.clone();
-    let id = message_blob.to_string();
-    let raw = tokio::task::spawn_blocking(move || blobs.get(&id))
+    let raw = state
+        .jmap
+        .blobs
+        .get(message_blob)
         .await
-        .map_err(|e| HttpError::Internal(e.to_string()))?
         .map_err(|e| HttpError::Internal(e.to_string()))?
         .ok_or(HttpError::NotFound)?;
     state.jmap.metrics.count_blob_read(raw.len());
@@ -102,8 +102,7 @@ pub async fn download(
         None => (raw, None),
         Some(part_id) => {
             state.jmap.metrics.count_parse("full");
-            let message = crate::mail::message::parse_message(&raw);
-            let content = part_content(&message, part_id).ok_or(HttpError::NotFound)?;
+            let content = resolve_part(&raw, part_id).ok_or(HttpError::NotFound)?;
             (content.bytes, Some(content.content_type))
         }
     };

@@ -4,13 +4,26 @@
 //! Changes are detected by polling the account's states every
 //! [`POLL_INTERVAL`], so changes made by the CLI or another server node are
 //! delivered as well as this node's own.
+//!
+//! - `types`: `*` or a comma-separated list of type names (`Email`,
+//!   `Mailbox`, `Thread`); only those types are pushed.
+//! - `closeafter=state` ends the response after the first `state` event;
+//!   `no` (or absent) keeps it open.
+//! - `ping=N` sends a `ping` event whose data is `{"interval": N}` whenever
+//!   N seconds pass without an event (N clamped to [`MIN_PING`]..[`MAX_PING`]);
+//!   `ping=0` sends none.
+//! - Each `state` event carries an event id encoding all three states
+//!   (`email.mailbox.thread`); a client reconnecting with `Last-Event-ID`
+//!   gets a StateChange at once for what changed while it was away. Pings
+//!   set no id.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Query, State};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, Sse};
 use futures::Stream;
 use serde::Deserialize;
 use serde_json::json;
@@ -23,6 +36,14 @@ use crate::store::States;
 
 /// How often the account's states are read.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
+
+/// The shortest ping interval used, in seconds (RFC 8620 §7.3: a server's
+/// minimum may not exceed 30).
+pub const MIN_PING: u64 = 1;
+
+/// The longest ping interval used, in seconds (RFC 8620 §7.3: a server's
+/// maximum may not be under 300).
+pub const MAX_PING: u64 = 3600;
 
 /// Query parameters of the event source URL.
 #[derive(Debug, Deserialize)]
@@ -56,17 +77,40 @@ fn changed_types(
     changed
 }
 
+/// The event id of a `state` event: every state of the account.
+fn event_id(states: &States) -> String {
+    format!("{}.{}.{}", states.email, states.mailbox, states.thread)
+}
+
+/// The states a `Last-Event-ID` names, if it is one of ours.
+fn parse_event_id(id: &str) -> Option<States> {
+    let mut parts = id.split('.').map(|part| part.parse::<i64>().ok());
+    let states = States {
+        email: parts.next()??,
+        mailbox: parts.next()??,
+        thread: parts.next()??,
+    };
+    parts.next().is_none().then_some(states)
+}
+
 /// Opens the event stream for the authenticated account.
 pub async fn event_source(
     State(state): State<Arc<AppState>>,
     Authenticated(account): Authenticated,
     Query(query): Query<EventSourceQuery>,
+    headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, HttpError> {
     let store = state.jmap.store.clone();
-    let mut last = store
+    let current = store
         .states(account.id)
         .await
         .map_err(|e| HttpError::Internal(e.to_string()))?;
+    // A reconnecting client missed what changed since its last event id.
+    let mut last = headers
+        .get("last-event-id")
+        .and_then(|value| value.to_str().ok())
+        .and_then(parse_event_id)
+        .unwrap_or(current);
     let types: Vec<String> = query
         .types
         .unwrap_or_else(|| "*".into())
@@ -74,49 +118,58 @@ pub async fn event_source(
         .map(|t| t.trim().to_string())
         .collect();
     let close_after_state = query.closeafter.as_deref() == Some("state");
-    let ping = query.ping.unwrap_or(0).clamp(0, 3600);
+    let ping = match query.ping.unwrap_or(0) {
+        0 => None,
+        seconds => Some(seconds.clamp(MIN_PING, MAX_PING)),
+    };
     let account_id = ids::account_id(account.id);
     let stream = async_stream(move |sender| async move {
+        let mut last_sent = tokio::time::Instant::now();
+        let mut now = Some(current);
         loop {
-            tokio::time::sleep(POLL_INTERVAL).await;
-            if sender.is_closed() {
-                break;
-            }
-            let Ok(now) = store.states(account.id).await else {
-                break;
+            let states = match now.take() {
+                Some(states) => states,
+                None => {
+                    tokio::time::sleep(POLL_INTERVAL).await;
+                    if sender.is_closed() {
+                        break;
+                    }
+                    let Ok(states) = store.states(account.id).await else {
+                        break;
+                    };
+                    states
+                }
             };
             let wanted = |name: &str| types.iter().any(|t| t == "*" || t == name);
-            let changed = changed_types(&last, &now, &wanted);
-            last = now;
+            let changed = changed_types(&last, &states, &wanted);
+            last = states;
             if changed.is_empty() {
+                if let Some(seconds) = ping
+                    && last_sent.elapsed() >= Duration::from_secs(seconds)
+                {
+                    let event = Event::default()
+                        .event("ping")
+                        .data(json!({ "interval": seconds }).to_string());
+                    if sender.send(event).await.is_err() {
+                        break;
+                    }
+                    last_sent = tokio::time::Instant::now();
+                }
                 continue;
             }
             let data =
                 json!({ "@type": "StateChange", "changed": { account_id.clone(): changed } });
-            if sender
-                .send(Event::default().event("state").data(data.to_string()))
-                .await
-                .is_err()
-                || close_after_state
-            {
+            let event = Event::default()
+                .event("state")
+                .id(event_id(&states))
+                .data(data.to_string());
+            if sender.send(event).await.is_err() || close_after_state {
                 break;
             }
+            last_sent = tokio::time::Instant::now();
         }
     });
-    // `ping=0` asks for no pings: an interval no connection outlives.
-    let interval = if ping > 0 {
-        Duration::from_secs(ping)
-    } else {
-        Duration::from_secs(365 * 86_400)
-    };
-    let sse = Sse::new(stream).keep_alive(
-        KeepAlive::new().interval(interval).event(
-            Event::default()
-                .event("ping")
-                .data(json!({"@type": "Ping", "interval": ping}).to_string()),
-        ),
-    );
-    Ok(sse)
+    Ok(Sse::new(stream))
 }
 
 /// A stream fed by a task through a channel; the task ends when the client goes.

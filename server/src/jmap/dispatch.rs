@@ -28,34 +28,74 @@ pub struct CallContext<'a> {
 const METHODS: &[&str] = &[
     "Core/echo",
     "Mailbox/get",
+    "Mailbox/changes",
     "Mailbox/query",
+    "Mailbox/queryChanges",
     "Mailbox/set",
     "Email/get",
+    "Email/changes",
     "Email/query",
+    "Email/queryChanges",
     "Email/set",
     "Email/import",
+    "Email/parse",
     "Thread/get",
+    "Thread/changes",
 ];
 
-async fn call(ctx: &mut CallContext<'_>, method: &str, arguments: Map<String, Value>) -> Result<Value, MethodError> {
+async fn call(
+    ctx: &mut CallContext<'_>,
+    method: &str,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
     match method {
         "Core/echo" => Ok(core::echo(arguments)),
         "Mailbox/get" => mailbox::get::mailbox_get(ctx, arguments).await,
+        "Mailbox/changes" => mailbox::changes::mailbox_changes(ctx, arguments).await,
         "Mailbox/query" => mailbox::query::mailbox_query(ctx, arguments).await,
+        "Mailbox/queryChanges" => {
+            mailbox::query_changes::mailbox_query_changes(ctx, arguments).await
+        }
         "Mailbox/set" => mailbox::set::mailbox_set(ctx, arguments).await,
         "Email/get" => email::get::email_get(ctx, arguments).await,
+        "Email/changes" => email::changes::email_changes(ctx, arguments).await,
         "Email/query" => email::query::email_query(ctx, arguments).await,
+        "Email/queryChanges" => email::query_changes::email_query_changes(ctx, arguments).await,
         "Email/set" => email::set::email_set(ctx, arguments).await,
         "Email/import" => email::import::email_import(ctx, arguments).await,
+        "Email/parse" => email::parse::email_parse(ctx, arguments).await,
         "Thread/get" => thread::get::thread_get(ctx, arguments).await,
+        "Thread/changes" => thread::changes::thread_changes(ctx, arguments).await,
         _ => Err(MethodError::UnknownMethod),
     }
+}
+
+/// Runs one method call, turning a panic inside it into `serverFail` for
+/// that call alone, logged at error level with the method and the panic
+/// message (RFC 8620 §3.6.2: the other calls of the request still run).
+pub async fn guarded(
+    method: &str,
+    call: impl Future<Output = Result<Value, MethodError>>,
+) -> Result<Value, MethodError> {
+    AssertUnwindSafe(call)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|text| text.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!(%method, panic = %message, "method handler panicked");
+            Err(MethodError::ServerFail(format!("panic: {message}")))
+        })
 }
 
 /// Runs a validated request for an authenticated account.
 #[tracing::instrument(skip_all, fields(account = account.id, calls = request.method_calls.len()))]
 pub async fn handle(jmap: &Jmap, account: &Account, request: Request) -> Response {
-    let mut responses: Vec<(String, Value, String)> = Vec::with_capacity(request.method_calls.len());
+    let mut responses: Vec<(String, Value, String)> =
+        Vec::with_capacity(request.method_calls.len());
     let mut created_ids = request.created_ids.clone().unwrap_or_default();
     for Invocation(method, mut arguments, call_id) in request.method_calls {
         let started = Instant::now();
@@ -66,20 +106,20 @@ pub async fn handle(jmap: &Jmap, account: &Account, request: Request) -> Respons
                     account,
                     created_ids: &mut created_ids,
                 };
-                AssertUnwindSafe(call(&mut ctx, &method, arguments))
-                    .catch_unwind()
-                    .await
-                    .unwrap_or_else(|_| {
-                        tracing::error!(%method, "method handler panicked");
-                        Err(MethodError::ServerFail("panic".into()))
-                    })
+                guarded(&method, call(&mut ctx, &method, arguments)).await
             }
             Err(error) => Err(error),
         };
-        let label = METHODS.iter().find(|m| **m == method).copied().unwrap_or("unknown");
+        let label = METHODS
+            .iter()
+            .find(|m| **m == method)
+            .copied()
+            .unwrap_or("unknown");
         jmap.metrics
             .method_duration
-            .get_or_create(&MethodLabel { method: label.to_string() })
+            .get_or_create(&MethodLabel {
+                method: label.to_string(),
+            })
             .observe(started.elapsed().as_secs_f64());
         match result {
             Ok(value) => responses.push((method, value, call_id)),
@@ -93,5 +133,70 @@ pub async fn handle(jmap: &Jmap, account: &Account, request: Request) -> Respons
         method_responses: responses,
         created_ids: request.created_ids.map(|_| created_ids),
         session_state: super::session::session_state(account),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// A log sink for a test subscriber.
+    #[derive(Clone, Default)]
+    struct Log(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Log {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_panicking_method_is_server_fail_for_its_call_and_is_logged() {
+        let log = Log::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let (panicked, fine) = tracing::subscriber::with_default(subscriber, || {
+            futures::executor::block_on(async {
+                let panicked = guarded("Email/get", async {
+                    if json!(1).is_number() {
+                        panic!("the handler broke");
+                    }
+                    Ok(json!({}))
+                })
+                .await;
+                let fine = guarded("Core/echo", async { Ok(json!({"a": 1})) }).await;
+                (panicked, fine)
+            })
+        });
+        let error = panicked.unwrap_err();
+        assert_eq!(error.type_name(), "serverFail");
+        // The panic text is logged, never sent.
+        assert_eq!(error.to_json()["description"], json!("internal error"));
+        assert_eq!(fine.unwrap(), json!({"a": 1}));
+        let log = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        assert!(log.contains("ERROR"), "{log}");
+        assert!(log.contains("method handler panicked"), "{log}");
+        assert!(
+            log.contains("Email/get") && log.contains("the handler broke"),
+            "{log}"
+        );
+        // A method error is not a panic: it passes through unchanged.
+        let error = futures::executor::block_on(guarded("Email/get", async {
+            Err(MethodError::UnknownMethod)
+        }));
+        assert_eq!(error.unwrap_err(), MethodError::UnknownMethod);
     }
 }

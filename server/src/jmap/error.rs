@@ -103,6 +103,9 @@ pub enum MethodError {
     AnchorNotFound,
     #[error("{0}")]
     CannotCalculateChanges(String),
+    /// Foo/queryChanges: more changes than the client's `maxChanges` (RFC 8620 §5.6).
+    #[error("there are more changes than maxChanges")]
+    TooManyChanges,
     #[error("the state does not match ifInState")]
     StateMismatch,
     /// An internal failure; the text is logged, never sent.
@@ -124,6 +127,7 @@ impl MethodError {
             MethodError::UnsupportedSort(_) => "unsupportedSort",
             MethodError::AnchorNotFound => "anchorNotFound",
             MethodError::CannotCalculateChanges(_) => "cannotCalculateChanges",
+            MethodError::TooManyChanges => "tooManyChanges",
             MethodError::StateMismatch => "stateMismatch",
             MethodError::ServerFail(_) => "serverFail",
         }
@@ -137,6 +141,11 @@ impl MethodError {
 
 impl From<crate::store::StoreError> for MethodError {
     fn from(error: crate::store::StoreError) -> Self {
+        if let crate::store::StoreError::CannotCalculateChanges = error {
+            return MethodError::CannotCalculateChanges(
+                "the state is not one changes can be calculated from; refetch".into(),
+            );
+        }
         tracing::error!(%error, "store failure");
         MethodError::ServerFail(error.to_string())
     }

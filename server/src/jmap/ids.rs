@@ -62,7 +62,8 @@ pub fn parse_thread_id(id: &str) -> Option<i64> {
     parse_prefixed('t', id)
 }
 
-/// Splits a blob id into the message blob id and, for a body part, its part id.
+/// Splits a blob id into the message blob id and, for a body part, its part
+/// id (or `_`-separated path of part ids into attached messages).
 /// Returns `None` when the message blob id is not 64 lowercase hex digits.
 pub fn parse_blob_id(id: &str) -> Option<(&str, Option<&str>)> {
     let (message, part) = match id.split_once('_') {
@@ -73,7 +74,12 @@ pub fn parse_blob_id(id: &str) -> Option<(&str, Option<&str>)> {
         && message
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    if !is_hex || part.is_some_and(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit())) {
+    // A part id, or a path of part ids into attached messages (`3_2`).
+    let valid_part = |part: &str| {
+        part.split('_')
+            .all(|step| !step.is_empty() && step.bytes().all(|b| b.is_ascii_digit()))
+    };
+    if !is_hex || part.is_some_and(|p| !valid_part(p)) {
         return None;
     }
     Some((message, part))
@@ -98,5 +104,8 @@ mod tests {
         assert_eq!(parse_blob_id(&part), Some((hex.as_str(), Some("3"))));
         assert_eq!(parse_blob_id("abc"), None);
         assert_eq!(parse_blob_id(&format!("{hex}_")), None);
+        let nested = format!("{hex}_3_2");
+        assert_eq!(parse_blob_id(&nested), Some((hex.as_str(), Some("3_2"))));
+        assert_eq!(parse_blob_id(&format!("{hex}_3_")), None);
     }
 }

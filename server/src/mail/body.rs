@@ -56,6 +56,19 @@ pub fn part_content(message: &mail_parser::Message<'_>, part_id: &str) -> Option
     })
 }
 
+/// Resolves a part path as blob ids carry it: `3` is part 3 of `raw`;
+/// `3_2` is part 2 of the message attached as part 3 (the blob ids of the
+/// parts of an Email/parse result). `None` when a step does not exist.
+pub fn resolve_part(raw: &[u8], path: &str) -> Option<PartContent> {
+    let mut steps = path.split('_');
+    let first = steps.next()?;
+    let mut content = part_content(&super::message::parse_message(raw), first)?;
+    for step in steps {
+        content = part_content(&super::message::parse_message(&content.bytes), step)?;
+    }
+    Some(content)
+}
+
 /// `hasAttachment` as RFC 8621 §4.1.4 suggests: the `attachments` list holds
 /// a part whose Content-Disposition is not `inline`. For the fast-view
 /// projection, so that it agrees with the `attachments` property.

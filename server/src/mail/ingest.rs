@@ -170,35 +170,38 @@ mod tests {
     }
 }
 
-/// Writes the blobs of a batch, then its rows in one transaction (blob
-/// before row: a crash leaves at worst an unreferenced blob, never a row
-/// without its message). Blob writes run on the blocking pool.
+/// How many blobs of one batch [`store_batch`] writes at once.
+const WRITE_CONCURRENCY: usize = 16;
+
+/// Writes the blobs of a batch (a bounded number at once), then its rows in
+/// one transaction (blob before row: a crash leaves at worst an unreferenced
+/// blob, never a row without its message).
 pub async fn store_batch(
     store: &dyn crate::store::Store,
     blobs: &std::sync::Arc<crate::blob::BlobStore>,
     account: i64,
     batch: Vec<PreparedEmail>,
 ) -> Result<Vec<crate::store::Inserted>, IngestError> {
-    let blobs = blobs.clone();
-    let emails = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<NewEmail>> {
-        let mut emails = Vec::with_capacity(batch.len());
-        for prepared in batch {
-            blobs.put_with_id(&prepared.email.blob_id, &prepared.raw)?;
-            emails.push(prepared.email);
-        }
-        Ok(emails)
-    })
-    .await
-    .map_err(|e| IngestError::Blob(std::io::Error::other(e.to_string())))?
-    .map_err(IngestError::Blob)?;
+    use futures::{StreamExt, TryStreamExt};
+    let emails: Vec<NewEmail> = futures::stream::iter(batch)
+        .map(|prepared| async move {
+            blobs
+                .put_with_id(&prepared.email.blob_id, prepared.raw)
+                .await
+                .map(|()| prepared.email)
+        })
+        .buffered(WRITE_CONCURRENCY)
+        .try_collect()
+        .await
+        .map_err(IngestError::Blob)?;
     Ok(store.insert_emails(account, &emails).await?)
 }
 
 /// Why a batch could not be stored.
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
-    #[error("blob store: {0}")]
-    Blob(std::io::Error),
+    #[error("{0}")]
+    Blob(crate::blob::BlobError),
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
 }

@@ -125,16 +125,12 @@ impl EmailLoader {
 
     async fn load_raw(&self, loaded: &mut [LoadedEmail]) {
         let blob_ids: Vec<String> = loaded.iter().map(|e| e.meta.blob_id.clone()).collect();
-        let blobs = self.blobs.clone();
-        let raws = tokio::task::spawn_blocking(move || {
-            blob_ids
-                .iter()
-                .map(|id| blobs.get(id).ok().flatten())
-                .collect::<Vec<_>>()
-        })
-        .await
-        .unwrap_or_default();
+        let raws = self.blobs.get_many(&blob_ids).await;
         for (email, raw) in loaded.iter_mut().zip(raws) {
+            let raw = raw.unwrap_or_else(|error| {
+                tracing::error!(blob_id = %email.meta.blob_id, %error, "message blob unreadable");
+                None
+            });
             if let Some(raw) = &raw {
                 self.metrics.count_blob_read(raw.len());
             } else {
@@ -253,11 +249,7 @@ async fn compute_fast_view(
     let raw = match raw {
         Some(raw) => raw,
         None => {
-            let raw = tokio::task::spawn_blocking(move || blobs.get(&blob_id).ok().flatten())
-                .await
-                .ok()
-                .flatten()
-                .unwrap_or_default();
+            let raw = blobs.get(&blob_id).await.ok().flatten().unwrap_or_default();
             metrics.count_blob_read(raw.len());
             raw
         }

@@ -16,19 +16,37 @@ use mail_parser::{Encoding, Message, MessageParser, MessagePart, PartType};
 /// Parses a whole message; a message mail-parser cannot read is one
 /// `text/plain` part with no header field whose body is all of `raw`.
 pub fn parse_message(raw: &[u8]) -> Message<'_> {
-    MessageParser::default()
-        .parse(raw)
-        .filter(|message| !message.parts.is_empty())
-        .unwrap_or_else(|| headerless(raw, 0))
+    contained(raw, |parser| parser.parse(raw)).unwrap_or_else(|| headerless(raw, 0))
 }
 
 /// Parses a stored header block (the octets up to and including the blank
 /// line); a block mail-parser cannot read is a header with no field.
 pub fn parse_header_block(block: &[u8]) -> Message<'_> {
-    MessageParser::default()
-        .parse_headers(block)
-        .filter(|message| !message.parts.is_empty())
+    contained(block, |parser| parser.parse_headers(block))
         .unwrap_or_else(|| headerless(block, block.len()))
+}
+
+/// Runs mail-parser, treating a panic inside it as "cannot read" (logged):
+/// mail-parser 0.11.9 has a `debug_assert!` that fires on some malformed
+/// multiparts ("Invalid part ID, could not find multipart", found by
+/// `fuzz/`'s ingest target; it panics in builds with debug assertions), and
+/// one bad message must not fail an import or an Email/get for every other
+/// message.
+fn contained<'x>(
+    raw: &'x [u8],
+    parse: impl FnOnce(&MessageParser) -> Option<Message<'x>>,
+) -> Option<Message<'x>> {
+    let parser = MessageParser::default();
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parse(&parser))) {
+        Ok(message) => message.filter(|message| !message.parts.is_empty()),
+        Err(_) => {
+            tracing::warn!(
+                blob_id = %crate::blob::blob_id_of(raw),
+                "mail-parser panicked; the message is read as one header-less part"
+            );
+            None
+        }
+    }
 }
 
 /// A message of one part without header fields whose body starts at `body`.
@@ -78,6 +96,19 @@ mod tests {
             crate::mail::fast_view::FastView::compute(&message).preview,
             "body only"
         );
+    }
+
+    /// Regression (fuzz/ ingest target): mail-parser panics on this message
+    /// where debug assertions are on; it is read and prepared all the same.
+    #[test]
+    fn a_message_mail_parser_panics_on_is_still_read() {
+        let raw = include_bytes!("../../tests/fixtures/fuzz/mail_parser_invalid_part_id.eml");
+        let message = parse_message(raw);
+        assert!(!message.parts.is_empty());
+        let prepared = crate::mail::ingest::prepare(raw.to_vec(), vec![1], Vec::new(), |_| 0);
+        assert_eq!(prepared.email.size as usize, raw.len());
+        let header = parse_header_block(&prepared.email.header_block);
+        assert_eq!(header.parts.len(), 1);
     }
 
     #[test]

@@ -8,9 +8,19 @@
 //! Every write runs in one transaction that also advances the account's state
 //! counters (RFC 8620 §5.1 `state`): a message is visible completely (row,
 //! mailbox memberships, header block, projection row) or not at all.
+//!
+//! The same transaction appends to the account's change log (table
+//! `changes`): one row per object it created, updated or destroyed, at the
+//! account's new modseq. A type's state string is the modseq of its last
+//! change, so [`Store::changes`] answers Foo/changes (RFC 8620 §5.2) from any
+//! state since the log began ([`LogPosition`]), collapsing what happened in
+//! between ([`Changes`]). A write that changes nothing advances nothing.
 
 pub mod postgres;
+pub mod raw;
 pub mod sqlite;
+
+use std::collections::{BTreeMap, HashMap};
 
 use async_trait::async_trait;
 
@@ -38,6 +48,10 @@ pub enum StoreError {
     /// Applying migrations failed.
     #[error("migration error: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// [`Store::changes`] from a position that is not a valid past state:
+    /// in the future, or before the retained log (RFC 8620 `cannotCalculateChanges`).
+    #[error("cannot calculate changes from this state")]
+    CannotCalculateChanges,
 }
 
 /// Result of a storage call.
@@ -174,12 +188,469 @@ pub struct QueryRow {
     pub index: EmailIndex,
 }
 
-/// A change to one email's mutable properties (RFC 8621 §4.6): `None` leaves it.
+/// Patch operations on one list-valued property (RFC 8620 §5.3 PatchObject
+/// on `keywords` or `mailboxIds`): replace the whole list, or add and remove
+/// members. The store applies them to the current value inside its write
+/// transaction, so concurrent patches of different members never lose one.
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListPatch<T> {
+    /// The new whole value (`keywords` / `mailboxIds` set as a whole).
+    pub replace: Option<Vec<T>>,
+    /// Members to add (`keywords/$seen: true`), after `remove`.
+    pub add: Vec<T>,
+    /// Members to remove (`keywords/$seen: null`).
+    pub remove: Vec<T>,
+}
+
+impl<T> Default for ListPatch<T> {
+    fn default() -> Self {
+        Self {
+            replace: None,
+            add: Vec::new(),
+            remove: Vec::new(),
+        }
+    }
+}
+
+impl<T: Ord + Clone> ListPatch<T> {
+    /// A patch replacing the whole list.
+    pub fn replace(values: Vec<T>) -> Self {
+        Self {
+            replace: Some(values),
+            ..Self::default()
+        }
+    }
+
+    /// Whether the patch changes nothing whatever the current value.
+    pub fn is_empty(&self) -> bool {
+        self.replace.is_none() && self.add.is_empty() && self.remove.is_empty()
+    }
+
+    /// The members the patch may put in the list.
+    pub fn additions(&self) -> impl Iterator<Item = &T> {
+        self.replace.iter().flatten().chain(&self.add)
+    }
+
+    /// The patched value of `current`, sorted without repeats.
+    pub fn apply(&self, current: &[T]) -> Vec<T> {
+        let mut value: Vec<T> = self.replace.as_deref().unwrap_or(current).to_vec();
+        value.retain(|member| !self.remove.contains(member));
+        value.extend(self.add.iter().cloned());
+        value.sort();
+        value.dedup();
+        value
+    }
+}
+
+/// A change to one email's mutable properties (RFC 8621 §4.6), as patch
+/// operations the store applies to the current values.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EmailUpdate {
     pub id: i64,
-    pub keywords: Option<Vec<String>>,
-    pub mailbox_ids: Option<Vec<i64>>,
+    /// Keywords, compared and stored lowercase.
+    pub keywords: ListPatch<String>,
+    pub mailbox_ids: ListPatch<i64>,
+}
+
+impl EmailUpdate {
+    /// An update replacing whichever of the two lists is given.
+    pub fn replace(id: i64, keywords: Option<Vec<String>>, mailbox_ids: Option<Vec<i64>>) -> Self {
+        Self {
+            id,
+            keywords: ListPatch {
+                replace: keywords,
+                ..ListPatch::default()
+            },
+            mailbox_ids: ListPatch {
+                replace: mailbox_ids,
+                ..ListPatch::default()
+            },
+        }
+    }
+}
+
+/// What [`Store::update_emails`] did with one [`EmailUpdate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateOutcome {
+    /// Applied (possibly changing nothing).
+    Updated,
+    /// No such email in the account; nothing changed.
+    NotFound,
+    /// The email would end up in no mailbox; nothing changed.
+    NoMailbox,
+    /// A mailbox to add is not in the account; nothing changed.
+    UnknownMailbox,
+}
+
+/// The data types whose changes the log records (RFC 8620 §5.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ChangeType {
+    Email = 1,
+    Mailbox = 2,
+    Thread = 3,
+}
+
+/// What happened to an object at one modseq.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ChangeKind {
+    Created = 0,
+    Updated = 1,
+    Destroyed = 2,
+}
+
+impl ChangeKind {
+    /// The `kind` column value back as a kind (unknown values read as updated).
+    pub fn from_code(code: i64) -> Self {
+        match code {
+            0 => ChangeKind::Created,
+            2 => ChangeKind::Destroyed,
+            _ => ChangeKind::Updated,
+        }
+    }
+}
+
+/// A point in an account's change log: every change up to and including
+/// `modseq`, or, with `object`, the changes of `modseq` only up to that object
+/// id (an intermediate state of a paged Foo/changes inside one large write).
+/// As a state string: `"12"` or `"12:40"`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LogPosition {
+    pub modseq: i64,
+    pub object: Option<i64>,
+}
+
+impl LogPosition {
+    /// The position of a whole modseq (an ordinary state string).
+    pub fn at(modseq: i64) -> Self {
+        Self {
+            modseq,
+            object: None,
+        }
+    }
+
+    /// Parses a state string; `None` for anything this server never issues.
+    pub fn parse(state: &str) -> Option<Self> {
+        let number = |text: &str| -> Option<i64> {
+            let ok = !text.is_empty()
+                && text.len() <= 18
+                && text.bytes().all(|b| b.is_ascii_digit())
+                && (text == "0" || !text.starts_with('0'));
+            ok.then(|| text.parse().ok()).flatten()
+        };
+        match state.split_once(':') {
+            None => Some(Self::at(number(state)?)),
+            Some((modseq, object)) => Some(Self {
+                modseq: number(modseq)?,
+                object: Some(number(object)?),
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for LogPosition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.object {
+            None => write!(f, "{}", self.modseq),
+            Some(object) => write!(f, "{}:{object}", self.modseq),
+        }
+    }
+}
+
+/// The changes of one type since a [`LogPosition`] (RFC 8620 §5.2), each
+/// object once: created then updated is created; updated then destroyed is
+/// destroyed; created then destroyed is omitted. Ids ascend in each list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changes {
+    pub created: Vec<i64>,
+    pub updated: Vec<i64>,
+    pub destroyed: Vec<i64>,
+    /// Of `updated`, the mailboxes of which only the counts (totalEmails,
+    /// unreadEmails, totalThreads, unreadThreads) changed.
+    pub counts_only: Vec<i64>,
+    /// The position these changes lead to: the type's state when
+    /// `has_more` is false, else an intermediate position.
+    pub new_state: LogPosition,
+    /// More changes follow `new_state`.
+    pub has_more: bool,
+}
+
+impl Changes {
+    /// How many ids the three lists hold together.
+    pub fn len(&self) -> usize {
+        self.created.len() + self.updated.len() + self.destroyed.len()
+    }
+
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The objects one write transaction changed, merged per object, to be
+/// logged at the account's next modseq (used by both implementations).
+#[derive(Debug, Default)]
+pub(crate) struct ChangeSet {
+    entries: BTreeMap<(ChangeType, i64), (ChangeKind, bool)>,
+    /// Advance every type's state even without log rows (a new account).
+    pub all_types: bool,
+}
+
+impl ChangeSet {
+    /// Records a change of one object.
+    pub fn record(&mut self, kind_of: ChangeType, id: i64, kind: ChangeKind) {
+        self.merge(kind_of, id, kind, false);
+    }
+
+    /// Records that a mailbox's counts may have changed.
+    pub fn counts(&mut self, mailbox: i64) {
+        self.merge(ChangeType::Mailbox, mailbox, ChangeKind::Updated, true);
+    }
+
+    fn merge(&mut self, kind_of: ChangeType, id: i64, kind: ChangeKind, counts_only: bool) {
+        use ChangeKind::*;
+        let key = (kind_of, id);
+        let merged = match (self.entries.get(&key).copied(), kind) {
+            (None, _) => Some((kind, counts_only)),
+            (Some((Created, _)), Destroyed) => None,
+            (Some((Created, _)), _) => Some((Created, false)),
+            (Some((Destroyed, _)), Created) => Some((Updated, false)),
+            (Some((Destroyed, _)), _) => Some((Destroyed, false)),
+            (Some((Updated, _)), Destroyed) => Some((Destroyed, false)),
+            (Some((Updated, _)), Created) => Some((Created, false)),
+            (Some((Updated, before)), Updated) => Some((Updated, before && counts_only)),
+        };
+        match merged {
+            Some(value) => self.entries.insert(key, value),
+            None => self.entries.remove(&key),
+        };
+    }
+
+    /// Whether the write changed nothing to log or advance.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty() && !self.all_types
+    }
+
+    /// Whether the state of `kind_of` advances.
+    pub fn touches(&self, kind_of: ChangeType) -> bool {
+        self.all_types || self.entries.keys().any(|(t, _)| *t == kind_of)
+    }
+
+    /// The log rows: (type, object id, kind, counts only).
+    pub fn rows(&self) -> impl Iterator<Item = (i16, i64, i16, bool)> + '_ {
+        self.entries
+            .iter()
+            .map(|((t, id), (kind, counts))| (*t as i16, *id, *kind as i16, *counts))
+    }
+}
+
+/// Keywords and mailbox ids of one email, as the store holds them
+/// (lowercase sorted keywords, ascending mailbox ids).
+pub(crate) type EmailLists = (Vec<String>, Vec<i64>);
+
+/// Applies updates in order to the emails' values `before` (those in the
+/// account), given the mailboxes to add that the account owns: the values
+/// after, for every email with an applied update, and each update's outcome.
+pub(crate) fn apply_updates(
+    before: &HashMap<i64, EmailLists>,
+    owned: &std::collections::HashSet<i64>,
+    updates: &[EmailUpdate],
+) -> (HashMap<i64, EmailLists>, Vec<UpdateOutcome>) {
+    let mut current: HashMap<i64, EmailLists> = HashMap::new();
+    let outcomes = updates
+        .iter()
+        .map(|update| {
+            let Some(lists) = current.get(&update.id).or_else(|| before.get(&update.id)) else {
+                return UpdateOutcome::NotFound;
+            };
+            if update.mailbox_ids.additions().any(|m| !owned.contains(m)) {
+                return UpdateOutcome::UnknownMailbox;
+            }
+            let lower = |list: &[String]| -> Vec<String> {
+                list.iter().map(|k| k.to_ascii_lowercase()).collect()
+            };
+            let keywords = ListPatch {
+                replace: update.keywords.replace.as_deref().map(lower),
+                add: lower(&update.keywords.add),
+                remove: lower(&update.keywords.remove),
+            }
+            .apply(&lists.0);
+            let mailboxes = update.mailbox_ids.apply(&lists.1);
+            if mailboxes.is_empty() {
+                return UpdateOutcome::NoMailbox;
+            }
+            current.insert(update.id, (keywords, mailboxes));
+            UpdateOutcome::Updated
+        })
+        .collect();
+    (current, outcomes)
+}
+
+/// Whether keywords make an email unread for the mailbox counts (neither
+/// `$seen` nor `$draft`).
+fn unread(keywords: &[String]) -> bool {
+    !keywords.iter().any(|k| k == "$seen" || k == "$draft")
+}
+
+/// Records an email's keyword or membership change, and the mailboxes
+/// whose counts it moves: those it entered or left, and, when it became
+/// read or unread, those it stays in. Nothing when nothing changed.
+pub(crate) fn record_email_update(
+    set: &mut ChangeSet,
+    id: i64,
+    before: (&[String], &[i64]),
+    after: (&[String], &[i64]),
+) {
+    if before == after {
+        return;
+    }
+    set.record(ChangeType::Email, id, ChangeKind::Updated);
+    let unread_changed = unread(before.0) != unread(after.0);
+    for mailbox in before.1.iter().chain(after.1) {
+        let moved = before.1.contains(mailbox) != after.1.contains(mailbox);
+        if moved || unread_changed {
+            set.counts(*mailbox);
+        }
+    }
+}
+
+/// Checks that changes can be calculated from `since` given the type's
+/// `state` and the start of the retained log `from`.
+pub(crate) fn check_since(since: LogPosition, state: i64, from: i64) -> StoreResult<()> {
+    let too_old = since.modseq < from || (since.modseq == from && since.object.is_some());
+    if since.modseq > state || too_old {
+        return Err(StoreError::CannotCalculateChanges);
+    }
+    Ok(())
+}
+
+/// One row of the change log as [`Store::changes`] reads it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LogRow {
+    pub modseq: i64,
+    pub object: i64,
+    pub kind: ChangeKind,
+    pub counts_only: bool,
+}
+
+/// Rows fetched per query by [`Store::changes`].
+pub(crate) const LOG_BATCH: i64 = 1000;
+
+/// Collapses log rows, fed in log order, into one page of [`Changes`] of at
+/// most `max` ids, cut at a modseq boundary when one fits, else inside the
+/// first modseq (by object id).
+#[derive(Debug)]
+pub(crate) struct ChangeCollector {
+    max: usize,
+    objects: HashMap<i64, (ChangeKind, ChangeKind, bool)>,
+    position: LogPosition,
+    pending: Vec<LogRow>,
+    full: bool,
+}
+
+impl ChangeCollector {
+    pub fn new(since: LogPosition, max: usize) -> Self {
+        Self {
+            max: max.max(1),
+            objects: HashMap::new(),
+            position: since,
+            pending: Vec::new(),
+            full: false,
+        }
+    }
+
+    /// The last position fetched from, for the next query.
+    pub fn cursor(&self) -> LogPosition {
+        self.pending
+            .last()
+            .map_or(self.position, |row| LogPosition {
+                modseq: row.modseq,
+                object: Some(row.object),
+            })
+    }
+
+    fn apply(&mut self, row: &LogRow) {
+        let update_counts = row.kind == ChangeKind::Updated && row.counts_only;
+        self.objects
+            .entry(row.object)
+            .and_modify(|(_, last, counts)| {
+                *last = row.kind;
+                *counts = *counts && update_counts;
+            })
+            .or_insert((row.kind, row.kind, update_counts));
+    }
+
+    /// Feeds the next rows; `exhausted` when no rows follow them. Returns
+    /// false once the page is full (feed no more).
+    pub fn feed(&mut self, rows: Vec<LogRow>, exhausted: bool) -> bool {
+        self.pending.extend(rows);
+        while !self.full && !self.pending.is_empty() {
+            let modseq = self.pending[0].modseq;
+            let end = self
+                .pending
+                .iter()
+                .position(|row| row.modseq != modseq)
+                .unwrap_or(self.pending.len());
+            if end == self.pending.len() && !exhausted {
+                break; // the group may continue in the next fetch
+            }
+            let group: Vec<LogRow> = self.pending.drain(..end).collect();
+            let new = group
+                .iter()
+                .filter(|row| !self.objects.contains_key(&row.object))
+                .count();
+            if self.objects.len() + new <= self.max {
+                for row in &group {
+                    self.apply(row);
+                }
+                self.position = LogPosition::at(modseq);
+            } else if self.objects.is_empty() {
+                for row in &group {
+                    if self.objects.len() == self.max {
+                        break;
+                    }
+                    self.apply(row);
+                    self.position = LogPosition {
+                        modseq,
+                        object: Some(row.object),
+                    };
+                }
+                self.full = true;
+            } else {
+                self.full = true;
+            }
+        }
+        !self.full
+    }
+
+    /// The page; `state` is the type's state, reached when nothing is left.
+    pub fn finish(self, state: i64) -> Changes {
+        let mut changes = Changes {
+            new_state: if self.full {
+                self.position
+            } else {
+                LogPosition::at(state)
+            },
+            has_more: self.full,
+            ..Changes::default()
+        };
+        let mut objects: Vec<(i64, (ChangeKind, ChangeKind, bool))> =
+            self.objects.into_iter().collect();
+        objects.sort_by_key(|(id, _)| *id);
+        for (id, (first, last, counts_only)) in objects {
+            match (first, last) {
+                (ChangeKind::Created, ChangeKind::Destroyed) => {}
+                (ChangeKind::Created, _) => changes.created.push(id),
+                (_, ChangeKind::Destroyed) => changes.destroyed.push(id),
+                _ => {
+                    changes.updated.push(id);
+                    if counts_only {
+                        changes.counts_only.push(id);
+                    }
+                }
+            }
+        }
+        changes
+    }
 }
 
 /// The storage operations Fastview needs, implemented once per database.
@@ -252,8 +723,16 @@ pub trait Store: Send + Sync + 'static {
     /// The rows Email/query evaluates, of one mailbox or of the whole account.
     async fn query_rows(&self, account: i64, in_mailbox: Option<i64>)
     -> StoreResult<Vec<QueryRow>>;
-    /// Applies updates in one transaction; `NotFound` if any id is not in the account.
-    async fn update_emails(&self, account: i64, updates: &[EmailUpdate]) -> StoreResult<()>;
+    /// Applies patch updates in one transaction, each to the email's values
+    /// as they are inside it (after the earlier updates of the call), and
+    /// reports each one's outcome in order; an update that is not
+    /// [`UpdateOutcome::Updated`] changes nothing. States advance only if
+    /// something changed.
+    async fn update_emails(
+        &self,
+        account: i64,
+        updates: &[EmailUpdate],
+    ) -> StoreResult<Vec<UpdateOutcome>>;
     /// Destroys emails; returns the ids that existed and were destroyed.
     async fn destroy_emails(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<i64>>;
     /// Email ids of the given threads, ordered by receivedAt then id.
@@ -263,8 +742,48 @@ pub trait Store: Send + Sync + 'static {
         thread_ids: &[i64],
     ) -> StoreResult<Vec<(i64, Vec<i64>)>>;
 
+    /// The changes of one type since `since`, at most `max_changes` ids
+    /// (RFC 8620 §5.2); `CannotCalculateChanges` when `since` is after the
+    /// type's state or before the retained log, `NotFound` for no account.
+    async fn changes(
+        &self,
+        account: i64,
+        kind: ChangeType,
+        since: LogPosition,
+        max_changes: usize,
+    ) -> StoreResult<Changes>;
+    /// Drops the account's log rows up to and including `through_modseq`:
+    /// changes from earlier states can no longer be calculated. Returns the
+    /// number of rows dropped.
+    async fn truncate_changes(&self, account: i64, through_modseq: i64) -> StoreResult<u64>;
+    /// The 0-based index of each given email in the receivedAt listing of
+    /// a mailbox ([`Store::mailbox_emails_by_received`] order); emails not
+    /// in the mailbox are absent. Counted on the (mailbox, receivedAt) index.
+    async fn mailbox_positions(
+        &self,
+        mailbox: i64,
+        descending: bool,
+        ids: &[i64],
+    ) -> StoreResult<Vec<(i64, i64)>>;
+
     /// Records that the account may read a blob (an upload or a message).
     async fn add_blob(&self, account: i64, blob_id: &str, size: i64) -> StoreResult<()>;
     /// Whether the account may read a message or uploaded blob.
     async fn has_blob(&self, account: i64, blob_id: &str) -> StoreResult<bool>;
+
+    /// Up to `limit` raw rows of `table` after `after`, in key order
+    /// (`account` selects the account of per-account tables; ignored for
+    /// accounts and emails), for copying the store ([`raw`]).
+    async fn export_raw(
+        &self,
+        table: raw::RawTable,
+        account: i64,
+        after: &raw::RawCursor,
+        limit: i64,
+    ) -> StoreResult<raw::RawRows>;
+    /// Writes raw rows as they are, ids and counters included, in one
+    /// transaction, skipping rows already there; returns how many were new.
+    async fn import_raw(&self, rows: &raw::RawRows) -> StoreResult<u64>;
+    /// Row counts of one account's tables, or of the whole store.
+    async fn raw_counts(&self, account: Option<i64>) -> StoreResult<raw::RowCounts>;
 }

@@ -36,22 +36,15 @@ use sqlx::{Postgres, Row, Transaction};
 
 use super::sqlite::ROLE_MAILBOXES;
 use super::{
-    Account, EmailIndex, EmailMeta, EmailUpdate, Inserted, MailboxPatch, MailboxRow, NewEmail,
-    NewMailbox, QueryRow, States, Store, StoreError, StoreResult,
+    Account, ChangeCollector, ChangeKind, ChangeSet, ChangeType, Changes, EmailIndex, EmailLists,
+    EmailMeta, EmailUpdate, Inserted, LOG_BATCH, LogPosition, LogRow, MailboxPatch, MailboxRow,
+    NewEmail, NewMailbox, QueryRow, States, Store, StoreError, StoreResult, UpdateOutcome,
 };
 use crate::mail::fast_view::FastView;
 
 /// Message ids longer than this (in bytes) are keyed by their SHA-256 digest
 /// in `thread_refs`.
 pub const MAX_REF_KEY: usize = 512;
-
-/// Which types a write changes, to advance their state strings.
-#[derive(Clone, Copy)]
-struct Changed {
-    email: bool,
-    mailbox: bool,
-    thread: bool,
-}
 
 /// The listing of one mailbox by receivedAt: the page is cut from the
 /// (mailbox_id, received_at, email_id) primary key alone, then joined to the
@@ -215,24 +208,53 @@ async fn lock_existing_account(
     }
 }
 
-async fn advance_state(
+/// Advances the account's modseq and the states of the types the write
+/// changed, and appends its rows to the change log at the new modseq.
+/// Nothing when the write changed nothing.
+async fn record(
     tx: &mut Transaction<'static, Postgres>,
     account: i64,
-    changed: Changed,
+    set: &ChangeSet,
 ) -> StoreResult<()> {
-    sqlx::query(
+    if set.is_empty() {
+        return Ok(());
+    }
+    let modseq: i64 = sqlx::query_scalar(
         "UPDATE accounts SET modseq = modseq + 1, \
          email_state = CASE WHEN $2 THEN modseq + 1 ELSE email_state END, \
          mailbox_state = CASE WHEN $3 THEN modseq + 1 ELSE mailbox_state END, \
          thread_state = CASE WHEN $4 THEN modseq + 1 ELSE thread_state END \
-         WHERE id = $1",
+         WHERE id = $1 RETURNING modseq",
     )
     .bind(account)
-    .bind(changed.email)
-    .bind(changed.mailbox)
-    .bind(changed.thread)
-    .execute(&mut **tx)
+    .bind(set.touches(ChangeType::Email))
+    .bind(set.touches(ChangeType::Mailbox))
+    .bind(set.touches(ChangeType::Thread))
+    .fetch_one(&mut **tx)
     .await?;
+    let (mut types, mut objects, mut kinds, mut counts) = (vec![], vec![], vec![], vec![]);
+    for (kind_of, object, kind, counts_only) in set.rows() {
+        types.push(kind_of);
+        objects.push(object);
+        kinds.push(kind);
+        counts.push(counts_only);
+    }
+    if !objects.is_empty() {
+        sqlx::query(
+            "INSERT INTO changes (account_id, type, modseq, object_id, kind, counts_only) \
+             SELECT $1, u.type, $2, u.object_id, u.kind, u.counts_only \
+             FROM unnest($3::smallint[], $4::bigint[], $5::smallint[], $6::boolean[]) \
+               AS u(type, object_id, kind, counts_only)",
+        )
+        .bind(account)
+        .bind(modseq)
+        .bind(&types)
+        .bind(&objects)
+        .bind(&kinds)
+        .bind(&counts)
+        .execute(&mut **tx)
+        .await?;
+    }
     Ok(())
 }
 
@@ -257,14 +279,26 @@ async fn check_mailboxes_owned(
     Ok(())
 }
 
+/// Deletes emails of the account and their blob grants, recording the
+/// emails, their mailboxes' counts and their threads in `set`.
 async fn delete_emails(
     tx: &mut Transaction<'static, Postgres>,
     account: i64,
     ids: &[i64],
+    set: &mut ChangeSet,
 ) -> StoreResult<Vec<i64>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
+    let before: Vec<(i64, i64, Vec<i64>)> = sqlx::query_as(
+        "SELECT e.id, e.thread_id, \
+           array(SELECT x.mailbox_id FROM email_mailboxes x WHERE x.email_id = e.id) \
+         FROM emails e WHERE e.account_id = $1 AND e.id = any($2)",
+    )
+    .bind(account)
+    .bind(ids)
+    .fetch_all(&mut **tx)
+    .await?;
     let destroyed: Vec<(i64, String)> = sqlx::query_as(
         "DELETE FROM emails WHERE account_id = $1 AND id = any($2) RETURNING id, blob_id",
     )
@@ -281,6 +315,35 @@ async fn delete_emails(
         .bind(&blob_ids)
         .execute(&mut **tx)
         .await?;
+    let gone: HashSet<i64> = destroyed.iter().map(|(id, _)| *id).collect();
+    let mut threads: Vec<i64> = Vec::new();
+    for (id, thread, mailboxes) in before {
+        if gone.contains(&id) {
+            set.record(ChangeType::Email, id, ChangeKind::Destroyed);
+            for mailbox in mailboxes {
+                set.counts(mailbox);
+            }
+            threads.push(thread);
+        }
+    }
+    let threads = distinct(&threads);
+    let remaining: HashSet<i64> = sqlx::query_scalar(
+        "SELECT DISTINCT thread_id FROM emails WHERE account_id = $1 AND thread_id = any($2)",
+    )
+    .bind(account)
+    .bind(&threads)
+    .fetch_all(&mut **tx)
+    .await?
+    .into_iter()
+    .collect();
+    for thread in threads {
+        let kind = if remaining.contains(&thread) {
+            ChangeKind::Updated
+        } else {
+            ChangeKind::Destroyed
+        };
+        set.record(ChangeType::Thread, thread, kind);
+    }
     Ok(destroyed.into_iter().map(|(id, _)| id).collect())
 }
 
@@ -463,27 +526,24 @@ impl Store for PostgresStore {
                 "account {email} already exists"
             )));
         };
+        let mut set = ChangeSet {
+            all_types: true,
+            ..ChangeSet::default()
+        };
         for (order, (role, name)) in ROLE_MAILBOXES.iter().enumerate() {
-            sqlx::query(
-                "INSERT INTO mailboxes (account_id, name, role, sort_order) VALUES ($1, $2, $3, $4)",
+            let mailbox: i64 = sqlx::query_scalar(
+                "INSERT INTO mailboxes (account_id, name, role, sort_order) VALUES ($1, $2, $3, $4) \
+                 RETURNING id",
             )
             .bind(id)
             .bind(*name)
             .bind(*role)
             .bind(order as i64 + 1)
-            .execute(&mut *tx)
+            .fetch_one(&mut *tx)
             .await?;
+            set.record(ChangeType::Mailbox, mailbox, ChangeKind::Created);
         }
-        advance_state(
-            &mut tx,
-            id,
-            Changed {
-                email: true,
-                mailbox: true,
-                thread: true,
-            },
-        )
-        .await?;
+        record(&mut tx, id, &set).await?;
         tx.commit().await?;
         Ok(Account {
             id,
@@ -640,16 +700,9 @@ impl Store for PostgresStore {
         .bind(mailbox.is_subscribed)
         .fetch_one(&mut *tx)
         .await?;
-        advance_state(
-            &mut tx,
-            account,
-            Changed {
-                email: false,
-                mailbox: true,
-                thread: false,
-            },
-        )
-        .await?;
+        let mut set = ChangeSet::default();
+        set.record(ChangeType::Mailbox, id, ChangeKind::Created);
+        record(&mut tx, account, &set).await?;
         tx.commit().await?;
         Ok(id)
     }
@@ -680,16 +733,9 @@ impl Store for PostgresStore {
         .bind(patch.is_subscribed)
         .execute(&mut *tx)
         .await?;
-        advance_state(
-            &mut tx,
-            account,
-            Changed {
-                email: false,
-                mailbox: true,
-                thread: false,
-            },
-        )
-        .await?;
+        let mut set = ChangeSet::default();
+        set.record(ChangeType::Mailbox, id, ChangeKind::Updated);
+        record(&mut tx, account, &set).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -722,7 +768,11 @@ impl Store for PostgresStore {
             .filter(|(_, count)| *count == 1)
             .map(|(email, _)| *email)
             .collect();
-        delete_emails(&mut tx, account, &only_here).await?;
+        let mut set = ChangeSet::default();
+        delete_emails(&mut tx, account, &only_here, &mut set).await?;
+        for (email, _) in members.iter().filter(|(_, count)| *count > 1) {
+            set.record(ChangeType::Email, *email, ChangeKind::Updated);
+        }
         sqlx::query("DELETE FROM email_mailboxes WHERE mailbox_id = $1")
             .bind(id)
             .execute(&mut *tx)
@@ -731,17 +781,8 @@ impl Store for PostgresStore {
             .bind(id)
             .execute(&mut *tx)
             .await?;
-        let emails_changed = !members.is_empty();
-        advance_state(
-            &mut tx,
-            account,
-            Changed {
-                email: emails_changed,
-                mailbox: true,
-                thread: !only_here.is_empty(),
-            },
-        )
-        .await?;
+        set.record(ChangeType::Mailbox, id, ChangeKind::Destroyed);
+        record(&mut tx, account, &set).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -867,16 +908,36 @@ impl Store for PostgresStore {
             outcomes.push(Inserted::New(id));
         }
         insert_columns(&mut tx, account, &columns).await?;
-        advance_state(
-            &mut tx,
-            account,
-            Changed {
-                email: true,
-                mailbox: true,
-                thread: true,
-            },
+        let mut set = ChangeSet::default();
+        let new_ids = columns.id.clone();
+        for id in &new_ids {
+            set.record(ChangeType::Email, *id, ChangeKind::Created);
+        }
+        for mailbox in &columns.member_mailbox {
+            set.counts(*mailbox);
+        }
+        let threads = distinct(&columns.thread_id);
+        // A thread with none of its emails stored before this batch is new.
+        let existed: HashSet<i64> = sqlx::query_scalar(
+            "SELECT DISTINCT thread_id FROM emails WHERE account_id = $1 \
+             AND thread_id = any($2) AND NOT (id = any($3))",
         )
-        .await?;
+        .bind(account)
+        .bind(&threads)
+        .bind(&new_ids)
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .collect();
+        for thread in threads {
+            let kind = if existed.contains(&thread) {
+                ChangeKind::Updated
+            } else {
+                ChangeKind::Created
+            };
+            set.record(ChangeType::Thread, thread, kind);
+        }
+        record(&mut tx, account, &set).await?;
         tx.commit().await?;
         Ok(outcomes)
     }
@@ -1083,60 +1144,90 @@ impl Store for PostgresStore {
             .collect())
     }
 
-    async fn update_emails(&self, account: i64, updates: &[EmailUpdate]) -> StoreResult<()> {
+    async fn update_emails(
+        &self,
+        account: i64,
+        updates: &[EmailUpdate],
+    ) -> StoreResult<Vec<UpdateOutcome>> {
         if updates.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let mut tx = self.write().await?;
-        lock_existing_account(&mut tx, account).await?;
+        if !lock_account(&mut tx, account).await? {
+            return Ok(vec![UpdateOutcome::NotFound; updates.len()]);
+        }
         let ids = distinct(&updates.iter().map(|u| u.id).collect::<Vec<_>>());
-        let found: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM emails WHERE account_id = $1 AND id = any($2)",
+        let rows: Vec<(i64, String, Vec<i64>)> = sqlx::query_as(
+            "SELECT e.id, e.keywords, \
+               array(SELECT x.mailbox_id FROM email_mailboxes x WHERE x.email_id = e.id \
+                     ORDER BY x.mailbox_id) \
+             FROM emails e WHERE e.account_id = $1 AND e.id = any($2)",
         )
         .bind(account)
         .bind(&ids)
-        .fetch_one(&mut *tx)
+        .fetch_all(&mut *tx)
         .await?;
-        if found as usize != ids.len() {
-            return Err(StoreError::NotFound);
-        }
-        let mailbox_ids: Vec<i64> = updates
-            .iter()
-            .flat_map(|u| u.mailbox_ids.iter().flatten().copied())
+        let before: HashMap<i64, EmailLists> = rows
+            .into_iter()
+            .map(|(id, keywords, mailboxes)| (id, (keywords_from_column(&keywords), mailboxes)))
             .collect();
-        check_mailboxes_owned(&mut tx, account, &mailbox_ids).await?;
-        // Applied in order, the last update of an id wins for each property.
-        let mut keywords: HashMap<i64, String> = HashMap::new();
-        let mut memberships: HashMap<i64, Vec<i64>> = HashMap::new();
-        for update in updates {
-            if let Some(list) = &update.keywords {
-                keywords.insert(update.id, keywords_to_column(list));
+        let wanted = distinct(
+            &updates
+                .iter()
+                .flat_map(|u| u.mailbox_ids.additions().copied())
+                .collect::<Vec<_>>(),
+        );
+        let owned: HashSet<i64> =
+            sqlx::query_scalar("SELECT id FROM mailboxes WHERE account_id = $1 AND id = any($2)")
+                .bind(account)
+                .bind(&wanted)
+                .fetch_all(&mut *tx)
+                .await?
+                .into_iter()
+                .collect();
+        let (current, outcomes) = super::apply_updates(&before, &owned, updates);
+        let mut set = ChangeSet::default();
+        let (mut keyword_ids, mut keyword_values) = (Vec::new(), Vec::new());
+        let (mut member_emails, mut member_mailboxes, mut moved) =
+            (Vec::new(), Vec::new(), Vec::new());
+        let mut changed: Vec<&i64> = current.keys().collect();
+        changed.sort_unstable();
+        for id in changed {
+            let (keywords, mailboxes) = &current[id];
+            let (old_keywords, old_mailboxes) = &before[id];
+            if keywords != old_keywords {
+                keyword_ids.push(*id);
+                keyword_values.push(keywords_to_column(keywords));
             }
-            if let Some(list) = &update.mailbox_ids {
-                memberships.insert(update.id, distinct(list));
+            if mailboxes != old_mailboxes {
+                moved.push(*id);
+                for mailbox in mailboxes {
+                    member_emails.push(*id);
+                    member_mailboxes.push(*mailbox);
+                }
             }
+            super::record_email_update(
+                &mut set,
+                *id,
+                (old_keywords, old_mailboxes),
+                (keywords, mailboxes),
+            );
         }
-        if !keywords.is_empty() {
-            let (ids, values): (Vec<i64>, Vec<String>) = keywords.into_iter().unzip();
+        if !keyword_ids.is_empty() {
             sqlx::query(
                 "UPDATE emails e SET keywords = u.keywords \
                  FROM unnest($1::bigint[], $2::text[]) AS u(id, keywords) WHERE e.id = u.id",
             )
-            .bind(&ids)
-            .bind(&values)
+            .bind(&keyword_ids)
+            .bind(&keyword_values)
             .execute(&mut *tx)
             .await?;
         }
-        if !memberships.is_empty() {
-            let emails: Vec<i64> = memberships.keys().copied().collect();
+        if !moved.is_empty() {
             sqlx::query("DELETE FROM email_mailboxes WHERE email_id = any($1)")
-                .bind(&emails)
+                .bind(&moved)
                 .execute(&mut *tx)
                 .await?;
-            let (member_emails, member_mailboxes): (Vec<i64>, Vec<i64>) = memberships
-                .iter()
-                .flat_map(|(email, mailboxes)| mailboxes.iter().map(move |m| (*email, *m)))
-                .unzip();
             sqlx::query(
                 "INSERT INTO email_mailboxes (mailbox_id, received_at, email_id) \
                  SELECT u.mailbox_id, e.received_at, u.email_id \
@@ -1149,18 +1240,9 @@ impl Store for PostgresStore {
             .execute(&mut *tx)
             .await?;
         }
-        advance_state(
-            &mut tx,
-            account,
-            Changed {
-                email: true,
-                mailbox: true,
-                thread: false,
-            },
-        )
-        .await?;
+        record(&mut tx, account, &set).await?;
         tx.commit().await?;
-        Ok(())
+        Ok(outcomes)
     }
 
     async fn destroy_emails(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<i64>> {
@@ -1168,21 +1250,109 @@ impl Store for PostgresStore {
         if !lock_account(&mut tx, account).await? {
             return Ok(Vec::new());
         }
-        let destroyed = delete_emails(&mut tx, account, ids).await?;
-        if !destroyed.is_empty() {
-            advance_state(
-                &mut tx,
-                account,
-                Changed {
-                    email: true,
-                    mailbox: true,
-                    thread: true,
-                },
-            )
-            .await?;
-        }
+        let mut set = ChangeSet::default();
+        let destroyed = delete_emails(&mut tx, account, ids, &mut set).await?;
+        record(&mut tx, account, &set).await?;
         tx.commit().await?;
         Ok(destroyed)
+    }
+
+    async fn changes(
+        &self,
+        account: i64,
+        kind: ChangeType,
+        since: LogPosition,
+        max_changes: usize,
+    ) -> StoreResult<Changes> {
+        let row: Option<(i64, i64, i64, i64)> = sqlx::query_as(
+            "SELECT email_state, mailbox_state, thread_state, changes_from FROM accounts WHERE id = $1",
+        )
+        .bind(account)
+        .fetch_optional(&self.pool)
+        .await?;
+        let (email, mailbox, thread, from) = row.ok_or(StoreError::NotFound)?;
+        let state = match kind {
+            ChangeType::Email => email,
+            ChangeType::Mailbox => mailbox,
+            ChangeType::Thread => thread,
+        };
+        super::check_since(since, state, from)?;
+        let mut collector = ChangeCollector::new(since, max_changes);
+        loop {
+            let cursor = collector.cursor();
+            let rows: Vec<(i64, i64, i16, bool)> = sqlx::query_as(
+                "SELECT modseq, object_id, kind, counts_only FROM changes \
+                 WHERE account_id = $1 AND type = $2 \
+                 AND (modseq, object_id) > ($3, $4) AND modseq <= $5 \
+                 ORDER BY modseq, object_id LIMIT $6",
+            )
+            .bind(account)
+            .bind(kind as i16)
+            .bind(cursor.modseq)
+            .bind(cursor.object.unwrap_or(i64::MAX))
+            .bind(state)
+            .bind(LOG_BATCH)
+            .fetch_all(&self.pool)
+            .await?;
+            let exhausted = (rows.len() as i64) < LOG_BATCH;
+            let rows = rows
+                .into_iter()
+                .map(|(modseq, object, kind, counts_only)| LogRow {
+                    modseq,
+                    object,
+                    kind: ChangeKind::from_code(kind.into()),
+                    counts_only,
+                })
+                .collect();
+            if !collector.feed(rows, exhausted) || exhausted {
+                break;
+            }
+        }
+        Ok(collector.finish(state))
+    }
+
+    async fn truncate_changes(&self, account: i64, through_modseq: i64) -> StoreResult<u64> {
+        let mut tx = self.write().await?;
+        if !lock_account(&mut tx, account).await? {
+            return Err(StoreError::NotFound);
+        }
+        let done = sqlx::query("DELETE FROM changes WHERE account_id = $1 AND modseq <= $2")
+            .bind(account)
+            .bind(through_modseq)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "UPDATE accounts SET changes_from = greatest(changes_from, least($2, modseq)) \
+             WHERE id = $1",
+        )
+        .bind(account)
+        .bind(through_modseq)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn mailbox_positions(
+        &self,
+        mailbox: i64,
+        descending: bool,
+        ids: &[i64],
+    ) -> StoreResult<Vec<(i64, i64)>> {
+        let sql = if descending {
+            "SELECT t.email_id, (SELECT count(*) FROM email_mailboxes o WHERE o.mailbox_id = $1 \
+               AND (o.received_at, o.email_id) > (t.received_at, t.email_id)) \
+             FROM email_mailboxes t WHERE t.mailbox_id = $1 AND t.email_id = any($2)"
+        } else {
+            "SELECT t.email_id, (SELECT count(*) FROM email_mailboxes o WHERE o.mailbox_id = $1 \
+               AND (o.received_at, o.email_id) < (t.received_at, t.email_id)) \
+             FROM email_mailboxes t WHERE t.mailbox_id = $1 AND t.email_id = any($2)"
+        };
+        Ok(sqlx::query_as(sql)
+            .bind(mailbox)
+            .bind(ids)
+            .fetch_all(&self.pool)
+            .await?)
     }
 
     async fn thread_emails(
@@ -1231,4 +1401,25 @@ impl Store for PostgresStore {
         .await?;
         Ok(found.is_some())
     }
+
+    async fn export_raw(
+        &self,
+        table: super::raw::RawTable,
+        account: i64,
+        after: &super::raw::RawCursor,
+        limit: i64,
+    ) -> StoreResult<super::raw::RawRows> {
+        raw::export(self, table, account, after, limit).await
+    }
+
+    async fn import_raw(&self, rows: &super::raw::RawRows) -> StoreResult<u64> {
+        raw::import(self, rows).await
+    }
+
+    async fn raw_counts(&self, account: Option<i64>) -> StoreResult<super::raw::RowCounts> {
+        raw::counts(self, account).await
+    }
 }
+
+/// Raw row export and import for `fastview migrate-store`.
+mod raw;

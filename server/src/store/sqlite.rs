@@ -76,7 +76,10 @@ impl SqliteStore {
         .bind(0_i64)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(|row| row.get::<String, _>("detail")).collect())
+        Ok(rows
+            .iter()
+            .map(|row| row.get::<String, _>("detail"))
+            .collect())
     }
 
     async fn write(&self) -> StoreResult<Transaction<'static, Sqlite>> {
@@ -169,7 +172,6 @@ async fn record(
     Ok(())
 }
 
-
 async fn check_mailboxes_owned(
     tx: &mut Transaction<'static, Sqlite>,
     account: i64,
@@ -199,7 +201,11 @@ async fn find_thread(
     account: i64,
     index: &EmailIndex,
 ) -> StoreResult<Option<i64>> {
-    let keys: Vec<&String> = index.message_id.iter().chain(&index.referenced_ids).collect();
+    let keys: Vec<&String> = index
+        .message_id
+        .iter()
+        .chain(&index.referenced_ids)
+        .collect();
     if keys.is_empty() {
         return Ok(None);
     }
@@ -426,7 +432,9 @@ impl Store for SqliteStore {
         .fetch_optional(&mut *tx)
         .await?;
         let Some(id) = id else {
-            return Err(StoreError::Conflict(format!("account {email} already exists")));
+            return Err(StoreError::Conflict(format!(
+                "account {email} already exists"
+            )));
         };
         let mut set = ChangeSet {
             all_types: true,
@@ -571,11 +579,12 @@ impl Store for SqliteStore {
     }
 
     async fn owns_mailbox(&self, account: i64, mailbox: i64) -> StoreResult<bool> {
-        let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM mailboxes WHERE id = ?1 AND account_id = ?2")
-            .bind(mailbox)
-            .bind(account)
-            .fetch_optional(&self.pool)
-            .await?;
+        let found: Option<i64> =
+            sqlx::query_scalar("SELECT 1 FROM mailboxes WHERE id = ?1 AND account_id = ?2")
+                .bind(mailbox)
+                .bind(account)
+                .fetch_optional(&self.pool)
+                .await?;
         Ok(found.is_some())
     }
 
@@ -638,10 +647,11 @@ impl Store for SqliteStore {
     async fn destroy_mailbox(&self, account: i64, id: i64, remove_emails: bool) -> StoreResult<()> {
         let mut tx = self.write().await?;
         check_mailboxes_owned(&mut tx, account, &[id]).await?;
-        let children: i64 = sqlx::query_scalar("SELECT count(*) FROM mailboxes WHERE parent_id = ?1")
-            .bind(id)
-            .fetch_one(&mut *tx)
-            .await?;
+        let children: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM mailboxes WHERE parent_id = ?1")
+                .bind(id)
+                .fetch_one(&mut *tx)
+                .await?;
         if children > 0 {
             return Err(StoreError::MailboxHasChild);
         }
@@ -739,10 +749,10 @@ impl Store for SqliteStore {
              (SELECT group_concat(x.mailbox_id) FROM email_mailboxes x WHERE x.email_id = e.id) \
              FROM json_each(?2) AS j CROSS JOIN emails e ON e.id = j.value WHERE e.account_id = ?1",
         )
-            .bind(account)
-            .bind(id_list(ids))
-            .fetch_all(&self.pool)
-            .await?;
+        .bind(account)
+        .bind(id_list(ids))
+        .fetch_all(&self.pool)
+        .await?;
         Ok(rows.iter().map(meta_from_row).collect())
     }
 
@@ -770,7 +780,15 @@ impl Store for SqliteStore {
         .await?;
         Ok(rows
             .into_iter()
-            .map(|(id, preview, has_attachment)| (id, FastView { preview, has_attachment }))
+            .map(|(id, preview, has_attachment)| {
+                (
+                    id,
+                    FastView {
+                        preview,
+                        has_attachment,
+                    },
+                )
+            })
             .collect())
     }
 
@@ -849,14 +867,19 @@ impl Store for SqliteStore {
             .bind(position)
             .fetch_all(&self.pool)
             .await?;
-        let total: i64 = sqlx::query_scalar("SELECT count(*) FROM email_mailboxes WHERE mailbox_id = ?1")
-            .bind(mailbox)
-            .fetch_one(&self.pool)
-            .await?;
+        let total: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM email_mailboxes WHERE mailbox_id = ?1")
+                .bind(mailbox)
+                .fetch_one(&self.pool)
+                .await?;
         Ok((ids, total))
     }
 
-    async fn query_rows(&self, account: i64, in_mailbox: Option<i64>) -> StoreResult<Vec<QueryRow>> {
+    async fn query_rows(
+        &self,
+        account: i64,
+        in_mailbox: Option<i64>,
+    ) -> StoreResult<Vec<QueryRow>> {
         let rows = sqlx::query(
             "SELECT e.id, e.blob_id, e.thread_id, e.size, e.received_at, e.keywords, \
                (SELECT group_concat(x.mailbox_id) FROM email_mailboxes x WHERE x.email_id = e.id), \
@@ -955,7 +978,12 @@ impl Store for SqliteStore {
             if mailboxes != old_mailboxes {
                 set_memberships(&mut tx, *id, mailboxes).await?;
             }
-            super::record_email_update(&mut set, *id, (old_keywords, old_mailboxes), (keywords, mailboxes));
+            super::record_email_update(
+                &mut set,
+                *id,
+                (old_keywords, old_mailboxes),
+                (keywords, mailboxes),
+            );
         }
         record(&mut tx, account, &set).await?;
         tx.commit().await?;
@@ -1067,7 +1095,11 @@ impl Store for SqliteStore {
             .await?)
     }
 
-    async fn thread_emails(&self, account: i64, thread_ids: &[i64]) -> StoreResult<Vec<(i64, Vec<i64>)>> {
+    async fn thread_emails(
+        &self,
+        account: i64,
+        thread_ids: &[i64],
+    ) -> StoreResult<Vec<(i64, Vec<i64>)>> {
         let rows: Vec<(i64, i64)> = sqlx::query_as(
             "SELECT thread_id, id FROM emails WHERE account_id = ?1 \
              AND thread_id IN (SELECT value FROM json_each(?2)) ORDER BY thread_id, received_at, id",
@@ -1100,13 +1132,34 @@ impl Store for SqliteStore {
     }
 
     async fn has_blob(&self, account: i64, blob_id: &str) -> StoreResult<bool> {
-        let found: Option<i64> =
-            sqlx::query_scalar("SELECT 1 FROM account_blobs WHERE account_id = ?1 AND blob_id = ?2")
-                .bind(account)
-                .bind(blob_id)
-                .fetch_optional(&self.pool)
-                .await?;
+        let found: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM account_blobs WHERE account_id = ?1 AND blob_id = ?2",
+        )
+        .bind(account)
+        .bind(blob_id)
+        .fetch_optional(&self.pool)
+        .await?;
         Ok(found.is_some())
+    }
+
+    async fn export_raw(
+        &self,
+        table: super::raw::RawTable,
+        account: i64,
+        after: &super::raw::RawCursor,
+        limit: i64,
+    ) -> StoreResult<super::raw::RawRows> {
+        raw::export(self, table, account, after, limit).await
+    }
+
+    async fn import_raw(&self, rows: &super::raw::RawRows) -> StoreResult<u64> {
+        raw::import(self, rows).await
+    }
+
+    async fn raw_counts(&self, account: Option<i64>) -> StoreResult<super::raw::RowCounts> {
+        raw::counts(self, account).await
     }
 }
 
+/// Raw row export and import for `fastview migrate-store`.
+mod raw;

@@ -72,7 +72,7 @@ async fn check_consistent(app: &crate::support::TestApp, user: &crate::support::
         assert_eq!(store.header_blocks(user.id, chunk).await.unwrap().len(), chunk.len(), "header blocks missing");
     }
     for (_, blob_id) in &rows {
-        assert!(app.app.blobs.get(blob_id).unwrap().is_some(), "blob {blob_id} missing");
+        assert!(app.app.blobs.get(blob_id).await.unwrap().is_some(), "blob {blob_id} missing");
     }
     let query = app
         .call1(user, "Email/query", json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox}, "calculateTotal": true, "limit": 0}))

@@ -3,12 +3,19 @@
 
 mod support;
 
+mod bad_input;
+mod bad_messages;
 mod core;
 mod crash;
 mod email;
+mod overload;
 mod loadtest;
 mod client;
 mod corpus;
 mod read_levels;
 mod reproject;
 mod security;
+mod sync;
+mod migrate;
+mod s3;
+mod scale_out;

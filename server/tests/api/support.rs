@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 #[path = "../common/pg_db.rs"]
 mod pg_db;
 
-use pg_db::TestDatabase;
+pub use pg_db::TestDatabase;
 
 /// The password of every test account.
 pub const PASSWORD: &str = "test-password";
@@ -87,6 +87,53 @@ pub async fn spawn_sibling(other: &TestApp, options: ServeOptions) -> TestApp {
     let mut sibling = spawn_on(other.app.clone(), dir, options, None).await;
     sibling.database_url = other.database_url.clone();
     sibling
+}
+
+/// Starts another node on the same database and blob store as `other`,
+/// as a second process would: its own `App` (own pool), caches and
+/// credential cache. `other` keeps owning the test database.
+pub async fn spawn_second_node(other: &TestApp) -> TestApp {
+    let app = App::open_storage(
+        &other.app.data_dir,
+        other.database_url.as_deref(),
+        Some(4),
+        Some(other.app.blobs.url()),
+    )
+    .await
+    .expect("open second node");
+    let mut node = spawn_on(
+        app,
+        tempfile::tempdir().expect("temp dir"),
+        ServeOptions::default(),
+        None,
+    )
+    .await;
+    node.database_url = other.database_url.clone();
+    node
+}
+
+/// Starts a server like [`spawn_app`] whose blobs live in the blob store
+/// `blob_url` names (e.g. `s3://bucket/prefix`) instead of the data dir.
+pub async fn spawn_app_with_blob_url(blob_url: &str) -> TestApp {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let database = TestDatabase::create().await;
+    let url = database.as_ref().map(|d| d.url.clone());
+    let app = App::open_storage(dir.path(), url.as_deref(), Some(8), Some(blob_url))
+        .await
+        .expect("open store");
+    spawn_on(app, dir, ServeOptions::default(), database).await
+}
+
+/// Starts a server on an already opened `app` (its data dir in `dir`);
+/// `database_url` is its PostgreSQL database, if any (not dropped by it).
+pub async fn spawn_app_on(
+    app: App,
+    dir: tempfile::TempDir,
+    database_url: Option<String>,
+) -> TestApp {
+    let mut node = spawn_on(app, dir, ServeOptions::default(), None).await;
+    node.database_url = database_url;
+    node
 }
 
 async fn spawn_on(

@@ -10,13 +10,13 @@ use std::collections::HashSet;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::mail::property::{BodyProperty, EmailProperty};
 use super::render::{BodyOptions, EmailSources, render_email};
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::{args, ids};
 use crate::mail::fast_view::FastView;
 use crate::mail::message::parse_message;
+use crate::mail::property::{BodyProperty, EmailProperty};
 use crate::mail::read_level::{self, BodyValueFlags, ReadLevel};
 use crate::metrics::ReadLevelLabel;
 
@@ -39,7 +39,7 @@ struct GetRequest {
 }
 
 /// Parses property names; unknown or malformed ones are `invalidArguments` naming them.
-fn parse_properties<T>(
+pub(crate) fn parse_properties<T>(
     names: &[String],
     parse: impl Fn(&str) -> Option<T>,
 ) -> Result<Vec<T>, MethodError> {

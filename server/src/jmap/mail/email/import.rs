@@ -128,13 +128,11 @@ async fn import_one(
         .filter(|(_, part)| part.is_none())
         .map(|(b, _)| b.to_string());
     let raw = match whole_blob {
-        Some(blob) if jmap.store.has_blob(account, &blob).await? => {
-            let blobs = jmap.blobs.clone();
-            tokio::task::spawn_blocking(move || blobs.get(&blob))
-                .await
-                .map_err(|e| MethodError::ServerFail(e.to_string()))?
-                .map_err(|e| MethodError::ServerFail(e.to_string()))?
-        }
+        Some(blob) if jmap.store.has_blob(account, &blob).await? => jmap
+            .blobs
+            .get(&blob)
+            .await
+            .map_err(|e| MethodError::ServerFail(e.to_string()))?,
         _ => None,
     };
     let Some(raw) = raw else {

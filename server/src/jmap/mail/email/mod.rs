@@ -1,7 +1,10 @@
 //! The Email data type (RFC 8621 §4).
 
+pub mod changes;
 pub mod get;
 pub mod import;
+pub mod parse;
 pub mod query;
+pub mod query_changes;
 pub mod render;
 pub mod set;

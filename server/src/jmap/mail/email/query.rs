@@ -6,6 +6,11 @@
 //! is evaluated by [`crate::mail::query`] over the candidate rows. A filter
 //! or sort not supported answers `unsupportedFilter` / `unsupportedSort`,
 //! never a wrong list. Without `sort`, emails come newest first.
+//!
+//! `canCalculateChanges` is true exactly when Email/queryChanges
+//! ([`super::query_changes`]) can follow the query: every filter and sort
+//! here, without `collapseThreads` (which of a thread's emails represents it
+//! changes when another email of the thread changes).
 
 use std::collections::HashMap;
 
@@ -38,7 +43,7 @@ struct QueryRequest {
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct SortArgument {
+pub(crate) struct SortArgument {
     property: String,
     #[serde(default = "yes")]
     is_ascending: bool,
@@ -77,7 +82,7 @@ fn number(value: &Value, name: &str) -> Result<i64, MethodError> {
 }
 
 /// Parses a FilterOperator or FilterCondition (RFC 8621 §4.4.1).
-fn parse_filter(value: &Value) -> Result<Filter, MethodError> {
+pub(crate) fn parse_filter(value: &Value) -> Result<Filter, MethodError> {
     let object = value
         .as_object()
         .ok_or_else(|| invalid("a filter must be an object"))?;
@@ -150,7 +155,8 @@ fn parse_filter(value: &Value) -> Result<Filter, MethodError> {
     })
 }
 
-fn parse_sort(sort: Option<Vec<SortArgument>>) -> Result<Vec<Comparator>, MethodError> {
+/// Parses `sort`; none is receivedAt descending.
+pub(crate) fn parse_sort(sort: Option<Vec<SortArgument>>) -> Result<Vec<Comparator>, MethodError> {
     let Some(sort) = sort else {
         return Ok(vec![Comparator {
             property: SortProperty::ReceivedAt,
@@ -206,18 +212,8 @@ pub async fn email_query(
     let max_limit = ctx.jmap.limits.max_objects_in_get;
     let limit = request.limit.unwrap_or(max_limit).min(max_limit) as i64;
 
-    let fast_path = match (&filter, comparators.as_slice()) {
-        (
-            Some(Filter::InMailbox(mailbox)),
-            [
-                Comparator {
-                    property: SortProperty::ReceivedAt,
-                    ascending,
-                },
-            ],
-        ) if request.anchor.is_none() && !request.collapse_threads => Some((*mailbox, *ascending)),
-        _ => None,
-    };
+    let fast_path = listing(filter.as_ref(), &comparators)
+        .filter(|_| request.anchor.is_none() && !request.collapse_threads);
     let (ids, position, total) = if let Some((mailbox, ascending)) = fast_path {
         if !store.owns_mailbox(account, mailbox).await? {
             (Vec::new(), 0, 0)
@@ -237,24 +233,7 @@ pub async fn email_query(
             }
         }
     } else {
-        let in_mailbox = match &filter {
-            Some(Filter::InMailbox(id)) => Some(*id),
-            Some(Filter::And(conditions)) => conditions.iter().find_map(|c| match c {
-                Filter::InMailbox(id) => Some(*id),
-                _ => None,
-            }),
-            _ => None,
-        };
-        let mut rows = store.query_rows(account, in_mailbox).await?;
-        if let Some(filter) = &filter {
-            let headers = if filter.needs_headers() {
-                load_header_fields(ctx, &rows).await?
-            } else {
-                HashMap::new()
-            };
-            rows.retain(|row| query::matches(filter, row, &headers));
-        }
-        query::sort(&mut rows, &comparators);
+        let mut rows = matching_rows(ctx, filter.as_ref(), &comparators).await?;
         if request.collapse_threads {
             rows = query::collapse_threads(rows);
         }
@@ -281,7 +260,7 @@ pub async fn email_query(
     let mut response = json!({
         "accountId": request.account_id,
         "queryState": state.to_string(),
-        "canCalculateChanges": false,
+        "canCalculateChanges": !request.collapse_threads,
         "position": position,
         "ids": ids.into_iter().map(ids::email_id).collect::<Vec<_>>(),
     });
@@ -292,6 +271,68 @@ pub async fn email_query(
         response["limit"] = json!(max_limit);
     }
     Ok(response)
+}
+
+/// The list view's shape, served from the (mailbox, receivedAt) index:
+/// `inMailbox` alone, sorted by receivedAt alone. Returns (mailbox, ascending).
+pub(crate) fn listing(filter: Option<&Filter>, comparators: &[Comparator]) -> Option<(i64, bool)> {
+    match (filter, comparators) {
+        (
+            Some(Filter::InMailbox(mailbox)),
+            [
+                Comparator {
+                    property: SortProperty::ReceivedAt,
+                    ascending,
+                },
+            ],
+        ) => Some((*mailbox, *ascending)),
+        _ => None,
+    }
+}
+
+/// Every email matching `filter`, sorted (the general path, before any
+/// thread collapsing).
+pub(crate) async fn matching_rows(
+    ctx: &CallContext<'_>,
+    filter: Option<&Filter>,
+    comparators: &[Comparator],
+) -> Result<Vec<crate::store::QueryRow>, MethodError> {
+    let in_mailbox = match filter {
+        Some(Filter::InMailbox(id)) => Some(*id),
+        Some(Filter::And(conditions)) => conditions.iter().find_map(|c| match c {
+            Filter::InMailbox(id) => Some(*id),
+            _ => None,
+        }),
+        _ => None,
+    };
+    let mut rows = ctx
+        .jmap
+        .store
+        .query_rows(ctx.account.id, in_mailbox)
+        .await?;
+    if let Some(filter) = filter {
+        let headers = if filter.needs_headers() {
+            load_header_fields(ctx, &rows).await?
+        } else {
+            HashMap::new()
+        };
+        rows.retain(|row| query::matches(filter, row, &headers));
+    }
+    query::sort(&mut rows, comparators);
+    Ok(rows)
+}
+
+/// Whether a filter reads a property an email's update can change
+/// (mailboxIds, keywords); every sort property is immutable.
+pub(crate) fn is_mutable(filter: &Filter) -> bool {
+    match filter {
+        Filter::And(c) | Filter::Or(c) | Filter::Not(c) => c.iter().any(is_mutable),
+        Filter::InMailbox(_)
+        | Filter::InMailboxOtherThan(_)
+        | Filter::HasKeyword(_)
+        | Filter::NotKeyword(_) => true,
+        _ => false,
+    }
 }
 
 /// Header fields of the candidate rows, for the `header` filter.

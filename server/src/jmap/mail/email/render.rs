@@ -11,11 +11,11 @@ use std::cell::OnceCell;
 
 use serde_json::{Map, Value};
 
+use crate::jmap::ids;
 use crate::mail::body::{self, BodyPart};
+use crate::mail::fast_view::FastView;
 use crate::mail::header::{self, header_value};
 use crate::mail::property::{BodyProperty, EmailProperty, HeaderForm, HeaderProperty};
-use crate::jmap::ids;
-use crate::mail::fast_view::FastView;
 use crate::mail::read_level::BodyValueFlags;
 use crate::store::EmailMeta;
 

@@ -2,6 +2,11 @@
 //! `mailboxIds` (whole or by patch path such as `keywords/$seen`) and
 //! destroy. Creating an email from JSON is not offered: Email/import stores
 //! a message from an uploaded blob.
+//!
+//! A patch is parsed into [`ListPatch`] operations that the store applies to
+//! the current values inside its write transaction, so two concurrent
+//! patches of different keywords both land; the store reports emails not
+//! found or left in no mailbox, which become SetErrors here.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -12,7 +17,7 @@ use super::super::mailbox::set::resolve_mailbox_id;
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::{args, ids};
-use crate::store::{EmailMeta, EmailUpdate};
+use crate::store::{EmailUpdate, ListPatch, UpdateOutcome};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -73,51 +78,53 @@ pub fn parse_mailbox_ids(
         .collect()
 }
 
-/// Applies one update patch to an email's current keywords and mailboxes.
-fn apply_patch(
-    meta: &EmailMeta,
+/// Adds (`true`) or removes (`null`, `false`) one member by patch path.
+fn patch_member<T>(
+    list: &mut ListPatch<T>,
+    path: &str,
+    member: T,
+    value: &Value,
+) -> Result<(), SetError> {
+    match value {
+        Value::Bool(true) => list.add.push(member),
+        Value::Null | Value::Bool(false) => list.remove.push(member),
+        _ => {
+            return Err(SetError::invalid_properties(
+                &[path],
+                "must be true or null",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Parses one update PatchObject into the operations the store applies.
+/// Setting a whole list together with a path into it is `invalidPatch`
+/// (RFC 8620 §5.3: no pointer may be a prefix of another).
+fn parse_patch(
+    id: i64,
     patch: &Map<String, Value>,
     created_ids: &HashMap<String, String>,
 ) -> Result<EmailUpdate, SetError> {
-    let mut keywords: BTreeSet<String> = meta.keywords.iter().cloned().collect();
-    let mut mailboxes: BTreeSet<i64> = meta.mailbox_ids.iter().copied().collect();
-    let (mut keywords_changed, mut mailboxes_changed) = (false, false);
+    let mut update = EmailUpdate {
+        id,
+        ..EmailUpdate::default()
+    };
     for (path, value) in patch {
         if path == "keywords" {
-            keywords = parse_keywords(value)?;
-            keywords_changed = true;
+            update.keywords.replace = Some(parse_keywords(value)?.into_iter().collect());
         } else if path == "mailboxIds" {
-            mailboxes = parse_mailbox_ids(value, created_ids)?;
-            mailboxes_changed = true;
+            let mailboxes = parse_mailbox_ids(value, created_ids)?;
+            update.mailbox_ids.replace = Some(mailboxes.into_iter().collect());
         } else if let Some(keyword) = path.strip_prefix("keywords/") {
             let keyword = valid_keyword(keyword)
                 .ok_or_else(|| SetError::invalid_properties(&[path.as_str()], "invalid keyword"))?;
-            match value {
-                Value::Bool(true) => keywords.insert(keyword),
-                Value::Null | Value::Bool(false) => keywords.remove(&keyword),
-                _ => {
-                    return Err(SetError::invalid_properties(
-                        &[path.as_str()],
-                        "must be true or null",
-                    ));
-                }
-            };
-            keywords_changed = true;
+            patch_member(&mut update.keywords, path, keyword, value)?;
         } else if let Some(mailbox) = path.strip_prefix("mailboxIds/") {
             let mailbox = resolve_mailbox_id(mailbox, created_ids).ok_or_else(|| {
                 SetError::invalid_properties(&[path.as_str()], "invalid mailbox id")
             })?;
-            match value {
-                Value::Bool(true) => mailboxes.insert(mailbox),
-                Value::Null | Value::Bool(false) => mailboxes.remove(&mailbox),
-                _ => {
-                    return Err(SetError::invalid_properties(
-                        &[path.as_str()],
-                        "must be true or null",
-                    ));
-                }
-            };
-            mailboxes_changed = true;
+            patch_member(&mut update.mailbox_ids, path, mailbox, value)?;
         } else {
             return Err(SetError::invalid_properties(
                 &[path.as_str()],
@@ -125,17 +132,20 @@ fn apply_patch(
             ));
         }
     }
-    if mailboxes.is_empty() {
-        return Err(SetError::invalid_properties(
-            &["mailboxIds"],
-            "an email must be in at least one mailbox",
+    let whole_and_path = |list_replaced: bool, list_patched: bool| list_replaced && list_patched;
+    if whole_and_path(
+        update.keywords.replace.is_some(),
+        !update.keywords.add.is_empty() || !update.keywords.remove.is_empty(),
+    ) || whole_and_path(
+        update.mailbox_ids.replace.is_some(),
+        !update.mailbox_ids.add.is_empty() || !update.mailbox_ids.remove.is_empty(),
+    ) {
+        return Err(SetError::new(
+            "invalidPatch",
+            "a property and a path into it cannot both be patched",
         ));
     }
-    Ok(EmailUpdate {
-        id: meta.id,
-        keywords: keywords_changed.then(|| keywords.into_iter().collect()),
-        mailbox_ids: mailboxes_changed.then(|| mailboxes.into_iter().collect()),
-    })
+    Ok(update)
 }
 
 fn error_map(errors: Vec<(String, SetError)>) -> Value {
@@ -190,44 +200,41 @@ pub async fn email_set(
         })
         .collect();
 
-    let wanted: Vec<i64> = updates
-        .keys()
-        .filter_map(|id| ids::parse_email_id(id))
-        .collect();
-    let metas = store.email_meta(account, &wanted).await?;
-    let owned_mailboxes: Vec<i64> = store
-        .mailboxes(account)
-        .await?
-        .iter()
-        .map(|m| m.id)
-        .collect();
-    let (mut valid, mut updated, mut not_updated) = (Vec::new(), Map::new(), Vec::new());
+    let (mut valid, mut valid_ids, mut not_updated) = (Vec::new(), Vec::new(), Vec::new());
     for (id, patch) in &updates {
-        let Some(meta) = ids::parse_email_id(id).and_then(|n| metas.iter().find(|m| m.id == n))
-        else {
+        let Some(numeric) = ids::parse_email_id(id) else {
             not_updated.push((id.clone(), SetError::not_found()));
             continue;
         };
-        match apply_patch(meta, patch, ctx.created_ids) {
-            Ok(update)
-                if update
-                    .mailbox_ids
-                    .as_ref()
-                    .is_some_and(|m| m.iter().any(|id| !owned_mailboxes.contains(id))) =>
-            {
-                not_updated.push((
-                    id.clone(),
-                    SetError::invalid_properties(&["mailboxIds"], "no such mailbox"),
-                ));
-            }
+        match parse_patch(numeric, patch, ctx.created_ids) {
             Ok(update) => {
                 valid.push(update);
-                updated.insert(id.clone(), Value::Null);
+                valid_ids.push(id.clone());
             }
             Err(error) => not_updated.push((id.clone(), error)),
         }
     }
-    store.update_emails(account, &valid).await?;
+    let outcomes = store.update_emails(account, &valid).await?;
+    let mut updated = Map::new();
+    for (id, outcome) in valid_ids.into_iter().zip(outcomes) {
+        match outcome {
+            UpdateOutcome::Updated => {
+                updated.insert(id, Value::Null);
+            }
+            UpdateOutcome::NotFound => not_updated.push((id, SetError::not_found())),
+            UpdateOutcome::NoMailbox => not_updated.push((
+                id,
+                SetError::invalid_properties(
+                    &["mailboxIds"],
+                    "an email must be in at least one mailbox",
+                ),
+            )),
+            UpdateOutcome::UnknownMailbox => not_updated.push((
+                id,
+                SetError::invalid_properties(&["mailboxIds"], "no such mailbox"),
+            )),
+        }
+    }
 
     let numeric: Vec<i64> = destroy
         .iter()

@@ -1,7 +1,9 @@
 //! The Mailbox data type (RFC 8621 §2).
 
+pub mod changes;
 pub mod get;
 pub mod query;
+pub mod query_changes;
 pub mod set;
 
 use serde_json::{Map, Value, json};

@@ -1,5 +1,7 @@
 //! Mailbox/query (RFC 8621 §2.3, RFC 8620 §5.5): filters parentId, name,
 //! role, hasAnyRole, isSubscribed (and AND/OR/NOT); sorts sortOrder, name.
+//! Every such query can be followed by Mailbox/queryChanges
+//! ([`super::query_changes`]): `canCalculateChanges` is true.
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -24,7 +26,7 @@ struct QueryRequest {
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Comparator {
+pub(crate) struct Comparator {
     property: String,
     #[serde(default = "yes")]
     is_ascending: bool,
@@ -42,40 +44,70 @@ fn matches(filter: &Value, mailbox: &MailboxRow) -> Result<bool, MethodError> {
         let conditions = object
             .get("conditions")
             .and_then(Value::as_array)
-            .ok_or_else(|| MethodError::InvalidArguments("a FilterOperator needs conditions".into()))?;
-        let results = conditions.iter().map(|c| matches(c, mailbox)).collect::<Result<Vec<_>, _>>()?;
+            .ok_or_else(|| {
+                MethodError::InvalidArguments("a FilterOperator needs conditions".into())
+            })?;
+        let results = conditions
+            .iter()
+            .map(|c| matches(c, mailbox))
+            .collect::<Result<Vec<_>, _>>()?;
         return match operator.as_str() {
             Some("AND") => Ok(results.iter().all(|r| *r)),
             Some("OR") => Ok(results.iter().any(|r| *r)),
             Some("NOT") => Ok(!results.iter().any(|r| *r)),
-            _ => Err(MethodError::InvalidArguments("operator must be AND, OR or NOT".into())),
+            _ => Err(MethodError::InvalidArguments(
+                "operator must be AND, OR or NOT".into(),
+            )),
         };
     }
     for (name, value) in object {
         let ok = match name.as_str() {
             "parentId" => match value {
                 Value::Null => mailbox.parent_id.is_none(),
-                Value::String(id) => ids::parse_mailbox_id(id).is_some() && mailbox.parent_id == ids::parse_mailbox_id(id),
-                _ => return Err(MethodError::InvalidArguments("parentId must be an id or null".into())),
+                Value::String(id) => {
+                    ids::parse_mailbox_id(id).is_some()
+                        && mailbox.parent_id == ids::parse_mailbox_id(id)
+                }
+                _ => {
+                    return Err(MethodError::InvalidArguments(
+                        "parentId must be an id or null".into(),
+                    ));
+                }
             },
             "name" => {
-                let needle = value.as_str().ok_or_else(|| MethodError::InvalidArguments("name must be a string".into()))?;
+                let needle = value
+                    .as_str()
+                    .ok_or_else(|| MethodError::InvalidArguments("name must be a string".into()))?;
                 mailbox.name.to_lowercase().contains(&needle.to_lowercase())
             }
             "role" => match value {
                 Value::Null => mailbox.role.is_none(),
-                Value::String(role) => mailbox.role.as_deref() == Some(role.to_lowercase().as_str()),
-                _ => return Err(MethodError::InvalidArguments("role must be a string or null".into())),
+                Value::String(role) => {
+                    mailbox.role.as_deref() == Some(role.to_lowercase().as_str())
+                }
+                _ => {
+                    return Err(MethodError::InvalidArguments(
+                        "role must be a string or null".into(),
+                    ));
+                }
             },
             "hasAnyRole" => {
-                let wanted = value.as_bool().ok_or_else(|| MethodError::InvalidArguments("hasAnyRole must be a boolean".into()))?;
+                let wanted = value.as_bool().ok_or_else(|| {
+                    MethodError::InvalidArguments("hasAnyRole must be a boolean".into())
+                })?;
                 mailbox.role.is_some() == wanted
             }
             "isSubscribed" => {
-                let wanted = value.as_bool().ok_or_else(|| MethodError::InvalidArguments("isSubscribed must be a boolean".into()))?;
+                let wanted = value.as_bool().ok_or_else(|| {
+                    MethodError::InvalidArguments("isSubscribed must be a boolean".into())
+                })?;
                 mailbox.is_subscribed == wanted
             }
-            other => return Err(MethodError::UnsupportedFilter(format!("unknown Mailbox filter {other}"))),
+            other => {
+                return Err(MethodError::UnsupportedFilter(format!(
+                    "unknown Mailbox filter {other}"
+                )));
+            }
         };
         if !ok {
             return Ok(false);
@@ -86,47 +118,36 @@ fn matches(filter: &Value, mailbox: &MailboxRow) -> Result<bool, MethodError> {
 
 /// Handles one Mailbox/query call.
 #[tracing::instrument(skip_all, fields(account = ctx.account.id))]
-pub async fn mailbox_query(ctx: &mut CallContext<'_>, arguments: Map<String, Value>) -> Result<Value, MethodError> {
+pub async fn mailbox_query(
+    ctx: &mut CallContext<'_>,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
     let request: QueryRequest = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
     let state = ctx.jmap.store.states(ctx.account.id).await?.mailbox;
-    let mut mailboxes = ctx.jmap.store.mailboxes(ctx.account.id).await?;
-    if let Some(filter) = &request.filter {
-        let mut kept = Vec::with_capacity(mailboxes.len());
-        for mailbox in mailboxes {
-            if matches(filter, &mailbox)? {
-                kept.push(mailbox);
-            }
-        }
-        mailboxes = kept;
-    }
+    let mailboxes = ctx.jmap.store.mailboxes(ctx.account.id).await?;
     let comparators = request.sort.unwrap_or_default();
-    for comparator in &comparators {
-        if !matches!(comparator.property.as_str(), "sortOrder" | "name") {
-            return Err(MethodError::UnsupportedSort(format!("cannot sort mailboxes by {}", comparator.property)));
-        }
-    }
-    mailboxes.sort_by(|a, b| {
-        for comparator in &comparators {
-            let order = match comparator.property.as_str() {
-                "sortOrder" => a.sort_order.cmp(&b.sort_order),
-                _ => a.name.to_lowercase().cmp(&b.name.to_lowercase()),
-            };
-            let order = if comparator.is_ascending { order } else { order.reverse() };
-            if order.is_ne() {
-                return order;
-            }
-        }
-        a.id.cmp(&b.id)
-    });
+    let mailboxes = results(mailboxes, request.filter.as_ref(), &comparators)?;
     let total = mailboxes.len() as i64;
-    let start = if request.position < 0 { (total + request.position).max(0) } else { request.position.min(total) };
-    let limit = request.limit.unwrap_or(u64::MAX).min(ctx.jmap.limits.max_objects_in_get) as usize;
-    let ids: Vec<String> = mailboxes.iter().skip(start as usize).take(limit).map(|m| ids::mailbox_id(m.id)).collect();
+    let start = if request.position < 0 {
+        (total + request.position).max(0)
+    } else {
+        request.position.min(total)
+    };
+    let limit = request
+        .limit
+        .unwrap_or(u64::MAX)
+        .min(ctx.jmap.limits.max_objects_in_get) as usize;
+    let ids: Vec<String> = mailboxes
+        .iter()
+        .skip(start as usize)
+        .take(limit)
+        .map(|m| ids::mailbox_id(m.id))
+        .collect();
     let mut response = json!({
         "accountId": request.account_id,
         "queryState": state.to_string(),
-        "canCalculateChanges": false,
+        "canCalculateChanges": true,
         "position": start,
         "ids": ids,
     });
@@ -134,4 +155,50 @@ pub async fn mailbox_query(ctx: &mut CallContext<'_>, arguments: Map<String, Val
         response["total"] = json!(total);
     }
     Ok(response)
+}
+
+/// The mailboxes matching `filter`, in `sort` order (then by id).
+pub(crate) fn results(
+    mailboxes: Vec<MailboxRow>,
+    filter: Option<&Value>,
+    comparators: &[Comparator],
+) -> Result<Vec<MailboxRow>, MethodError> {
+    let mut mailboxes = match filter {
+        None => mailboxes,
+        Some(filter) => {
+            let mut kept = Vec::with_capacity(mailboxes.len());
+            for mailbox in mailboxes {
+                if matches(filter, &mailbox)? {
+                    kept.push(mailbox);
+                }
+            }
+            kept
+        }
+    };
+    for comparator in comparators {
+        if !matches!(comparator.property.as_str(), "sortOrder" | "name") {
+            return Err(MethodError::UnsupportedSort(format!(
+                "cannot sort mailboxes by {}",
+                comparator.property
+            )));
+        }
+    }
+    mailboxes.sort_by(|a, b| {
+        for comparator in comparators {
+            let order = match comparator.property.as_str() {
+                "sortOrder" => a.sort_order.cmp(&b.sort_order),
+                _ => a.name.to_lowercase().cmp(&b.name.to_lowercase()),
+            };
+            let order = if comparator.is_ascending {
+                order
+            } else {
+                order.reverse()
+            };
+            if order.is_ne() {
+                return order;
+            }
+        }
+        a.id.cmp(&b.id)
+    });
+    Ok(mailboxes)
 }

@@ -1,3 +1,4 @@
 //! The Thread data type (RFC 8621 §3).
 
+pub mod changes;
 pub mod get;
