@@ -1,6 +1,7 @@
 //! The SQLite implementation of [`Store`]: the embedded default.
 //!
-//! WAL journal, `synchronous = NORMAL`, foreign keys on. Id lists are bound as
+//! WAL journal, `synchronous = NORMAL`, foreign keys on; a pool of reader
+//! connections and one writer connection that this process's writers queue for. Id lists are bound as
 //! one JSON array and expanded with `json_each`, so every batched read is one
 //! static, cached statement whatever the number of ids. Write transactions
 //! start with `BEGIN IMMEDIATE`, so a writer waits for the lock (busy timeout)
@@ -39,7 +40,12 @@ pub const ROLE_MAILBOXES: &[(&str, &str)] = &[
 /// SQLite-backed [`Store`].
 #[derive(Clone)]
 pub struct SqliteStore {
+    /// Readers.
     pool: SqlitePool,
+    /// The one writer connection: writers of this process queue for it in
+    /// order instead of retrying SQLite's lock (`busy_timeout` is only for
+    /// writers in other processes, such as `fastview import` beside `serve`).
+    writer: SqlitePool,
 }
 
 impl SqliteStore {
@@ -54,13 +60,18 @@ impl SqliteStore {
             .busy_timeout(Duration::from_secs(30))
             .pragma("cache_size", "-65536")
             .pragma("temp_store", "memory");
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .connect_with(options.clone())
+            .await?;
+        sqlx::migrate!("../migrations/sqlite").run(&writer).await?;
         let pool = SqlitePoolOptions::new()
             .max_connections(max_connections.max(1))
             .min_connections(1)
             .connect_with(options)
             .await?;
-        sqlx::migrate!("../migrations/sqlite").run(&pool).await?;
-        Ok(Self { pool })
+        Ok(Self { pool, writer })
     }
 
     /// The query plan SQLite chooses for the inMailbox + receivedAt listing,
@@ -83,7 +94,7 @@ impl SqliteStore {
     }
 
     async fn write(&self) -> StoreResult<Transaction<'static, Sqlite>> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
 }
 
@@ -494,7 +505,7 @@ impl Store for SqliteStore {
         let done = sqlx::query("UPDATE accounts SET password_hash = ?2 WHERE email = ?1")
             .bind(email)
             .bind(password_hash)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound);
@@ -819,7 +830,7 @@ impl Store for SqliteStore {
              OR email_id IN (SELECT id FROM emails WHERE account_id = ?1)",
         )
         .bind(account)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected())
     }
@@ -1126,7 +1137,7 @@ impl Store for SqliteStore {
         .bind(account)
         .bind(blob_id)
         .bind(size)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
