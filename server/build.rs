@@ -18,8 +18,16 @@ fn main() {
     files.sort();
     let mut out = String::from("&[\n");
     for file in files {
-        let name = file.file_name().unwrap_or_default().to_string_lossy().to_string();
-        let _ = writeln!(out, "    ({name:?}, include_bytes!({:?})),", file.display().to_string());
+        let name = file
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
+        let _ = writeln!(
+            out,
+            "    ({name:?}, include_bytes!({:?})),",
+            file.display().to_string()
+        );
     }
     out.push(']');
     let target = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR")).join("demo_messages.rs");

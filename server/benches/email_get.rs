@@ -26,7 +26,9 @@ const MIN_TIME: Duration = Duration::from_secs(3);
 fn corpus() -> PathBuf {
     std::env::var_os("FASTVIEW_BENCH_CORPUS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/corpus")))
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/corpus"))
+        })
 }
 
 #[tokio::main]
@@ -51,9 +53,15 @@ async fn main() {
     for chunk in sources.chunks(500) {
         let batch = chunk
             .iter()
-            .map(|m| prepare(m.raw.clone(), vec![inbox], m.keywords.clone(), |p| import_source::received_at(m, p)))
+            .map(|m| {
+                prepare(m.raw.clone(), vec![inbox], m.keywords.clone(), |p| {
+                    import_source::received_at(m, p)
+                })
+            })
             .collect();
-        store_batch(app.store.as_ref(), &app.blobs, account.id, batch).await.expect("store");
+        store_batch(app.store.as_ref(), &app.blobs, account.id, batch)
+            .await
+            .expect("store");
     }
     let ids: Vec<String> = app
         .store
@@ -63,29 +71,73 @@ async fn main() {
         .iter()
         .map(|r| fastview::jmap::ids::email_id(r.meta.id))
         .collect();
-    eprintln!("imported {} messages in {:.1} s", ids.len(), started.elapsed().as_secs_f64());
+    eprintln!(
+        "imported {} messages in {:.1} s",
+        ids.len(),
+        started.elapsed().as_secs_f64()
+    );
 
     let modes = [
-        ("default", ReadSwitches { read_levels: true, fast_view: true }),
-        ("read-levels off", ReadSwitches { read_levels: false, fast_view: true }),
-        ("fast-view off", ReadSwitches { read_levels: true, fast_view: false }),
+        (
+            "default",
+            ReadSwitches {
+                read_levels: true,
+                fast_view: true,
+            },
+        ),
+        (
+            "read-levels off",
+            ReadSwitches {
+                read_levels: false,
+                fast_view: true,
+            },
+        ),
+        (
+            "fast-view off",
+            ReadSwitches {
+                read_levels: true,
+                fast_view: false,
+            },
+        ),
     ];
     let levels = [
         ("metadata", json!(["id", "mailboxIds", "keywords"])),
         ("header", json!(["id", "subject", "from", "to", "sentAt"])),
-        ("fast view", json!(["id", "threadId", "mailboxIds", "keywords", "hasAttachment", "from", "to", "subject", "receivedAt", "size", "preview"])),
-        ("full", json!(["id", "textBody", "htmlBody", "attachments", "bodyValues"])),
+        (
+            "fast view",
+            json!([
+                "id",
+                "threadId",
+                "mailboxIds",
+                "keywords",
+                "hasAttachment",
+                "from",
+                "to",
+                "subject",
+                "receivedAt",
+                "size",
+                "preview"
+            ]),
+        ),
+        (
+            "full",
+            json!(["id", "textBody", "htmlBody", "attachments", "bodyValues"]),
+        ),
     ];
     let account_id = fastview::jmap::ids::account_id(account.id);
     let mut results: Vec<(&str, &str, f64)> = Vec::new();
     for (mode, switches) in modes {
-        let (_, state) = app.router(&ServeOptions { switches, ..ServeOptions::default() });
+        let (_, state) = app.router(&ServeOptions {
+            switches,
+            ..ServeOptions::default()
+        });
         for (level, properties) in &levels {
             let mut emails = 0usize;
             let mut call = 0usize;
             let started = Instant::now();
             while started.elapsed() < MIN_TIME {
-                let start = (call * 7919 * IDS_PER_CALL) % ids.len().saturating_sub(IDS_PER_CALL).max(1);
+                let start =
+                    (call * 7919 * IDS_PER_CALL) % ids.len().saturating_sub(IDS_PER_CALL).max(1);
                 let batch = &ids[start..(start + IDS_PER_CALL).min(ids.len())];
                 let body = json!({
                     "using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
@@ -99,12 +151,18 @@ async fn main() {
                 call += 1;
             }
             let rate = emails as f64 / started.elapsed().as_secs_f64();
-            println!("{mode:>16} {level:>10}: {rate:>10.0} emails/s ({call} calls of {IDS_PER_CALL})");
+            println!(
+                "{mode:>16} {level:>10}: {rate:>10.0} emails/s ({call} calls of {IDS_PER_CALL})"
+            );
             results.push((mode, level, rate));
         }
     }
     let rate = |mode: &str, level: &str| {
-        results.iter().find(|(m, l, _)| *m == mode && *l == level).map(|(_, _, r)| *r).unwrap_or(f64::NAN)
+        results
+            .iter()
+            .find(|(m, l, _)| *m == mode && *l == level)
+            .map(|(_, _, r)| *r)
+            .unwrap_or(f64::NAN)
     };
     println!();
     println!("| read level | default (emails/s) | --read-levels off | --fast-view off |");
@@ -118,7 +176,16 @@ async fn main() {
         );
     }
     println!();
-    println!("metadata vs --read-levels off: {:.1}x", rate("default", "metadata") / rate("read-levels off", "metadata"));
-    println!("header vs --read-levels off: {:.1}x", rate("default", "header") / rate("read-levels off", "header"));
-    println!("fast view vs --fast-view off: {:.1}x", rate("default", "fast view") / rate("fast-view off", "fast view"));
+    println!(
+        "metadata vs --read-levels off: {:.1}x",
+        rate("default", "metadata") / rate("read-levels off", "metadata")
+    );
+    println!(
+        "header vs --read-levels off: {:.1}x",
+        rate("default", "header") / rate("read-levels off", "header")
+    );
+    println!(
+        "fast view vs --fast-view off: {:.1}x",
+        rate("default", "fast view") / rate("fast-view off", "fast view")
+    );
 }

@@ -63,7 +63,11 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::default();
         let email_get = Family::<ReadLevelLabel, Counter>::default();
-        registry.register("fastview_email_get", "Email/get calls by read level", email_get.clone());
+        registry.register(
+            "fastview_email_get",
+            "Email/get calls by read level",
+            email_get.clone(),
+        );
         let fast_view_hits = Counter::default();
         registry.register(
             "fastview_fast_view_hits",
@@ -77,7 +81,11 @@ impl Metrics {
             fast_view_misses.clone(),
         );
         let blob_reads = Counter::default();
-        registry.register("fastview_blob_reads", "Blobs read from the blob store", blob_reads.clone());
+        registry.register(
+            "fastview_blob_reads",
+            "Blobs read from the blob store",
+            blob_reads.clone(),
+        );
         let blob_read_bytes = Counter::default();
         registry.register(
             "fastview_blob_read_bytes",
@@ -111,12 +119,16 @@ impl Metrics {
 
     /// Counts one message parse on the read path (`scope` is `header` or `full`).
     pub fn count_parse(&self, scope: &'static str) {
-        self.message_parses.get_or_create(&ParseScopeLabel { scope }).inc();
+        self.message_parses
+            .get_or_create(&ParseScopeLabel { scope })
+            .inc();
     }
 
     /// The current value of `fastview_message_parses_total{scope}`.
     pub fn parses(&self, scope: &'static str) -> u64 {
-        self.message_parses.get_or_create(&ParseScopeLabel { scope }).get()
+        self.message_parses
+            .get_or_create(&ParseScopeLabel { scope })
+            .get()
     }
 
     /// Counts one blob read of `bytes` octets.

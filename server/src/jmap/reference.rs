@@ -8,8 +8,15 @@ use super::error::MethodError;
 
 /// Replaces every `#argument` in `arguments` by the value it references in
 /// `responses` (earlier `[name, arguments, callId]` responses of this request).
-pub fn resolve(arguments: &mut Map<String, Value>, responses: &[(String, Value, String)]) -> Result<(), MethodError> {
-    let references: Vec<String> = arguments.keys().filter(|k| k.starts_with('#')).cloned().collect();
+pub fn resolve(
+    arguments: &mut Map<String, Value>,
+    responses: &[(String, Value, String)],
+) -> Result<(), MethodError> {
+    let references: Vec<String> = arguments
+        .keys()
+        .filter(|k| k.starts_with('#'))
+        .cloned()
+        .collect();
     for key in references {
         let name = &key[1..];
         if arguments.contains_key(name) {
@@ -24,7 +31,10 @@ pub fn resolve(arguments: &mut Map<String, Value>, responses: &[(String, Value, 
     Ok(())
 }
 
-fn evaluate(reference: &Value, responses: &[(String, Value, String)]) -> Result<Value, MethodError> {
+fn evaluate(
+    reference: &Value,
+    responses: &[(String, Value, String)],
+) -> Result<Value, MethodError> {
     let invalid = |why: &str| MethodError::InvalidResultReference(why.to_string());
     let field = |name: &str| {
         reference

@@ -52,10 +52,12 @@ impl Request {
     /// Parses and validates a request body: `notJSON`, `notRequest`,
     /// `unknownCapability` and the `maxCallsInRequest` limit.
     pub fn parse(body: &[u8], max_calls: usize) -> Result<Self, RequestError> {
-        let value: Value = serde_json::from_slice(body)
-            .map_err(|error| RequestError::NotJson(format!("the body is not valid JSON: {error}")))?;
-        let request: Request = serde_json::from_value(value)
-            .map_err(|error| RequestError::NotRequest(format!("not a JMAP Request object: {error}")))?;
+        let value: Value = serde_json::from_slice(body).map_err(|error| {
+            RequestError::NotJson(format!("the body is not valid JSON: {error}"))
+        })?;
+        let request: Request = serde_json::from_value(value).map_err(|error| {
+            RequestError::NotRequest(format!("not a JMAP Request object: {error}"))
+        })?;
         if let Some(unknown) = request
             .using
             .iter()
@@ -98,13 +100,22 @@ mod tests {
     #[test]
     fn request_level_errors_are_named_as_rfc8620_section_3_6_1() {
         let core = r#""using":["urn:ietf:params:jmap:core"]"#;
-        check(&format!(r#"{{{core},"methodCalls":[["Core/echo",{{}},"c1"]]}}"#), Ok(1));
+        check(
+            &format!(r#"{{{core},"methodCalls":[["Core/echo",{{}},"c1"]]}}"#),
+            Ok(1),
+        );
         check("{", Err("notJSON"));
         check("\u{0}", Err("notJSON"));
         check("[]", Err("notRequest"));
         check(&format!(r#"{{{core}}}"#), Err("notRequest"));
-        check(&format!(r#"{{{core},"methodCalls":[["Core/echo",[],"c1"]]}}"#), Err("notRequest"));
-        check(&format!(r#"{{{core},"methodCalls":[["Core/echo",{{}}]]}}"#), Err("notRequest"));
+        check(
+            &format!(r#"{{{core},"methodCalls":[["Core/echo",[],"c1"]]}}"#),
+            Err("notRequest"),
+        );
+        check(
+            &format!(r#"{{{core},"methodCalls":[["Core/echo",{{}}]]}}"#),
+            Err("notRequest"),
+        );
         check(
             r#"{"using":["urn:example:nope"],"methodCalls":[]}"#,
             Err("unknownCapability"),

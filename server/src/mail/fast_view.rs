@@ -82,7 +82,11 @@ mod tests {
     use mail_parser::MessageParser;
 
     fn fast_view_of(raw: &str) -> FastView {
-        FastView::compute(&MessageParser::default().parse(raw.as_bytes()).expect("parses"))
+        FastView::compute(
+            &MessageParser::default()
+                .parse(raw.as_bytes())
+                .expect("parses"),
+        )
     }
 
     #[test]

@@ -126,20 +126,30 @@ pub fn sort(rows: &mut [QueryRow], comparators: &[Comparator]) {
     rows.sort_by(|a, b| {
         for comparator in comparators {
             let order = compare(a, b, comparator.property);
-            let order = if comparator.ascending { order } else { order.reverse() };
+            let order = if comparator.ascending {
+                order
+            } else {
+                order.reverse()
+            };
             if order.is_ne() {
                 return order;
             }
         }
         let order = a.meta.id.cmp(&b.meta.id);
-        if tie_ascending { order } else { order.reverse() }
+        if tie_ascending {
+            order
+        } else {
+            order.reverse()
+        }
     });
 }
 
 /// Keeps the first email of each thread, in order (`collapseThreads`).
 pub fn collapse_threads(rows: Vec<QueryRow>) -> Vec<QueryRow> {
     let mut seen = HashSet::new();
-    rows.into_iter().filter(|row| seen.insert(row.meta.thread_id)).collect()
+    rows.into_iter()
+        .filter(|row| seen.insert(row.meta.thread_id))
+        .collect()
 }
 
 #[cfg(test)]
@@ -147,7 +157,14 @@ mod tests {
     use super::*;
     use crate::store::{EmailIndex, EmailMeta};
 
-    fn row(id: i64, thread: i64, received_at: i64, size: i64, keywords: &[&str], from: &str) -> QueryRow {
+    fn row(
+        id: i64,
+        thread: i64,
+        received_at: i64,
+        size: i64,
+        keywords: &[&str],
+        from: &str,
+    ) -> QueryRow {
         QueryRow {
             meta: EmailMeta {
                 id,
@@ -176,7 +193,10 @@ mod tests {
         ];
         let none = HashMap::new();
         let ids = |filter: &Filter| -> Vec<i64> {
-            rows.iter().filter(|r| matches(filter, r, &none)).map(|r| r.meta.id).collect()
+            rows.iter()
+                .filter(|r| matches(filter, r, &none))
+                .map(|r| r.meta.id)
+                .collect()
         };
         assert_eq!(ids(&Filter::NotKeyword("$seen".into())), vec![2, 3]);
         assert_eq!(ids(&Filter::After(150)), vec![2, 3]);
@@ -185,17 +205,50 @@ mod tests {
         assert_eq!(ids(&Filter::MinSize(500)), vec![1, 2]);
         assert_eq!(ids(&Filter::From("BOB".into())), vec![2]);
         assert_eq!(
-            ids(&Filter::Or(vec![Filter::HasKeyword("$flagged".into()), Filter::From("ann".into())])),
+            ids(&Filter::Or(vec![
+                Filter::HasKeyword("$flagged".into()),
+                Filter::From("ann".into())
+            ])),
             vec![1, 3]
         );
-        assert_eq!(ids(&Filter::Not(vec![Filter::InMailbox(1)])), Vec::<i64>::new());
+        assert_eq!(
+            ids(&Filter::Not(vec![Filter::InMailbox(1)])),
+            Vec::<i64>::new()
+        );
         let mut sorted = rows.clone();
-        sort(&mut sorted, &[Comparator { property: SortProperty::ReceivedAt, ascending: false }]);
-        assert_eq!(sorted.iter().map(|r| r.meta.id).collect::<Vec<_>>(), vec![2, 3, 1]);
-        sort(&mut sorted, &[Comparator { property: SortProperty::Size, ascending: true }]);
-        assert_eq!(sorted.iter().map(|r| r.meta.id).collect::<Vec<_>>(), vec![3, 1, 2]);
-        sort(&mut sorted, &[Comparator { property: SortProperty::ReceivedAt, ascending: false }]);
+        sort(
+            &mut sorted,
+            &[Comparator {
+                property: SortProperty::ReceivedAt,
+                ascending: false,
+            }],
+        );
+        assert_eq!(
+            sorted.iter().map(|r| r.meta.id).collect::<Vec<_>>(),
+            vec![2, 3, 1]
+        );
+        sort(
+            &mut sorted,
+            &[Comparator {
+                property: SortProperty::Size,
+                ascending: true,
+            }],
+        );
+        assert_eq!(
+            sorted.iter().map(|r| r.meta.id).collect::<Vec<_>>(),
+            vec![3, 1, 2]
+        );
+        sort(
+            &mut sorted,
+            &[Comparator {
+                property: SortProperty::ReceivedAt,
+                ascending: false,
+            }],
+        );
         let collapsed = collapse_threads(sorted);
-        assert_eq!(collapsed.iter().map(|r| r.meta.id).collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(
+            collapsed.iter().map(|r| r.meta.id).collect::<Vec<_>>(),
+            vec![2, 3]
+        );
     }
 }

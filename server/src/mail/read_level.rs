@@ -116,7 +116,11 @@ fn source_of(property: &EmailProperty, flags: BodyValueFlags, switches: ReadSwit
 
 /// Plans the reads of one Email/get from its `properties` and body-value flags.
 /// `bodyProperties` never changes the plan: body parts always come from the full message.
-pub fn plan(properties: &[EmailProperty], flags: BodyValueFlags, switches: ReadSwitches) -> ReadPlan {
+pub fn plan(
+    properties: &[EmailProperty],
+    flags: BodyValueFlags,
+    switches: ReadSwitches,
+) -> ReadPlan {
     let mut plan = ReadPlan {
         header: false,
         fast_view: false,
@@ -150,13 +154,22 @@ mod tests {
         fetch_all: false,
     };
 
-    fn check(properties: &[&str], flags: BodyValueFlags, switches: ReadSwitches, expected: (bool, bool, bool)) {
+    fn check(
+        properties: &[&str],
+        flags: BodyValueFlags,
+        switches: ReadSwitches,
+        expected: (bool, bool, bool),
+    ) {
         let properties: Vec<_> = properties
             .iter()
             .map(|p| EmailProperty::parse(p).unwrap_or_else(|| panic!("{p}")))
             .collect();
         let got = plan(&properties, flags, switches);
-        assert_eq!((got.header, got.fast_view, got.full), expected, "{properties:?} {flags:?} {switches:?}");
+        assert_eq!(
+            (got.header, got.fast_view, got.full),
+            expected,
+            "{properties:?} {flags:?} {switches:?}"
+        );
     }
 
     #[test]
@@ -199,22 +212,53 @@ mod tests {
 
     #[test]
     fn levels_combine_and_switches_force_full_reads() {
-        let fetch_text = BodyValueFlags { fetch_text: true, ..NO_FLAGS };
+        let fetch_text = BodyValueFlags {
+            fetch_text: true,
+            ..NO_FLAGS
+        };
         check(&["id", "preview"], NO_FLAGS, ON, (false, true, false));
         check(&["subject", "preview"], NO_FLAGS, ON, (true, true, false));
         check(&["subject", "textBody"], NO_FLAGS, ON, (false, false, true));
         check(&["bodyValues"], fetch_text, ON, (false, false, true));
-        let no_fast_view = ReadSwitches { read_levels: true, fast_view: false };
-        check(&["id", "preview"], NO_FLAGS, no_fast_view, (false, false, true));
-        check(&["id", "subject"], NO_FLAGS, no_fast_view, (true, false, false));
-        let no_levels = ReadSwitches { read_levels: false, fast_view: true };
-        check(&["id", "keywords"], NO_FLAGS, no_levels, (false, false, true));
+        let no_fast_view = ReadSwitches {
+            read_levels: true,
+            fast_view: false,
+        };
+        check(
+            &["id", "preview"],
+            NO_FLAGS,
+            no_fast_view,
+            (false, false, true),
+        );
+        check(
+            &["id", "subject"],
+            NO_FLAGS,
+            no_fast_view,
+            (true, false, false),
+        );
+        let no_levels = ReadSwitches {
+            read_levels: false,
+            fast_view: true,
+        };
+        check(
+            &["id", "keywords"],
+            NO_FLAGS,
+            no_levels,
+            (false, false, true),
+        );
         check(&["id", "preview"], NO_FLAGS, no_levels, (false, true, true));
     }
 
     #[test]
     fn level_names_the_highest_source() {
-        let plan_of = |header, fast_view, full| ReadPlan { header, fast_view, full }.level();
+        let plan_of = |header, fast_view, full| {
+            ReadPlan {
+                header,
+                fast_view,
+                full,
+            }
+            .level()
+        };
         assert_eq!(plan_of(false, false, false), ReadLevel::Metadata);
         assert_eq!(plan_of(true, false, false), ReadLevel::Header);
         assert_eq!(plan_of(true, true, false), ReadLevel::FastView);

@@ -12,7 +12,11 @@
 /// `[list]` tags and trailing `(fwd)` removed, whitespace collapsed
 /// (after RFC 5256 §2.1).
 pub fn base_subject(subject: &str) -> String {
-    let mut s: String = subject.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
+    let mut s: String = subject
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase();
     loop {
         let before = s.len();
         while let Some(rest) = s.strip_suffix("(fwd)") {
@@ -40,7 +44,9 @@ fn strip_list_tag(s: &str) -> Option<&str> {
 
 fn strip_reply_prefix(s: &str) -> Option<&str> {
     for prefix in ["re", "fwd", "fw", "aw", "sv", "antw"] {
-        let Some(rest) = s.strip_prefix(prefix) else { continue };
+        let Some(rest) = s.strip_prefix(prefix) else {
+            continue;
+        };
         let rest = match rest.strip_prefix('[') {
             Some(counted) => {
                 let end = counted.find(']')?;

@@ -22,12 +22,19 @@ async fn jmap_client_lists_reads_flags_and_downloads() {
         .expect("connect");
 
     let inbox_ids = client
-        .mailbox_query(Some(mailbox::query::Filter::role(Role::Inbox)), None::<Vec<_>>)
+        .mailbox_query(
+            Some(mailbox::query::Filter::role(Role::Inbox)),
+            None::<Vec<_>>,
+        )
         .await
         .expect("Mailbox/query")
         .take_ids();
     assert_eq!(inbox_ids, vec![user.inbox.clone()]);
-    let inbox = client.mailbox_get(&user.inbox, None::<Vec<_>>).await.expect("Mailbox/get").expect("inbox");
+    let inbox = client
+        .mailbox_get(&user.inbox, None::<Vec<_>>)
+        .await
+        .expect("Mailbox/get")
+        .expect("inbox");
     assert_eq!(inbox.total_emails(), messages.len());
     assert_eq!(inbox.role(), Role::Inbox);
 
@@ -46,14 +53,25 @@ async fn jmap_client_lists_reads_flags_and_downloads() {
         email::Property::Size,
     ]);
     let mut response = request.send().await.expect("query and get");
-    let list = response.pop_method_response().expect("Email/get").unwrap_get_email().expect("get").take_list();
+    let list = response
+        .pop_method_response()
+        .expect("Email/get")
+        .unwrap_get_email()
+        .expect("get")
+        .take_list();
     assert_eq!(list.len(), messages.len());
     assert_eq!(list[0].id(), Some(ids.last().unwrap().as_str()));
     let first = list.last().unwrap();
-    assert_eq!(first.subject(), Some("Welcome to your Fastview demo mailbox"));
+    assert_eq!(
+        first.subject(),
+        Some("Welcome to your Fastview demo mailbox")
+    );
     assert!(!first.preview().unwrap_or_default().is_empty());
 
-    client.email_set_keyword(&ids[0], "$seen", true).await.expect("Email/set");
+    client
+        .email_set_keyword(&ids[0], "$seen", true)
+        .await
+        .expect("Email/set");
     let flagged = client
         .email_get(&ids[0], Some([email::Property::Keywords]))
         .await
@@ -61,16 +79,27 @@ async fn jmap_client_lists_reads_flags_and_downloads() {
         .expect("email");
     assert_eq!(flagged.keywords(), vec!["$seen"]);
 
-    let downloaded = client.download(first.blob_id().unwrap()).await.expect("download");
+    let downloaded = client
+        .download(first.blob_id().unwrap())
+        .await
+        .expect("download");
     assert_eq!(downloaded, messages[0]);
     assert_eq!(first.size(), messages[0].len());
 
     let imported = client
-        .email_import(b"From: a@example.com\r\nSubject: via client\r\n\r\nhello\r\n".to_vec(), [&user.inbox], Some(["$draft"]), None)
+        .email_import(
+            b"From: a@example.com\r\nSubject: via client\r\n\r\nhello\r\n".to_vec(),
+            [&user.inbox],
+            Some(["$draft"]),
+            None,
+        )
         .await
         .expect("Email/import");
     let found = client
-        .email_query(Some(email::query::Filter::subject("via client")), None::<Vec<_>>)
+        .email_query(
+            Some(email::query::Filter::subject("via client")),
+            None::<Vec<_>>,
+        )
         .await
         .expect("Email/query")
         .take_ids();

@@ -63,16 +63,36 @@ async fn kill_9_during_import_loses_nothing_and_the_next_import_completes() {
 
 /// Every visible email has its header block, its projection row and its blob,
 /// and Email/get serves all of them in full.
-async fn check_consistent(app: &crate::support::TestApp, user: &crate::support::TestAccount) -> usize {
+async fn check_consistent(
+    app: &crate::support::TestApp,
+    user: &crate::support::TestAccount,
+) -> usize {
     let store = &app.app.store;
-    let rows = store.email_blobs(Some(user.id), 0, i64::MAX, false).await.unwrap();
+    let rows = store
+        .email_blobs(Some(user.id), 0, i64::MAX, false)
+        .await
+        .unwrap();
     let ids: Vec<i64> = rows.iter().map(|(id, _)| *id).collect();
-    assert!(store.email_blobs(Some(user.id), 0, i64::MAX, true).await.unwrap().is_empty(), "projection rows missing");
+    assert!(
+        store
+            .email_blobs(Some(user.id), 0, i64::MAX, true)
+            .await
+            .unwrap()
+            .is_empty(),
+        "projection rows missing"
+    );
     for chunk in ids.chunks(500) {
-        assert_eq!(store.header_blocks(user.id, chunk).await.unwrap().len(), chunk.len(), "header blocks missing");
+        assert_eq!(
+            store.header_blocks(user.id, chunk).await.unwrap().len(),
+            chunk.len(),
+            "header blocks missing"
+        );
     }
     for (_, blob_id) in &rows {
-        assert!(app.app.blobs.get(blob_id).await.unwrap().is_some(), "blob {blob_id} missing");
+        assert!(
+            app.app.blobs.get(blob_id).await.unwrap().is_some(),
+            "blob {blob_id} missing"
+        );
     }
     let query = app
         .call1(user, "Email/query", json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox}, "calculateTotal": true, "limit": 0}))

@@ -25,20 +25,35 @@ async fn query(app: &TestApp, user: &TestAccount, filter: Value, sort: Value) ->
 #[tokio::test]
 async fn inbox_listing_is_served_from_the_mailbox_received_index() {
     let (app, user, ids) = demo_account().await;
-    let newest_first = query(&app, &user, json!({"inMailbox": user.inbox}), json!([{"property": "receivedAt", "isAscending": false}])).await;
+    let newest_first = query(
+        &app,
+        &user,
+        json!({"inMailbox": user.inbox}),
+        json!([{"property": "receivedAt", "isAscending": false}]),
+    )
+    .await;
     let mut expected = ids.clone();
     expected.reverse();
     assert_eq!(newest_first, expected);
     let page = app
-        .call1(&user, "Email/query", json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox},
-            "sort": [{"property": "receivedAt", "isAscending": true}], "position": 2, "limit": 3}))
+        .call1(
+            &user,
+            "Email/query",
+            json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox},
+            "sort": [{"property": "receivedAt", "isAscending": true}], "position": 2, "limit": 3}),
+        )
         .await;
     assert_eq!(page["ids"], json!(ids[2..5]));
     assert_eq!(page["position"], json!(2));
     // The query plan walks the (mailbox, receivedAt) primary key: no scan, no sort step.
-    let store = SqliteStore::connect(&fastview::app::default_database_url(&app.app.data_dir), 1).await.unwrap();
+    let store = SqliteStore::connect(&fastview::app::default_database_url(&app.app.data_dir), 1)
+        .await
+        .unwrap();
     let plan = store.mailbox_listing_plan().await.unwrap().join("\n");
-    assert!(plan.contains("SEARCH em USING PRIMARY KEY (mailbox_id=?)"), "{plan}");
+    assert!(
+        plan.contains("SEARCH em USING PRIMARY KEY (mailbox_id=?)"),
+        "{plan}"
+    );
     assert!(!plan.contains("TEMP B-TREE"), "{plan}");
     assert!(!plan.contains("SCAN em"), "{plan}");
 }
@@ -49,27 +64,88 @@ async fn query_filters_and_sorts() {
     let none = Value::Null;
     let (app_ref, user_ref) = (&app, &user);
     let subjects = |found: Vec<String>| async move {
-        let response = app_ref.call1(user_ref, "Email/get", json!({"accountId": user_ref.account_id, "ids": found, "properties": ["subject"]})).await;
-        response["list"].as_array().unwrap().iter().map(|e| e["subject"].as_str().unwrap_or("").to_string()).collect::<Vec<_>>()
+        let response = app_ref
+            .call1(
+                user_ref,
+                "Email/get",
+                json!({"accountId": user_ref.account_id, "ids": found, "properties": ["subject"]}),
+            )
+            .await;
+        response["list"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["subject"].as_str().unwrap_or("").to_string())
+            .collect::<Vec<_>>()
     };
     let with_attachment = query(&app, &user, json!({"hasAttachment": true}), none.clone()).await;
     assert!(!with_attachment.is_empty() && with_attachment.len() < ids.len());
-    let threads = query(&app, &user, json!({"subject": "thread"}), json!([{"property": "receivedAt"}])).await;
-    let complement = query(&app, &user, json!({"operator": "NOT", "conditions": [{"subject": "thread"}]}), none.clone()).await;
+    let threads = query(
+        &app,
+        &user,
+        json!({"subject": "thread"}),
+        json!([{"property": "receivedAt"}]),
+    )
+    .await;
+    let complement = query(
+        &app,
+        &user,
+        json!({"operator": "NOT", "conditions": [{"subject": "thread"}]}),
+        none.clone(),
+    )
+    .await;
     assert_eq!(threads.len() + complement.len(), ids.len());
-    let before = query(&app, &user, json!({"before": "2023-11-14T22:13:23Z"}), json!([{"property": "receivedAt"}])).await;
+    let before = query(
+        &app,
+        &user,
+        json!({"before": "2023-11-14T22:13:23Z"}),
+        json!([{"property": "receivedAt"}]),
+    )
+    .await;
     assert_eq!(before, ids[..3]);
-    let after = query(&app, &user, json!({"after": "2023-11-14T22:13:23Z"}), json!([{"property": "receivedAt"}])).await;
+    let after = query(
+        &app,
+        &user,
+        json!({"after": "2023-11-14T22:13:23Z"}),
+        json!([{"property": "receivedAt"}]),
+    )
+    .await;
     assert_eq!(after, ids[3..]);
-    let by_size = query(&app, &user, json!(null), json!([{"property": "size", "isAscending": false}])).await;
-    let sizes = app.call1(&user, "Email/get", json!({"accountId": user.account_id, "ids": by_size, "properties": ["size"]})).await;
-    let sizes: Vec<u64> = sizes["list"].as_array().unwrap().iter().map(|e| e["size"].as_u64().unwrap()).collect();
+    let by_size = query(
+        &app,
+        &user,
+        json!(null),
+        json!([{"property": "size", "isAscending": false}]),
+    )
+    .await;
+    let sizes = app
+        .call1(
+            &user,
+            "Email/get",
+            json!({"accountId": user.account_id, "ids": by_size, "properties": ["size"]}),
+        )
+        .await;
+    let sizes: Vec<u64> = sizes["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["size"].as_u64().unwrap())
+        .collect();
     assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "{sizes:?}");
     let collapsed = app
-        .call1(&user, "Email/query", json!({"accountId": user.account_id, "collapseThreads": true, "calculateTotal": true}))
+        .call1(
+            &user,
+            "Email/query",
+            json!({"accountId": user.account_id, "collapseThreads": true, "calculateTotal": true}),
+        )
         .await;
-    assert_eq!(collapsed["total"], json!(ids.len() - 3), "the 4-message thread collapses to one");
-    let by_subject = subjects(query(&app, &user, json!({"header": ["List-Id"]}), none.clone()).await).await;
+    assert_eq!(
+        collapsed["total"],
+        json!(ids.len() - 3),
+        "the 4-message thread collapses to one"
+    );
+    let by_subject =
+        subjects(query(&app, &user, json!({"header": ["List-Id"]}), none.clone()).await).await;
     assert_eq!(by_subject.len(), 1, "{by_subject:?}");
     let anchored = app
         .call1(&user, "Email/query", json!({"accountId": user.account_id, "sort": [{"property": "receivedAt"}], "anchor": ids[4], "anchorOffset": -1, "limit": 2}))
@@ -84,10 +160,20 @@ async fn query_filters_and_sorts() {
 #[tokio::test]
 async fn email_set_updates_keywords_and_mailboxes_and_advances_states() {
     let (app, user, ids) = demo_account().await;
-    let before = app.call1(&user, "Mailbox/get", json!({"accountId": user.account_id, "ids": [user.inbox]})).await;
+    let before = app
+        .call1(
+            &user,
+            "Mailbox/get",
+            json!({"accountId": user.account_id, "ids": [user.inbox]}),
+        )
+        .await;
     assert_eq!(before["list"][0]["unreadEmails"], json!(ids.len()));
     let archive = app
-        .call1(&user, "Mailbox/query", json!({"accountId": user.account_id, "filter": {"role": "archive"}}))
+        .call1(
+            &user,
+            "Mailbox/query",
+            json!({"accountId": user.account_id, "filter": {"role": "archive"}}),
+        )
         .await["ids"][0]
         .clone();
     let response = app
@@ -99,20 +185,44 @@ async fn email_set_updates_keywords_and_mailboxes_and_advances_states() {
             "e999999": {"keywords/$seen": true},
         }, "destroy": [ids[4].clone(), "e999998"]}))
         .await;
-    assert_eq!(response["updated"], json!({ids[0].clone(): null, ids[1].clone(): null}));
-    assert_eq!(response["notUpdated"][&ids[2]]["type"], json!("invalidProperties"));
-    assert_eq!(response["notUpdated"][&ids[3]]["properties"], json!(["subject"]));
+    assert_eq!(
+        response["updated"],
+        json!({ids[0].clone(): null, ids[1].clone(): null})
+    );
+    assert_eq!(
+        response["notUpdated"][&ids[2]]["type"],
+        json!("invalidProperties")
+    );
+    assert_eq!(
+        response["notUpdated"][&ids[3]]["properties"],
+        json!(["subject"])
+    );
     assert_eq!(response["notUpdated"]["e999999"]["type"], json!("notFound"));
     assert_eq!(response["destroyed"], json!([ids[4].clone()]));
-    assert_eq!(response["notDestroyed"]["e999998"]["type"], json!("notFound"));
+    assert_eq!(
+        response["notDestroyed"]["e999998"]["type"],
+        json!("notFound")
+    );
     assert_ne!(response["oldState"], response["newState"]);
     let got = app
         .call1(&user, "Email/get", json!({"accountId": user.account_id, "ids": [ids[0], ids[1], ids[4]], "properties": ["keywords", "mailboxIds"]}))
         .await;
-    assert_eq!(got["list"][0]["keywords"], json!({"$flagged": true, "$seen": true}));
-    assert_eq!(got["list"][1]["mailboxIds"], json!({archive.as_str().unwrap(): true}));
+    assert_eq!(
+        got["list"][0]["keywords"],
+        json!({"$flagged": true, "$seen": true})
+    );
+    assert_eq!(
+        got["list"][1]["mailboxIds"],
+        json!({archive.as_str().unwrap(): true})
+    );
     assert_eq!(got["notFound"], json!([ids[4].clone()]));
-    let after = app.call1(&user, "Mailbox/get", json!({"accountId": user.account_id, "ids": [user.inbox]})).await;
+    let after = app
+        .call1(
+            &user,
+            "Mailbox/get",
+            json!({"accountId": user.account_id, "ids": [user.inbox]}),
+        )
+        .await;
     assert_eq!(after["list"][0]["totalEmails"], json!(ids.len() - 2));
     assert_eq!(after["list"][0]["unreadEmails"], json!(ids.len() - 3));
     assert_ne!(after["state"], before["state"]);
@@ -149,9 +259,18 @@ async fn email_import_stores_an_upload_and_threads_join() {
     let created = &responses[0][1]["created"]["r"];
     assert_eq!(created["size"], json!(reply.len()));
     assert_eq!(created["blobId"], uploaded["blobId"]);
-    assert_eq!(responses[0][1]["notCreated"]["bad"]["type"], json!("blobNotFound"));
-    assert_eq!(responses[1][1]["notCreated"]["again"]["type"], json!("alreadyExists"));
-    assert_eq!(responses[1][1]["notCreated"]["again"]["existingId"], created["id"]);
+    assert_eq!(
+        responses[0][1]["notCreated"]["bad"]["type"],
+        json!("blobNotFound")
+    );
+    assert_eq!(
+        responses[1][1]["notCreated"]["again"]["type"],
+        json!("alreadyExists")
+    );
+    assert_eq!(
+        responses[1][1]["notCreated"]["again"]["existingId"],
+        created["id"]
+    );
     let got = app
         .call1(&user, "Email/get", json!({"accountId": user.account_id, "ids": [created["id"]], "properties": ["size", "receivedAt", "keywords", "preview", "threadId"]}))
         .await;
@@ -163,7 +282,10 @@ async fn email_import_stores_an_upload_and_threads_join() {
     let welcome = app
         .call1(&user, "Email/get", json!({"accountId": user.account_id, "ids": [ids[0]], "properties": ["messageId", "threadId"]}))
         .await;
-    assert_eq!(welcome["list"][0]["messageId"], json!(["welcome.20240304083000@example.org"]));
+    assert_eq!(
+        welcome["list"][0]["messageId"],
+        json!(["welcome.20240304083000@example.org"])
+    );
     assert_eq!(email["threadId"], welcome["list"][0]["threadId"]);
 }
 
@@ -178,11 +300,21 @@ async fn the_demo_thread_is_one_thread_in_order() {
     let thread_members: Vec<usize> = vec![7, 8, 9, 10];
     assert!(list[8]["subject"].as_str().unwrap().starts_with("Re: "));
     let thread_id = list[thread_members[0]]["threadId"].clone();
-    assert!(thread_members.iter().all(|i| list[*i]["threadId"] == thread_id), "{list:?}");
-    let distinct: std::collections::HashSet<String> = list.iter().map(|e| e["threadId"].to_string()).collect();
+    assert!(
+        thread_members
+            .iter()
+            .all(|i| list[*i]["threadId"] == thread_id),
+        "{list:?}"
+    );
+    let distinct: std::collections::HashSet<String> =
+        list.iter().map(|e| e["threadId"].to_string()).collect();
     assert_eq!(distinct.len(), list.len() - 3);
     let threads = app
-        .call1(&user, "Thread/get", json!({"accountId": user.account_id, "ids": [thread_id, "t999999"]}))
+        .call1(
+            &user,
+            "Thread/get",
+            json!({"accountId": user.account_id, "ids": [thread_id, "t999999"]}),
+        )
         .await;
     let expected: Vec<String> = thread_members.iter().map(|i| ids[*i].clone()).collect();
     assert_eq!(threads["list"][0]["emailIds"], json!(expected));
@@ -193,17 +325,33 @@ async fn the_demo_thread_is_one_thread_in_order() {
 async fn mailbox_set_creates_renames_moves_and_destroys() {
     let (app, user, ids) = demo_account().await;
     let response = app
-        .call1(&user, "Mailbox/set", json!({"accountId": user.account_id, "create": {
-            "work": {"name": "Work"},
-            "clients": {"name": "Clients", "parentId": "#work"},
-            "dup": {"name": "inbox"},
-            "nameless": {},
-        }}))
+        .call1(
+            &user,
+            "Mailbox/set",
+            json!({"accountId": user.account_id, "create": {
+                "work": {"name": "Work"},
+                "clients": {"name": "Clients", "parentId": "#work"},
+                "dup": {"name": "inbox"},
+                "nameless": {},
+            }}),
+        )
         .await;
-    assert_eq!(response["notCreated"]["dup"]["type"], json!("invalidProperties"));
-    assert_eq!(response["notCreated"]["nameless"]["properties"], json!(["name"]));
-    let work = response["created"]["work"]["id"].as_str().unwrap().to_string();
-    let clients = response["created"]["clients"]["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        response["notCreated"]["dup"]["type"],
+        json!("invalidProperties")
+    );
+    assert_eq!(
+        response["notCreated"]["nameless"]["properties"],
+        json!(["name"])
+    );
+    let work = response["created"]["work"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let clients = response["created"]["clients"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let moved = app
         .call1(&user, "Email/set", json!({"accountId": user.account_id, "update": {ids[0].clone(): {"mailboxIds": {clients.clone(): true}}}}))
         .await;
@@ -214,14 +362,29 @@ async fn mailbox_set_creates_renames_moves_and_destroys() {
             "destroy": [clients.clone(), user.inbox.clone()]}))
         .await;
     assert_eq!(response["updated"], json!({clients.clone(): null}));
-    assert_eq!(response["notUpdated"][&work]["type"], json!("invalidProperties"));
-    assert_eq!(response["notDestroyed"][&clients]["type"], json!("mailboxHasEmail"));
-    assert_eq!(response["notDestroyed"][&user.inbox]["type"], json!("forbidden"));
+    assert_eq!(
+        response["notUpdated"][&work]["type"],
+        json!("invalidProperties")
+    );
+    assert_eq!(
+        response["notDestroyed"][&clients]["type"],
+        json!("mailboxHasEmail")
+    );
+    assert_eq!(
+        response["notDestroyed"][&user.inbox]["type"],
+        json!("forbidden")
+    );
     let response = app
         .call1(&user, "Mailbox/set", json!({"accountId": user.account_id, "destroy": [clients.clone(), work.clone()], "onDestroyRemoveEmails": true}))
         .await;
     assert_eq!(response["destroyed"], json!([clients, work]));
-    let gone = app.call1(&user, "Email/get", json!({"accountId": user.account_id, "ids": [ids[0]], "properties": ["id"]})).await;
+    let gone = app
+        .call1(
+            &user,
+            "Email/get",
+            json!({"accountId": user.account_id, "ids": [ids[0]], "properties": ["id"]}),
+        )
+        .await;
     assert_eq!(gone["notFound"], json!([ids[0].clone()]));
     let listed = app
         .call1(&user, "Mailbox/query", json!({"accountId": user.account_id, "sort": [{"property": "sortOrder"}], "calculateTotal": true}))

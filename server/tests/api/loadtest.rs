@@ -14,25 +14,55 @@ use crate::support::spawn_app;
 async fn every_scenario_runs_clean_against_a_seeded_server() {
     let app = spawn_app().await;
     let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/demo");
-    let output = app.cli()
-        .args(["seed", "--accounts", "3", "--messages-per-account", "12", "--from", demo, "--password", "load"])
+    let output = app
+        .cli()
+        .args([
+            "seed",
+            "--accounts",
+            "3",
+            "--messages-per-account",
+            "12",
+            "--from",
+            demo,
+            "--password",
+            "load",
+        ])
         .output()
         .expect("run fastview seed");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert!(String::from_utf8_lossy(&output.stdout).contains("seeded 3 accounts, 36 messages"));
 
     for scenario in Scenario::ALL {
         // 7,200 users/hour for 3 s: 6 users, each running the scenario once.
-        let config = RunConfig::new(app.base.clone(), scenario, 7_200, Duration::from_secs(3), 3, "load");
+        let config = RunConfig::new(
+            app.base.clone(),
+            scenario,
+            7_200,
+            Duration::from_secs(3),
+            3,
+            "load",
+        );
         let report = run_scenario(config).await.expect("run");
         assert!(report.is_clean(), "{}", report.render());
         assert_eq!(report.users_started, 6, "{}", report.render());
         for (name, expected) in report.expected_counts() {
-            assert_eq!(report.request(name).map(|r| r.count), Some(expected), "{name}\n{}", report.render());
+            assert_eq!(
+                report.request(name).map(|r| r.count),
+                Some(expected),
+                "{name}\n{}",
+                report.render()
+            );
         }
         assert_eq!(report.request(EMAIL_QUERY).map(|r| r.count), Some(6));
         if scenario == Scenario::Adr0012 {
-            assert_eq!(report.request(EMAIL_GET_METADATA).map(|r| r.count), Some(60));
+            assert_eq!(
+                report.request(EMAIL_GET_METADATA).map(|r| r.count),
+                Some(60)
+            );
         }
     }
 }

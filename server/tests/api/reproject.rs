@@ -13,22 +13,45 @@ async fn reproject_rebuilds_resumes_and_is_idempotent() {
     let fast_view = json!({"accountId": user.account_id, "ids": ids, "properties": ["preview", "hasAttachment"]});
     let before = app.call1(&user, "Email/get", fast_view.clone()).await;
     let store = &app.app.store;
-    let missing = || async { store.email_blobs(Some(user.id), 0, 1000, true).await.unwrap().len() };
+    let missing = || async {
+        store
+            .email_blobs(Some(user.id), 0, 1000, true)
+            .await
+            .unwrap()
+            .len()
+    };
     let reproject = || {
-        let output = app.cli()
+        let output = app
+            .cli()
             .args(["reproject", "--account", "ann@example.com"])
             .output()
             .unwrap();
-        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
         String::from_utf8(output.stdout).unwrap()
     };
 
-    assert_eq!(store.clear_fast_views(Some(user.id)).await.unwrap(), ids.len() as u64);
+    assert_eq!(
+        store.clear_fast_views(Some(user.id)).await.unwrap(),
+        ids.len() as u64
+    );
     assert_eq!(missing().await, ids.len());
     // An interrupted run left a checkpoint after the 5th email: the next run resumes after it.
     let fifth = fastview::jmap::ids::parse_email_id(&ids[4]).unwrap();
-    std::fs::write(app.app.data_dir.join(format!("reproject.checkpoint.{}", user.id)), fifth.to_string()).unwrap();
-    assert_eq!(reproject(), format!("reprojected {} emails\n", ids.len() - 5));
+    std::fs::write(
+        app.app
+            .data_dir
+            .join(format!("reproject.checkpoint.{}", user.id)),
+        fifth.to_string(),
+    )
+    .unwrap();
+    assert_eq!(
+        reproject(),
+        format!("reprojected {} emails\n", ids.len() - 5)
+    );
     assert_eq!(missing().await, 5);
     // A full run rebuilds everything; a second one changes nothing.
     assert_eq!(reproject(), format!("reprojected {} emails\n", ids.len()));

@@ -34,13 +34,34 @@ async fn another_accounts_ids_are_never_served_or_changed() {
     assert_eq!(responses[2][1]["notFound"], json!([bob_email["threadId"]]));
     assert_eq!(responses[3][1]["total"], json!(0));
     assert_eq!(responses[4][1]["total"], json!(0));
-    assert_eq!(responses[5][1]["notUpdated"][&bob_ids[0]]["type"], json!("notFound"));
-    assert_eq!(responses[5][1]["notDestroyed"][&bob_ids[1]]["type"], json!("notFound"));
-    assert_eq!(responses[7][1]["notUpdated"][&bob.inbox]["type"], json!("notFound"));
-    assert_eq!(responses[7][1]["notDestroyed"][&bob.inbox]["type"], json!("notFound"));
-    assert_eq!(responses[8][1]["notCreated"]["c"]["type"], json!("invalidProperties"));
-    assert_eq!(responses[9][1]["notCreated"]["i"]["type"], json!("blobNotFound"));
-    assert_eq!(responses[10], json!(["error", {"type": "accountNotFound", "description": "account not found"}, "10"]));
+    assert_eq!(
+        responses[5][1]["notUpdated"][&bob_ids[0]]["type"],
+        json!("notFound")
+    );
+    assert_eq!(
+        responses[5][1]["notDestroyed"][&bob_ids[1]]["type"],
+        json!("notFound")
+    );
+    assert_eq!(
+        responses[7][1]["notUpdated"][&bob.inbox]["type"],
+        json!("notFound")
+    );
+    assert_eq!(
+        responses[7][1]["notDestroyed"][&bob.inbox]["type"],
+        json!("notFound")
+    );
+    assert_eq!(
+        responses[8][1]["notCreated"]["c"]["type"],
+        json!("invalidProperties")
+    );
+    assert_eq!(
+        responses[9][1]["notCreated"]["i"]["type"],
+        json!("blobNotFound")
+    );
+    assert_eq!(
+        responses[10],
+        json!(["error", {"type": "accountNotFound", "description": "account not found"}, "10"])
+    );
     // Bob's mail is untouched.
     let bob_view = app
         .call1(&bob, "Email/get", json!({"accountId": bob.account_id, "ids": [bob_ids[0], bob_ids[1]], "properties": ["keywords"]}))
@@ -54,7 +75,13 @@ async fn another_accounts_ids_are_never_served_or_changed() {
         format!("{}/jmap/download/{}/{blob}/m.eml", app.base, ann.account_id),
         format!("{}/jmap/download/{}/{blob}_1/p", app.base, ann.account_id),
     ] {
-        let response = app.client.get(&url).basic_auth(&ann.email, Some(PASSWORD)).send().await.unwrap();
+        let response = app
+            .client
+            .get(&url)
+            .basic_auth(&ann.email, Some(PASSWORD))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(response.status(), 404, "{url}");
     }
     let upload = app
@@ -82,7 +109,10 @@ async fn repeated_failed_logins_are_braked_but_valid_ones_are_not() {
     // Ann logs in before the attack: her verified credentials are cached.
     assert_eq!(session(&ann.email, PASSWORD).await.unwrap().status(), 200);
     for _ in 0..10 {
-        assert_eq!(session("bob@example.com", "guess").await.unwrap().status(), 401);
+        assert_eq!(
+            session("bob@example.com", "guess").await.unwrap().status(),
+            401
+        );
     }
     let braked = session("bob@example.com", "guess").await.unwrap();
     assert_eq!(braked.status(), 429);
@@ -90,7 +120,10 @@ async fn repeated_failed_logins_are_braked_but_valid_ones_are_not() {
     let body: Value = braked.json().await.unwrap();
     assert_eq!(body["status"], json!(429));
     // Still braked with the right password from this address: no oracle for the attacker.
-    assert_eq!(session("bob@example.com", PASSWORD).await.unwrap().status(), 429);
+    assert_eq!(
+        session("bob@example.com", PASSWORD).await.unwrap().status(),
+        429
+    );
     // Ann, verified before, is never slowed.
     assert_eq!(session(&ann.email, PASSWORD).await.unwrap().status(), 200);
 }

@@ -18,7 +18,10 @@ struct GetRequest {
 
 /// Handles one Mailbox/get call: all mailboxes when `ids` is null.
 #[tracing::instrument(skip_all, fields(account = ctx.account.id))]
-pub async fn mailbox_get(ctx: &mut CallContext<'_>, arguments: Map<String, Value>) -> Result<Value, MethodError> {
+pub async fn mailbox_get(
+    ctx: &mut CallContext<'_>,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
     let request: GetRequest = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
     let mut properties: Vec<&str> = match &request.properties {
@@ -29,7 +32,10 @@ pub async fn mailbox_get(ctx: &mut CallContext<'_>, arguments: Map<String, Value
                 .filter(|n| !MAILBOX_PROPERTIES.contains(n))
                 .collect();
             if !unknown.is_empty() {
-                return Err(MethodError::InvalidArguments(format!("unknown properties: {}", unknown.join(", "))));
+                return Err(MethodError::InvalidArguments(format!(
+                    "unknown properties: {}",
+                    unknown.join(", ")
+                )));
             }
             names.iter().map(String::as_str).collect()
         }
@@ -41,13 +47,21 @@ pub async fn mailbox_get(ctx: &mut CallContext<'_>, arguments: Map<String, Value
     if let Some(ids) = &request.ids
         && ids.len() as u64 > ctx.jmap.limits.max_objects_in_get
     {
-        return Err(MethodError::RequestTooLarge(ctx.jmap.limits.max_objects_in_get as usize));
+        return Err(MethodError::RequestTooLarge(
+            ctx.jmap.limits.max_objects_in_get as usize,
+        ));
     }
     let store = &ctx.jmap.store;
     let state = store.states(ctx.account.id).await?.mailbox;
     let mailboxes = store.mailboxes(ctx.account.id).await?;
     let (list, not_found): (Vec<Value>, Vec<String>) = match &request.ids {
-        None => (mailboxes.iter().map(|m| mailbox_json(m, &properties)).collect(), Vec::new()),
+        None => (
+            mailboxes
+                .iter()
+                .map(|m| mailbox_json(m, &properties))
+                .collect(),
+            Vec::new(),
+        ),
         Some(wanted) => {
             let mut list = Vec::new();
             let mut not_found = Vec::new();

@@ -14,7 +14,16 @@ use crate::store::{MailboxPatch, MailboxRow, NewMailbox, StoreError};
 
 /// Roles a mailbox may have (IANA "IMAP Mailbox Name Attributes", RFC 8621 §2).
 const ROLES: &[&str] = &[
-    "all", "archive", "drafts", "flagged", "important", "inbox", "junk", "sent", "subscribed", "trash",
+    "all",
+    "archive",
+    "drafts",
+    "flagged",
+    "important",
+    "inbox",
+    "junk",
+    "sent",
+    "subscribed",
+    "trash",
 ];
 
 #[derive(Debug, Deserialize)]
@@ -32,7 +41,9 @@ struct SetRequest {
 /// Resolves a mailbox id or `#creationId` reference (RFC 8620 §5.3).
 pub fn resolve_mailbox_id(id: &str, created_ids: &HashMap<String, String>) -> Option<i64> {
     match id.strip_prefix('#') {
-        Some(creation_id) => created_ids.get(creation_id).and_then(|id| ids::parse_mailbox_id(id)),
+        Some(creation_id) => created_ids
+            .get(creation_id)
+            .and_then(|id| ids::parse_mailbox_id(id)),
         None => ids::parse_mailbox_id(id),
     }
 }
@@ -47,18 +58,37 @@ fn parse_properties(
     for (name, value) in object {
         match name.as_str() {
             "name" => match value.as_str() {
-                Some(n) if !n.trim().is_empty() && n.chars().count() as u64 <= max_name && !n.contains(char::is_control) => {
+                Some(n)
+                    if !n.trim().is_empty()
+                        && n.chars().count() as u64 <= max_name
+                        && !n.contains(char::is_control) =>
+                {
                     patch.name = Some(n.to_string())
                 }
-                _ => return Err(SetError::invalid_properties(&["name"], "name must be 1 to 255 printable characters")),
+                _ => {
+                    return Err(SetError::invalid_properties(
+                        &["name"],
+                        "name must be 1 to 255 printable characters",
+                    ));
+                }
             },
             "parentId" => match value {
                 Value::Null => patch.parent_id = Some(None),
                 Value::String(id) => match resolve_mailbox_id(id, created_ids) {
                     Some(parent) => patch.parent_id = Some(Some(parent)),
-                    None => return Err(SetError::invalid_properties(&["parentId"], "no such parent mailbox")),
+                    None => {
+                        return Err(SetError::invalid_properties(
+                            &["parentId"],
+                            "no such parent mailbox",
+                        ));
+                    }
                 },
-                _ => return Err(SetError::invalid_properties(&["parentId"], "parentId must be an id or null")),
+                _ => {
+                    return Err(SetError::invalid_properties(
+                        &["parentId"],
+                        "parentId must be an id or null",
+                    ));
+                }
             },
             "role" => match value {
                 Value::Null => patch.role = Some(None),
@@ -69,14 +99,28 @@ fn parse_properties(
             },
             "sortOrder" => match value.as_u64() {
                 Some(order) if order <= u32::MAX as u64 => patch.sort_order = Some(order as i64),
-                _ => return Err(SetError::invalid_properties(&["sortOrder"], "sortOrder must be an UnsignedInt")),
+                _ => {
+                    return Err(SetError::invalid_properties(
+                        &["sortOrder"],
+                        "sortOrder must be an UnsignedInt",
+                    ));
+                }
             },
             "isSubscribed" => match value.as_bool() {
                 Some(subscribed) => patch.is_subscribed = Some(subscribed),
-                None => return Err(SetError::invalid_properties(&["isSubscribed"], "isSubscribed must be a boolean")),
+                None => {
+                    return Err(SetError::invalid_properties(
+                        &["isSubscribed"],
+                        "isSubscribed must be a boolean",
+                    ));
+                }
             },
-            "id" | "totalEmails" | "unreadEmails" | "totalThreads" | "unreadThreads" | "myRights" => {
-                return Err(SetError::invalid_properties(&[name.as_str()], "server-set property"));
+            "id" | "totalEmails" | "unreadEmails" | "totalThreads" | "unreadThreads"
+            | "myRights" => {
+                return Err(SetError::invalid_properties(
+                    &[name.as_str()],
+                    "server-set property",
+                ));
             }
             other => return Err(SetError::invalid_properties(&[other], "unknown property")),
         }
@@ -85,33 +129,61 @@ fn parse_properties(
 }
 
 /// Checks sibling-name uniqueness, role uniqueness, parent existence and cycles.
-fn check_tree(mailboxes: &[MailboxRow], id: Option<i64>, parent: Option<i64>, name: &str, role: Option<&str>) -> Result<(), SetError> {
+fn check_tree(
+    mailboxes: &[MailboxRow],
+    id: Option<i64>,
+    parent: Option<i64>,
+    name: &str,
+    role: Option<&str>,
+) -> Result<(), SetError> {
     if let Some(parent) = parent {
         if !mailboxes.iter().any(|m| m.id == parent) {
-            return Err(SetError::invalid_properties(&["parentId"], "no such parent mailbox"));
+            return Err(SetError::invalid_properties(
+                &["parentId"],
+                "no such parent mailbox",
+            ));
         }
         let mut cursor = Some(parent);
         while let Some(current) = cursor {
             if Some(current) == id {
-                return Err(SetError::invalid_properties(&["parentId"], "a mailbox cannot be its own ancestor"));
+                return Err(SetError::invalid_properties(
+                    &["parentId"],
+                    "a mailbox cannot be its own ancestor",
+                ));
             }
-            cursor = mailboxes.iter().find(|m| m.id == current).and_then(|m| m.parent_id);
+            cursor = mailboxes
+                .iter()
+                .find(|m| m.id == current)
+                .and_then(|m| m.parent_id);
         }
     }
-    if mailboxes.iter().any(|m| Some(m.id) != id && m.parent_id == parent && m.name.eq_ignore_ascii_case(name)) {
-        return Err(SetError::invalid_properties(&["name"], "a sibling mailbox has this name"));
+    if mailboxes
+        .iter()
+        .any(|m| Some(m.id) != id && m.parent_id == parent && m.name.eq_ignore_ascii_case(name))
+    {
+        return Err(SetError::invalid_properties(
+            &["name"],
+            "a sibling mailbox has this name",
+        ));
     }
     if let Some(role) = role
-        && mailboxes.iter().any(|m| Some(m.id) != id && m.role.as_deref() == Some(role))
+        && mailboxes
+            .iter()
+            .any(|m| Some(m.id) != id && m.role.as_deref() == Some(role))
     {
-        return Err(SetError::invalid_properties(&["role"], "another mailbox has this role"));
+        return Err(SetError::invalid_properties(
+            &["role"],
+            "another mailbox has this role",
+        ));
     }
     Ok(())
 }
 
 /// Orders creations so that a mailbox whose `parentId` is `#creationId` of
 /// another creation in the same call comes after it (ties by creation id).
-fn creation_order(creates: HashMap<String, Map<String, Value>>) -> Vec<(String, Map<String, Value>)> {
+fn creation_order(
+    creates: HashMap<String, Map<String, Value>>,
+) -> Vec<(String, Map<String, Value>)> {
     let mut pending: Vec<(String, Map<String, Value>)> = creates.into_iter().collect();
     pending.sort_by(|a, b| a.0.cmp(&b.0));
     let mut ordered = Vec::with_capacity(pending.len());
@@ -123,7 +195,10 @@ fn creation_order(creates: HashMap<String, Map<String, Value>>) -> Vec<(String, 
                 .and_then(|p| p.strip_prefix('#'))
                 .is_some_and(|parent| pending.iter().any(|(id, _)| id == parent))
         };
-        let ready = pending.iter().position(|(_, object)| !waiting_on(object, &pending)).unwrap_or(0);
+        let ready = pending
+            .iter()
+            .position(|(_, object)| !waiting_on(object, &pending))
+            .unwrap_or(0);
         ordered.push(pending.remove(ready));
     }
     ordered
@@ -133,25 +208,39 @@ fn set_error_map(errors: Vec<(String, SetError)>) -> Value {
     if errors.is_empty() {
         return Value::Null;
     }
-    Value::Object(errors.into_iter().map(|(id, e)| (id, e.to_json())).collect())
+    Value::Object(
+        errors
+            .into_iter()
+            .map(|(id, e)| (id, e.to_json()))
+            .collect(),
+    )
 }
 
 /// Handles one Mailbox/set call: creates, then updates, then destroys.
 #[tracing::instrument(skip_all, fields(account = ctx.account.id))]
-pub async fn mailbox_set(ctx: &mut CallContext<'_>, arguments: Map<String, Value>) -> Result<Value, MethodError> {
+pub async fn mailbox_set(
+    ctx: &mut CallContext<'_>,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
     let request: SetRequest = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
     let store = ctx.jmap.store.clone();
     let account = ctx.account.id;
     let old_state = store.states(account).await?.mailbox;
-    if request.if_in_state.as_ref().is_some_and(|s| *s != old_state.to_string()) {
+    if request
+        .if_in_state
+        .as_ref()
+        .is_some_and(|s| *s != old_state.to_string())
+    {
         return Err(MethodError::StateMismatch);
     }
     let total = request.create.as_ref().map_or(0, HashMap::len)
         + request.update.as_ref().map_or(0, HashMap::len)
         + request.destroy.as_ref().map_or(0, Vec::len);
     if total as u64 > ctx.jmap.limits.max_objects_in_set {
-        return Err(MethodError::RequestTooLarge(ctx.jmap.limits.max_objects_in_set as usize));
+        return Err(MethodError::RequestTooLarge(
+            ctx.jmap.limits.max_objects_in_set as usize,
+        ));
     }
     let max_name = ctx.jmap.limits.max_size_mailbox_name;
     let (mut created, mut not_created) = (Map::new(), Vec::new());
@@ -196,7 +285,9 @@ pub async fn mailbox_set(ctx: &mut CallContext<'_>, arguments: Map<String, Value
     let (mut updated, mut not_updated) = (Map::new(), Vec::new());
     for (id, object) in request.update.unwrap_or_default() {
         let mailboxes = store.mailboxes(account).await?;
-        let Some(current) = resolve_mailbox_id(&id, ctx.created_ids).and_then(|n| mailboxes.iter().find(|m| m.id == n)) else {
+        let Some(current) = resolve_mailbox_id(&id, ctx.created_ids)
+            .and_then(|n| mailboxes.iter().find(|m| m.id == n))
+        else {
             not_updated.push((id, SetError::not_found()));
             continue;
         };
@@ -217,22 +308,32 @@ pub async fn mailbox_set(ctx: &mut CallContext<'_>, arguments: Map<String, Value
     let (mut destroyed, mut not_destroyed) = (Vec::new(), Vec::new());
     for id in request.destroy.unwrap_or_default() {
         let mailboxes = store.mailboxes(account).await?;
-        let Some(current) = resolve_mailbox_id(&id, ctx.created_ids).and_then(|n| mailboxes.iter().find(|m| m.id == n)) else {
+        let Some(current) = resolve_mailbox_id(&id, ctx.created_ids)
+            .and_then(|n| mailboxes.iter().find(|m| m.id == n))
+        else {
             not_destroyed.push((id, SetError::not_found()));
             continue;
         };
         if current.role.as_deref() == Some("inbox") {
-            not_destroyed.push((id, SetError::new("forbidden", "the inbox cannot be destroyed")));
+            not_destroyed.push((
+                id,
+                SetError::new("forbidden", "the inbox cannot be destroyed"),
+            ));
             continue;
         }
-        match store.destroy_mailbox(account, current.id, request.on_destroy_remove_emails).await {
+        match store
+            .destroy_mailbox(account, current.id, request.on_destroy_remove_emails)
+            .await
+        {
             Ok(()) => destroyed.push(id),
-            Err(StoreError::MailboxHasChild) => {
-                not_destroyed.push((id, SetError::new("mailboxHasChild", "the mailbox has child mailboxes")))
-            }
-            Err(StoreError::MailboxHasEmail) => {
-                not_destroyed.push((id, SetError::new("mailboxHasEmail", "the mailbox has emails")))
-            }
+            Err(StoreError::MailboxHasChild) => not_destroyed.push((
+                id,
+                SetError::new("mailboxHasChild", "the mailbox has child mailboxes"),
+            )),
+            Err(StoreError::MailboxHasEmail) => not_destroyed.push((
+                id,
+                SetError::new("mailboxHasEmail", "the mailbox has emails"),
+            )),
             Err(StoreError::NotFound) => not_destroyed.push((id, SetError::not_found())),
             Err(error) => return Err(error.into()),
         }

@@ -16,7 +16,10 @@ struct GetRequest {
 
 /// Handles one Thread/get call (`ids` must be given: listing every thread is `requestTooLarge`).
 #[tracing::instrument(skip_all, fields(account = ctx.account.id))]
-pub async fn thread_get(ctx: &mut CallContext<'_>, arguments: Map<String, Value>) -> Result<Value, MethodError> {
+pub async fn thread_get(
+    ctx: &mut CallContext<'_>,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
     let request: GetRequest = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
     let max = ctx.jmap.limits.max_objects_in_get;
@@ -26,8 +29,15 @@ pub async fn thread_get(ctx: &mut CallContext<'_>, arguments: Map<String, Value>
     if wanted.len() as u64 > max {
         return Err(MethodError::RequestTooLarge(max as usize));
     }
-    let numeric: Vec<i64> = wanted.iter().filter_map(|id| ids::parse_thread_id(id)).collect();
-    let threads = ctx.jmap.store.thread_emails(ctx.account.id, &numeric).await?;
+    let numeric: Vec<i64> = wanted
+        .iter()
+        .filter_map(|id| ids::parse_thread_id(id))
+        .collect();
+    let threads = ctx
+        .jmap
+        .store
+        .thread_emails(ctx.account.id, &numeric)
+        .await?;
     let state = ctx.jmap.store.states(ctx.account.id).await?.thread;
     let mut list = Vec::new();
     let mut not_found = Vec::new();
@@ -41,5 +51,7 @@ pub async fn thread_get(ctx: &mut CallContext<'_>, arguments: Map<String, Value>
             None => not_found.push(id.clone()),
         }
     }
-    Ok(json!({"accountId": request.account_id, "state": state.to_string(), "list": list, "notFound": not_found}))
+    Ok(
+        json!({"accountId": request.account_id, "state": state.to_string(), "list": list, "notFound": not_found}),
+    )
 }
