@@ -126,12 +126,17 @@ async fn main() {
     ];
     let account_id = fastview::jmap::ids::account_id(account.id);
     let mut results: Vec<(&str, &str, f64)> = Vec::new();
+    // FASTVIEW_BENCH_ONLY=metadata (a level name) runs that level alone, for profiling.
+    let only = std::env::var("FASTVIEW_BENCH_ONLY").ok();
     for (mode, switches) in modes {
         let (_, state) = app.router(&ServeOptions {
             switches,
             ..ServeOptions::default()
         });
         for (level, properties) in &levels {
+            if only.as_deref().is_some_and(|only| only != *level) {
+                continue;
+            }
             let mut emails = 0usize;
             let mut call = 0usize;
             let started = Instant::now();

@@ -868,6 +868,16 @@ async fn batched_reads_are_account_isolated(store: Arc<dyn Store>) {
     let mut meta = store.email_meta(ann.id, &asked).await.unwrap();
     meta.sort_by_key(|m| m.id);
     assert_eq!(meta.len(), 2);
+    // The one-statement read gives the same rows and the current Email state.
+    let (mut together, state) = store.email_meta_and_state(ann.id, &asked).await.unwrap();
+    together.sort_by_key(|m| m.id);
+    assert_eq!(together, meta);
+    assert_eq!(state, store.states(ann.id).await.unwrap().email);
+    let (none, _) = store
+        .email_meta_and_state(ann.id, &[bobs[0]])
+        .await
+        .unwrap();
+    assert!(none.is_empty());
     assert_eq!(
         (
             meta[0].id,

@@ -88,13 +88,14 @@ impl EmailLoader {
 
     /// Loads the given ids of the account at the plan's level. Ids not in the
     /// account are absent from the result; order follows the metadata query.
+    /// Also returns the account's Email state, read with the metadata.
     pub async fn load(
         &self,
         account: i64,
         ids: &[i64],
         plan: ReadPlan,
-    ) -> StoreResult<Vec<LoadedEmail>> {
-        let metas = self.store.email_meta(account, ids).await?;
+    ) -> StoreResult<(Vec<LoadedEmail>, i64)> {
+        let (metas, email_state) = self.store.email_meta_and_state(account, ids).await?;
         let found: Vec<i64> = metas.iter().map(|m| m.id).collect();
         let mut loaded: Vec<LoadedEmail> = metas
             .into_iter()
@@ -120,7 +121,7 @@ impl EmailLoader {
                 email.fast_view = Some(view);
             }
         }
-        Ok(loaded)
+        Ok((loaded, email_state))
     }
 
     async fn load_raw(&self, loaded: &mut [LoadedEmail]) {

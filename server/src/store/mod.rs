@@ -692,6 +692,17 @@ pub trait Store: Send + Sync + 'static {
     async fn insert_emails(&self, account: i64, emails: &[NewEmail]) -> StoreResult<Vec<Inserted>>;
     /// Metadata of the given emails that exist in the account, in no set order.
     async fn email_meta(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<EmailMeta>>;
+    /// [`Store::email_meta`] and the account's Email state, read together
+    /// (the metadata read level of Email/get needs nothing else). A backend
+    /// may answer both from one statement; the default makes two calls.
+    async fn email_meta_and_state(
+        &self,
+        account: i64,
+        ids: &[i64],
+    ) -> StoreResult<(Vec<EmailMeta>, i64)> {
+        let metas = self.email_meta(account, ids).await?;
+        Ok((metas, self.states(account).await?.email))
+    }
     /// Header blocks of the given emails (ids must belong to the account).
     async fn header_blocks(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, Vec<u8>)>>;
     /// Projection rows of the given emails; missing rows are simply absent.

@@ -767,6 +767,46 @@ impl Store for SqliteStore {
         Ok(rows.iter().map(meta_from_row).collect())
     }
 
+    /// One statement and one row: the Email state and the metadata of all
+    /// ids as a JSON array, so the call pays one trip to the database thread
+    /// instead of one per row.
+    async fn email_meta_and_state(
+        &self,
+        account: i64,
+        ids: &[i64],
+    ) -> StoreResult<(Vec<EmailMeta>, i64)> {
+        let row: Option<(i64, String)> = sqlx::query_as(
+            "SELECT a.email_state, (SELECT json_group_array(json_array(e.id, e.blob_id, e.thread_id, \
+               e.size, e.received_at, e.keywords, \
+               (SELECT group_concat(x.mailbox_id) FROM email_mailboxes x WHERE x.email_id = e.id))) \
+               FROM json_each(?2) AS j CROSS JOIN emails e ON e.id = j.value WHERE e.account_id = ?1) \
+             FROM accounts a WHERE a.id = ?1",
+        )
+        .bind(account)
+        .bind(id_list(ids))
+        .fetch_optional(&self.pool)
+        .await?;
+        let (state, rows) = row.ok_or(StoreError::NotFound)?;
+        type MetaRow = (i64, String, i64, i64, i64, String, Option<String>);
+        let rows: Vec<MetaRow> = serde_json::from_str(&rows)
+            .map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))?;
+        let metas = rows
+            .into_iter()
+            .map(
+                |(id, blob_id, thread_id, size, received_at, keywords, mailboxes)| EmailMeta {
+                    id,
+                    blob_id,
+                    thread_id,
+                    size,
+                    received_at,
+                    keywords: keywords_from_column(&keywords),
+                    mailbox_ids: mailbox_ids_from_column(mailboxes),
+                },
+            )
+            .collect();
+        Ok((metas, state))
+    }
+
     async fn header_blocks(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, Vec<u8>)>> {
         Ok(sqlx::query_as(
             "SELECT h.email_id, h.header_block FROM json_each(?2) AS j \

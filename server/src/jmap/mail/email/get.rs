@@ -118,8 +118,7 @@ pub async fn email_get(
         .inc();
 
     // Load.
-    let loaded = jmap.loader.load(ctx.account.id, &numeric, plan).await?;
-    let state = jmap.store.states(ctx.account.id).await?.email;
+    let (loaded, state) = jmap.loader.load(ctx.account.id, &numeric, plan).await?;
 
     // Render.
     let options = BodyOptions {
