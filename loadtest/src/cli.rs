@@ -88,6 +88,9 @@ pub struct TargetArgs {
     /// Show goose's log (user launches and so on).
     #[arg(long, short)]
     pub verbose: bool,
+    /// Skip logging in once as every account before measuring (measure a cold start).
+    #[arg(long)]
+    pub no_warm_up: bool,
 }
 
 /// Options of a single run (and of `--compare`), beside [`TargetArgs`].
@@ -151,6 +154,7 @@ impl TargetArgs {
         config.request_timeout = self.request_timeout;
         config.grace = self.grace;
         config.verbose = self.verbose;
+        config.warm_up = !self.no_warm_up;
         config
     }
 }

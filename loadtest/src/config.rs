@@ -56,6 +56,10 @@ pub struct RunConfig {
     pub request_timeout: Duration,
     /// Show goose's info log lines (user launches and so on) on the console.
     pub verbose: bool,
+    /// Before the measured run, log in once as every account (not measured),
+    /// so the server's credential cache is warm as in steady state and the
+    /// figures are not those of a cold start (one argon2 per account).
+    pub warm_up: bool,
 }
 
 impl RunConfig {
@@ -80,6 +84,7 @@ impl RunConfig {
             grace: DEFAULT_GRACE,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             verbose: false,
+            warm_up: true,
         }
     }
 

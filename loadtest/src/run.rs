@@ -201,6 +201,9 @@ pub async fn run_scenario(config: RunConfig) -> anyhow::Result<RunReport> {
     let (host, plan) = config.validate()?;
     let _turn = RUN_LOCK.lock().await;
 
+    if config.warm_up {
+        warm_up(&config, &host).await?;
+    }
     let context = Arc::new(Context::new(&config, host.clone())?);
     let attack = build_attack(&config, &host, &plan, context.clone())?;
 
@@ -390,6 +393,38 @@ impl Context {
             samples.push((tag.to_string(), detail));
         }
     }
+}
+
+/// Logs in once as every account (GET the session, four at a time), not
+/// measured, so the server has verified each credential before the run.
+async fn warm_up(config: &RunConfig, host: &Url) -> anyhow::Result<()> {
+    use futures::StreamExt;
+    let client = http_client(host, config.request_timeout)?;
+    let url = host.join("/.well-known/jmap").context("session URL")?;
+    let failed = futures::stream::iter(1..=config.accounts)
+        .map(|n| {
+            let request = client
+                .get(url.clone())
+                .basic_auth(username(n), Some(&config.password));
+            async move {
+                request
+                    .send()
+                    .await
+                    .map(|r| r.status().is_success())
+                    .unwrap_or(false)
+            }
+        })
+        .buffer_unordered(4)
+        .filter(|ok| std::future::ready(!ok))
+        .count()
+        .await;
+    if failed > 0 {
+        eprintln!(
+            "warm-up: {failed} of {} accounts could not log in",
+            config.accounts
+        );
+    }
+    Ok(())
 }
 
 /// The HTTP client every user shares: no proxy, and redirects followed only

@@ -1,11 +1,14 @@
 //! HTTP Basic authentication (RFC 7617) against argon2 password hashes.
 //!
-//! Verified credentials are cached (moka) for [`CREDENTIAL_TTL`], keyed by
-//! the user and a keyed SHA-256 of the password (the key is random per
+//! Verified credentials are cached (moka) for up to [`VERIFIED_TTL`], keyed
+//! by the user and a keyed SHA-256 of the password (the key is random per
 //! process, so the cache never holds a password or an offline-guessable
-//! hash), so steady-state requests do not pay argon2. A changed or removed
-//! password therefore keeps working for at most [`CREDENTIAL_TTL`] on a node
-//! that verified it before the change.
+//! hash), so steady-state requests do not pay argon2. A cached credential
+//! older than [`CREDENTIAL_TTL`] is re-checked against the database (one
+//! indexed read, no argon2): it stays valid only while the account exists
+//! with the same password hash. A changed or removed password therefore
+//! keeps working for at most [`CREDENTIAL_TTL`] on a node that verified it
+//! before the change.
 //!
 //! Failed attempts are counted per client address and per (user, client
 //! address) in windows of [`FAILURE_WINDOW`]; past [`MAX_FAILURES`] in a
@@ -28,8 +31,10 @@ use sha2::{Digest, Sha256};
 use super::error::HttpError;
 use crate::store::{Account, Store};
 
-/// How long verified credentials stay cached.
+/// How long a verified credential is trusted without looking at the database.
 pub const CREDENTIAL_TTL: Duration = Duration::from_secs(60);
+/// How long a verified credential is kept at most (then argon2 again).
+pub const VERIFIED_TTL: Duration = Duration::from_secs(3600);
 /// The window failed attempts are counted in.
 pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 /// Failed attempts allowed per window, per client address and per (user, address).
@@ -58,7 +63,7 @@ pub fn verify_password(password: &str, hash: &str) -> bool {
 pub struct Authenticator {
     store: Arc<dyn Store>,
     key: [u8; 32],
-    verified: Cache<(String, [u8; 32]), Account>,
+    verified: Cache<(String, [u8; 32]), Verified>,
     failures: Cache<String, Arc<AtomicU32>>,
 }
 
@@ -70,7 +75,7 @@ impl Authenticator {
             key: rand::random(),
             verified: Cache::builder()
                 .max_capacity(100_000)
-                .time_to_live(CREDENTIAL_TTL)
+                .time_to_live(VERIFIED_TTL)
                 .build(),
             failures: Cache::builder()
                 .max_capacity(1_000_000)
@@ -102,6 +107,17 @@ impl Authenticator {
             .fetch_add(1, Ordering::Relaxed);
     }
 
+    /// The account again if it still exists with the password hash `cached`
+    /// was verified against (a cheap read instead of argon2).
+    async fn recheck(&self, user: &str, cached: &Account) -> Result<Option<Account>, HttpError> {
+        let current = self
+            .store
+            .account_by_email(user)
+            .await
+            .map_err(|error| HttpError::Internal(error.to_string()))?;
+        Ok(current.filter(|a| a.id == cached.id && a.password_hash == cached.password_hash))
+    }
+
     /// The account of a request's `Authorization: Basic` header, from client
     /// address `client`; 401 for a missing or malformed header, an unknown
     /// user or a wrong password alike; 429 after too many failures.
@@ -116,8 +132,17 @@ impl Authenticator {
         };
         let user = user.to_lowercase();
         let key = (user.clone(), self.secret_digest(&user, &password));
-        if let Some(account) = self.verified.get(&key).await {
-            return Ok(account);
+        if let Some(verified) = self.verified.get(&key).await {
+            if verified.checked_at.elapsed() < CREDENTIAL_TTL {
+                return Ok(verified.account);
+            }
+            if let Some(account) = self.recheck(&user, &verified.account).await? {
+                self.verified
+                    .insert(key, Verified::now(account.clone()))
+                    .await;
+                return Ok(account);
+            }
+            self.verified.invalidate(&key).await;
         }
         let pair_key = format!("user:{user}\0{client}");
         if self.failures(&address_key).await >= MAX_FAILURES
@@ -142,7 +167,9 @@ impl Authenticator {
             .unwrap_or(false);
         match account {
             Some(account) if verified => {
-                self.verified.insert(key, account.clone()).await;
+                self.verified
+                    .insert(key, Verified::now(account.clone()))
+                    .await;
                 Ok(account)
             }
             _ => {
@@ -150,6 +177,22 @@ impl Authenticator {
                 self.count_failure(pair_key).await;
                 Err(HttpError::Unauthorized)
             }
+        }
+    }
+}
+
+/// A credential verified with argon2, and when the database last confirmed it.
+#[derive(Clone)]
+struct Verified {
+    account: Account,
+    checked_at: std::time::Instant,
+}
+
+impl Verified {
+    fn now(account: Account) -> Self {
+        Self {
+            account,
+            checked_at: std::time::Instant::now(),
         }
     }
 }
