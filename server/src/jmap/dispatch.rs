@@ -43,6 +43,15 @@ const METHODS: &[&str] = &[
     "Thread/changes",
 ];
 
+/// The capability a method belongs to: `Core/*` to core, the rest to mail.
+fn capability_of(method: &str) -> &'static str {
+    if method.starts_with("Core/") {
+        super::request::CAPABILITY_CORE
+    } else {
+        super::request::CAPABILITY_MAIL
+    }
+}
+
 async fn call(
     ctx: &mut CallContext<'_>,
     method: &str,
@@ -99,7 +108,10 @@ pub async fn handle(jmap: &Jmap, account: &Account, request: Request) -> Respons
     let mut created_ids = request.created_ids.clone().unwrap_or_default();
     for Invocation(method, mut arguments, call_id) in request.method_calls {
         let started = Instant::now();
+        let enabled = request.using.iter().any(|c| c == capability_of(&method));
         let result = match reference::resolve(&mut arguments, &responses) {
+            // RFC 8620 §3.3: a method of a capability the request did not name in `using`.
+            Ok(()) if !enabled => Err(MethodError::UnknownMethod),
             Ok(()) => {
                 let mut ctx = CallContext {
                     jmap,

@@ -146,6 +146,12 @@ impl From<crate::store::StoreError> for MethodError {
                 "the state is not one changes can be calculated from; refetch".into(),
             );
         }
+        // Handlers check ids against the account before they write, so a store
+        // `NotFound` escaping to here means the account itself is gone (removed
+        // while a cached credential still let the request in).
+        if let crate::store::StoreError::NotFound = error {
+            return MethodError::AccountNotFound;
+        }
         tracing::error!(%error, "store failure");
         MethodError::ServerFail(error.to_string())
     }

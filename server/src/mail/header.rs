@@ -251,8 +251,12 @@ fn unfold(value: &str) -> String {
 /// NFC normalisation (step 5) is not applied: it needs a Unicode
 /// normalisation table the crate does not depend on yet.
 pub fn text_form(raw: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
     let unfolded = unfold(raw);
+    // RFC 8621 §4.1.2.2 step 5: the result in Normalization Form C.
     decode_words(unfolded.trim_start_matches([' ', '\t']))
+        .nfc()
+        .collect()
 }
 
 /// A parsed RFC 2047 encoded word: the charset label (RFC 2231 §5 language
@@ -360,7 +364,15 @@ struct WordRun {
 impl WordRun {
     fn push(&mut self, word: EncodedWord, out: &mut String) {
         match &mut self.pending {
-            Some(pending) if pending.charset == word.charset => pending.bytes.extend(word.bytes),
+            // Stateful ISO-2022 words each end back in ASCII (RFC 1468), so a
+            // character never spans two of them; joined, the escape pair at the
+            // seam would decode as U+FFFD (WHATWG decoder), so they stay apart.
+            Some(pending)
+                if pending.charset == word.charset
+                    && !word.charset.to_ascii_lowercase().starts_with("iso-2022") =>
+            {
+                pending.bytes.extend(word.bytes)
+            }
             _ => {
                 self.flush(out);
                 self.pending = Some(word);
@@ -1071,6 +1083,19 @@ fn numeric_offset(digits: &str) -> Option<i32> {
 mod tests {
     use super::*;
     use mail_parser::MessageParser;
+
+    #[test]
+    fn adjacent_iso_2022_jp_words_decode_without_a_replacement_character() {
+        let raw = " =?ISO-2022-JP?B?GyRCTWg9NSROQkckQTlnGyhC?=\r\n =?ISO-2022-JP?B?GyRCJG8kOyRLJEQkJCRGGyhC?=";
+        assert_eq!(text_form(raw), "来週の打ち合わせについて");
+    }
+
+    #[test]
+    fn text_form_is_nfc() {
+        // "e" + COMBINING ACUTE ACCENT, raw and encoded, becomes U+00E9.
+        assert_eq!(text_form(" Cafe\u{301}"), "Caf\u{e9}");
+        assert_eq!(text_form(" =?utf-8?q?Cafe=CC=81?="), "Caf\u{e9}");
+    }
     use serde_json::json;
 
     fn form(raw: &str, form: HeaderForm) -> Value {

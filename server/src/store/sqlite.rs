@@ -286,13 +286,19 @@ async fn insert_one(
             id
         }
     };
-    for key in index.message_id.iter().chain(&index.referenced_ids) {
+    // Every id the message names, in one statement.
+    let keys: Vec<&String> = index
+        .message_id
+        .iter()
+        .chain(&index.referenced_ids)
+        .collect();
+    if !keys.is_empty() {
         sqlx::query(
             "INSERT OR IGNORE INTO thread_refs (account_id, message_id, thread_id, base_subject) \
-             VALUES (?1, ?2, ?3, ?4)",
+             SELECT ?1, value, ?3, ?4 FROM json_each(?2)",
         )
         .bind(account)
-        .bind(key)
+        .bind(serde_json::to_string(&keys).unwrap_or_else(|_| "[]".to_string()))
         .bind(thread_id)
         .bind(&index.base_subject)
         .execute(&mut **tx)

@@ -391,3 +391,79 @@ async fn mailbox_set_creates_renames_moves_and_destroys() {
         .await;
     assert_eq!(listed["total"], json!(6));
 }
+
+#[tokio::test]
+async fn patch_paths_are_json_pointers_depth_is_bounded_and_using_is_honoured() {
+    let (app, user, ids) = demo_account().await;
+    let response = app
+        .call1(
+            &user,
+            "Email/set",
+            json!({"accountId": user.account_id, "update": {
+                ids[0].clone(): {"keywords/a~1b": true},
+                ids[1].clone(): {"keywords/$seen/x": true},
+                ids[2].clone(): {"keywords/$seen": false},
+                ids[3].clone(): {"keywords/a~2b": true},
+            }}),
+        )
+        .await;
+    assert_eq!(response["updated"], json!({ids[0].clone(): null}));
+    assert_eq!(
+        response["notUpdated"][&ids[1]]["type"],
+        json!("invalidPatch")
+    );
+    assert_eq!(
+        response["notUpdated"][&ids[2]]["type"],
+        json!("invalidProperties")
+    );
+    assert_eq!(
+        response["notUpdated"][&ids[3]]["type"],
+        json!("invalidPatch")
+    );
+    let got = app
+        .call1(
+            &user,
+            "Email/get",
+            json!({"accountId": user.account_id, "ids": [ids[0]], "properties": ["keywords"]}),
+        )
+        .await;
+    assert_eq!(got["list"][0]["keywords"], json!({"a/b": true}));
+
+    // maxMailboxDepth is 10: a chain of 11 stops at the 11th.
+    let mut create = serde_json::Map::new();
+    for i in 0..11 {
+        let mut mailbox = json!({"name": format!("n{i}")});
+        if i > 0 {
+            mailbox["parentId"] = json!(format!("#n{}", i - 1));
+        }
+        create.insert(format!("n{i}"), mailbox);
+    }
+    let response = app
+        .call1(
+            &user,
+            "Mailbox/set",
+            json!({"accountId": user.account_id, "create": create}),
+        )
+        .await;
+    assert_eq!(response["created"].as_object().unwrap().len(), 10);
+    assert_eq!(
+        response["notCreated"]["n10"]["properties"],
+        json!(["parentId"])
+    );
+
+    // A mail method in a request that names only the core capability is unknown.
+    let body = json!({"using": ["urn:ietf:params:jmap:core"], "methodCalls": [
+        ["Email/get", {"accountId": user.account_id, "ids": [ids[0]]}, "0"],
+        ["Core/echo", {"x": 1}, "1"],
+    ]});
+    let (status, response) = app.api_raw(&user, &body).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        response["methodResponses"][0][1]["type"],
+        json!("unknownMethod")
+    );
+    assert_eq!(
+        response["methodResponses"][1],
+        json!(["Core/echo", {"x": 1}, "1"])
+    );
+}

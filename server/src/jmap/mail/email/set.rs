@@ -87,7 +87,7 @@ fn patch_member<T>(
 ) -> Result<(), SetError> {
     match value {
         Value::Bool(true) => list.add.push(member),
-        Value::Null | Value::Bool(false) => list.remove.push(member),
+        Value::Null => list.remove.push(member),
         _ => {
             return Err(SetError::invalid_properties(
                 &[path],
@@ -96,6 +96,28 @@ fn patch_member<T>(
         }
     }
     Ok(())
+}
+
+/// One JSON Pointer reference token (RFC 6901 §4: `~1` is `/`, `~0` is `~`);
+/// `None` when the token holds a `/` (a path into a boolean, RFC 8620 §5.3)
+/// or an invalid escape.
+fn pointer_token(token: &str) -> Option<String> {
+    if token.contains('/') {
+        return None;
+    }
+    let mut out = String::with_capacity(token.len());
+    let mut chars = token.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '~' => match chars.next() {
+                Some('0') => out.push('~'),
+                Some('1') => out.push('/'),
+                _ => return None,
+            },
+            c => out.push(c),
+        }
+    }
+    Some(out)
 }
 
 /// Parses one update PatchObject into the operations the store applies.
@@ -116,12 +138,18 @@ fn parse_patch(
         } else if path == "mailboxIds" {
             let mailboxes = parse_mailbox_ids(value, created_ids)?;
             update.mailbox_ids.replace = Some(mailboxes.into_iter().collect());
-        } else if let Some(keyword) = path.strip_prefix("keywords/") {
-            let keyword = valid_keyword(keyword)
+        } else if let Some(token) = path.strip_prefix("keywords/") {
+            let keyword = pointer_token(token).ok_or_else(|| {
+                SetError::new("invalidPatch", format!("{path} is not a valid patch path"))
+            })?;
+            let keyword = valid_keyword(&keyword)
                 .ok_or_else(|| SetError::invalid_properties(&[path.as_str()], "invalid keyword"))?;
             patch_member(&mut update.keywords, path, keyword, value)?;
-        } else if let Some(mailbox) = path.strip_prefix("mailboxIds/") {
-            let mailbox = resolve_mailbox_id(mailbox, created_ids).ok_or_else(|| {
+        } else if let Some(token) = path.strip_prefix("mailboxIds/") {
+            let mailbox = pointer_token(token).ok_or_else(|| {
+                SetError::new("invalidPatch", format!("{path} is not a valid patch path"))
+            })?;
+            let mailbox = resolve_mailbox_id(&mailbox, created_ids).ok_or_else(|| {
                 SetError::invalid_properties(&[path.as_str()], "invalid mailbox id")
             })?;
             patch_member(&mut update.mailbox_ids, path, mailbox, value)?;

@@ -128,14 +128,48 @@ fn parse_properties(
     Ok(patch)
 }
 
-/// Checks sibling-name uniqueness, role uniqueness, parent existence and cycles.
+/// Levels below mailbox `id` (0 for a leaf).
+fn height_below(mailboxes: &[MailboxRow], id: i64, limit: u64) -> u64 {
+    if limit == 0 {
+        return 0;
+    }
+    mailboxes
+        .iter()
+        .filter(|m| m.parent_id == Some(id))
+        .map(|child| 1 + height_below(mailboxes, child.id, limit - 1))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Checks sibling-name uniqueness, role uniqueness, parent existence, cycles
+/// and `maxMailboxDepth` (RFC 8621 §1.3.1: a top-level mailbox is depth 1).
 fn check_tree(
     mailboxes: &[MailboxRow],
     id: Option<i64>,
     parent: Option<i64>,
     name: &str,
     role: Option<&str>,
+    max_depth: u64,
 ) -> Result<(), SetError> {
+    let mut ancestors = 0u64;
+    let mut cursor = parent;
+    while let Some(current) = cursor {
+        ancestors += 1;
+        if ancestors > max_depth + 1 {
+            break;
+        }
+        cursor = mailboxes
+            .iter()
+            .find(|m| m.id == current)
+            .and_then(|m| m.parent_id);
+    }
+    let below = id.map_or(0, |id| height_below(mailboxes, id, max_depth + 1));
+    if ancestors + 1 + below > max_depth {
+        return Err(SetError::invalid_properties(
+            &["parentId"],
+            format!("mailboxes nest at most {max_depth} deep"),
+        ));
+    }
     if let Some(parent) = parent {
         if !mailboxes.iter().any(|m| m.id == parent) {
             return Err(SetError::invalid_properties(
@@ -244,9 +278,11 @@ pub async fn mailbox_set(
     }
     let max_name = ctx.jmap.limits.max_size_mailbox_name;
     let (mut created, mut not_created) = (Map::new(), Vec::new());
+    let max_depth = ctx.jmap.limits.max_mailbox_depth;
+    // Read once; kept up to date below as each change is made.
+    let mut mailboxes = store.mailboxes(account).await?;
     let creates = creation_order(request.create.unwrap_or_default());
     for (creation_id, object) in creates {
-        let mailboxes = store.mailboxes(account).await?;
         let outcome = match parse_properties(&object, ctx.created_ids, max_name) {
             Err(error) => Err(error),
             Ok(patch) => match patch.name.clone() {
@@ -254,7 +290,7 @@ pub async fn mailbox_set(
                 Some(name) => {
                     let parent = patch.parent_id.flatten();
                     let role = patch.role.clone().flatten();
-                    match check_tree(&mailboxes, None, parent, &name, role.as_deref()) {
+                    match check_tree(&mailboxes, None, parent, &name, role.as_deref(), max_depth) {
                         Err(error) => Err(error),
                         Ok(()) => {
                             let new = NewMailbox {
@@ -264,7 +300,20 @@ pub async fn mailbox_set(
                                 sort_order: patch.sort_order.unwrap_or(0),
                                 is_subscribed: patch.is_subscribed.unwrap_or(true),
                             };
-                            Ok(store.create_mailbox(account, &new).await?)
+                            let id = store.create_mailbox(account, &new).await?;
+                            mailboxes.push(MailboxRow {
+                                id,
+                                parent_id: new.parent_id,
+                                name: new.name,
+                                role: new.role,
+                                sort_order: new.sort_order,
+                                is_subscribed: new.is_subscribed,
+                                total_emails: 0,
+                                unread_emails: 0,
+                                total_threads: 0,
+                                unread_threads: 0,
+                            });
+                            Ok(id)
                         }
                     }
                 }
@@ -284,9 +333,9 @@ pub async fn mailbox_set(
     }
     let (mut updated, mut not_updated) = (Map::new(), Vec::new());
     for (id, object) in request.update.unwrap_or_default() {
-        let mailboxes = store.mailboxes(account).await?;
         let Some(current) = resolve_mailbox_id(&id, ctx.created_ids)
             .and_then(|n| mailboxes.iter().find(|m| m.id == n))
+            .cloned()
         else {
             not_updated.push((id, SetError::not_found()));
             continue;
@@ -295,11 +344,36 @@ pub async fn mailbox_set(
             let name = patch.name.clone().unwrap_or_else(|| current.name.clone());
             let parent = patch.parent_id.unwrap_or(current.parent_id);
             let role = patch.role.clone().unwrap_or_else(|| current.role.clone());
-            check_tree(&mailboxes, Some(current.id), parent, &name, role.as_deref()).map(|()| patch)
+            check_tree(
+                &mailboxes,
+                Some(current.id),
+                parent,
+                &name,
+                role.as_deref(),
+                max_depth,
+            )
+            .map(|()| patch)
         });
         match outcome {
             Ok(patch) => {
                 store.update_mailbox(account, current.id, &patch).await?;
+                if let Some(row) = mailboxes.iter_mut().find(|m| m.id == current.id) {
+                    if let Some(name) = patch.name {
+                        row.name = name;
+                    }
+                    if let Some(parent) = patch.parent_id {
+                        row.parent_id = parent;
+                    }
+                    if let Some(role) = patch.role {
+                        row.role = role;
+                    }
+                    if let Some(order) = patch.sort_order {
+                        row.sort_order = order;
+                    }
+                    if let Some(subscribed) = patch.is_subscribed {
+                        row.is_subscribed = subscribed;
+                    }
+                }
                 updated.insert(id, Value::Null);
             }
             Err(error) => not_updated.push((id, error)),
@@ -307,9 +381,9 @@ pub async fn mailbox_set(
     }
     let (mut destroyed, mut not_destroyed) = (Vec::new(), Vec::new());
     for id in request.destroy.unwrap_or_default() {
-        let mailboxes = store.mailboxes(account).await?;
         let Some(current) = resolve_mailbox_id(&id, ctx.created_ids)
             .and_then(|n| mailboxes.iter().find(|m| m.id == n))
+            .cloned()
         else {
             not_destroyed.push((id, SetError::not_found()));
             continue;
@@ -325,7 +399,10 @@ pub async fn mailbox_set(
             .destroy_mailbox(account, current.id, request.on_destroy_remove_emails)
             .await
         {
-            Ok(()) => destroyed.push(id),
+            Ok(()) => {
+                mailboxes.retain(|m| m.id != current.id);
+                destroyed.push(id);
+            }
             Err(StoreError::MailboxHasChild) => not_destroyed.push((
                 id,
                 SetError::new("mailboxHasChild", "the mailbox has child mailboxes"),
