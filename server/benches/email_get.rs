@@ -34,7 +34,11 @@ fn corpus() -> PathBuf {
 #[tokio::main]
 async fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let app = App::open(dir.path(), None).await.expect("open");
+    // FASTVIEW_BENCH_DATABASE_URL=postgres://… runs the same benchmark on PostgreSQL.
+    let database_url = std::env::var("FASTVIEW_BENCH_DATABASE_URL").ok();
+    let app = App::open_with(dir.path(), database_url.as_deref(), Some(16))
+        .await
+        .expect("open");
     let account = app
         .store
         .create_account("bench@example.com", &hash_password("x").expect("hash"))
