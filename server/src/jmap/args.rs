@@ -23,3 +23,37 @@ pub fn check_account(account: &Account, account_id: &str) -> Result<(), MethodEr
         Err(MethodError::AccountNotFound)
     }
 }
+
+/// `ifInState` (RFC 8620 §5.3): `stateMismatch` when it is given and is not
+/// the type's current state.
+pub fn check_if_in_state(if_in_state: Option<&str>, current: i64) -> Result<(), MethodError> {
+    match if_in_state {
+        Some(state) if state != current.to_string() => Err(MethodError::StateMismatch),
+        _ => Ok(()),
+    }
+}
+
+/// `requestTooLarge` when a /set or /import names more objects than `limit`
+/// (`maxObjectsInSet`, RFC 8620 §2).
+pub fn check_set_size(count: usize, limit: u64) -> Result<(), MethodError> {
+    if count as u64 > limit {
+        Err(MethodError::RequestTooLarge(limit as usize))
+    } else {
+        Ok(())
+    }
+}
+
+/// `notCreated` / `notUpdated` / `notDestroyed` (RFC 8620 §5.3): id → SetError,
+/// or null when there is none.
+pub fn set_error_map(errors: Vec<(String, super::error::SetError)>) -> Value {
+    if errors.is_empty() {
+        Value::Null
+    } else {
+        Value::Object(
+            errors
+                .into_iter()
+                .map(|(id, e)| (id, e.to_json()))
+                .collect(),
+        )
+    }
+}

@@ -34,18 +34,8 @@ pub async fn email_import(
     let jmap = ctx.jmap;
     let account = ctx.account.id;
     let old_state = jmap.store.states(account).await?.email;
-    if request
-        .if_in_state
-        .as_ref()
-        .is_some_and(|s| *s != old_state.to_string())
-    {
-        return Err(MethodError::StateMismatch);
-    }
-    if request.emails.len() as u64 > jmap.limits.max_objects_in_set {
-        return Err(MethodError::RequestTooLarge(
-            jmap.limits.max_objects_in_set as usize,
-        ));
-    }
+    args::check_if_in_state(request.if_in_state.as_deref(), old_state)?;
+    args::check_set_size(request.emails.len(), jmap.limits.max_objects_in_set)?;
     let owned_mailboxes: Vec<i64> = jmap
         .store
         .mailboxes(account)

@@ -176,19 +176,6 @@ fn parse_patch(
     Ok(update)
 }
 
-fn error_map(errors: Vec<(String, SetError)>) -> Value {
-    if errors.is_empty() {
-        Value::Null
-    } else {
-        Value::Object(
-            errors
-                .into_iter()
-                .map(|(id, e)| (id, e.to_json()))
-                .collect(),
-        )
-    }
-}
-
 /// Handles one Email/set call.
 #[tracing::instrument(skip_all, fields(account = ctx.account.id))]
 pub async fn email_set(
@@ -200,21 +187,14 @@ pub async fn email_set(
     let store = ctx.jmap.store.clone();
     let account = ctx.account.id;
     let old_state = store.states(account).await?.email;
-    if request
-        .if_in_state
-        .as_ref()
-        .is_some_and(|s| *s != old_state.to_string())
-    {
-        return Err(MethodError::StateMismatch);
-    }
+    args::check_if_in_state(request.if_in_state.as_deref(), old_state)?;
     let updates = request.update.unwrap_or_default();
     let destroy = request.destroy.unwrap_or_default();
     let creates = request.create.unwrap_or_default();
-    if (updates.len() + destroy.len() + creates.len()) as u64 > ctx.jmap.limits.max_objects_in_set {
-        return Err(MethodError::RequestTooLarge(
-            ctx.jmap.limits.max_objects_in_set as usize,
-        ));
-    }
+    args::check_set_size(
+        updates.len() + destroy.len() + creates.len(),
+        ctx.jmap.limits.max_objects_in_set,
+    )?;
     let not_created: Vec<(String, SetError)> = creates
         .keys()
         .map(|id| {
@@ -285,8 +265,8 @@ pub async fn email_set(
         "created": Value::Null,
         "updated": if updated.is_empty() { Value::Null } else { Value::Object(updated) },
         "destroyed": if destroyed.is_empty() { Value::Null } else { json!(destroyed) },
-        "notCreated": error_map(not_created),
-        "notUpdated": error_map(not_updated),
-        "notDestroyed": error_map(not_destroyed),
+        "notCreated": args::set_error_map(not_created),
+        "notUpdated": args::set_error_map(not_updated),
+        "notDestroyed": args::set_error_map(not_destroyed),
     }))
 }

@@ -238,18 +238,6 @@ fn creation_order(
     ordered
 }
 
-fn set_error_map(errors: Vec<(String, SetError)>) -> Value {
-    if errors.is_empty() {
-        return Value::Null;
-    }
-    Value::Object(
-        errors
-            .into_iter()
-            .map(|(id, e)| (id, e.to_json()))
-            .collect(),
-    )
-}
-
 /// Handles one Mailbox/set call: creates, then updates, then destroys.
 #[tracing::instrument(skip_all, fields(account = ctx.account.id))]
 pub async fn mailbox_set(
@@ -261,21 +249,11 @@ pub async fn mailbox_set(
     let store = ctx.jmap.store.clone();
     let account = ctx.account.id;
     let old_state = store.states(account).await?.mailbox;
-    if request
-        .if_in_state
-        .as_ref()
-        .is_some_and(|s| *s != old_state.to_string())
-    {
-        return Err(MethodError::StateMismatch);
-    }
+    args::check_if_in_state(request.if_in_state.as_deref(), old_state)?;
     let total = request.create.as_ref().map_or(0, HashMap::len)
         + request.update.as_ref().map_or(0, HashMap::len)
         + request.destroy.as_ref().map_or(0, Vec::len);
-    if total as u64 > ctx.jmap.limits.max_objects_in_set {
-        return Err(MethodError::RequestTooLarge(
-            ctx.jmap.limits.max_objects_in_set as usize,
-        ));
-    }
+    args::check_set_size(total, ctx.jmap.limits.max_objects_in_set)?;
     let max_name = ctx.jmap.limits.max_size_mailbox_name;
     let (mut created, mut not_created) = (Map::new(), Vec::new());
     let max_depth = ctx.jmap.limits.max_mailbox_depth;
@@ -423,8 +401,8 @@ pub async fn mailbox_set(
         "created": if created.is_empty() { Value::Null } else { Value::Object(created) },
         "updated": if updated.is_empty() { Value::Null } else { Value::Object(updated) },
         "destroyed": if destroyed.is_empty() { Value::Null } else { json!(destroyed) },
-        "notCreated": set_error_map(not_created),
-        "notUpdated": set_error_map(not_updated),
-        "notDestroyed": set_error_map(not_destroyed),
+        "notCreated": args::set_error_map(not_created),
+        "notUpdated": args::set_error_map(not_updated),
+        "notDestroyed": args::set_error_map(not_destroyed),
     }))
 }
