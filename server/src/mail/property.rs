@@ -235,6 +235,21 @@ impl EmailProperty {
         }
     }
 
+    /// The list Email/parse returns when `properties` is null (RFC 8621 §4.9):
+    /// Email/get's default without the metadata a parsed blob does not have.
+    pub fn parse_default_list() -> Vec<Self> {
+        use EmailProperty::*;
+        Self::default_list()
+            .into_iter()
+            .filter(|p| {
+                !matches!(
+                    p,
+                    Id | BlobId | ThreadId | MailboxIds | Keywords | Size | ReceivedAt
+                )
+            })
+            .collect()
+    }
+
     /// The list Email/get returns when `properties` is null (RFC 8621 §4.2).
     pub fn default_list() -> Vec<Self> {
         use EmailProperty::*;
@@ -383,6 +398,36 @@ mod tests {
         check_header("header:From:all:asRaw", None);
         check_header("header:From:asRaw:all:all", None);
         check_header("header:Fr om", None);
+    }
+
+    #[test]
+    fn email_parse_default_is_the_rfc8621_section_4_9_list() {
+        let names: Vec<String> = EmailProperty::parse_default_list()
+            .iter()
+            .map(|p| p.name().to_string())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "messageId",
+                "inReplyTo",
+                "references",
+                "sender",
+                "from",
+                "to",
+                "cc",
+                "bcc",
+                "replyTo",
+                "subject",
+                "sentAt",
+                "hasAttachment",
+                "preview",
+                "bodyValues",
+                "textBody",
+                "htmlBody",
+                "attachments",
+            ]
+        );
     }
 
     #[test]

@@ -23,27 +23,6 @@ use crate::mail::property::{BodyProperty, EmailProperty};
 use crate::mail::read_level::BodyValueFlags;
 use crate::store::EmailMeta;
 
-/// The properties Email/parse returns when none are asked for (RFC 8621 §4.9).
-pub const DEFAULT_PROPERTIES: &[&str] = &[
-    "messageId",
-    "inReplyTo",
-    "references",
-    "sender",
-    "from",
-    "to",
-    "cc",
-    "bcc",
-    "replyTo",
-    "subject",
-    "sentAt",
-    "hasAttachment",
-    "preview",
-    "bodyValues",
-    "textBody",
-    "htmlBody",
-    "attachments",
-];
-
 /// Properties of an email in the store that a parsed email does not have.
 const NULL_PROPERTIES: &[&str] = &["id", "mailboxIds", "keywords", "receivedAt", "threadId"];
 
@@ -82,10 +61,7 @@ pub async fn email_parse(
     let jmap = ctx.jmap;
     let properties = match &request.properties {
         Some(names) => parse_properties(names, EmailProperty::parse)?,
-        None => DEFAULT_PROPERTIES
-            .iter()
-            .filter_map(|name| EmailProperty::parse(name))
-            .collect(),
+        None => EmailProperty::parse_default_list(),
     };
     let body_properties = match &request.body_properties {
         Some(names) => parse_properties(names, BodyProperty::parse)?,
