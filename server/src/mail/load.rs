@@ -6,6 +6,7 @@
 //! projection rows, keyed by email id), never keywords or mailboxIds, so
 //! several server nodes need no cache invalidation. They are bounded in bytes.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -159,14 +160,15 @@ impl EmailLoader {
         if missing.is_empty() {
             return Ok(out);
         }
+        let slots: HashMap<i64, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
         let blocks = self.store.header_blocks(account, &missing).await?;
         for (id, block) in blocks {
             self.metrics.count_parse("header");
             let message = parse_header_block(&block).into_owned();
             let message = Arc::new(message);
             self.headers.insert(id, message.clone()).await;
-            if let Some(slot) = ids.iter().position(|x| *x == id) {
-                out[slot] = Some(message);
+            if let Some(slot) = slots.get(&id) {
+                out[*slot] = Some(message);
             }
         }
         Ok(out)
@@ -189,10 +191,15 @@ impl EmailLoader {
             out.push(cached);
         }
         if !uncached.is_empty() {
+            let slots: HashMap<i64, usize> = loaded
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (e.meta.id, i))
+                .collect();
             for (id, view) in self.store.fast_views(account, &uncached).await? {
                 self.fast_views.insert(id, view.clone()).await;
-                if let Some(slot) = loaded.iter().position(|e| e.meta.id == id) {
-                    out[slot] = Some(view);
+                if let Some(slot) = slots.get(&id) {
+                    out[*slot] = Some(view);
                 }
             }
         }

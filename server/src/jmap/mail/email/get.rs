@@ -5,7 +5,7 @@
 //! 2. Load: one batched load for all ids at that level ([`crate::mail::load`]).
 //! 3. Render: pure, per email ([`super::render`]).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -15,6 +15,7 @@ use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::{args, ids};
 use crate::mail::fast_view::FastView;
+use crate::mail::load::LoadedEmail;
 use crate::mail::message::parse_message;
 use crate::mail::property::{BodyProperty, EmailProperty};
 use crate::mail::read_level::{self, BodyValueFlags, ReadLevel};
@@ -125,12 +126,11 @@ pub async fn email_get(
         flags,
         max_body_value_bytes: request.max_body_value_bytes as usize,
     };
+    let by_id: HashMap<i64, &LoadedEmail> = loaded.iter().map(|e| (e.meta.id, e)).collect();
     let mut list = Vec::with_capacity(loaded.len());
     let mut not_found = Vec::new();
     for id in &requested {
-        let Some(email) =
-            ids::parse_email_id(id).and_then(|n| loaded.iter().find(|e| e.meta.id == n))
-        else {
+        let Some(email) = ids::parse_email_id(id).and_then(|n| by_id.get(&n).copied()) else {
             not_found.push(id.clone());
             continue;
         };
