@@ -45,6 +45,16 @@ async fn inbox_listing_is_served_from_the_mailbox_received_index() {
         .await;
     assert_eq!(page["ids"], json!(ids[2..5]));
     assert_eq!(page["position"], json!(2));
+    let tail = app
+        .call1(
+            &user,
+            "Email/query",
+            json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox},
+            "sort": [{"property": "receivedAt", "isAscending": true}], "position": -2, "limit": 5}),
+        )
+        .await;
+    assert_eq!(tail["ids"], json!(ids[ids.len() - 2..]));
+    assert_eq!(tail["position"], json!(ids.len() - 2));
     // The query plan walks the (mailbox, receivedAt) primary key: no scan, no sort step.
     let store = SqliteStore::connect(&fastview::app::default_database_url(&app.app.data_dir), 1)
         .await

@@ -218,19 +218,24 @@ pub async fn email_query(
         if !store.owns_mailbox(account, mailbox).await? {
             (Vec::new(), 0, 0)
         } else {
-            let (page, total) = store
-                .mailbox_emails_by_received(mailbox, !ascending, request.position.max(0), limit)
-                .await?;
-            if request.position < 0 {
-                let start = (total + request.position).max(0);
-                let (page, _) = store
-                    .mailbox_emails_by_received(mailbox, !ascending, start, limit)
+            // A negative position counts from the end: learn the total first
+            // (a page of 0 rows), then read the page once.
+            let start = if request.position < 0 {
+                let (_, total) = store
+                    .mailbox_emails_by_received(mailbox, !ascending, 0, 0)
                     .await?;
-                (page.into_iter().map(|(id, _)| id).collect(), start, total)
+                (total + request.position).max(0)
             } else {
-                let start = request.position.min(total);
-                (page.into_iter().map(|(id, _)| id).collect(), start, total)
-            }
+                request.position
+            };
+            let (page, total) = store
+                .mailbox_emails_by_received(mailbox, !ascending, start, limit)
+                .await?;
+            (
+                page.into_iter().map(|(id, _)| id).collect(),
+                start.min(total),
+                total,
+            )
         }
     } else {
         let mut rows = matching_rows(ctx, filter.as_ref(), &comparators).await?;
