@@ -16,6 +16,7 @@
 //! state since the log began ([`LogPosition`]), collapsing what happened in
 //! between ([`Changes`]). A write that changes nothing advances nothing.
 
+pub mod insert_plan;
 pub mod postgres;
 pub mod raw;
 pub mod sqlite;

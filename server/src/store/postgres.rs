@@ -34,6 +34,7 @@ use sha2::{Digest, Sha256};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, Row, Transaction};
 
+use super::insert_plan::{self, ThreadRef};
 use super::sqlite::ROLE_MAILBOXES;
 use super::{
     Account, ChangeCollector, ChangeKind, ChangeSet, ChangeType, Changes, EmailIndex, EmailLists,
@@ -799,58 +800,36 @@ impl Store for PostgresStore {
             .collect();
         check_mailboxes_owned(&mut tx, account, &mailbox_ids).await?;
 
-        // Duplicates: blob ids already in the account, then repeats within the batch.
+        // Duplicates, ids and threads planned in memory (insert_plan).
         let blob_ids: Vec<&str> = emails.iter().map(|e| e.blob_id.as_str()).collect();
-        let existing: Vec<(String, i64)> = sqlx::query_as(
+        let stored: HashMap<String, i64> = sqlx::query_as(
             "SELECT blob_id, id FROM emails WHERE account_id = $1 AND blob_id = any($2)",
         )
         .bind(account)
         .bind(&blob_ids)
         .fetch_all(&mut *tx)
-        .await?;
-        let mut by_blob: HashMap<&str, i64> = HashMap::with_capacity(emails.len());
-        for (blob_id, id) in &existing {
-            by_blob.insert(blob_id.as_str(), *id);
-        }
-        let mut seen: HashSet<&str> = by_blob.keys().copied().collect();
-        let new_count = emails
-            .iter()
-            .filter(|e| seen.insert(e.blob_id.as_str()))
-            .count();
+        .await?
+        .into_iter()
+        .collect();
+        let new_count = insert_plan::new_count(emails, &stored);
         if new_count == 0 {
             tx.commit().await?;
             return Ok(emails
                 .iter()
-                .map(|e| Inserted::Duplicate(by_blob[e.blob_id.as_str()]))
+                .map(|e| Inserted::Duplicate(stored[&e.blob_id]))
                 .collect());
         }
-
-        // Ids in batch order, drawn from the identity sequence.
-        let mut ids: Vec<i64> = sqlx::query_scalar(
+        let ids: Vec<i64> = sqlx::query_scalar(
             "SELECT nextval(pg_get_serial_sequence('emails', 'id')) FROM generate_series(1, $1)",
         )
         .bind(new_count as i64)
         .fetch_all(&mut *tx)
         .await?;
-        ids.sort_unstable();
-        let mut ids = ids.into_iter();
-
-        // Threads: the smallest thread that shares a message id and the base
-        // subject, among stored refs and the refs of earlier messages of the batch.
-        let keys: Vec<String> = {
-            let mut keys: Vec<String> = emails
-                .iter()
-                .flat_map(|e| e.index.message_id.iter().chain(&e.index.referenced_ids))
-                .map(|key| ref_key(key))
-                .collect();
-            keys.sort_unstable();
-            keys.dedup();
-            keys
-        };
-        let stored_refs: Vec<(String, i64, String)> = if keys.is_empty() {
+        let keys = insert_plan::ref_keys(emails, ref_key);
+        let stored_refs: Vec<ThreadRef> = if keys.is_empty() {
             Vec::new()
         } else {
-            sqlx::query_as(
+            sqlx::query_as::<_, (String, i64, String)>(
                 "SELECT message_id, thread_id, base_subject FROM thread_refs \
                  WHERE account_id = $1 AND message_id = any($2)",
             )
@@ -858,55 +837,27 @@ impl Store for PostgresStore {
             .bind(&keys)
             .fetch_all(&mut *tx)
             .await?
+            .into_iter()
+            .map(|(message_id, thread_id, base_subject)| ThreadRef {
+                message_id,
+                thread_id,
+                base_subject,
+            })
+            .collect()
         };
-        let mut threads: HashMap<(String, String), i64> = HashMap::new();
-        let mut refs: HashSet<(String, i64)> = HashSet::new();
-        for (key, thread_id, base_subject) in stored_refs {
-            refs.insert((key.clone(), thread_id));
-            threads
-                .entry((key, base_subject))
-                .and_modify(|t| *t = (*t).min(thread_id))
-                .or_insert(thread_id);
-        }
-
+        let plan = insert_plan::plan(emails, stored, ids, stored_refs, ref_key, |subject| {
+            text(subject).into_owned()
+        })?;
         let mut columns = EmailColumns::default();
-        let mut outcomes = Vec::with_capacity(emails.len());
-        for email in emails {
-            if let Some(id) = by_blob.get(email.blob_id.as_str()) {
-                outcomes.push(Inserted::Duplicate(*id));
-                continue;
-            }
-            let id = ids
-                .next()
-                .ok_or_else(|| StoreError::Conflict("email id sequence".into()))?;
-            by_blob.insert(&email.blob_id, id);
-            let base_subject = text(&email.index.base_subject).into_owned();
-            let email_keys: Vec<String> = email
-                .index
-                .message_id
-                .iter()
-                .chain(&email.index.referenced_ids)
-                .map(|key| ref_key(key))
-                .collect();
-            let thread_id = email_keys
-                .iter()
-                .filter_map(|key| threads.get(&(key.clone(), base_subject.clone())).copied())
-                .min()
-                .unwrap_or(id);
-            for key in email_keys {
-                if refs.insert((key.clone(), thread_id)) {
-                    columns.ref_message_id.push(key.clone());
-                    columns.ref_thread_id.push(thread_id);
-                    columns.ref_base_subject.push(base_subject.clone());
-                    threads
-                        .entry((key, base_subject.clone()))
-                        .and_modify(|t| *t = (*t).min(thread_id))
-                        .or_insert(thread_id);
-                }
-            }
-            columns.push(id, thread_id, email);
-            outcomes.push(Inserted::New(id));
+        for planned in &plan.new {
+            columns.push(planned.id, planned.thread_id, planned.email);
         }
+        for r in &plan.refs {
+            columns.ref_message_id.push(r.message_id.clone());
+            columns.ref_thread_id.push(r.thread_id);
+            columns.ref_base_subject.push(r.base_subject.clone());
+        }
+        let outcomes = plan.outcomes;
         insert_columns(&mut tx, account, &columns).await?;
         let mut set = ChangeSet::default();
         let new_ids = columns.id.clone();

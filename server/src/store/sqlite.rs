@@ -16,10 +16,11 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
-use sqlx::{Row, Sqlite, Transaction};
+use sqlx::{QueryBuilder, Row, Sqlite, Transaction};
 
 use std::collections::{HashMap, HashSet};
 
+use super::insert_plan::{self, InsertPlan, ThreadRef};
 use super::{
     Account, ChangeCollector, ChangeKind, ChangeSet, ChangeType, Changes, EmailIndex, EmailMeta,
     EmailUpdate, Inserted, LOG_BATCH, LogPosition, LogRow, MailboxPatch, MailboxRow, NewEmail,
@@ -205,139 +206,116 @@ async fn check_mailboxes_owned(
     Ok(())
 }
 
-/// Finds the thread of a new message: a thread that shares one of its message
-/// ids and has the same base subject (RFC 8621 §3); `None` starts a new one.
-async fn find_thread(
-    tx: &mut Transaction<'static, Sqlite>,
-    account: i64,
-    index: &EmailIndex,
-) -> StoreResult<Option<i64>> {
-    let keys: Vec<&String> = index
-        .message_id
-        .iter()
-        .chain(&index.referenced_ids)
-        .collect();
-    if keys.is_empty() {
-        return Ok(None);
-    }
-    let keys = serde_json::to_string(&keys).unwrap_or_else(|_| "[]".to_string());
-    let thread: Option<i64> = sqlx::query_scalar(
-        "SELECT min(thread_id) FROM thread_refs WHERE account_id = ?1 \
-         AND message_id IN (SELECT value FROM json_each(?2)) AND base_subject = ?3",
-    )
-    .bind(account)
-    .bind(keys)
-    .bind(&index.base_subject)
-    .fetch_one(&mut **tx)
-    .await?;
-    Ok(thread)
-}
+/// Rows of one multi-row statement: 18 bound values per email stays far
+/// below SQLite's 32,766 host parameters.
+const INSERT_CHUNK: usize = 500;
 
-/// Stores one message; returns the outcome and, for a new email, its thread.
-async fn insert_one(
+/// Writes the planned new emails of a batch ([`insert_plan`]) with one
+/// multi-row statement per table (per [`INSERT_CHUNK`] emails).
+async fn insert_planned(
     tx: &mut Transaction<'static, Sqlite>,
     account: i64,
-    email: &NewEmail,
-) -> StoreResult<(Inserted, i64)> {
-    let existing: Option<i64> =
-        sqlx::query_scalar("SELECT id FROM emails WHERE account_id = ?1 AND blob_id = ?2")
-            .bind(account)
-            .bind(&email.blob_id)
-            .fetch_optional(&mut **tx)
+    plan: &InsertPlan<'_>,
+) -> StoreResult<()> {
+    for chunk in plan.new.chunks(INSERT_CHUNK) {
+        QueryBuilder::<Sqlite>::new(
+            "INSERT INTO emails (id, account_id, blob_id, thread_id, size, received_at, sent_at, \
+             keywords, message_id, base_subject, subject, from_sort, to_sort, from_text, to_text, \
+             cc_text, bcc_text, has_attachment) ",
+        )
+        .push_values(chunk, |mut row, planned| {
+            let (email, index) = (planned.email, &planned.email.index);
+            row.push_bind(planned.id)
+                .push_bind(account)
+                .push_bind(email.blob_id.clone())
+                .push_bind(planned.thread_id)
+                .push_bind(email.size)
+                .push_bind(email.received_at)
+                .push_bind(email.sent_at)
+                .push_bind(keywords_to_column(&email.keywords))
+                .push_bind(index.message_id.clone())
+                .push_bind(index.base_subject.clone())
+                .push_bind(index.subject.clone())
+                .push_bind(index.from_sort.clone())
+                .push_bind(index.to_sort.clone())
+                .push_bind(index.from_text.clone())
+                .push_bind(index.to_text.clone())
+                .push_bind(index.cc_text.clone())
+                .push_bind(index.bcc_text.clone())
+                .push_bind(index.has_attachment);
+        })
+        .build()
+        .execute(&mut **tx)
+        .await?;
+        let memberships: Vec<(i64, i64, i64)> = chunk
+            .iter()
+            .flat_map(|planned| {
+                let mut mailbox_ids = planned.email.mailbox_ids.clone();
+                mailbox_ids.sort_unstable();
+                mailbox_ids.dedup();
+                mailbox_ids
+                    .into_iter()
+                    .map(move |mailbox| (mailbox, planned.email.received_at, planned.id))
+            })
+            .collect();
+        for members in memberships.chunks(INSERT_CHUNK) {
+            QueryBuilder::<Sqlite>::new(
+                "INSERT INTO email_mailboxes (mailbox_id, received_at, email_id) ",
+            )
+            .push_values(members, |mut row, (mailbox, received_at, email)| {
+                row.push_bind(*mailbox)
+                    .push_bind(*received_at)
+                    .push_bind(*email);
+            })
+            .build()
+            .execute(&mut **tx)
             .await?;
-    if let Some(id) = existing {
-        return Ok((Inserted::Duplicate(id), 0));
-    }
-    let index = &email.index;
-    let thread = find_thread(tx, account, index).await?;
-    let id: i64 = sqlx::query_scalar(
-        "INSERT INTO emails (account_id, blob_id, thread_id, size, received_at, sent_at, keywords, \
-         message_id, base_subject, subject, from_sort, to_sort, from_text, to_text, cc_text, \
-         bcc_text, has_attachment) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) \
-         RETURNING id",
-    )
-    .bind(account)
-    .bind(&email.blob_id)
-    .bind(thread.unwrap_or(0))
-    .bind(email.size)
-    .bind(email.received_at)
-    .bind(email.sent_at)
-    .bind(keywords_to_column(&email.keywords))
-    .bind(&index.message_id)
-    .bind(&index.base_subject)
-    .bind(&index.subject)
-    .bind(&index.from_sort)
-    .bind(&index.to_sort)
-    .bind(&index.from_text)
-    .bind(&index.to_text)
-    .bind(&index.cc_text)
-    .bind(&index.bcc_text)
-    .bind(index.has_attachment)
-    .fetch_one(&mut **tx)
-    .await?;
-    let thread_id = match thread {
-        Some(thread_id) => thread_id,
-        None => {
-            sqlx::query("UPDATE emails SET thread_id = id WHERE id = ?1")
-                .bind(id)
-                .execute(&mut **tx)
-                .await?;
-            id
         }
-    };
-    // Every id the message names, in one statement.
-    let keys: Vec<&String> = index
-        .message_id
-        .iter()
-        .chain(&index.referenced_ids)
-        .collect();
-    if !keys.is_empty() {
-        sqlx::query(
-            "INSERT OR IGNORE INTO thread_refs (account_id, message_id, thread_id, base_subject) \
-             SELECT ?1, value, ?3, ?4 FROM json_each(?2)",
+        QueryBuilder::<Sqlite>::new("INSERT INTO email_headers (email_id, header_block) ")
+            .push_values(chunk, |mut row, planned| {
+                row.push_bind(planned.id)
+                    .push_bind(planned.email.header_block.clone());
+            })
+            .build()
+            .execute(&mut **tx)
+            .await?;
+        QueryBuilder::<Sqlite>::new("INSERT INTO fast_view (email_id, preview, has_attachment) ")
+            .push_values(chunk, |mut row, planned| {
+                row.push_bind(planned.id)
+                    .push_bind(planned.email.fast_view.preview.clone())
+                    .push_bind(planned.email.fast_view.has_attachment);
+            })
+            .build()
+            .execute(&mut **tx)
+            .await?;
+        QueryBuilder::<Sqlite>::new(
+            "INSERT OR IGNORE INTO account_blobs (account_id, blob_id, size, created_at) ",
         )
-        .bind(account)
-        .bind(serde_json::to_string(&keys).unwrap_or_else(|_| "[]".to_string()))
-        .bind(thread_id)
-        .bind(&index.base_subject)
+        .push_values(chunk, |mut row, planned| {
+            row.push_bind(account)
+                .push_bind(planned.email.blob_id.clone())
+                .push_bind(planned.email.size)
+                .push("strftime('%s','now')");
+        })
+        .build()
         .execute(&mut **tx)
         .await?;
     }
-    let mut mailbox_ids = email.mailbox_ids.clone();
-    mailbox_ids.sort_unstable();
-    mailbox_ids.dedup();
-    for mailbox_id in mailbox_ids {
-        sqlx::query(
-            "INSERT INTO email_mailboxes (mailbox_id, received_at, email_id) VALUES (?1, ?2, ?3)",
+    for refs in plan.refs.chunks(INSERT_CHUNK) {
+        QueryBuilder::<Sqlite>::new(
+            "INSERT OR IGNORE INTO thread_refs (account_id, message_id, thread_id, base_subject) ",
         )
-        .bind(mailbox_id)
-        .bind(email.received_at)
-        .bind(id)
+        .push_values(refs, |mut row, r| {
+            row.push_bind(account)
+                .push_bind(r.message_id.clone())
+                .push_bind(r.thread_id)
+                .push_bind(r.base_subject.clone());
+        })
+        .build()
         .execute(&mut **tx)
         .await?;
     }
-    sqlx::query("INSERT INTO email_headers (email_id, header_block) VALUES (?1, ?2)")
-        .bind(id)
-        .bind(&email.header_block)
-        .execute(&mut **tx)
-        .await?;
-    sqlx::query("INSERT INTO fast_view (email_id, preview, has_attachment) VALUES (?1, ?2, ?3)")
-        .bind(id)
-        .bind(&email.fast_view.preview)
-        .bind(email.fast_view.has_attachment)
-        .execute(&mut **tx)
-        .await?;
-    sqlx::query(
-        "INSERT OR IGNORE INTO account_blobs (account_id, blob_id, size, created_at) \
-         VALUES (?1, ?2, ?3, strftime('%s','now'))",
-    )
-    .bind(account)
-    .bind(&email.blob_id)
-    .bind(email.size)
-    .execute(&mut **tx)
-    .await?;
-    Ok((Inserted::New(id), thread_id))
+    Ok(())
 }
 
 async fn set_memberships(
@@ -715,24 +693,69 @@ impl Store for SqliteStore {
         mailbox_ids.sort_unstable();
         mailbox_ids.dedup();
         check_mailboxes_owned(&mut tx, account, &mailbox_ids).await?;
-        let mut outcomes = Vec::with_capacity(emails.len());
+        // Duplicates, ids and threads planned in memory (insert_plan).
+        let stored: HashMap<String, i64> = sqlx::query_as(
+            "SELECT blob_id, id FROM emails WHERE account_id = ?1 \
+             AND blob_id IN (SELECT value FROM json_each(?2))",
+        )
+        .bind(account)
+        .bind(
+            serde_json::to_string(&emails.iter().map(|e| &e.blob_id).collect::<Vec<_>>())
+                .unwrap_or_else(|_| "[]".to_string()),
+        )
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .collect();
+        let new_count = insert_plan::new_count(emails, &stored);
+        // AUTOINCREMENT: ids above every id ever given, as SQLite would pick
+        // them; the write lock is held, so no other writer takes them.
+        let last: i64 = sqlx::query_scalar(
+            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'emails'), 0), \
+             coalesce((SELECT max(id) FROM emails), 0))",
+        )
+        .fetch_one(&mut *tx)
+        .await?;
+        let ids: Vec<i64> = (1..=new_count as i64).map(|n| last + n).collect();
+        let keys = insert_plan::ref_keys(emails, str::to_string);
+        let stored_refs: Vec<ThreadRef> = if keys.is_empty() || new_count == 0 {
+            Vec::new()
+        } else {
+            sqlx::query_as::<_, (String, i64, String)>(
+                "SELECT message_id, thread_id, base_subject FROM thread_refs \
+                 WHERE account_id = ?1 AND message_id IN (SELECT value FROM json_each(?2))",
+            )
+            .bind(account)
+            .bind(serde_json::to_string(&keys).unwrap_or_else(|_| "[]".to_string()))
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .map(|(message_id, thread_id, base_subject)| ThreadRef {
+                message_id,
+                thread_id,
+                base_subject,
+            })
+            .collect()
+        };
+        let plan = insert_plan::plan(
+            emails,
+            stored,
+            ids,
+            stored_refs,
+            str::to_string,
+            str::to_string,
+        )?;
+        insert_planned(&mut tx, account, &plan).await?;
         let mut set = ChangeSet::default();
-        let (mut new_ids, mut threads) = (Vec::new(), Vec::new());
-        for email in emails {
-            let (outcome, thread) = insert_one(&mut tx, account, email).await?;
-            if let Inserted::New(id) = outcome {
-                set.record(ChangeType::Email, id, ChangeKind::Created);
-                for mailbox in &email.mailbox_ids {
-                    set.counts(*mailbox);
-                }
-                new_ids.push(id);
-                threads.push(thread);
+        for planned in &plan.new {
+            set.record(ChangeType::Email, planned.id, ChangeKind::Created);
+            for mailbox in &planned.email.mailbox_ids {
+                set.counts(*mailbox);
             }
-            outcomes.push(outcome);
         }
+        let new_ids: Vec<i64> = plan.new.iter().map(|planned| planned.id).collect();
+        let threads = plan.threads();
         if !new_ids.is_empty() {
-            threads.sort_unstable();
-            threads.dedup();
             // A thread with none of its emails stored before this batch is new.
             let existed: HashSet<i64> = sqlx::query_scalar(
                 "SELECT DISTINCT thread_id FROM emails WHERE account_id = ?1 \
@@ -757,7 +780,7 @@ impl Store for SqliteStore {
         }
         record(&mut tx, account, &set).await?;
         tx.commit().await?;
-        Ok(outcomes)
+        Ok(plan.outcomes)
     }
 
     async fn email_meta(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<EmailMeta>> {
