@@ -21,7 +21,7 @@ use crate::blob::blob_id_of;
 use crate::http::auth::hash_password;
 use crate::mail::import_source::{self, SourceItem};
 use crate::mail::ingest::{PreparedEmail, prepare, store_batch};
-use crate::store::StoreError;
+use crate::store::{Inserted, StoreError};
 
 /// Flags of `fastview seed`.
 #[derive(Debug, clap::Args)]
@@ -185,7 +185,9 @@ pub async fn seed(global: &GlobalArgs, args: SeedArgs) -> anyhow::Result<ExitCod
                 .await?;
                 let stored = store_batch(app_ref.store.as_ref(), &app_ref.blobs, account.id, batch)
                     .await?
-                    .len() as u64;
+                    .iter()
+                    .filter(|outcome| matches!(outcome, Inserted::New(_)))
+                    .count() as u64;
                 anyhow::Ok(stored)
             }
         })
@@ -200,9 +202,11 @@ pub async fn seed(global: &GlobalArgs, args: SeedArgs) -> anyhow::Result<ExitCod
         .sum::<anyhow::Result<u64>>()?;
     progress.finish_and_clear();
     println!(
-        "seeded {} accounts, {} messages, in {:.1} s ({:.1} s reading and parsing the sources)",
+        "seeded {} accounts, {} messages new, {} already there, in {:.1} s \
+         ({:.1} s reading and parsing the sources)",
         args.accounts,
         stored,
+        args.accounts as u64 * args.messages_per_account as u64 - stored,
         started.elapsed().as_secs_f64(),
         parsed_in.as_secs_f64()
     );

@@ -14,27 +14,36 @@ use crate::support::spawn_app;
 async fn every_scenario_runs_clean_against_a_seeded_server() {
     let app = spawn_app().await;
     let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/demo");
-    let output = app
-        .cli()
-        .args([
-            "seed",
-            "--accounts",
-            "3",
-            "--messages-per-account",
-            "12",
-            "--from",
-            demo,
-            "--password",
-            "load",
-        ])
-        .output()
-        .expect("run fastview seed");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(String::from_utf8_lossy(&output.stdout).contains("seeded 3 accounts, 36 messages"));
+    let seed = || {
+        app.cli()
+            .args([
+                "seed",
+                "--accounts",
+                "3",
+                "--messages-per-account",
+                "12",
+                "--from",
+                demo,
+                "--password",
+                "load",
+            ])
+            .output()
+            .expect("run fastview seed")
+    };
+    for expected in [
+        "seeded 3 accounts, 36 messages new, 0 already there",
+        // Seeding again finds every message stored and adds nothing.
+        "seeded 3 accounts, 0 messages new, 36 already there",
+    ] {
+        let output = seed();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(stdout.contains(expected), "{stdout}");
+    }
 
     for scenario in Scenario::ALL {
         // 7,200 users/hour for 3 s: 6 users, each running the scenario once.
