@@ -18,7 +18,12 @@ use super::property::{HeaderForm, HeaderProperty};
 /// offsets point into. Absent field: `null` (`[]` with `:all`); otherwise the
 /// last instance (every instance in order with `:all`), RFC 8621 §4.1.3.
 pub fn header_value(headers: &[Header<'_>], raw: &[u8], property: &HeaderProperty) -> Value {
-    let fields = fields(headers, raw);
+    value_in(&fields(headers, raw), property)
+}
+
+/// [`header_value`] over fields already split ([`HeaderFields::fields`],
+/// [`top_level_fields`]).
+pub(crate) fn value_in(fields: &[Field<'_>], property: &HeaderProperty) -> Value {
     let mut instances = fields.iter().filter(|field| field.is(&property.name));
     if property.all {
         Value::Array(
@@ -41,24 +46,26 @@ pub fn message_header_value(
     name: &str,
     form: HeaderForm,
 ) -> Value {
-    let Some(root) = message.parts.first() else {
-        return Value::Null;
-    };
     let property = HeaderProperty {
         key: String::new(),
         name: name.to_ascii_lowercase(),
         form,
         all: false,
     };
-    header_value(&root.headers, &message.raw_message, &property)
+    value_in(&top_level_fields(message), &property)
 }
 
 /// The `headers` property (RFC 8621 §4.1.3): every field in message order as
 /// `{"name": …, "value": …}`, the name capitalised as in the message and the
 /// value in Raw form.
 pub fn header_list(headers: &[Header<'_>], raw: &[u8]) -> Value {
+    list_in(&fields(headers, raw))
+}
+
+/// [`header_list`] over fields already split.
+pub(crate) fn list_in(fields: &[Field<'_>]) -> Value {
     Value::Array(
-        fields(headers, raw)
+        fields
             .iter()
             .map(|field| {
                 let mut object = Map::new();
@@ -68,6 +75,73 @@ pub fn header_list(headers: &[Header<'_>], raw: &[u8]) -> Value {
             })
             .collect(),
     )
+}
+
+/// The fields of a message's top-level header: its header block (the octets
+/// before the root part's body, as stored for the header read level) split
+/// by [`split_fields`], so the header and full read levels see the same
+/// fields by construction.
+pub(crate) fn top_level_fields<'r>(message: &'r mail_parser::Message<'_>) -> Vec<Field<'r>> {
+    let raw: &'r [u8] = &message.raw_message;
+    let end = message
+        .parts
+        .first()
+        .map_or(0, |root| root.offset_body as usize)
+        .min(raw.len());
+    split_fields(raw, 0, end)
+}
+
+/// A stored header block split into fields once, without mail-parser: what
+/// the header read level caches and renders from (ADR 0002). About the size
+/// of the block plus 16 octets per field.
+#[derive(Debug, Clone)]
+pub struct HeaderFields {
+    block: Box<[u8]>,
+    /// `(name start, name end, value start, value end)` in `block`.
+    spans: Vec<[u32; 4]>,
+}
+
+impl HeaderFields {
+    /// Splits a header block (the octets up to and including the blank line,
+    /// [`crate::store::NewEmail::header_block`]); any bytes are accepted, a
+    /// line that is not a field is skipped.
+    pub fn parse(mut block: Vec<u8>) -> Self {
+        // Offsets are u32: no stored message comes near 4 GiB of header.
+        block.truncate(u32::MAX as usize);
+        let block = block.into_boxed_slice();
+        let base = block.as_ptr() as usize;
+        let offset = |slice: &[u8]| (slice.as_ptr() as usize - base) as u32;
+        let spans = split_fields(&block, 0, block.len())
+            .iter()
+            .map(|field| {
+                let (name, value) = (offset(field.name), offset(field.value));
+                [
+                    name,
+                    name + field.name.len() as u32,
+                    value,
+                    value + field.value.len() as u32,
+                ]
+            })
+            .collect();
+        Self { block, spans }
+    }
+
+    /// The fields in message order.
+    pub(crate) fn fields(&self) -> Vec<Field<'_>> {
+        let slice = |from: u32, to: u32| &self.block[from as usize..to as usize];
+        self.spans
+            .iter()
+            .map(|[name_from, name_to, value_from, value_to]| Field {
+                name: slice(*name_from, *name_to),
+                value: slice(*value_from, *value_to),
+            })
+            .collect()
+    }
+
+    /// Octets held, for cache weights.
+    pub fn weight(&self) -> usize {
+        self.block.len() + self.spans.len() * 16 + 48
+    }
 }
 
 /// One header field as written in the message.
@@ -112,6 +186,12 @@ pub(crate) fn fields<'r>(headers: &[Header<'_>], raw: &'r [u8]) -> Vec<Field<'r>
     };
     let start = (first.offset_field as usize).min(raw.len());
     let end = (last.offset_end as usize).clamp(start, raw.len());
+    split_fields(raw, start, end)
+}
+
+/// Splits `raw[start..end]` into fields by the rule of [`fields`]; reading
+/// stops at the first empty line.
+fn split_fields(raw: &[u8], start: usize, end: usize) -> Vec<Field<'_>> {
     let mut fields = Vec::new();
     // (name, value start) of the field being read, and its value end so far.
     let mut current: Option<(&[u8], usize)> = None;

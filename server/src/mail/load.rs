@@ -10,11 +10,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use mail_parser::Message;
 use moka::future::Cache;
 
 use super::fast_view::FastView;
-use super::message::{parse_header_block, parse_message};
+use super::header::HeaderFields;
+use super::message::parse_message;
 use super::read_level::ReadPlan;
 use crate::blob::BlobStore;
 use crate::metrics::Metrics;
@@ -26,8 +26,8 @@ const MISS_CONCURRENCY: usize = 4;
 /// One email with the sources its call's plan asked for.
 pub struct LoadedEmail {
     pub meta: EmailMeta,
-    /// The header block parsed without a body (header level).
-    pub header: Option<Arc<Message<'static>>>,
+    /// The header block split into fields (header level).
+    pub header: Option<Arc<HeaderFields>>,
     /// The projection row (fast-view level).
     pub fast_view: Option<FastView>,
     /// The raw message (full level); the caller parses it once.
@@ -55,7 +55,7 @@ pub struct EmailLoader {
     store: Arc<dyn Store>,
     blobs: Arc<BlobStore>,
     metrics: Arc<Metrics>,
-    headers: Cache<i64, Arc<Message<'static>>>,
+    headers: Cache<i64, Arc<HeaderFields>>,
     fast_views: Cache<i64, FastView>,
 }
 
@@ -69,9 +69,8 @@ impl EmailLoader {
     ) -> Self {
         let headers = Cache::builder()
             .max_capacity(sizes.header_bytes)
-            .weigher(|_: &i64, message: &Arc<Message<'static>>| {
-                // The raw block plus about as much again for the parsed headers.
-                (message.raw_message().len() * 2 + 64).min(u32::MAX as usize) as u32
+            .weigher(|_: &i64, fields: &Arc<HeaderFields>| {
+                fields.weight().min(u32::MAX as usize) as u32
             })
             .build();
         let fast_views = Cache::builder()
@@ -142,13 +141,14 @@ impl EmailLoader {
         }
     }
 
-    /// Parsed header blocks in the order of `ids`; `None` for an email without one.
+    /// Header blocks split into fields, in the order of `ids`; `None` for an
+    /// email without one.
     async fn load_headers(
         &self,
         account: i64,
         ids: &[i64],
-    ) -> StoreResult<Vec<Option<Arc<Message<'static>>>>> {
-        let mut out: Vec<Option<Arc<Message<'static>>>> = Vec::with_capacity(ids.len());
+    ) -> StoreResult<Vec<Option<Arc<HeaderFields>>>> {
+        let mut out: Vec<Option<Arc<HeaderFields>>> = Vec::with_capacity(ids.len());
         let mut missing = Vec::new();
         for id in ids {
             let cached = self.headers.get(id).await;
@@ -164,11 +164,10 @@ impl EmailLoader {
         let blocks = self.store.header_blocks(account, &missing).await?;
         for (id, block) in blocks {
             self.metrics.count_parse("header");
-            let message = parse_header_block(&block).into_owned();
-            let message = Arc::new(message);
-            self.headers.insert(id, message.clone()).await;
+            let fields = Arc::new(HeaderFields::parse(block));
+            self.headers.insert(id, fields.clone()).await;
             if let Some(slot) = slots.get(&id) {
-                out[*slot] = Some(message);
+                out[*slot] = Some(fields);
             }
         }
         Ok(out)

@@ -5,9 +5,10 @@
 //! reads a message without header fields: one `text/plain` body (the RFC 2045
 //! §5.2 default) made of every octet.
 //!
-//! Every reader of a message (ingest, the fast-view projection, Email/get at
-//! the header and full levels, blob download, `reproject`) goes through
-//! here, so they all see the same structure.
+//! Every reader of a whole message (ingest, the fast-view projection,
+//! Email/get at the full level, blob download, `reproject`) goes through
+//! here, so they all see the same structure. The header level reads only the
+//! stored header block, split by [`crate::mail::header::HeaderFields`].
 
 use std::borrow::Cow;
 
@@ -17,13 +18,6 @@ use mail_parser::{Encoding, Message, MessageParser, MessagePart, PartType};
 /// `text/plain` part with no header field whose body is all of `raw`.
 pub fn parse_message(raw: &[u8]) -> Message<'_> {
     contained(raw, |parser| parser.parse(raw)).unwrap_or_else(|| headerless(raw, 0))
-}
-
-/// Parses a stored header block (the octets up to and including the blank
-/// line); a block mail-parser cannot read is a header with no field.
-pub fn parse_header_block(block: &[u8]) -> Message<'_> {
-    contained(block, |parser| parser.parse_headers(block))
-        .unwrap_or_else(|| headerless(block, block.len()))
 }
 
 /// Runs mail-parser, treating a panic inside it as "cannot read" (logged):
@@ -73,6 +67,7 @@ fn headerless(raw: &[u8], body: usize) -> Message<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mail::header::HeaderFields;
 
     #[test]
     fn unreadable_messages_become_one_headerless_text_part() {
@@ -87,9 +82,8 @@ mod tests {
             let root = &message.parts[0];
             assert!(root.offset_body as usize <= raw.len());
             assert_eq!(root.offset_end as usize, raw.len());
-            let header = parse_header_block(&raw[..root.offset_body as usize]);
-            assert_eq!(header.parts.len(), 1);
-            assert!(header.parts[0].headers.is_empty() || !root.headers.is_empty());
+            let header = HeaderFields::parse(raw[..root.offset_body as usize].to_vec());
+            assert!(header.fields().is_empty() || !root.headers.is_empty());
         }
         let message = parse_message(b"\r\n\r\nbody only");
         assert_eq!(
@@ -107,8 +101,8 @@ mod tests {
         assert!(!message.parts.is_empty());
         let prepared = crate::mail::ingest::prepare(raw.to_vec(), vec![1], Vec::new(), |_| 0);
         assert_eq!(prepared.email.size as usize, raw.len());
-        let header = parse_header_block(&prepared.email.header_block);
-        assert_eq!(header.parts.len(), 1);
+        let header = HeaderFields::parse(prepared.email.header_block);
+        assert_eq!(header.fields().len(), message.parts[0].headers.len());
     }
 
     #[test]
@@ -117,7 +111,7 @@ mod tests {
         let message = parse_message(raw);
         assert_eq!(message.subject(), Some("hi"));
         assert_eq!(message.parts[0].offset_body, 15);
-        let header = parse_header_block(&raw[..15]);
-        assert_eq!(header.subject(), Some("hi"));
+        let header = HeaderFields::parse(raw[..15].to_vec());
+        assert_eq!(header.fields()[0].raw_value(), " hi");
     }
 }

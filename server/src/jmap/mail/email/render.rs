@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use crate::jmap::ids;
 use crate::mail::body::{self, BodyPart};
 use crate::mail::fast_view::FastView;
-use crate::mail::header::{self, header_value};
+use crate::mail::header::{self, Field, HeaderFields};
 use crate::mail::property::{BodyProperty, EmailProperty, HeaderForm, HeaderProperty};
 use crate::mail::read_level::BodyValueFlags;
 use crate::store::EmailMeta;
@@ -25,8 +25,8 @@ pub struct EmailSources<'a> {
     /// The metadata row (always loaded): id, blobId, threadId, mailboxIds,
     /// keywords, size, receivedAt (RFC 8621 §4.1.1).
     pub meta: &'a EmailMeta,
-    /// The stored header block parsed without a body (header read level).
-    pub header: Option<&'a mail_parser::Message<'a>>,
+    /// The stored header block split into fields (header read level).
+    pub header: Option<&'a HeaderFields>,
     /// The projection row (fast-view read level).
     pub fast_view: Option<&'a FastView>,
     /// The whole message, parsed (full read level).
@@ -73,9 +73,20 @@ pub fn render_email(
         (None, Some(full)) => Some(fast_view_cell.get_or_init(|| FastView::compute(full))),
         (None, None) => None,
     };
+    // The top-level header fields, split once per email.
+    let top_cell = OnceCell::new();
+    let top = || {
+        top_cell
+            .get_or_init(|| match (sources.full, sources.header) {
+                (Some(full), _) => Some(header::top_level_fields(full)),
+                (None, Some(fields)) => Some(fields.fields()),
+                (None, None) => None,
+            })
+            .as_deref()
+    };
     let header = |name: &str, form| {
         render_header(
-            sources,
+            top(),
             &HeaderProperty {
                 key: String::new(),
                 name: name.to_string(),
@@ -135,15 +146,8 @@ pub fn render_email(
             ReplyTo => header("reply-to", Addresses),
             Subject => header("subject", Text),
             SentAt => header("date", Date),
-            Headers => match sources
-                .full
-                .or(sources.header)
-                .and_then(|m| m.parts.first().map(|p| (m, p)))
-            {
-                Some((message, root)) => header::header_list(&root.headers, &message.raw_message),
-                None => missing(property),
-            },
-            Header(header) => render_header(sources, header),
+            Headers => top().map_or_else(|| missing(property), header::list_in),
+            Header(header) => render_header(top(), header),
             HasAttachment => fast_view().map_or_else(
                 || missing(property),
                 |view| Value::Bool(view.has_attachment),
@@ -189,14 +193,11 @@ fn flags_any(flags: BodyValueFlags) -> bool {
     flags.fetch_text || flags.fetch_html || flags.fetch_all
 }
 
-/// A header property (RFC 8621 §4.1.2, §4.1.3) of the message's top-level header.
-fn render_header(sources: &EmailSources<'_>, property: &HeaderProperty) -> Value {
-    match sources
-        .full
-        .or(sources.header)
-        .and_then(|m| m.parts.first().map(|p| (m, p)))
-    {
-        Some((message, root)) => header_value(&root.headers, &message.raw_message, property),
+/// A header property (RFC 8621 §4.1.2, §4.1.3) of the message's top-level
+/// header, given its fields (`None`: the plan loaded no header).
+fn render_header(fields: Option<&[Field<'_>]>, property: &HeaderProperty) -> Value {
+    match fields {
+        Some(fields) => header::value_in(fields, property),
         None => {
             debug_assert!(
                 false,
@@ -313,24 +314,17 @@ mod tests {
     }
 
     /// The stored header block: up to and including the first blank line.
-    fn header_block(raw: &[u8]) -> &[u8] {
-        let mut start = 0;
-        for line in raw.split_inclusive(|&b| b == b'\n') {
-            start += line.len();
-            if line == b"\n" || line == b"\r\n" {
-                return &raw[..start];
-            }
-        }
-        raw
+    /// The header block as ingest stores it.
+    fn header_block(raw: &[u8]) -> Vec<u8> {
+        crate::mail::ingest::prepare(raw.to_vec(), Vec::new(), Vec::new(), |_| 0)
+            .email
+            .header_block
     }
 
     /// Header properties rendered from the header block alone must equal
     /// those rendered from the full message (the two read levels agree).
     fn check_header_level(raw: &[u8], properties: &[EmailProperty], full: &Value) {
-        let block = header_block(raw);
-        let header = MessageParser::default()
-            .parse_headers(block)
-            .expect("header block parses");
+        let header = HeaderFields::parse(header_block(raw));
         let meta = meta(raw.len());
         let sources = EmailSources {
             meta: &meta,
@@ -728,10 +722,7 @@ mod tests {
     #[test]
     fn header_level_and_full_level_agree_and_missing_sources_are_null() {
         let raw = fixture("address_groups");
-        let block = header_block(&raw);
-        let header = MessageParser::default()
-            .parse_headers(block)
-            .expect("parses");
+        let header = HeaderFields::parse(header_block(&raw));
         let meta = meta(raw.len());
         let sources = EmailSources {
             meta: &meta,
@@ -862,7 +853,9 @@ mod tests {
     }
 
     /// Every message of the shared corpus renders every property without
-    /// panicking, and every leaf part's content resolves to `size` octets.
+    /// panicking, every leaf part's content resolves to `size` octets, and
+    /// the header properties rendered from the stored header block equal
+    /// those rendered from the whole message.
     /// Skipped when the corpus is not there.
     #[test]
     fn corpus_renders_without_panics() {
@@ -897,6 +890,7 @@ mod tests {
                                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                                         let got = render(&raw, properties, body, &FETCH_ALL);
                                         check_blobs(&message, &got["bodyStructure"]);
+                                        check_header_level(&raw, properties, &got);
                                         compact_lists(got);
                                     }));
                                 if outcome.is_err() {
