@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::render::{BodyOptions, EmailSources, render_email};
 use crate::jmap::dispatch::CallContext;
@@ -155,12 +155,12 @@ pub async fn email_get(
             &sources,
         )));
     }
-    Ok(json!({
-        "accountId": request.account_id,
-        "state": state.to_string(),
-        "list": list,
-        "notFound": not_found,
-    }))
+    Ok(args::get_response(
+        request.account_id,
+        state,
+        list,
+        not_found,
+    ))
 }
 
 async fn all_email_ids(ctx: &CallContext<'_>) -> Result<Vec<String>, MethodError> {

@@ -1,7 +1,7 @@
 //! Mailbox/get (RFC 8621 §2.1, RFC 8620 §5.1).
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::{MAILBOX_PROPERTIES, mailbox_json};
 use crate::jmap::dispatch::CallContext;
@@ -75,10 +75,10 @@ pub async fn mailbox_get(
             (list, not_found)
         }
     };
-    Ok(json!({
-        "accountId": request.account_id,
-        "state": state.to_string(),
-        "list": list,
-        "notFound": not_found,
-    }))
+    Ok(args::get_response(
+        request.account_id,
+        state,
+        list,
+        not_found,
+    ))
 }

@@ -51,7 +51,10 @@ pub async fn thread_get(
             None => not_found.push(id.clone()),
         }
     }
-    Ok(
-        json!({"accountId": request.account_id, "state": state.to_string(), "list": list, "notFound": not_found}),
-    )
+    Ok(args::get_response(
+        request.account_id,
+        state,
+        list,
+        not_found,
+    ))
 }
