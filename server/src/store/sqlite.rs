@@ -60,6 +60,10 @@ impl SqliteStore {
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(30))
             .pragma("cache_size", "-65536")
+            // Reads map the file instead of copying pages through read(2):
+            // under load the copies and the page-cache lookups behind them
+            // were a tenth of the server's CPU.
+            .pragma("mmap_size", "2147418112")
             .pragma("temp_store", "memory");
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
