@@ -7,6 +7,8 @@
 //! 2047 words where RFC 2047 forbids it and lose a character split over two
 //! encoded words (see the tests at the end of this file).
 
+use std::sync::{Mutex, PoisonError};
+
 use mail_parser::Header;
 use mail_parser::decoders::charsets::map::charset_decoder;
 use serde_json::{Map, Value};
@@ -93,13 +95,21 @@ pub(crate) fn top_level_fields<'r>(message: &'r mail_parser::Message<'_>) -> Vec
 
 /// A stored header block split into fields once, without mail-parser: what
 /// the header read level caches and renders from (ADR 0002). About the size
-/// of the block plus 16 octets per field.
-#[derive(Debug, Clone)]
+/// of the block plus 16 octets per field, plus the values rendered from it.
+#[derive(Debug)]
 pub struct HeaderFields {
     block: Box<[u8]>,
     /// `(name start, name end, value start, value end)` in `block`.
     spans: Vec<[u32; 4]>,
+    /// Values already rendered ([`HeaderFields::value`]), at most
+    /// [`MEMO_ENTRIES`]: the block never changes, so neither do they.
+    memo: Mutex<Vec<(HeaderProperty, Value)>>,
 }
+
+/// How many rendered values one [`HeaderFields`] keeps: enough for a list
+/// view's from, to, cc, subject, sentAt and a few more, bounded whatever
+/// header names clients ask for.
+const MEMO_ENTRIES: usize = 8;
 
 impl HeaderFields {
     /// Splits a header block (the octets up to and including the blank line,
@@ -123,7 +133,35 @@ impl HeaderFields {
                 ]
             })
             .collect();
-        Self { block, spans }
+        Self {
+            block,
+            spans,
+            memo: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The value of a header property ([`header_value`]'s rules), rendered
+    /// once and then served from memory: list views ask for the same from,
+    /// to and subject of the same emails again and again.
+    pub fn value(&self, property: &HeaderProperty) -> Value {
+        let same = |known: &HeaderProperty| {
+            known.name == property.name && known.form == property.form && known.all == property.all
+        };
+        let memo = self.memo.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, value)) = memo.iter().find(|(known, _)| same(known)) {
+            return value.clone();
+        }
+        drop(memo);
+        let value = value_in(&self.fields(), property);
+        let mut memo = self.memo.lock().unwrap_or_else(PoisonError::into_inner);
+        if memo.len() < MEMO_ENTRIES && !memo.iter().any(|(known, _)| same(known)) {
+            let key = HeaderProperty {
+                key: String::new(),
+                ..property.clone()
+            };
+            memo.push((key, value.clone()));
+        }
+        value
     }
 
     /// The fields in message order.
@@ -138,9 +176,10 @@ impl HeaderFields {
             .collect()
     }
 
-    /// Octets held, for cache weights.
+    /// Octets held, for cache weights: the block, the spans, and room for
+    /// a list view's rendered values.
     pub fn weight(&self) -> usize {
-        self.block.len() + self.spans.len() * 16 + 48
+        self.block.len() + self.spans.len() * 16 + 48 + 512
     }
 }
 
@@ -1382,5 +1421,47 @@ mod tests {
             header_list(headers, &message.raw_message)[2],
             json!({"name": "Message-Id", "value": " <1@x>"})
         );
+    }
+
+    #[test]
+    fn header_fields_render_as_the_parsed_message_and_keep_a_bounded_memo() {
+        let block = b"From: Ann <ann@example.com>\r\nSubject: =?UTF-8?Q?caf=C3=A9?=\r\nX-N: 1\r\n X-continued\r\nbad line\r\nX-N: 2\r\n\r\n";
+        let fields = HeaderFields::parse(block.to_vec());
+        let message = MessageParser::default().parse_headers(&block[..]).unwrap();
+        let names: Vec<String> = fields.fields().iter().map(Field::name).collect();
+        assert_eq!(names, ["From", "Subject", "X-N", "X-N"]);
+        let mut properties: Vec<HeaderProperty> = [
+            "header:From:asAddresses",
+            "header:Subject:asText",
+            "header:X-N:all",
+            "header:x-n:asText",
+        ]
+        .iter()
+        .map(|p| HeaderProperty::parse(p).expect(p))
+        .collect();
+        for n in 0..MEMO_ENTRIES {
+            properties.push(HeaderProperty::parse(&format!("header:X-Other-{n}")).unwrap());
+        }
+        // Twice: the first round fills the memo, the second reads it.
+        for _ in 0..2 {
+            for property in &properties {
+                assert_eq!(
+                    fields.value(property),
+                    header_value(&message.parts[0].headers, block, property),
+                    "{}",
+                    property.key
+                );
+            }
+        }
+        assert_eq!(
+            fields.value(&properties[0]),
+            json!([{"name": "Ann", "email": "ann@example.com"}])
+        );
+        assert_eq!(fields.value(&properties[1]), json!("café"));
+        assert_eq!(
+            fields.value(&properties[2]),
+            json!([" 1\r\n X-continued", " 2"])
+        );
+        assert_eq!(fields.memo.lock().unwrap().len(), MEMO_ENTRIES);
     }
 }

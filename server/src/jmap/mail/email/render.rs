@@ -84,16 +84,19 @@ pub fn render_email(
             })
             .as_deref()
     };
+    // A header property: memoized by the cached header fields at the header
+    // level, computed from the whole message at the full level.
+    let header_property = |property: &HeaderProperty| match (sources.full, sources.header) {
+        (None, Some(fields)) => fields.value(property),
+        _ => render_header(top(), property),
+    };
     let header = |name: &str, form| {
-        render_header(
-            top(),
-            &HeaderProperty {
-                key: String::new(),
-                name: name.to_string(),
-                form,
-                all: false,
-            },
-        )
+        header_property(&HeaderProperty {
+            key: String::new(),
+            name: name.to_string(),
+            form,
+            all: false,
+        })
     };
 
     let list =
@@ -147,7 +150,7 @@ pub fn render_email(
             Subject => header("subject", Text),
             SentAt => header("date", Date),
             Headers => top().map_or_else(|| missing(property), header::list_in),
-            Header(header) => render_header(top(), header),
+            Header(header) => header_property(header),
             HasAttachment => fast_view().map_or_else(
                 || missing(property),
                 |view| Value::Bool(view.has_attachment),
