@@ -8,6 +8,7 @@ use clap::ValueEnum;
 
 use super::GlobalArgs;
 use crate::app::{App, ServeOptions};
+use crate::mail::load::CacheSizes;
 use crate::mail::read_level::ReadSwitches;
 
 /// An optimisation switch (`on` by default).
@@ -39,6 +40,13 @@ pub struct ServeArgs {
     /// `off` computes preview and hasAttachment from the full message (the "before" of ADR 0003).
     #[arg(long, env = "FASTVIEW_FAST_VIEW", value_enum, default_value = "on")]
     pub fast_view: Switch,
+    /// Memory for header blocks split into fields (header read level), in MiB:
+    /// 256 holds the newest 30 messages of about 50,000 mailboxes.
+    #[arg(long, env = "FASTVIEW_HEADER_CACHE_MB", default_value_t = CacheSizes::default().header_bytes >> 20)]
+    pub header_cache_mb: u64,
+    /// Memory for fast-view projection rows, in MiB.
+    #[arg(long, env = "FASTVIEW_FAST_VIEW_CACHE_MB", default_value_t = CacheSizes::default().fast_view_bytes >> 20)]
+    pub fast_view_cache_mb: u64,
 }
 
 impl ServeArgs {
@@ -51,6 +59,10 @@ impl ServeArgs {
             },
             public_url: self.public_url.clone(),
             cors_origins: self.cors_origin.clone(),
+            cache_sizes: CacheSizes {
+                header_bytes: self.header_cache_mb << 20,
+                fast_view_bytes: self.fast_view_cache_mb << 20,
+            },
             ..ServeOptions::default()
         }
     }
