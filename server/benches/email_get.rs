@@ -19,6 +19,10 @@ use fastview::mail::ingest::{prepare, store_batch};
 use fastview::mail::read_level::ReadSwitches;
 use serde_json::json;
 
+/// The allocator of the `fastview` binary, so the figures are the server's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const MESSAGES: usize = 10_000;
 const IDS_PER_CALL: usize = 30;
 const MIN_TIME: Duration = Duration::from_secs(3);
