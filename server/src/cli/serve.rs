@@ -41,7 +41,7 @@ pub struct ServeArgs {
     #[arg(long, env = "FASTVIEW_FAST_VIEW", value_enum, default_value = "on")]
     pub fast_view: Switch,
     /// Memory for header blocks split into fields (header read level), in MiB:
-    /// 256 holds the newest 30 messages of about 50,000 mailboxes.
+    /// 256 holds about 50,000 messages of real mail (5 KiB each).
     #[arg(long, env = "FASTVIEW_HEADER_CACHE_MB", default_value_t = CacheSizes::default().header_bytes >> 20)]
     pub header_cache_mb: u64,
     /// Memory for fast-view projection rows, in MiB.

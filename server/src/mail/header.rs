@@ -101,15 +101,36 @@ pub struct HeaderFields {
     block: Box<[u8]>,
     /// `(name start, name end, value start, value end)` in `block`.
     spans: Vec<[u32; 4]>,
-    /// Values already rendered ([`HeaderFields::value`]), at most
-    /// [`MEMO_ENTRIES`]: the block never changes, so neither do they.
-    memo: Mutex<Vec<(HeaderProperty, Value)>>,
+    /// Values already rendered ([`HeaderFields::value`]) and the bytes they
+    /// hold: at most [`MEMO_ENTRIES`] values and [`MEMO_BYTES`] bytes. The
+    /// block never changes, so neither do they.
+    memo: Mutex<(Vec<(HeaderProperty, Value)>, usize)>,
 }
 
 /// How many rendered values one [`HeaderFields`] keeps: enough for a list
 /// view's from, to, cc, subject, sentAt and a few more, bounded whatever
 /// header names clients ask for.
 const MEMO_ENTRIES: usize = 8;
+
+/// How many bytes of rendered values one [`HeaderFields`] keeps (as counted
+/// by [`value_bytes`]), included in its cache weight: a list view's values
+/// fit; a larger value is rendered again at each use instead.
+const MEMO_BYTES: usize = 1024;
+
+/// About how many bytes of memory a JSON value holds: its strings plus a
+/// node overhead per value and per object key.
+fn value_bytes(value: &Value) -> usize {
+    const NODE: usize = 32;
+    NODE + match value {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+        Value::String(text) => text.len(),
+        Value::Array(items) => items.iter().map(value_bytes).sum(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(key, item)| NODE + key.len() + value_bytes(item))
+            .sum(),
+    }
+}
 
 impl HeaderFields {
     /// Splits a header block (the octets up to and including the blank line,
@@ -136,7 +157,7 @@ impl HeaderFields {
         Self {
             block,
             spans,
-            memo: Mutex::new(Vec::new()),
+            memo: Mutex::new((Vec::new(), 0)),
         }
     }
 
@@ -148,18 +169,24 @@ impl HeaderFields {
             known.name == property.name && known.form == property.form && known.all == property.all
         };
         let memo = self.memo.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, value)) = memo.iter().find(|(known, _)| same(known)) {
+        if let Some((_, value)) = memo.0.iter().find(|(known, _)| same(known)) {
             return value.clone();
         }
         drop(memo);
         let value = value_in(&self.fields(), property);
+        let bytes = value_bytes(&value) + property.name.len();
         let mut memo = self.memo.lock().unwrap_or_else(PoisonError::into_inner);
-        if memo.len() < MEMO_ENTRIES && !memo.iter().any(|(known, _)| same(known)) {
+        let (values, held) = &mut *memo;
+        if values.len() < MEMO_ENTRIES
+            && *held + bytes <= MEMO_BYTES
+            && !values.iter().any(|(known, _)| same(known))
+        {
             let key = HeaderProperty {
                 key: String::new(),
                 ..property.clone()
             };
-            memo.push((key, value.clone()));
+            values.push((key, value.clone()));
+            *held += bytes;
         }
         value
     }
@@ -176,10 +203,10 @@ impl HeaderFields {
             .collect()
     }
 
-    /// Octets held, for cache weights: the block, the spans, and room for
-    /// a list view's rendered values.
+    /// Octets held, for cache weights: the block, the spans, and the most
+    /// the memo of rendered values may hold.
     pub fn weight(&self) -> usize {
-        self.block.len() + self.spans.len() * 16 + 48 + 512
+        self.block.len() + self.spans.len() * 16 + 48 + MEMO_BYTES
     }
 }
 
@@ -1462,6 +1489,26 @@ mod tests {
             fields.value(&properties[2]),
             json!([" 1\r\n X-continued", " 2"])
         );
-        assert_eq!(fields.memo.lock().unwrap().len(), MEMO_ENTRIES);
+        assert_eq!(fields.memo.lock().unwrap().0.len(), MEMO_ENTRIES);
+    }
+
+    #[test]
+    fn large_values_are_rendered_each_time_not_kept() {
+        let mut block = b"X-To: ".to_vec();
+        for i in 0..2_000 {
+            block.extend_from_slice(format!("a{i}@b.c,").as_bytes());
+        }
+        block.extend_from_slice(b"\r\nSubject: hi\r\n\r\n");
+        let fields = HeaderFields::parse(block);
+        let large = HeaderProperty::parse("header:X-To:asAddresses").unwrap();
+        let small = HeaderProperty::parse("header:Subject:asText").unwrap();
+        for _ in 0..2 {
+            assert_eq!(fields.value(&large).as_array().map(Vec::len), Some(2_000));
+            assert_eq!(fields.value(&small), json!("hi"));
+        }
+        let memo = fields.memo.lock().unwrap();
+        assert_eq!(memo.0.len(), 1);
+        assert!(memo.1 <= MEMO_BYTES, "{}", memo.1);
+        assert!(fields.weight() >= MEMO_BYTES);
     }
 }

@@ -37,8 +37,9 @@ pub struct LoadedEmail {
 /// Cache sizes in bytes (`serve --header-cache-mb`, `--fast-view-cache-mb`).
 #[derive(Debug, Clone, Copy)]
 pub struct CacheSizes {
-    /// Header blocks split into fields, about 5 KiB per message of real mail:
-    /// 256 MiB by default, the newest 30 messages of ~50,000 mailboxes.
+    /// Header blocks split into fields with their memo of rendered values,
+    /// about 5 KiB per message of real mail: 256 MiB by default, about
+    /// 50,000 messages (the newest 30 of ~1,700 mailboxes).
     pub header_bytes: u64,
     /// Projection rows, about 300 octets per message: 32 MiB by default.
     pub fast_view_bytes: u64,
