@@ -80,12 +80,21 @@ pub fn rewrite_message_ids(header_block: &[u8], n: u32) -> Vec<u8> {
     out
 }
 
-fn copy_for_user(source: &PreparedEmail, n: u32, inbox: i64) -> PreparedEmail {
+/// The copy of `source` for user `n` in pass `pass` over the sources (0
+/// first): message ids rewritten for the user; from the second pass on (an
+/// inbox larger than the sources), an `X-Fastview-Seed-Copy: {pass}` field
+/// is put first, so every message of an inbox is distinct even without a
+/// Message-ID.
+fn copy_for_user(source: &PreparedEmail, n: u32, pass: usize, inbox: i64) -> PreparedEmail {
     let mut copy = source.clone();
-    let header_len = source.email.header_block.len();
-    let header = rewrite_message_ids(&source.raw[..header_len.min(source.raw.len())], n);
+    let header_len = source.email.header_block.len().min(source.raw.len());
+    let mut header = Vec::new();
+    if pass > 0 {
+        header.extend_from_slice(format!("X-Fastview-Seed-Copy: {pass}\r\n").as_bytes());
+    }
+    header.extend_from_slice(&rewrite_message_ids(&source.raw[..header_len], n));
     let mut raw = header.clone();
-    raw.extend_from_slice(&source.raw[header_len.min(source.raw.len())..]);
+    raw.extend_from_slice(&source.raw[header_len..]);
     let rewrite_id = |id: &String| id.replacen('@', &format!(".u{n}@"), 1);
     copy.email.blob_id = blob_id_of(&raw);
     copy.email.size = raw.len() as i64;
@@ -112,7 +121,7 @@ pub async fn seed(global: &GlobalArgs, args: SeedArgs) -> anyhow::Result<ExitCod
     let app = global.open().await?;
     let wanted = (args.accounts as usize * args.messages_per_account as usize).min(20_000);
     let from = args.from.clone();
-    let sources: Vec<PreparedEmail> = tokio::task::spawn_blocking(move || {
+    let mut sources: Vec<PreparedEmail> = tokio::task::spawn_blocking(move || {
         import_source::walk(std::slice::from_ref(&from))
             .filter_map(|item| match item {
                 SourceItem::Message(message) => Some(message),
@@ -136,6 +145,9 @@ pub async fn seed(global: &GlobalArgs, args: SeedArgs) -> anyhow::Result<ExitCod
     .filter_map(|joined| async move { joined.ok() })
     .collect()
     .await;
+    // Byte-identical sources (the same mail saved twice) would be one email.
+    let mut seen = std::collections::HashSet::new();
+    sources.retain(|source| seen.insert(source.email.blob_id.clone()));
     if sources.is_empty() {
         bail!("no messages found in {}", args.from.display());
     }
@@ -178,7 +190,15 @@ pub async fn seed(global: &GlobalArgs, args: SeedArgs) -> anyhow::Result<ExitCod
                 let batch: Vec<PreparedEmail> = tokio::task::spawn_blocking(move || {
                     (0..count)
                         .map(|i| {
-                            copy_for_user(&sources[(index * count + i) % sources.len()], n, inbox)
+                            // Consecutive sources from this account's offset,
+                            // wrapping around (a new pass) when they run out.
+                            let offset = (index * count) % sources.len();
+                            copy_for_user(
+                                &sources[(offset + i) % sources.len()],
+                                n,
+                                (offset + i) / sources.len(),
+                                inbox,
+                            )
                         })
                         .collect()
                 })

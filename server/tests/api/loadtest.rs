@@ -14,14 +14,14 @@ use crate::support::spawn_app;
 async fn every_scenario_runs_clean_against_a_seeded_server() {
     let app = spawn_app().await;
     let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/demo");
-    let seed = || {
+    let seed_with = |accounts: &str, messages: &str| {
         app.cli()
             .args([
                 "seed",
                 "--accounts",
-                "3",
+                accounts,
                 "--messages-per-account",
-                "12",
+                messages,
                 "--from",
                 demo,
                 "--password",
@@ -30,6 +30,7 @@ async fn every_scenario_runs_clean_against_a_seeded_server() {
             .output()
             .expect("run fastview seed")
     };
+    let seed = || seed_with("3", "12");
     for expected in [
         "seeded 3 accounts, 36 messages new, 0 already there",
         // Seeding again finds every message stored and adds nothing.
@@ -74,4 +75,13 @@ async fn every_scenario_runs_clean_against_a_seeded_server() {
             );
         }
     }
+    // An inbox larger than the 14 demo messages gets distinct copies: user1
+    // keeps its 12, gains the other 2 and 6 second copies.
+    let output = seed_with("1", "20");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("seeded 1 accounts, 8 messages new, 12 already there"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
