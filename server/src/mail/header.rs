@@ -240,7 +240,9 @@ impl Field<'_> {
 
 /// Splits the span of the given header list into fields (RFC 5322 §2.2): a
 /// line starting with white space continues the previous field, any other
-/// line is `name ":" value`, a line without a colon is not a field.
+/// line is `name ":" value`; a line without a colon, or whose name is empty
+/// or holds white space or control characters (RFC 5322 §3.6.8 `ftext`, e.g.
+/// an mbox `From ` line), is not a field.
 ///
 /// mail-parser's list gives the span (first field to end of last); its own
 /// field boundaries are not used, because some of its field parsers run past
@@ -284,8 +286,11 @@ fn split_fields(raw: &[u8], start: usize, end: usize) -> Vec<Field<'_>> {
             break;
         }
         if let Some(colon) = content.iter().position(|&b| b == b':') {
-            current = Some((content[..colon].trim_ascii(), line_start + colon + 1));
-            value_end = line_start + content.len();
+            let name = content[..colon].trim_ascii();
+            if !name.is_empty() && name.iter().all(|&b| b > b' ' && b != 0x7f) {
+                current = Some((name, line_start + colon + 1));
+                value_end = line_start + content.len();
+            }
         }
     }
     if let Some((name, value_start)) = current {
@@ -1510,5 +1515,17 @@ mod tests {
         assert_eq!(memo.0.len(), 1);
         assert!(memo.1 <= MEMO_BYTES, "{}", memo.1);
         assert!(fields.weight() >= MEMO_BYTES);
+    }
+
+    #[test]
+    fn lines_without_a_valid_field_name_are_not_fields() {
+        let block = b": empty\r\nFrom ann@example.com Mon Jan  1 10:00:00 2024\r\nX A: b\r\nX\x01: c\r\nSubject : ok\r\n\r\n";
+        let fields = HeaderFields::parse(block.to_vec());
+        let found: Vec<(String, String)> = fields
+            .fields()
+            .iter()
+            .map(|field| (field.name(), field.raw_value()))
+            .collect();
+        assert_eq!(found, [("Subject".to_string(), " ok".to_string())]);
     }
 }
