@@ -117,6 +117,12 @@ pub async fn seed(global: &GlobalArgs, args: SeedArgs) -> anyhow::Result<ExitCod
     if args.accounts == 0 || args.messages_per_account == 0 {
         bail!("--accounts and --messages-per-account must be at least 1");
     }
+    if !args.from.exists() {
+        bail!(
+            "{} does not exist (--from takes a Maildir, an mbox, an .eml file or a folder of them)",
+            args.from.display()
+        );
+    }
     let started = Instant::now();
     let app = global.open().await?;
     let wanted = (args.accounts as usize * args.messages_per_account as usize).min(20_000);
