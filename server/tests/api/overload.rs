@@ -69,6 +69,40 @@ async fn until_status(
     }
 }
 
+/// Holds one slot per entry of `holders` with a stalled request, then probes
+/// with Core/echo as `probe` until the probe is shed (429), within 30 s.
+/// A probe can take a slot just before a stalled request reaches the handler,
+/// which then is the one shed: a stalled request that got an answer is
+/// opened again. Returns the held connections and the last probe's answer.
+async fn hold_until_shed(
+    app: &TestApp,
+    holders: &[&TestAccount],
+    probe: &TestAccount,
+) -> (Vec<TcpStream>, (u16, Option<String>, Value)) {
+    let mut held = Vec::new();
+    for user in holders {
+        held.push(stalled_request(app, user).await);
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = echo(app, probe).await;
+        if got.0 == 429 || tokio::time::Instant::now() > deadline {
+            return (held, got);
+        }
+        for (stream, user) in held.iter_mut().zip(holders) {
+            let mut buf = [0u8; 64];
+            let answered = !matches!(
+                stream.try_read(&mut buf),
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock
+            );
+            if answered {
+                *stream = stalled_request(app, user).await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn assert_shed(got: &(u16, Option<String>, Value)) {
     assert_eq!(got.0, 429, "{:?}", got.2);
     assert_eq!(got.1.as_deref(), Some("1"), "Retry-After");
@@ -84,11 +118,7 @@ async fn the_default_32_requests_per_account_are_served_and_the_33rd_is_shed() {
     assert_eq!(Limits::default().max_concurrent_requests, 32);
     // Warm the credential cache so the stalled requests authenticate at once.
     assert_eq!(echo(&app, &ann).await.0, 200);
-    let mut held = Vec::new();
-    for _ in 0..32 {
-        held.push(stalled_request(&app, &ann).await);
-    }
-    let shed = until_status(&app, &ann, 429).await;
+    let (held, shed) = hold_until_shed(&app, &[&ann; 32], &ann).await;
     assert_shed(&shed);
     // Another account is not affected.
     assert_eq!(echo(&app, &bob).await.0, 200);
@@ -121,11 +151,8 @@ async fn a_burst_beyond_max_concurrent_requests_gets_429_or_200_never_500() {
             "properties": ["bodyValues", "bodyStructure", "preview"], "fetchAllBodyValues": true}, "g"]],
     });
     // Two requests held by slow clients fill the account's slots.
-    let held = [
-        stalled_request(&app, &ann).await,
-        stalled_request(&app, &ann).await,
-    ];
-    assert_shed(&until_status(&app, &ann, 429).await);
+    let (held, shed) = hold_until_shed(&app, &[&ann, &ann], &ann).await;
+    assert_shed(&shed);
     drop(held);
     assert_eq!(until_status(&app, &ann, 200).await.0, 200);
     // Then 40 real slow requests at once: each is served or shed at once.
@@ -185,12 +212,8 @@ async fn the_node_in_flight_bound_sheds_every_account() {
         assert_eq!(echo(&app, &user).await.0, 200);
         users.push(user);
     }
-    let held = [
-        stalled_request(&app, &users[0]).await,
-        stalled_request(&app, &users[1]).await,
-        stalled_request(&app, &users[2]).await,
-    ];
-    assert_shed(&until_status(&app, &users[3], 429).await);
+    let (held, shed) = hold_until_shed(&app, &[&users[0], &users[1], &users[2]], &users[3]).await;
+    assert_shed(&shed);
     drop(held);
     assert_eq!(until_status(&app, &users[3], 200).await.0, 200);
 }
