@@ -40,23 +40,6 @@ pub(crate) fn value_in(fields: &[Field<'_>], property: &HeaderProperty) -> Value
     }
 }
 
-/// The last instance of a top-level header field of a parsed message in a
-/// parsed form, exactly as Email/get renders `header:{name}:as{Form}` (so an
-/// index built from it agrees with Email/get). `name` is case-insensitive.
-pub fn message_header_value(
-    message: &mail_parser::Message<'_>,
-    name: &str,
-    form: HeaderForm,
-) -> Value {
-    let property = HeaderProperty {
-        key: String::new(),
-        name: name.to_ascii_lowercase(),
-        form,
-        all: false,
-    };
-    value_in(&top_level_fields(message), &property)
-}
-
 /// The `headers` property (RFC 8621 §4.1.3): every field in message order as
 /// `{"name": …, "value": …}`, the name capitalised as in the message and the
 /// value in Raw form.
@@ -1436,14 +1419,11 @@ mod tests {
             header_value(headers, &message.raw_message, &property),
             json!([" a@b.example", " \"C\" <c@d.example>"])
         );
-        assert_eq!(
-            message_header_value(&message, "X-Bar", HeaderForm::MessageIds),
-            Value::Null
-        );
-        assert_eq!(
-            message_header_value(&message, "Message-ID", HeaderForm::MessageIds),
-            json!(["1@x"])
-        );
+        let top = top_level_fields(&message);
+        let property = HeaderProperty::parse("header:X-Bar:asMessageIds").expect("valid");
+        assert_eq!(value_in(&top, &property), Value::Null);
+        let property = HeaderProperty::parse("header:Message-ID:asMessageIds").expect("valid");
+        assert_eq!(value_in(&top, &property), json!(["1@x"]));
         let property = HeaderProperty::parse("header:X-Bar:asText:all").expect("valid");
         assert_eq!(
             header_value(headers, &message.raw_message, &property),
