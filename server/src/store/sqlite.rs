@@ -70,7 +70,22 @@ impl SqliteStore {
             .min_connections(1)
             .connect_with(options.clone())
             .await?;
-        sqlx::migrate!("../migrations/sqlite").run(&writer).await?;
+        // Processes started together on a new file (`serve` beside `import`)
+        // can both find a migration unapplied; the one that loses the write
+        // lock then fails on tables the other created, and a second run
+        // finds them recorded as applied: each failure means another process
+        // applied one migration, so one more run than there are migrations
+        // always ends. (sqlx locks migrations only on PostgreSQL.)
+        let migrator = sqlx::migrate!("../migrations/sqlite");
+        let runs = migrator.iter().count() as u64 + 1;
+        let mut attempt = 0;
+        while let Err(error) = migrator.run(&writer).await {
+            attempt += 1;
+            if attempt == runs {
+                return Err(error.into());
+            }
+            tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
+        }
         let pool = SqlitePoolOptions::new()
             .max_connections(max_connections.max(1))
             .min_connections(1)

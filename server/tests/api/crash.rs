@@ -1,6 +1,7 @@
 //! kill -9 during `fastview import`: no partial message, no projection row
 //! or header block without its message, no orphan visible to clients; the
-//! next import completes the rest.
+//! next import completes the rest. And processes started together on a new
+//! SQLite data dir all start.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -99,4 +100,48 @@ async fn check_consistent(
         .await;
     assert_eq!(query["total"], json!(rows.len()));
     rows.len()
+}
+
+/// Six `fastview account add` processes started at once on a new data dir
+/// race to create the schema: every one of them starts and adds its account.
+#[test]
+fn processes_started_together_on_a_new_data_dir_all_start() {
+    for _ in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let children: Vec<_> = (0..6)
+            .map(|n| {
+                std::process::Command::new(env!("CARGO_BIN_EXE_fastview"))
+                    .arg("--data-dir")
+                    .arg(dir.path())
+                    .args([
+                        "account",
+                        "add",
+                        &format!("user{n}@example.com"),
+                        "--password-stdin",
+                    ])
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for mut child in children {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(b"secret\n").unwrap();
+            let output = child.wait_with_output().unwrap();
+            assert!(
+                output.status.success(),
+                "{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        let list = std::process::Command::new(env!("CARGO_BIN_EXE_fastview"))
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(["account", "list"])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&list.stdout).lines().count(), 6);
+    }
 }
