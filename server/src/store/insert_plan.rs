@@ -19,7 +19,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{Inserted, NewEmail, StoreError, StoreResult};
+use super::{ChangeKind, ChangeSet, ChangeType, Inserted, NewEmail, StoreError, StoreResult};
 
 /// A stored `thread_refs` row: a message id seen in a thread, with the base
 /// subject of the message that recorded it.
@@ -48,6 +48,34 @@ pub struct InsertPlan<'a> {
 }
 
 impl InsertPlan<'_> {
+    /// The ids of the new emails, in batch order.
+    pub fn new_ids(&self) -> Vec<i64> {
+        self.new.iter().map(|planned| planned.id).collect()
+    }
+
+    /// The change-log entries of the batch (RFC 8620 §5.2): each new email
+    /// created, the counts of its mailboxes changed, and each of its threads
+    /// created, or updated when `existed` (the threads that had emails
+    /// before this batch) holds it.
+    pub(crate) fn changes(&self, existed: &HashSet<i64>) -> ChangeSet {
+        let mut set = ChangeSet::default();
+        for planned in &self.new {
+            set.record(ChangeType::Email, planned.id, ChangeKind::Created);
+            for mailbox in &planned.email.mailbox_ids {
+                set.counts(*mailbox);
+            }
+        }
+        for thread in self.threads() {
+            let kind = if existed.contains(&thread) {
+                ChangeKind::Updated
+            } else {
+                ChangeKind::Created
+            };
+            set.record(ChangeType::Thread, thread, kind);
+        }
+        set
+    }
+
     /// The distinct threads of the new emails, ascending.
     pub fn threads(&self) -> Vec<i64> {
         let mut threads: Vec<i64> = self.new.iter().map(|e| e.thread_id).collect();
@@ -235,6 +263,29 @@ mod tests {
         let placed: Vec<(i64, i64)> = plan.new.iter().map(|e| (e.id, e.thread_id)).collect();
         assert_eq!(placed, [(10, 10), (11, 10), (12, 12), (13, 5)]);
         assert_eq!(plan.threads(), [5, 10, 12]);
+        assert_eq!(plan.new_ids(), [10, 11, 12, 13]);
+        // Thread 5 had emails before the batch; 10 and 12 are new.
+        let changes = plan.changes(&HashSet::from([5]));
+        let logged: Vec<(ChangeType, i64, ChangeKind, bool)> = changes
+            .entries
+            .iter()
+            .map(|((kind_of, id), (kind, counts_only))| (*kind_of, *id, *kind, *counts_only))
+            .collect();
+        use ChangeKind::{Created, Updated};
+        use ChangeType::{Email, Mailbox, Thread};
+        assert_eq!(
+            logged,
+            [
+                (Email, 10, Created, false),
+                (Email, 11, Created, false),
+                (Email, 12, Created, false),
+                (Email, 13, Created, false),
+                (Mailbox, 1, Updated, true),
+                (Thread, 5, Updated, false),
+                (Thread, 10, Created, false),
+                (Thread, 12, Created, false),
+            ]
+        );
         let refs: Vec<(&str, i64)> = plan
             .refs
             .iter()

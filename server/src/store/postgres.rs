@@ -857,40 +857,23 @@ impl Store for PostgresStore {
             columns.ref_thread_id.push(r.thread_id);
             columns.ref_base_subject.push(r.base_subject.clone());
         }
-        let outcomes = plan.outcomes;
         insert_columns(&mut tx, account, &columns).await?;
-        let mut set = ChangeSet::default();
-        let new_ids = columns.id.clone();
-        for id in &new_ids {
-            set.record(ChangeType::Email, *id, ChangeKind::Created);
-        }
-        for mailbox in &columns.member_mailbox {
-            set.counts(*mailbox);
-        }
-        let threads = distinct(&columns.thread_id);
         // A thread with none of its emails stored before this batch is new.
         let existed: HashSet<i64> = sqlx::query_scalar(
             "SELECT DISTINCT thread_id FROM emails WHERE account_id = $1 \
              AND thread_id = any($2) AND NOT (id = any($3))",
         )
         .bind(account)
-        .bind(&threads)
-        .bind(&new_ids)
+        .bind(plan.threads())
+        .bind(plan.new_ids())
         .fetch_all(&mut *tx)
         .await?
         .into_iter()
         .collect();
-        for thread in threads {
-            let kind = if existed.contains(&thread) {
-                ChangeKind::Updated
-            } else {
-                ChangeKind::Created
-            };
-            set.record(ChangeType::Thread, thread, kind);
-        }
+        let set = plan.changes(&existed);
         record(&mut tx, account, &set).await?;
         tx.commit().await?;
-        Ok(outcomes)
+        Ok(plan.outcomes)
     }
 
     async fn email_meta(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<EmailMeta>> {

@@ -765,38 +765,25 @@ impl Store for SqliteStore {
             str::to_string,
         )?;
         insert_planned(&mut tx, account, &plan).await?;
-        let mut set = ChangeSet::default();
-        for planned in &plan.new {
-            set.record(ChangeType::Email, planned.id, ChangeKind::Created);
-            for mailbox in &planned.email.mailbox_ids {
-                set.counts(*mailbox);
-            }
-        }
-        let new_ids: Vec<i64> = plan.new.iter().map(|planned| planned.id).collect();
-        let threads = plan.threads();
-        if !new_ids.is_empty() {
-            // A thread with none of its emails stored before this batch is new.
-            let existed: HashSet<i64> = sqlx::query_scalar(
+        let new_ids = plan.new_ids();
+        // A thread with none of its emails stored before this batch is new.
+        let existed: HashSet<i64> = if new_ids.is_empty() {
+            HashSet::new()
+        } else {
+            sqlx::query_scalar(
                 "SELECT DISTINCT thread_id FROM emails WHERE account_id = ?1 \
                  AND thread_id IN (SELECT value FROM json_each(?2)) \
                  AND id NOT IN (SELECT value FROM json_each(?3))",
             )
             .bind(account)
-            .bind(id_list(&threads))
+            .bind(id_list(&plan.threads()))
             .bind(id_list(&new_ids))
             .fetch_all(&mut *tx)
             .await?
             .into_iter()
-            .collect();
-            for thread in threads {
-                let kind = if existed.contains(&thread) {
-                    ChangeKind::Updated
-                } else {
-                    ChangeKind::Created
-                };
-                set.record(ChangeType::Thread, thread, kind);
-            }
-        }
+            .collect()
+        };
+        let set = plan.changes(&existed);
         record(&mut tx, account, &set).await?;
         tx.commit().await?;
         Ok(plan.outcomes)
