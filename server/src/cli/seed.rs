@@ -95,7 +95,8 @@ fn copy_for_user(source: &PreparedEmail, n: u32, pass: usize, inbox: i64) -> Pre
     header.extend_from_slice(&rewrite_message_ids(&source.raw[..header_len], n));
     let mut raw = header.clone();
     raw.extend_from_slice(&source.raw[header_len..]);
-    let rewrite_id = |id: &String| id.replacen('@', &format!(".u{n}@"), 1);
+    // Every `@`, as `rewrite_message_ids` does in the header.
+    let rewrite_id = |id: &String| id.replace('@', &format!(".u{n}@"));
     copy.email.blob_id = blob_id_of(&raw);
     copy.email.size = raw.len() as i64;
     copy.email.header_block = header;
@@ -241,7 +242,35 @@ pub async fn seed(global: &GlobalArgs, args: SeedArgs) -> anyhow::Result<ExitCod
 
 #[cfg(test)]
 mod tests {
-    use super::rewrite_message_ids;
+    use super::{copy_for_user, rewrite_message_ids};
+    use crate::mail::ingest::prepare;
+
+    #[test]
+    fn a_copy_is_indexed_as_its_rewritten_bytes_parse() {
+        let raw = b"From: a@example.com\r\nMessage-ID: <x@y@h>\r\nIn-Reply-To: <p@h>\r\nReferences: <r@h> <p@h>\r\nSubject: Re: t\r\n\r\nbody\r\n";
+        let source = prepare(raw.to_vec(), Vec::new(), Vec::new(), |_| 0);
+        for pass in [0, 1] {
+            let copy = copy_for_user(&source, 7, pass, 3);
+            let parsed = prepare(copy.raw.clone(), vec![3], Vec::new(), |_| 0);
+            assert_eq!(copy.email.index, parsed.email.index, "pass {pass}");
+            assert_eq!(copy.email.header_block, parsed.email.header_block);
+            assert_eq!(copy.email.blob_id, parsed.email.blob_id);
+            assert_eq!(copy.email.size, parsed.email.size);
+            assert_eq!(copy.email.mailbox_ids, vec![3]);
+        }
+        assert_eq!(
+            copy_for_user(&source, 7, 0, 3)
+                .email
+                .index
+                .message_id
+                .as_deref(),
+            Some("x.u7@y.u7@h")
+        );
+        assert_ne!(
+            copy_for_user(&source, 7, 0, 3).email.blob_id,
+            copy_for_user(&source, 7, 1, 3).email.blob_id
+        );
+    }
 
     #[test]
     fn message_ids_are_rewritten_consistently_and_only_in_id_fields() {
