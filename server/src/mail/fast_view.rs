@@ -13,14 +13,8 @@ use super::body;
 /// Maximum length of `preview` in characters (RFC 8621 §4.1.4: "up to 256 characters").
 pub const PREVIEW_CHARS: usize = 256;
 
-/// One projection row: the fast-view properties of one message.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct FastView {
-    /// Plain text, whitespace collapsed to single spaces, at most [`PREVIEW_CHARS`] characters.
-    pub preview: String,
-    /// True when the RFC 8621 §4.1.4 partition puts at least one part in `attachments`.
-    pub has_attachment: bool,
-}
+/// One projection row; the type is the store's row, computed here.
+pub use crate::store::FastView;
 
 impl FastView {
     /// Computes the projection of a fully parsed message.

@@ -19,7 +19,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{ChangeKind, ChangeSet, ChangeType, Inserted, NewEmail, StoreError, StoreResult};
+use super::change_log::ChangeSet;
+use super::{ChangeKind, ChangeType, Inserted, NewEmail, StoreError, StoreResult};
 
 /// A stored `thread_refs` row: a message id seen in a thread, with the base
 /// subject of the message that recorded it.
@@ -188,8 +189,8 @@ pub fn plan<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mail::fast_view::FastView;
     use crate::store::EmailIndex;
+    use crate::store::FastView;
 
     fn email(blob: &str, message_id: Option<&str>, refs: &[&str], subject: &str) -> NewEmail {
         NewEmail {

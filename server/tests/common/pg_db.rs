@@ -20,11 +20,22 @@ pub struct TestDatabase {
 
 impl TestDatabase {
     /// Creates a fresh database on the server of `FASTVIEW_TEST_POSTGRES_URL`;
-    /// `None` when the variable is unset or empty.
+    /// `None` when the variable is unset or empty, unless `FASTVIEW_TEST_REQUIRE`
+    /// (comma-separated) names `postgres`: then the test fails.
     pub async fn create() -> Option<Self> {
-        let admin_url = std::env::var(POSTGRES_URL_VAR)
+        let Some(admin_url) = std::env::var(POSTGRES_URL_VAR)
             .ok()
-            .filter(|url| !url.is_empty())?;
+            .filter(|url| !url.is_empty())
+        else {
+            let required = std::env::var("FASTVIEW_TEST_REQUIRE").unwrap_or_default();
+            assert!(
+                !required
+                    .split(',')
+                    .any(|service| service.trim() == "postgres"),
+                "FASTVIEW_TEST_REQUIRE names postgres but {POSTGRES_URL_VAR} is unset"
+            );
+            return None;
+        };
         static COUNTER: AtomicU32 = AtomicU32::new(0);
         let name = format!(
             "fastview_t_{}_{}_{:08x}",

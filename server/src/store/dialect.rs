@@ -1,0 +1,141 @@
+//! The seam between the one store ([`SqlStore`](super::sql::SqlStore)) and
+//! the two databases: only what really differs between SQLite and
+//! PostgreSQL.
+//!
+//! - **Id and text lists.** A batched read binds a whole list as one value:
+//!   a JSON array expanded with `json_each` on SQLite, a `bigint[]` / `text[]`
+//!   matched with `= any($n)` on PostgreSQL. [`Dialect::Ids`] and
+//!   [`Dialect::Texts`] are those values; [`Dialect::IdArray`] is the
+//!   aggregate a read returns for "the mailbox ids of this email"
+//!   (`group_concat` text on SQLite, `array(…)` on PostgreSQL).
+//! - **SQL text where it differs** ([`Statements`]): statements over those
+//!   lists, the hot-path reads that keep their own SQL per database (and
+//!   their EXPLAIN tests), id allocation, sequence bumps, logins compared
+//!   case-insensitively.
+//! - **Locking**: [`Dialect::BEGIN_WRITE`] (SQLite's single writer takes its
+//!   lock at `BEGIN IMMEDIATE`) and the account-row lock of
+//!   [`Statements::lock_account`] (PostgreSQL `FOR NO KEY UPDATE`).
+//! - **What text can hold**: PostgreSQL `text` cannot hold NUL and its btree
+//!   keys have a size limit ([`Dialect::text`], [`Dialect::ref_key`]).
+//!
+//! Placeholders are `$N` in both: sqlx-sqlite binds `$N` as argument N.
+
+use std::borrow::Cow;
+
+use sqlx::{Database, Decode, Encode, Type};
+
+/// A Rust type that binds to and decodes from a column of `DB` (a bound
+/// bundle, so the store's `where` clauses stay short).
+pub trait Column<DB: Database>:
+    for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB> + Type<DB> + Send + Sync + Unpin
+{
+}
+
+impl<DB: Database, T> Column<DB> for T where
+    T: for<'q> Encode<'q, DB> + for<'r> Decode<'r, DB> + Type<DB> + Send + Sync + Unpin
+{
+}
+
+/// What differs between the two databases. Implemented by
+/// [`SqliteDialect`](super::sqlite::SqliteDialect) and
+/// [`PostgresDialect`](super::postgres::PostgresDialect); everything else
+/// about storage is written once in [`SqlStore`](super::sql::SqlStore).
+pub trait Dialect: Send + Sync + Sized + 'static {
+    /// The sqlx driver.
+    type Db: Database;
+    /// An id list bound as one value (see the module doc).
+    type Ids: for<'q> Encode<'q, Self::Db> + Type<Self::Db> + Send;
+    /// A text list bound as one value.
+    type Texts: for<'q> Encode<'q, Self::Db> + Type<Self::Db> + Send;
+    /// The mailbox-ids aggregate column of [`Statements::email_meta`],
+    /// [`Statements::email_lists`] and [`Statements::query_rows`].
+    type IdArray: Column<Self::Db>;
+
+    /// The statements whose text differs.
+    const SQL: Statements;
+    /// The statement that opens a write transaction (`None`: plain `BEGIN`).
+    const BEGIN_WRITE: Option<&'static str>;
+    /// Written between the column list and `VALUES` of an insert with
+    /// explicit ids (PostgreSQL identity columns: `OVERRIDING SYSTEM VALUE`).
+    const OVERRIDING: &'static str;
+
+    /// An id list as bound (duplicates removed: reads join on it).
+    fn ids(ids: &[i64]) -> Self::Ids;
+    /// A text list as bound.
+    fn texts(values: &[&str]) -> Self::Texts;
+    /// The rows a statement wrote.
+    fn rows_affected(result: &<Self::Db as Database>::QueryResult) -> u64;
+    /// The ids of an [`Dialect::IdArray`], ascending.
+    fn id_array(column: Self::IdArray) -> Vec<i64>;
+    /// A message-derived string as the database's `text` can hold it.
+    fn text(value: &str) -> Cow<'_, str>;
+    /// The `thread_refs` key of a message id.
+    fn ref_key(message_id: &str) -> String;
+}
+
+/// The SQL text of the statements that differ between the databases.
+/// `list($n)` below means "`$n` is one of the dialect's bound lists".
+#[derive(Debug, Clone, Copy)]
+pub struct Statements {
+    /// `$1` account → its id, locking the row against other writers of the
+    /// account until commit where the database needs it.
+    pub lock_account: &'static str,
+    /// `$1` login → (id, email, password_hash), case-insensitively.
+    pub account_by_email: &'static str,
+    /// `$1` login, `$2` hash.
+    pub set_password: &'static str,
+    /// `$1` login → id, locked for deletion.
+    pub account_to_remove: &'static str,
+    /// `$1` count → that many new email ids, ascending, never used before.
+    pub next_email_ids: &'static str,
+    /// `$1` account, `$2` list of mailbox ids → those the account owns.
+    pub owned_mailboxes: &'static str,
+    /// `$1` account, `$2` list of blob ids → (blob_id, id) of its emails.
+    pub stored_blobs: &'static str,
+    /// `$1` account, `$2` list of ref keys → (message_id, thread_id, base_subject).
+    pub thread_refs: &'static str,
+    /// `$1` account, `$2` thread list, `$3` email list → the threads that
+    /// have an email outside `$3`.
+    pub threads_with_others: &'static str,
+    /// `$1` account, `$2` thread list → the threads that still have emails.
+    pub threads_remaining: &'static str,
+    /// `$1` account, `$2` list → (id, thread_id, received_at, keywords, IdArray).
+    pub email_lists: &'static str,
+    /// `$1` account, `$2` list → deleted (id, blob_id).
+    pub delete_emails: &'static str,
+    /// `$1` account, `$2` text list of blob ids: their grants deleted.
+    pub delete_blob_grants: &'static str,
+    /// `$1` list of email ids: their memberships deleted.
+    pub delete_memberships: &'static str,
+    /// `$1` list → the ids of those emails that exist, held against
+    /// deletion until commit where the database needs it.
+    pub live_emails: &'static str,
+    /// Hot: `$1` account, `$2` list → (id, blob_id, thread_id, size,
+    /// received_at, keywords, IdArray).
+    pub email_meta: &'static str,
+    /// Hot, optional: `$1` account, `$2` list → one row (email_state, JSON
+    /// array of `[id, blob_id, thread_id, size, received_at, keywords,
+    /// "mailbox ids comma-separated" | null]`): the metadata read level in
+    /// one statement. `None`: two statements.
+    pub email_meta_and_state: Option<&'static str>,
+    /// Hot: `$1` account, `$2` list → (email_id, header_block).
+    pub header_blocks: &'static str,
+    /// Hot: `$1` account, `$2` list → (email_id, preview, has_attachment).
+    pub fast_views: &'static str,
+    /// Hot: `$1` mailbox, `$2` limit, `$3` offset → (email_id, thread_id),
+    /// newest first / oldest first.
+    pub listing_desc: &'static str,
+    pub listing_asc: &'static str,
+    /// `$1` mailbox, `$2` list → (email_id, 0-based position), newest first
+    /// / oldest first.
+    pub positions_desc: &'static str,
+    pub positions_asc: &'static str,
+    /// `$1` account → the Email/query columns of every email; with `$2`,
+    /// of one mailbox's emails.
+    pub query_rows: &'static str,
+    pub query_rows_in_mailbox: &'static str,
+    /// `$1` account, `$2` thread list → (thread_id, id) by thread, receivedAt, id.
+    pub thread_emails: &'static str,
+    /// Run after a raw import of ids, so new rows get ids above them.
+    pub after_raw_import: &'static [&'static str],
+}

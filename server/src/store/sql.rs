@@ -1,0 +1,1174 @@
+//! The one [`Store`]: every storage operation written once over a
+//! [`Dialect`] (SQLite or PostgreSQL). Transactions, binds, row decoding,
+//! change recording and state counters live here; the dialect holds only
+//! SQL text that differs, the list binds, locking and what text can hold.
+//!
+//! - Every write runs in one transaction that starts by taking the
+//!   account's write lock ([`Statements::lock_account`]; on SQLite the
+//!   transaction itself holds the database's one write lock) and ends by
+//!   [`SqlStore::record`]ing its changes, so writers of one account serialize
+//!   and state counters, duplicate checks and threading see each other's rows.
+//! - Every write is batched: rows go in with one multi-row statement per
+//!   table ([`SqlStore::insert_rows`], at most [`MAX_BINDS`] bound values a
+//!   statement), updates and deletes take id lists.
+//! - Batched reads bind an id list as one value ([`Dialect::ids`]): one
+//!   static, cached statement whatever the number of ids.
+
+use std::collections::{HashMap, HashSet};
+use std::marker::PhantomData;
+
+use async_trait::async_trait;
+use sqlx::query_builder::Separated;
+use sqlx::{ColumnIndex, Database, Encode, Executor, IntoArguments, Pool, QueryBuilder, Row, Type};
+
+use super::change_log::{ChangeCollector, ChangeSet, LOG_BATCH, LogRow, check_since};
+use super::dialect::{Column, Dialect};
+use super::insert_plan::{self, InsertPlan, ThreadRef};
+use super::raw::{EmailRecord, RawCursor, RawRows, RawTable, RowCounts};
+use super::{
+    Account, ChangeKind, ChangeType, Changes, EmailIndex, EmailLists, EmailMeta, EmailUpdate,
+    FastView, Inserted, LogPosition, MailboxPatch, MailboxRow, NewEmail, NewMailbox, QueryRow,
+    ROLE_MAILBOXES, States, Store, StoreError, StoreResult, UpdateOutcome,
+};
+
+/// Bound values per multi-row statement: below SQLite's 32,766 host
+/// parameters and PostgreSQL's 65,535.
+pub const MAX_BINDS: usize = 30_000;
+
+/// An open transaction of dialect `D`.
+pub(super) type Tx<D> = sqlx::Transaction<'static, <D as Dialect>::Db>;
+
+/// The store over dialect `D`: a read pool and a write pool (the same pool
+/// on PostgreSQL; SQLite's one writer connection, for which this process's
+/// writers queue instead of retrying the database lock).
+pub struct SqlStore<D: Dialect> {
+    pub(super) reader: Pool<D::Db>,
+    pub(super) writer: Pool<D::Db>,
+    dialect: PhantomData<D>,
+}
+
+impl<D: Dialect> Clone for SqlStore<D> {
+    fn clone(&self) -> Self {
+        Self::from_pools(self.reader.clone(), self.writer.clone())
+    }
+}
+
+impl<D: Dialect> SqlStore<D> {
+    /// A store over connected, migrated pools.
+    pub(super) fn from_pools(reader: Pool<D::Db>, writer: Pool<D::Db>) -> Self {
+        Self {
+            reader,
+            writer,
+            dialect: PhantomData,
+        }
+    }
+}
+
+/// Sorted without repeats.
+pub(super) fn distinct(ids: &[i64]) -> Vec<i64> {
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// Ids from a comma-separated list (SQLite's `group_concat`), ascending.
+pub(super) fn ids_from_csv(column: Option<&str>) -> Vec<i64> {
+    let mut ids: Vec<i64> = column
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|id| id.parse().ok())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// The `keywords` column: sorted lowercase keywords separated by spaces.
+pub(super) fn keywords_to_column(keywords: &[String]) -> String {
+    let mut keywords: Vec<String> = keywords.iter().map(|k| k.to_ascii_lowercase()).collect();
+    keywords.sort();
+    keywords.dedup();
+    keywords.join(" ")
+}
+
+fn keywords_from_column(column: &str) -> Vec<String> {
+    column.split_whitespace().map(str::to_string).collect()
+}
+
+/// Unix seconds now (blob grants' `created_at`).
+fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+/// A row of [`super::dialect::Statements::email_meta`].
+type MetaRow<A> = (i64, String, i64, i64, i64, String, A);
+
+fn meta<D: Dialect>(row: MetaRow<D::IdArray>) -> EmailMeta {
+    let (id, blob_id, thread_id, size, received_at, keywords, mailboxes) = row;
+    EmailMeta {
+        id,
+        blob_id,
+        thread_id,
+        size,
+        received_at,
+        keywords: keywords_from_column(&keywords),
+        mailbox_ids: D::id_array(mailboxes),
+    }
+}
+
+/// A row of [`super::dialect::Statements::email_lists`].
+type ListsRow<A> = (i64, i64, i64, String, A);
+
+/// The `thread_refs` rows of the batch's message ids.
+fn thread_refs(rows: Vec<(String, i64, String)>) -> Vec<ThreadRef> {
+    rows.into_iter()
+        .map(|(message_id, thread_id, base_subject)| ThreadRef {
+            message_id,
+            thread_id,
+            base_subject,
+        })
+        .collect()
+}
+
+/// Groups `(thread_id, email_id)` rows ordered by thread.
+fn group_threads(rows: Vec<(i64, i64)>) -> Vec<(i64, Vec<i64>)> {
+    let mut threads: Vec<(i64, Vec<i64>)> = Vec::new();
+    for (thread_id, email_id) in rows {
+        match threads.last_mut() {
+            Some((last, emails)) if *last == thread_id => emails.push(email_id),
+            _ => threads.push((thread_id, vec![email_id])),
+        }
+    }
+    threads
+}
+
+impl<D: Dialect> SqlStore<D>
+where
+    for<'c> &'c mut <D::Db as Database>::Connection: Executor<'c, Database = D::Db>,
+    <D::Db as Database>::Arguments: IntoArguments<D::Db>,
+    usize: ColumnIndex<<D::Db as Database>::Row>,
+    for<'s> &'s str: ColumnIndex<<D::Db as Database>::Row>,
+    i16: Column<D::Db>,
+    i64: Column<D::Db>,
+    bool: Column<D::Db>,
+    String: Column<D::Db>,
+    Vec<u8>: Column<D::Db>,
+    Option<i64>: Column<D::Db>,
+    Option<bool>: Column<D::Db>,
+    Option<String>: Column<D::Db>,
+    for<'a> &'a str: Encode<'a, D::Db> + Type<D::Db>,
+{
+    /// Opens a write transaction; with `account`, takes that account's write
+    /// lock first. `NotFound` when the account does not exist.
+    pub(super) async fn write(&self, account: Option<i64>) -> StoreResult<Tx<D>> {
+        let mut tx = match D::BEGIN_WRITE {
+            Some(begin) => self.writer.begin_with(begin).await?,
+            None => self.writer.begin().await?,
+        };
+        if let Some(account) = account {
+            let found: Option<i64> = sqlx::query_scalar(D::SQL.lock_account)
+                .bind(account)
+                .fetch_optional(&mut *tx)
+                .await?;
+            found.ok_or(StoreError::NotFound)?;
+        }
+        Ok(tx)
+    }
+
+    /// Inserts `rows` with one multi-row statement per chunk:
+    /// `{head} VALUES (…), (…) {tail}`, `push` binding the `columns` values
+    /// of one row. Returns the rows written.
+    pub(super) async fn insert_rows<T>(
+        tx: &mut Tx<D>,
+        head: &str,
+        tail: &str,
+        columns: usize,
+        rows: &[T],
+        mut push: impl FnMut(&mut Separated<'_, D::Db, &'static str>, &T),
+    ) -> StoreResult<u64> {
+        let mut written = 0;
+        for chunk in rows.chunks((MAX_BINDS / columns.max(1)).max(1)) {
+            let mut builder = QueryBuilder::<D::Db>::new(head);
+            builder.push(" ");
+            builder.push_values(chunk, |mut row, value| push(&mut row, value));
+            builder.push(" ");
+            builder.push(tail);
+            written += D::rows_affected(&builder.build().execute(&mut **tx).await?);
+        }
+        Ok(written)
+    }
+
+    /// Advances the account's modseq and the states of the types the write
+    /// changed, and appends its rows to the change log at the new modseq.
+    /// Nothing when the write changed nothing.
+    async fn record(tx: &mut Tx<D>, account: i64, set: &ChangeSet) -> StoreResult<()> {
+        if set.is_empty() {
+            return Ok(());
+        }
+        let modseq: i64 = sqlx::query_scalar(
+            "UPDATE accounts SET modseq = modseq + 1, \
+             email_state = CASE WHEN $2 THEN modseq + 1 ELSE email_state END, \
+             mailbox_state = CASE WHEN $3 THEN modseq + 1 ELSE mailbox_state END, \
+             thread_state = CASE WHEN $4 THEN modseq + 1 ELSE thread_state END \
+             WHERE id = $1 RETURNING modseq",
+        )
+        .bind(account)
+        .bind(set.touches(ChangeType::Email))
+        .bind(set.touches(ChangeType::Mailbox))
+        .bind(set.touches(ChangeType::Thread))
+        .fetch_one(&mut **tx)
+        .await?;
+        let rows: Vec<(i16, i64, i16, bool)> = set.rows().collect();
+        Self::insert_rows(
+            tx,
+            "INSERT INTO changes (account_id, modseq, type, object_id, kind, counts_only)",
+            "",
+            6,
+            &rows,
+            |row, (kind_of, object, kind, counts_only)| {
+                row.push_bind(account)
+                    .push_bind(modseq)
+                    .push_bind(*kind_of)
+                    .push_bind(*object)
+                    .push_bind(*kind)
+                    .push_bind(*counts_only);
+            },
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// `NotFound` unless the account owns every mailbox of `mailbox_ids`.
+    async fn check_mailboxes_owned(
+        tx: &mut Tx<D>,
+        account: i64,
+        mailbox_ids: &[i64],
+    ) -> StoreResult<()> {
+        let wanted = distinct(mailbox_ids);
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let owned = Self::owned_mailboxes(tx, account, &wanted).await?;
+        if owned.len() != wanted.len() {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    /// Which of `mailbox_ids` the account owns.
+    async fn owned_mailboxes(
+        tx: &mut Tx<D>,
+        account: i64,
+        mailbox_ids: &[i64],
+    ) -> StoreResult<HashSet<i64>> {
+        Ok(sqlx::query_scalar(D::SQL.owned_mailboxes)
+            .bind(account)
+            .bind(D::ids(mailbox_ids))
+            .fetch_all(&mut **tx)
+            .await?
+            .into_iter()
+            .collect())
+    }
+
+    /// Keywords, memberships, thread and receivedAt of the account's emails
+    /// among `ids`, read inside the write transaction.
+    async fn email_lists(
+        tx: &mut Tx<D>,
+        account: i64,
+        ids: &[i64],
+    ) -> StoreResult<HashMap<i64, (i64, i64, EmailLists)>> {
+        let rows: Vec<ListsRow<D::IdArray>> = sqlx::query_as(D::SQL.email_lists)
+            .bind(account)
+            .bind(D::ids(ids))
+            .fetch_all(&mut **tx)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, thread, received_at, keywords, mailboxes)| {
+                let lists = (keywords_from_column(&keywords), D::id_array(mailboxes));
+                (id, (thread, received_at, lists))
+            })
+            .collect())
+    }
+
+    /// Deletes emails of the account and their blob grants, recording the
+    /// emails, their mailboxes' counts and their threads in `set`.
+    async fn delete_emails(
+        tx: &mut Tx<D>,
+        account: i64,
+        ids: &[i64],
+        set: &mut ChangeSet,
+    ) -> StoreResult<Vec<i64>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let before = Self::email_lists(tx, account, ids).await?;
+        let destroyed: Vec<(i64, String)> = sqlx::query_as(D::SQL.delete_emails)
+            .bind(account)
+            .bind(D::ids(ids))
+            .fetch_all(&mut **tx)
+            .await?;
+        let blob_ids: Vec<&str> = destroyed.iter().map(|(_, blob)| blob.as_str()).collect();
+        sqlx::query(D::SQL.delete_blob_grants)
+            .bind(account)
+            .bind(D::texts(&blob_ids))
+            .execute(&mut **tx)
+            .await?;
+        let mut threads = Vec::new();
+        for (id, _) in &destroyed {
+            let (thread, _, (_, mailboxes)) = &before[id];
+            set.record(ChangeType::Email, *id, ChangeKind::Destroyed);
+            for mailbox in mailboxes {
+                set.counts(*mailbox);
+            }
+            threads.push(*thread);
+        }
+        let threads = distinct(&threads);
+        let remaining: HashSet<i64> = sqlx::query_scalar(D::SQL.threads_remaining)
+            .bind(account)
+            .bind(D::ids(&threads))
+            .fetch_all(&mut **tx)
+            .await?
+            .into_iter()
+            .collect();
+        for thread in threads {
+            let kind = if remaining.contains(&thread) {
+                ChangeKind::Updated
+            } else {
+                ChangeKind::Destroyed
+            };
+            set.record(ChangeType::Thread, thread, kind);
+        }
+        Ok(destroyed.into_iter().map(|(id, _)| id).collect())
+    }
+
+    /// Writes the planned new emails of a batch ([`insert_plan`]) as
+    /// [`EmailRecord`]s (the one email writer, shared with `migrate-store`),
+    /// then their blob grants and thread refs.
+    async fn insert_planned(
+        tx: &mut Tx<D>,
+        account: i64,
+        plan: &InsertPlan<'_>,
+    ) -> StoreResult<()> {
+        let records: Vec<EmailRecord> = plan
+            .new
+            .iter()
+            .map(|planned| EmailRecord::new(account, planned.id, planned.thread_id, planned.email))
+            .collect();
+        Self::write_emails(tx, &records).await?;
+        let created_at = now();
+        Self::insert_rows(
+            tx,
+            "INSERT INTO account_blobs (account_id, blob_id, size, created_at)",
+            "ON CONFLICT DO NOTHING",
+            4,
+            &records,
+            |row, record| {
+                row.push_bind(account)
+                    .push_bind(record.blob_id.clone())
+                    .push_bind(record.size)
+                    .push_bind(created_at);
+            },
+        )
+        .await?;
+        Self::insert_rows(
+            tx,
+            "INSERT INTO thread_refs (account_id, message_id, thread_id, base_subject)",
+            "ON CONFLICT DO NOTHING",
+            4,
+            &plan.refs,
+            |row, r| {
+                row.push_bind(account)
+                    .push_bind(r.message_id.clone())
+                    .push_bind(r.thread_id)
+                    .push_bind(r.base_subject.clone());
+            },
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Inserts `(mailbox_id, received_at, email_id)` membership rows.
+    pub(super) async fn insert_memberships(
+        tx: &mut Tx<D>,
+        rows: &[(i64, i64, i64)],
+    ) -> StoreResult<u64> {
+        Self::insert_rows(
+            tx,
+            "INSERT INTO email_mailboxes (mailbox_id, received_at, email_id)",
+            "ON CONFLICT DO NOTHING",
+            3,
+            rows,
+            |row, (mailbox, received_at, email)| {
+                row.push_bind(*mailbox)
+                    .push_bind(*received_at)
+                    .push_bind(*email);
+            },
+        )
+        .await
+    }
+
+    /// Inserts or replaces projection rows.
+    pub(super) async fn upsert_fast_views(
+        tx: &mut Tx<D>,
+        rows: &[(i64, &FastView)],
+    ) -> StoreResult<u64> {
+        Self::insert_rows(
+            tx,
+            "INSERT INTO fast_view (email_id, preview, has_attachment)",
+            "ON CONFLICT (email_id) DO UPDATE \
+             SET preview = excluded.preview, has_attachment = excluded.has_attachment",
+            3,
+            rows,
+            |row, (id, view)| {
+                row.push_bind(*id)
+                    .push_bind(D::text(&view.preview).into_owned())
+                    .push_bind(view.has_attachment);
+            },
+        )
+        .await
+    }
+
+    /// Replaces the keywords columns of `(id, keywords)`.
+    async fn set_keywords(tx: &mut Tx<D>, rows: &[(i64, String)]) -> StoreResult<()> {
+        Self::insert_rows(
+            tx,
+            "WITH v (id, keywords) AS (",
+            ") UPDATE emails SET keywords = (SELECT v.keywords FROM v WHERE v.id = emails.id) \
+             WHERE id IN (SELECT id FROM v)",
+            2,
+            rows,
+            |row, (id, keywords)| {
+                row.push_bind(*id).push_bind(keywords.clone());
+            },
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<D: Dialect> Store for SqlStore<D>
+where
+    for<'c> &'c mut <D::Db as Database>::Connection: Executor<'c, Database = D::Db>,
+    <D::Db as Database>::Arguments: IntoArguments<D::Db>,
+    usize: ColumnIndex<<D::Db as Database>::Row>,
+    for<'s> &'s str: ColumnIndex<<D::Db as Database>::Row>,
+    i16: Column<D::Db>,
+    i64: Column<D::Db>,
+    bool: Column<D::Db>,
+    String: Column<D::Db>,
+    Vec<u8>: Column<D::Db>,
+    Option<i64>: Column<D::Db>,
+    Option<bool>: Column<D::Db>,
+    Option<String>: Column<D::Db>,
+    for<'a> &'a str: Encode<'a, D::Db> + Type<D::Db>,
+{
+    async fn create_account(&self, email: &str, password_hash: &str) -> StoreResult<Account> {
+        let mut tx = self.write(None).await?;
+        let id: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO accounts (email, password_hash) VALUES ($1, $2) \
+             ON CONFLICT DO NOTHING RETURNING id",
+        )
+        .bind(email)
+        .bind(password_hash)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(id) = id else {
+            return Err(StoreError::Conflict(format!(
+                "account {email} already exists"
+            )));
+        };
+        let mut set = ChangeSet {
+            all_types: true,
+            ..ChangeSet::default()
+        };
+        for (order, (role, name)) in ROLE_MAILBOXES.iter().enumerate() {
+            let mailbox: i64 = sqlx::query_scalar(
+                "INSERT INTO mailboxes (account_id, name, role, sort_order) \
+                 VALUES ($1, $2, $3, $4) RETURNING id",
+            )
+            .bind(id)
+            .bind(*name)
+            .bind(*role)
+            .bind(order as i64 + 1)
+            .fetch_one(&mut *tx)
+            .await?;
+            set.record(ChangeType::Mailbox, mailbox, ChangeKind::Created);
+        }
+        Self::record(&mut tx, id, &set).await?;
+        tx.commit().await?;
+        Ok(Account {
+            id,
+            email: email.to_string(),
+            password_hash: password_hash.to_string(),
+        })
+    }
+
+    async fn account_by_email(&self, email: &str) -> StoreResult<Option<Account>> {
+        Ok(sqlx::query_as(D::SQL.account_by_email)
+            .bind(email)
+            .fetch_optional(&self.reader)
+            .await?)
+    }
+
+    async fn list_accounts(&self) -> StoreResult<Vec<Account>> {
+        Ok(
+            sqlx::query_as("SELECT id, email, password_hash FROM accounts ORDER BY id")
+                .fetch_all(&self.reader)
+                .await?,
+        )
+    }
+
+    async fn set_password(&self, email: &str, password_hash: &str) -> StoreResult<()> {
+        let done = sqlx::query(D::SQL.set_password)
+            .bind(email)
+            .bind(password_hash)
+            .execute(&self.writer)
+            .await?;
+        if D::rows_affected(&done) == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    async fn remove_account(&self, email: &str) -> StoreResult<()> {
+        let mut tx = self.write(None).await?;
+        let id: Option<i64> = sqlx::query_scalar(D::SQL.account_to_remove)
+            .bind(email)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let id = id.ok_or(StoreError::NotFound)?;
+        // Children first: mailboxes reference each other through parent_id.
+        for statement in [
+            "DELETE FROM emails WHERE account_id = $1",
+            "UPDATE mailboxes SET parent_id = NULL WHERE account_id = $1 AND parent_id IS NOT NULL",
+            "DELETE FROM mailboxes WHERE account_id = $1",
+            "DELETE FROM thread_refs WHERE account_id = $1",
+            "DELETE FROM account_blobs WHERE account_id = $1",
+            "DELETE FROM accounts WHERE id = $1",
+        ] {
+            sqlx::query(statement).bind(id).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn states(&self, account: i64) -> StoreResult<States> {
+        let row: Option<(i64, i64, i64)> = sqlx::query_as(
+            "SELECT email_state, mailbox_state, thread_state FROM accounts WHERE id = $1",
+        )
+        .bind(account)
+        .fetch_optional(&self.reader)
+        .await?;
+        let (email, mailbox, thread) = row.ok_or(StoreError::NotFound)?;
+        Ok(States {
+            email,
+            mailbox,
+            thread,
+        })
+    }
+
+    async fn mailboxes(&self, account: i64) -> StoreResult<Vec<MailboxRow>> {
+        Ok(sqlx::query_as(
+            "WITH m AS (SELECT * FROM mailboxes WHERE account_id = $1), \
+             e AS (SELECT id, thread_id, \
+                     (' ' || keywords || ' ' NOT LIKE '% $seen %' \
+                      AND ' ' || keywords || ' ' NOT LIKE '% $draft %') AS unread \
+                   FROM emails WHERE account_id = $1), \
+             c AS (SELECT em.mailbox_id, count(*) AS total, \
+                     sum(CASE WHEN e.unread THEN 1 ELSE 0 END) AS unread, \
+                     count(DISTINCT e.thread_id) AS threads, \
+                     count(DISTINCT CASE WHEN e.unread THEN e.thread_id END) AS unread_threads \
+                   FROM email_mailboxes em JOIN e ON e.id = em.email_id \
+                   WHERE em.mailbox_id IN (SELECT id FROM m) GROUP BY em.mailbox_id) \
+             SELECT m.id, m.parent_id, m.name, m.role, m.sort_order, m.is_subscribed, \
+               coalesce(c.total, 0) AS total_emails, coalesce(c.unread, 0) AS unread_emails, \
+               coalesce(c.threads, 0) AS total_threads, \
+               coalesce(c.unread_threads, 0) AS unread_threads \
+             FROM m LEFT JOIN c ON c.mailbox_id = m.id ORDER BY m.id",
+        )
+        .bind(account)
+        .fetch_all(&self.reader)
+        .await?)
+    }
+
+    async fn owns_mailbox(&self, account: i64, mailbox: i64) -> StoreResult<bool> {
+        let found: Option<i64> =
+            sqlx::query_scalar("SELECT id FROM mailboxes WHERE id = $1 AND account_id = $2")
+                .bind(mailbox)
+                .bind(account)
+                .fetch_optional(&self.reader)
+                .await?;
+        Ok(found.is_some())
+    }
+
+    async fn create_mailbox(&self, account: i64, mailbox: &NewMailbox) -> StoreResult<i64> {
+        let mut tx = self.write(Some(account)).await?;
+        if let Some(parent) = mailbox.parent_id {
+            Self::check_mailboxes_owned(&mut tx, account, &[parent]).await?;
+        }
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO mailboxes (account_id, parent_id, name, role, sort_order, is_subscribed) \
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+        )
+        .bind(account)
+        .bind(mailbox.parent_id)
+        .bind(D::text(&mailbox.name).into_owned())
+        .bind(mailbox.role.clone())
+        .bind(mailbox.sort_order)
+        .bind(mailbox.is_subscribed)
+        .fetch_one(&mut *tx)
+        .await?;
+        let mut set = ChangeSet::default();
+        set.record(ChangeType::Mailbox, id, ChangeKind::Created);
+        Self::record(&mut tx, account, &set).await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    async fn update_mailbox(&self, account: i64, id: i64, patch: &MailboxPatch) -> StoreResult<()> {
+        let mut tx = self.write(Some(account)).await?;
+        Self::check_mailboxes_owned(&mut tx, account, &[id]).await?;
+        if let Some(Some(parent)) = patch.parent_id {
+            Self::check_mailboxes_owned(&mut tx, account, &[parent]).await?;
+        }
+        sqlx::query(
+            "UPDATE mailboxes SET \
+             parent_id = CASE WHEN $2 THEN $3 ELSE parent_id END, \
+             name = coalesce($4, name), \
+             role = CASE WHEN $5 THEN $6 ELSE role END, \
+             sort_order = coalesce($7, sort_order), \
+             is_subscribed = coalesce($8, is_subscribed) \
+             WHERE id = $1",
+        )
+        .bind(id)
+        .bind(patch.parent_id.is_some())
+        .bind(patch.parent_id.flatten())
+        .bind(patch.name.as_deref().map(|name| D::text(name).into_owned()))
+        .bind(patch.role.is_some())
+        .bind(patch.role.clone().flatten())
+        .bind(patch.sort_order)
+        .bind(patch.is_subscribed)
+        .execute(&mut *tx)
+        .await?;
+        let mut set = ChangeSet::default();
+        set.record(ChangeType::Mailbox, id, ChangeKind::Updated);
+        Self::record(&mut tx, account, &set).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn destroy_mailbox(&self, account: i64, id: i64, remove_emails: bool) -> StoreResult<()> {
+        let mut tx = self.write(Some(account)).await?;
+        Self::check_mailboxes_owned(&mut tx, account, &[id]).await?;
+        let children: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM mailboxes WHERE parent_id = $1")
+                .bind(id)
+                .fetch_one(&mut *tx)
+                .await?;
+        if children > 0 {
+            return Err(StoreError::MailboxHasChild);
+        }
+        let members: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT em.email_id, \
+               (SELECT count(*) FROM email_mailboxes o WHERE o.email_id = em.email_id) \
+             FROM email_mailboxes em WHERE em.mailbox_id = $1",
+        )
+        .bind(id)
+        .fetch_all(&mut *tx)
+        .await?;
+        if !members.is_empty() && !remove_emails {
+            return Err(StoreError::MailboxHasEmail);
+        }
+        let (only_here, elsewhere): (Vec<(i64, i64)>, Vec<(i64, i64)>) =
+            members.into_iter().partition(|(_, count)| *count == 1);
+        let only_here: Vec<i64> = only_here.into_iter().map(|(email, _)| email).collect();
+        let mut set = ChangeSet::default();
+        Self::delete_emails(&mut tx, account, &only_here, &mut set).await?;
+        for (email, _) in elsewhere {
+            set.record(ChangeType::Email, email, ChangeKind::Updated);
+        }
+        for statement in [
+            "DELETE FROM email_mailboxes WHERE mailbox_id = $1",
+            "DELETE FROM mailboxes WHERE id = $1",
+        ] {
+            sqlx::query(statement).bind(id).execute(&mut *tx).await?;
+        }
+        set.record(ChangeType::Mailbox, id, ChangeKind::Destroyed);
+        Self::record(&mut tx, account, &set).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn insert_emails(&self, account: i64, emails: &[NewEmail]) -> StoreResult<Vec<Inserted>> {
+        if emails.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.write(Some(account)).await?;
+        let mailbox_ids: Vec<i64> = emails
+            .iter()
+            .flat_map(|e| e.mailbox_ids.iter().copied())
+            .collect();
+        Self::check_mailboxes_owned(&mut tx, account, &mailbox_ids).await?;
+        // Duplicates, ids and threads planned in memory (insert_plan).
+        let blob_ids: Vec<&str> = emails.iter().map(|e| e.blob_id.as_str()).collect();
+        let stored: HashMap<String, i64> = sqlx::query_as(D::SQL.stored_blobs)
+            .bind(account)
+            .bind(D::texts(&blob_ids))
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .collect();
+        let new_count = insert_plan::new_count(emails, &stored);
+        if new_count == 0 {
+            tx.commit().await?;
+            return Ok(emails
+                .iter()
+                .map(|e| Inserted::Duplicate(stored[&e.blob_id]))
+                .collect());
+        }
+        let ids: Vec<i64> = sqlx::query_scalar(D::SQL.next_email_ids)
+            .bind(new_count as i64)
+            .fetch_all(&mut *tx)
+            .await?;
+        let keys = insert_plan::ref_keys(emails, D::ref_key);
+        let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let stored_refs = thread_refs(
+            sqlx::query_as(D::SQL.thread_refs)
+                .bind(account)
+                .bind(D::texts(&key_refs))
+                .fetch_all(&mut *tx)
+                .await?,
+        );
+        let plan = insert_plan::plan(emails, stored, ids, stored_refs, D::ref_key, |subject| {
+            D::text(subject).into_owned()
+        })?;
+        Self::insert_planned(&mut tx, account, &plan).await?;
+        // A thread with none of its emails stored before this batch is new.
+        let existed: HashSet<i64> = sqlx::query_scalar(D::SQL.threads_with_others)
+            .bind(account)
+            .bind(D::ids(&plan.threads()))
+            .bind(D::ids(&plan.new_ids()))
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .collect();
+        Self::record(&mut tx, account, &plan.changes(&existed)).await?;
+        tx.commit().await?;
+        Ok(plan.outcomes)
+    }
+
+    async fn email_meta(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<EmailMeta>> {
+        let rows: Vec<MetaRow<D::IdArray>> = sqlx::query_as(D::SQL.email_meta)
+            .bind(account)
+            .bind(D::ids(ids))
+            .fetch_all(&self.reader)
+            .await?;
+        Ok(rows.into_iter().map(meta::<D>).collect())
+    }
+
+    /// With [`super::dialect::Statements::email_meta_and_state`], one
+    /// statement and one row: the call pays one trip to the database instead
+    /// of one per row.
+    async fn email_meta_and_state(
+        &self,
+        account: i64,
+        ids: &[i64],
+    ) -> StoreResult<(Vec<EmailMeta>, i64)> {
+        let Some(sql) = D::SQL.email_meta_and_state else {
+            let metas = self.email_meta(account, ids).await?;
+            return Ok((metas, self.states(account).await?.email));
+        };
+        let row: Option<(i64, String)> = sqlx::query_as(sql)
+            .bind(account)
+            .bind(D::ids(ids))
+            .fetch_optional(&self.reader)
+            .await?;
+        let (state, rows) = row.ok_or(StoreError::NotFound)?;
+        let rows: Vec<MetaRow<Option<String>>> = serde_json::from_str(&rows)
+            .map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))?;
+        let metas = rows
+            .into_iter()
+            .map(
+                |(id, blob_id, thread_id, size, received_at, keywords, mailboxes)| EmailMeta {
+                    id,
+                    blob_id,
+                    thread_id,
+                    size,
+                    received_at,
+                    keywords: keywords_from_column(&keywords),
+                    mailbox_ids: ids_from_csv(mailboxes.as_deref()),
+                },
+            )
+            .collect();
+        Ok((metas, state))
+    }
+
+    async fn header_blocks(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, Vec<u8>)>> {
+        Ok(sqlx::query_as(D::SQL.header_blocks)
+            .bind(account)
+            .bind(D::ids(ids))
+            .fetch_all(&self.reader)
+            .await?)
+    }
+
+    async fn fast_views(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, FastView)>> {
+        let rows: Vec<(i64, String, bool)> = sqlx::query_as(D::SQL.fast_views)
+            .bind(account)
+            .bind(D::ids(ids))
+            .fetch_all(&self.reader)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, preview, has_attachment)| {
+                let view = FastView {
+                    preview,
+                    has_attachment,
+                };
+                (id, view)
+            })
+            .collect())
+    }
+
+    async fn put_fast_views(&self, rows: &[(i64, FastView)]) -> StoreResult<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        // The last row of an id wins.
+        let latest: HashMap<i64, &FastView> = rows.iter().map(|(id, view)| (*id, view)).collect();
+        let ids = distinct(&rows.iter().map(|(id, _)| *id).collect::<Vec<_>>());
+        let mut tx = self.write(None).await?;
+        // The email may have been destroyed meanwhile: write only rows of
+        // emails that exist (held until commit where the database needs it).
+        let live: Vec<i64> = sqlx::query_scalar(D::SQL.live_emails)
+            .bind(D::ids(&ids))
+            .fetch_all(&mut *tx)
+            .await?;
+        let views: Vec<(i64, &FastView)> = live.iter().map(|id| (*id, latest[id])).collect();
+        Self::upsert_fast_views(&mut tx, &views).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn clear_fast_views(&self, account: Option<i64>) -> StoreResult<u64> {
+        let done = sqlx::query(
+            "DELETE FROM fast_view WHERE $1 IS NULL \
+             OR email_id IN (SELECT id FROM emails WHERE account_id = $1)",
+        )
+        .bind(account)
+        .execute(&self.writer)
+        .await?;
+        Ok(D::rows_affected(&done))
+    }
+
+    async fn email_blobs(
+        &self,
+        account: Option<i64>,
+        after_id: i64,
+        limit: i64,
+        missing_fast_view_only: bool,
+    ) -> StoreResult<Vec<(i64, String)>> {
+        Ok(sqlx::query_as(
+            "SELECT e.id, e.blob_id FROM emails e WHERE e.id > $2 \
+             AND ($1 IS NULL OR e.account_id = $1) \
+             AND (NOT $4 OR NOT EXISTS (SELECT 1 FROM fast_view f WHERE f.email_id = e.id)) \
+             ORDER BY e.id LIMIT $3",
+        )
+        .bind(account)
+        .bind(after_id)
+        .bind(limit)
+        .bind(missing_fast_view_only)
+        .fetch_all(&self.reader)
+        .await?)
+    }
+
+    async fn mailbox_emails_by_received(
+        &self,
+        mailbox: i64,
+        descending: bool,
+        position: i64,
+        limit: i64,
+    ) -> StoreResult<(Vec<(i64, i64)>, i64)> {
+        let sql = if descending {
+            D::SQL.listing_desc
+        } else {
+            D::SQL.listing_asc
+        };
+        let ids: Vec<(i64, i64)> = sqlx::query_as(sql)
+            .bind(mailbox)
+            .bind(limit)
+            .bind(position)
+            .fetch_all(&self.reader)
+            .await?;
+        let total: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM email_mailboxes WHERE mailbox_id = $1")
+                .bind(mailbox)
+                .fetch_one(&self.reader)
+                .await?;
+        Ok((ids, total))
+    }
+
+    async fn query_rows(
+        &self,
+        account: i64,
+        in_mailbox: Option<i64>,
+    ) -> StoreResult<Vec<QueryRow>> {
+        let query = match in_mailbox {
+            Some(mailbox) => sqlx::query(D::SQL.query_rows_in_mailbox)
+                .bind(account)
+                .bind(mailbox),
+            None => sqlx::query(D::SQL.query_rows).bind(account),
+        };
+        let rows = query.fetch_all(&self.reader).await?;
+        Ok(rows
+            .iter()
+            .map(|row| QueryRow {
+                meta: meta::<D>((
+                    row.get(0),
+                    row.get(1),
+                    row.get(2),
+                    row.get(3),
+                    row.get(4),
+                    row.get(5),
+                    row.get(6),
+                )),
+                sent_at: row.get(7),
+                index: EmailIndex {
+                    message_id: row.get(8),
+                    referenced_ids: Vec::new(),
+                    base_subject: row.get(9),
+                    subject: row.get(10),
+                    from_sort: row.get(11),
+                    to_sort: row.get(12),
+                    from_text: row.get(13),
+                    to_text: row.get(14),
+                    cc_text: row.get(15),
+                    bcc_text: row.get(16),
+                    has_attachment: row.get(17),
+                },
+            })
+            .collect())
+    }
+
+    async fn update_emails(
+        &self,
+        account: i64,
+        updates: &[EmailUpdate],
+    ) -> StoreResult<Vec<UpdateOutcome>> {
+        if updates.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut tx = match self.write(Some(account)).await {
+            Err(StoreError::NotFound) => return Ok(vec![UpdateOutcome::NotFound; updates.len()]),
+            tx => tx?,
+        };
+        let ids = distinct(&updates.iter().map(|u| u.id).collect::<Vec<_>>());
+        let rows = Self::email_lists(&mut tx, account, &ids).await?;
+        let before: HashMap<i64, EmailLists> = rows
+            .iter()
+            .map(|(id, (_, _, lists))| (*id, lists.clone()))
+            .collect();
+        let wanted: Vec<i64> = updates
+            .iter()
+            .flat_map(|u| u.mailbox_ids.additions().copied())
+            .collect();
+        let owned = Self::owned_mailboxes(&mut tx, account, &distinct(&wanted)).await?;
+        let (current, outcomes) = super::apply_updates(&before, &owned, updates);
+        let mut set = ChangeSet::default();
+        let (mut keywords_rows, mut moved, mut memberships) = (Vec::new(), Vec::new(), Vec::new());
+        let mut changed: Vec<&i64> = current.keys().collect();
+        changed.sort_unstable();
+        for id in changed {
+            let (keywords, mailboxes) = &current[id];
+            let (old_keywords, old_mailboxes) = &before[id];
+            if keywords != old_keywords {
+                keywords_rows.push((*id, keywords_to_column(keywords)));
+            }
+            if mailboxes != old_mailboxes {
+                moved.push(*id);
+                let received_at = rows[id].1;
+                memberships.extend(mailboxes.iter().map(|m| (*m, received_at, *id)));
+            }
+            super::record_email_update(
+                &mut set,
+                *id,
+                (old_keywords, old_mailboxes),
+                (keywords, mailboxes),
+            );
+        }
+        Self::set_keywords(&mut tx, &keywords_rows).await?;
+        if !moved.is_empty() {
+            sqlx::query(D::SQL.delete_memberships)
+                .bind(D::ids(&moved))
+                .execute(&mut *tx)
+                .await?;
+            Self::insert_memberships(&mut tx, &memberships).await?;
+        }
+        Self::record(&mut tx, account, &set).await?;
+        tx.commit().await?;
+        Ok(outcomes)
+    }
+
+    async fn destroy_emails(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<i64>> {
+        let mut tx = match self.write(Some(account)).await {
+            Err(StoreError::NotFound) => return Ok(Vec::new()),
+            tx => tx?,
+        };
+        let mut set = ChangeSet::default();
+        let destroyed = Self::delete_emails(&mut tx, account, ids, &mut set).await?;
+        Self::record(&mut tx, account, &set).await?;
+        tx.commit().await?;
+        Ok(destroyed)
+    }
+
+    async fn changes(
+        &self,
+        account: i64,
+        kind: ChangeType,
+        since: LogPosition,
+        max_changes: usize,
+    ) -> StoreResult<Changes> {
+        let row: Option<(i64, i64, i64, i64)> = sqlx::query_as(
+            "SELECT email_state, mailbox_state, thread_state, changes_from FROM accounts \
+             WHERE id = $1",
+        )
+        .bind(account)
+        .fetch_optional(&self.reader)
+        .await?;
+        let (email, mailbox, thread, from) = row.ok_or(StoreError::NotFound)?;
+        let state = match kind {
+            ChangeType::Email => email,
+            ChangeType::Mailbox => mailbox,
+            ChangeType::Thread => thread,
+        };
+        check_since(since, state, from)?;
+        let mut collector = ChangeCollector::new(since, max_changes);
+        loop {
+            let cursor = collector.cursor();
+            let rows: Vec<(i64, i64, i16, bool)> = sqlx::query_as(
+                "SELECT modseq, object_id, kind, counts_only FROM changes \
+                 WHERE account_id = $1 AND type = $2 \
+                 AND (modseq, object_id) > ($3, $4) AND modseq <= $5 \
+                 ORDER BY modseq, object_id LIMIT $6",
+            )
+            .bind(account)
+            .bind(kind as i16)
+            .bind(cursor.modseq)
+            .bind(cursor.object.unwrap_or(i64::MAX))
+            .bind(state)
+            .bind(LOG_BATCH)
+            .fetch_all(&self.reader)
+            .await?;
+            let exhausted = (rows.len() as i64) < LOG_BATCH;
+            let rows = rows
+                .into_iter()
+                .map(|(modseq, object, kind, counts_only)| LogRow {
+                    modseq,
+                    object,
+                    kind: ChangeKind::from_code(kind.into()),
+                    counts_only,
+                })
+                .collect();
+            if !collector.feed(rows, exhausted) || exhausted {
+                break;
+            }
+        }
+        Ok(collector.finish(state))
+    }
+
+    async fn truncate_changes(&self, account: i64, through_modseq: i64) -> StoreResult<u64> {
+        let mut tx = self.write(Some(account)).await?;
+        let (modseq, from): (i64, i64) =
+            sqlx::query_as("SELECT modseq, changes_from FROM accounts WHERE id = $1")
+                .bind(account)
+                .fetch_one(&mut *tx)
+                .await?;
+        let done = sqlx::query("DELETE FROM changes WHERE account_id = $1 AND modseq <= $2")
+            .bind(account)
+            .bind(through_modseq)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE accounts SET changes_from = $2 WHERE id = $1")
+            .bind(account)
+            .bind(from.max(through_modseq.min(modseq)))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(D::rows_affected(&done))
+    }
+
+    async fn mailbox_positions(
+        &self,
+        mailbox: i64,
+        descending: bool,
+        ids: &[i64],
+    ) -> StoreResult<Vec<(i64, i64)>> {
+        let sql = if descending {
+            D::SQL.positions_desc
+        } else {
+            D::SQL.positions_asc
+        };
+        Ok(sqlx::query_as(sql)
+            .bind(mailbox)
+            .bind(D::ids(ids))
+            .fetch_all(&self.reader)
+            .await?)
+    }
+
+    async fn thread_emails(
+        &self,
+        account: i64,
+        thread_ids: &[i64],
+    ) -> StoreResult<Vec<(i64, Vec<i64>)>> {
+        let rows: Vec<(i64, i64)> = sqlx::query_as(D::SQL.thread_emails)
+            .bind(account)
+            .bind(D::ids(thread_ids))
+            .fetch_all(&self.reader)
+            .await?;
+        Ok(group_threads(rows))
+    }
+
+    async fn add_blob(&self, account: i64, blob_id: &str, size: i64) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO account_blobs (account_id, blob_id, size, created_at) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+        )
+        .bind(account)
+        .bind(blob_id)
+        .bind(size)
+        .bind(now())
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    async fn has_blob(&self, account: i64, blob_id: &str) -> StoreResult<bool> {
+        let found: Option<i64> = sqlx::query_scalar(
+            "SELECT size FROM account_blobs WHERE account_id = $1 AND blob_id = $2",
+        )
+        .bind(account)
+        .bind(blob_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        Ok(found.is_some())
+    }
+
+    async fn export_raw(
+        &self,
+        table: RawTable,
+        account: i64,
+        after: &RawCursor,
+        limit: i64,
+    ) -> StoreResult<RawRows> {
+        self.export(table, account, after, limit).await
+    }
+
+    async fn import_raw(&self, rows: &RawRows) -> StoreResult<u64> {
+        self.import(rows).await
+    }
+
+    async fn raw_counts(&self, account: Option<i64>) -> StoreResult<RowCounts> {
+        self.counts(account).await
+    }
+}
