@@ -139,3 +139,33 @@ pub struct Statements {
     /// Run after a raw import of ids, so new rows get ids above them.
     pub after_raw_import: &'static [&'static str],
 }
+
+/// The Email/query columns of [`Statements::query_rows`], given the
+/// dialect's mailbox-ids aggregate of email `e`.
+macro_rules! query_columns {
+    ($($mailbox_ids:tt)*) => {
+        concat!(
+            "SELECT e.id, e.blob_id, e.thread_id, e.size, e.received_at, e.keywords, ",
+            $($mailbox_ids)*,
+            ", e.sent_at, e.message_id, e.base_subject, e.subject, e.from_sort, e.to_sort, \
+             e.from_text, e.to_text, e.cc_text, e.bcc_text, e.has_attachment FROM emails e "
+        )
+    };
+}
+pub(super) use query_columns;
+
+/// The 0-based position of each listed email (`$2`) in mailbox `$1`'s
+/// receivedAt order (`>`: newest first), given the dialect's list match.
+macro_rules! positions {
+    ($compare:literal, $($in_list:tt)*) => {
+        concat!(
+            "SELECT t.email_id, (SELECT count(*) FROM email_mailboxes o WHERE o.mailbox_id = $1 \
+             AND (o.received_at, o.email_id) ",
+            $compare,
+            " (t.received_at, t.email_id)) \
+             FROM email_mailboxes t WHERE t.mailbox_id = $1 AND t.email_id ",
+            $($in_list)*
+        )
+    };
+}
+pub(super) use positions;

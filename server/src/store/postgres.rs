@@ -31,7 +31,7 @@ use sqlx::Row;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use super::StoreResult;
-use super::dialect::{Dialect, Statements};
+use super::dialect::{Dialect, Statements, positions, query_columns};
 use super::sql::{SqlStore, distinct};
 
 /// Message ids longer than this (in bytes) are keyed by their SHA-256 digest
@@ -50,18 +50,6 @@ macro_rules! mailbox_ids {
     () => {
         "array(SELECT x.mailbox_id FROM email_mailboxes x WHERE x.email_id = e.id \
          ORDER BY x.mailbox_id)"
-    };
-}
-
-/// The Email/query columns (see [`Statements::query_rows`]).
-macro_rules! query_columns {
-    () => {
-        concat!(
-            "SELECT e.id, e.blob_id, e.thread_id, e.size, e.received_at, e.keywords, ",
-            mailbox_ids!(),
-            ", e.sent_at, e.message_id, e.base_subject, e.subject, e.from_sort, e.to_sort, \
-             e.from_text, e.to_text, e.cc_text, e.bcc_text, e.has_attachment FROM emails e "
-        )
     };
 }
 
@@ -93,19 +81,6 @@ macro_rules! fast_views {
         "SELECT f.email_id, f.preview, f.has_attachment FROM fast_view f \
          JOIN emails e ON e.id = f.email_id \
          WHERE e.account_id = $1 AND f.email_id = any($2)"
-    };
-}
-
-/// The position of each listed email in a mailbox's receivedAt order.
-macro_rules! positions {
-    ($compare:literal) => {
-        concat!(
-            "SELECT t.email_id, (SELECT count(*) FROM email_mailboxes o WHERE o.mailbox_id = $1 \
-             AND (o.received_at, o.email_id) ",
-            $compare,
-            " (t.received_at, t.email_id)) \
-             FROM email_mailboxes t WHERE t.mailbox_id = $1 AND t.email_id = any($2)"
-        )
     };
 }
 
@@ -172,11 +147,11 @@ impl Dialect for PostgresDialect {
         fast_views: fast_views!(),
         listing_desc: listing!("DESC"),
         listing_asc: listing!("ASC"),
-        positions_desc: positions!(">"),
-        positions_asc: positions!("<"),
-        query_rows: concat!(query_columns!(), "WHERE e.account_id = $1"),
+        positions_desc: positions!(">", "= any($2)"),
+        positions_asc: positions!("<", "= any($2)"),
+        query_rows: concat!(query_columns!(mailbox_ids!()), "WHERE e.account_id = $1"),
         query_rows_in_mailbox: concat!(
-            query_columns!(),
+            query_columns!(mailbox_ids!()),
             "WHERE e.account_id = $1 \
              AND e.id IN (SELECT email_id FROM email_mailboxes WHERE mailbox_id = $2)"
         ),

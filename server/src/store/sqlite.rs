@@ -20,7 +20,7 @@ use sqlx::Row;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 use super::StoreResult;
-use super::dialect::{Dialect, Statements};
+use super::dialect::{Dialect, Statements, positions, query_columns};
 use super::sql::{SqlStore, distinct, ids_from_csv};
 
 /// The SQLite-backed store.
@@ -41,32 +41,6 @@ macro_rules! in_list {
 macro_rules! mailbox_ids {
     () => {
         "(SELECT group_concat(x.mailbox_id) FROM email_mailboxes x WHERE x.email_id = e.id)"
-    };
-}
-
-/// The Email/query columns (see [`Statements::query_rows`]).
-macro_rules! query_columns {
-    () => {
-        concat!(
-            "SELECT e.id, e.blob_id, e.thread_id, e.size, e.received_at, e.keywords, ",
-            mailbox_ids!(),
-            ", e.sent_at, e.message_id, e.base_subject, e.subject, e.from_sort, e.to_sort, \
-             e.from_text, e.to_text, e.cc_text, e.bcc_text, e.has_attachment FROM emails e "
-        )
-    };
-}
-
-/// The position of each listed email in a mailbox's receivedAt order.
-macro_rules! positions {
-    ($compare:literal) => {
-        concat!(
-            "SELECT t.email_id, (SELECT count(*) FROM email_mailboxes o WHERE o.mailbox_id = $1 \
-             AND (o.received_at, o.email_id) ",
-            $compare,
-            " (t.received_at, t.email_id)) \
-             FROM email_mailboxes t WHERE t.mailbox_id = $1 AND t.email_id ",
-            in_list!(2)
-        )
     };
 }
 
@@ -166,11 +140,11 @@ impl Dialect for SqliteDialect {
              WHERE e.account_id = $1",
         listing_desc: listing!("DESC"),
         listing_asc: listing!("ASC"),
-        positions_desc: positions!(">"),
-        positions_asc: positions!("<"),
-        query_rows: concat!(query_columns!(), "WHERE e.account_id = $1"),
+        positions_desc: positions!(">", in_list!(2)),
+        positions_asc: positions!("<", in_list!(2)),
+        query_rows: concat!(query_columns!(mailbox_ids!()), "WHERE e.account_id = $1"),
         query_rows_in_mailbox: concat!(
-            query_columns!(),
+            query_columns!(mailbox_ids!()),
             "WHERE e.account_id = $1 \
              AND e.id IN (SELECT email_id FROM email_mailboxes WHERE mailbox_id = $2)"
         ),
