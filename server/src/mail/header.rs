@@ -76,6 +76,13 @@ pub(crate) fn top_level_fields<'r>(message: &'r mail_parser::Message<'_>) -> Vec
     split_fields(raw, 0, end)
 }
 
+/// The fields of a header block (the octets up to and including the blank
+/// line, as stored for the header read level), borrowed: the split
+/// [`HeaderFields`] keeps, without copying the block. Ingest indexes these.
+pub(crate) fn block_fields(block: &[u8]) -> Vec<Field<'_>> {
+    split_fields(block, 0, block.len())
+}
+
 /// A stored header block split into fields once, without mail-parser: what
 /// the header read level caches and renders from (ADR 0002). About the size
 /// of the block plus 16 octets per field, plus the values rendered from it.

@@ -1,12 +1,16 @@
-//! Ingest: from raw bytes to a [`NewEmail`] ready for the store, with its
-//! header block, fast-view projection row and query index computed from one
-//! parse. Used by `fastview import`, `fastview seed`, `fastview demo` and
+//! Ingest: from raw bytes to a [`NewEmail`] ready for the store: one parse
+//! of the message gives its header block and fast-view projection row, and
+//! the query index is read from that header block as Email/get renders it.
+//! Used by `fastview import`, `fastview seed`, `fastview demo` and
 //! Email/import alike, so every path stores the same facts.
 
-use mail_parser::{Address, HeaderValue, Message};
+use mail_parser::Message;
+use serde_json::Value;
 
 use super::fast_view::FastView;
+use super::header;
 use super::message::parse_message;
+use super::property::EmailProperty;
 use super::thread::base_subject;
 use crate::blob::blob_id_of;
 use crate::store::{EmailIndex, NewEmail};
@@ -33,12 +37,8 @@ pub fn prepare(
     let message = parse_message(&raw);
     let body_start = (message.root_part().offset_body as usize).min(raw.len());
     let fast_view = FastView::compute(&message);
-    let index = index_of(&message, fast_view.has_attachment);
-    let sent_at = message
-        .date()
-        .filter(|date| date.is_valid())
-        .map(|date| date.to_timestamp());
     let header_block = raw[..body_start].to_vec();
+    let (index, sent_at) = header_index(&header_block, fast_view.has_attachment);
     let received_at = received_at(Some(&message));
     let size = raw.len() as i64;
     let keywords = keywords
@@ -61,49 +61,39 @@ pub fn prepare(
     }
 }
 
-fn ids_of(value: &HeaderValue<'_>) -> Vec<String> {
-    match value {
-        HeaderValue::Text(id) => vec![id.to_string()],
-        HeaderValue::TextList(ids) => ids.iter().map(|id| id.to_string()).collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// `(sort key, searchable text)` of an address header: the first address's
-/// name (else email) and every name and email, lowercase, one per line.
-fn address_keys(address: Option<&Address<'_>>) -> (String, String) {
-    let Some(address) = address else {
-        return (String::new(), String::new());
+/// The header facts Email/query filters and sorts on (RFC 8621 §4.4.1
+/// `from`, `to`, `cc`, `bcc`, `subject`; §4.4.2 `from`, `to`, `subject`,
+/// `sentAt`) and threading matches on (§3), with `sentAt` as unix seconds.
+///
+/// Each is derived from the value Email/get renders for the same message:
+/// the Email property's header form (§4.1.3, [`EmailProperty::header_property`])
+/// over the stored header block split by [`header::block_fields`], the same
+/// split and the same parsers as Email/get at either read level. So a filter
+/// matches the names and addresses a client is shown, and a sort orders by
+/// them. mail-parser's own field parsers are not used (the module docs of
+/// [`crate::mail::header`] say why).
+fn header_index(header_block: &[u8], has_attachment: bool) -> (EmailIndex, Option<i64>) {
+    use EmailProperty::{Bcc, Cc, From, InReplyTo, MessageId, References, SentAt, Subject, To};
+    let fields = header::block_fields(header_block);
+    let rendered = |property: EmailProperty| {
+        property
+            .header_property()
+            .map_or(Value::Null, |header| header::value_in(&fields, &header))
     };
-    let sort = address
-        .first()
-        .and_then(|addr| addr.name().filter(|n| !n.is_empty()).or(addr.address()))
-        .unwrap_or_default()
-        .to_lowercase();
-    let mut text = String::new();
-    for addr in address.iter() {
-        for part in [addr.name(), addr.address()].into_iter().flatten() {
-            text.push_str(&part.to_lowercase());
-            text.push('\n');
-        }
-    }
-    (sort, text)
-}
-
-fn index_of(message: &Message<'_>, has_attachment: bool) -> EmailIndex {
-    let subject = message.subject().unwrap_or_default();
-    let (from_sort, from_text) = address_keys(message.from());
-    let (to_sort, to_text) = address_keys(message.to());
-    let (_, cc_text) = address_keys(message.cc());
-    let (_, bcc_text) = address_keys(message.bcc());
-    let mut referenced_ids = ids_of(message.in_reply_to());
-    for id in ids_of(message.references()) {
+    let subject = rendered(Subject);
+    let subject = subject.as_str().unwrap_or_default();
+    let (from_sort, from_text) = address_keys(&rendered(From));
+    let (to_sort, to_text) = address_keys(&rendered(To));
+    let (_, cc_text) = address_keys(&rendered(Cc));
+    let (_, bcc_text) = address_keys(&rendered(Bcc));
+    let mut referenced_ids = message_ids(&rendered(InReplyTo));
+    for id in message_ids(&rendered(References)) {
         if !referenced_ids.contains(&id) {
             referenced_ids.push(id);
         }
     }
-    EmailIndex {
-        message_id: message.message_id().map(str::to_string),
+    let index = EmailIndex {
+        message_id: message_ids(&rendered(MessageId)).into_iter().next(),
         referenced_ids,
         base_subject: base_subject(subject),
         subject: subject.to_lowercase(),
@@ -114,7 +104,55 @@ fn index_of(message: &Message<'_>, has_attachment: bool) -> EmailIndex {
         cc_text,
         bcc_text,
         has_attachment,
+    };
+    (index, sent_at(&rendered(SentAt)))
+}
+
+/// The ids of a rendered `asMessageIds` value (`null`: none).
+fn message_ids(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect()
+}
+
+/// `(sort key, searchable text)` of a rendered `asAddresses` value (RFC 8621
+/// §4.1.2.3), lowercase: the first address's name, else its email (the
+/// §4.4.2 `from`/`to` sort); and every non-empty name and email, one per
+/// line (what the §4.4.1 `from`/`to`/`cc`/`bcc` filters search).
+fn address_keys(addresses: &Value) -> (String, String) {
+    fn part<'v>(address: &'v Value, key: &str) -> Option<&'v str> {
+        address[key].as_str().filter(|text| !text.is_empty())
     }
+    let addresses = addresses.as_array().map(Vec::as_slice).unwrap_or_default();
+    let name = |address| part(address, "name");
+    let email = |address| part(address, "email");
+    let sort = addresses
+        .first()
+        .and_then(|first| name(first).or_else(|| email(first)))
+        .unwrap_or_default()
+        .to_lowercase();
+    let mut text = String::new();
+    for part in addresses
+        .iter()
+        .flat_map(|address| [name(address), email(address)])
+        .flatten()
+    {
+        text.push_str(&part.to_lowercase());
+        text.push('\n');
+    }
+    (sort, text)
+}
+
+/// Unix seconds of a rendered `asDate` value (RFC 8621 §4.1.2.6: RFC 3339
+/// with the field's own offset; `-00:00`, local time unknown, counts as UTC).
+/// `None` when the Date field is absent or not a date.
+fn sent_at(date: &Value) -> Option<i64> {
+    let date = chrono::DateTime::parse_from_rfc3339(date.as_str()?).ok()?;
+    Some(date.timestamp())
 }
 
 #[cfg(test)]
@@ -158,6 +196,59 @@ mod tests {
         assert_eq!(index.from_sort, "ann example");
         assert_eq!(index.from_text, "ann example\nann@example.com\n");
         assert_eq!(index.to_sort, "bob@example.org");
+    }
+
+    /// Header facts on which mail-parser's field parsers and Email/get's
+    /// rendering disagree (each seen in the shared corpus): the index holds
+    /// what Email/get renders.
+    #[test]
+    fn the_index_holds_what_email_get_renders() {
+        // Bare LF line ends, as in all of the shared corpus.
+        let raw = concat!(
+            // mail-parser's Date parser runs past `UT` and swallows the Subject.
+            "Date: Thu, 22 Aug 2002 12:07:35 UT\n",
+            "Subject: Re: the underground software marketplace and its\n",
+            "    hazards \n",
+            "From: \"\" Angles \" Puglisi\" <angles@example.com>\n",
+            "To: ILUG (Request) <ilug@example.ie>, \"=?utf-8?B?6ZmI54Wc?=\" <y@example.cn>\n",
+            // No angle brackets: not a msg-id (RFC 5322 §3.6.4).
+            "In-Reply-To: CAKo1dg@mail.gmail.com\n",
+            "References: <a@example.com> \"Jim\"'s message of <b@example.com\n",
+            " >\n",
+            "\n",
+            "Body.\n"
+        );
+        let email = prepare(raw.as_bytes().to_vec(), vec![1], Vec::new(), |_| 0).email;
+        let index = &email.index;
+        assert_eq!(email.sent_at, Some(1_030_018_055));
+        assert_eq!(
+            index.subject,
+            "re: the underground software marketplace and its    hazards "
+        );
+        assert_eq!(
+            index.base_subject,
+            "the underground software marketplace and its hazards"
+        );
+        assert_eq!(index.from_sort, "angles  puglisi");
+        assert_eq!(index.to_sort, "ilug");
+        // Encoded words inside a quoted string stay as written (RFC 2047 §5(3)).
+        assert_eq!(
+            index.to_text,
+            "ilug\nilug@example.ie\n=?utf-8?b?6zmi54wc?=\ny@example.cn\n"
+        );
+        assert_eq!(index.message_id, None);
+        assert_eq!(index.referenced_ids, ["a@example.com", "b@example.com"]);
+        let dates = [
+            ("Fri, 23 Aug 2002 22:46:34 GMT+1", Some(1_030_139_194)),
+            ("28 Jun 01 10:05:15 PM", Some(993_765_915)),
+            ("Fri, 23 Aug 2002 19:27:52", Some(1_030_130_872)),
+            ("Sun, 25 Aug 2002 19:21:44 01800", None),
+        ];
+        for (date, expected) in dates {
+            let raw = format!("Date: {date}\r\n\r\nBody.\r\n");
+            let email = prepare(raw.into_bytes(), vec![1], Vec::new(), |_| 0).email;
+            assert_eq!(email.sent_at, expected, "{date}");
+        }
     }
 
     #[test]

@@ -235,6 +235,40 @@ impl EmailProperty {
         }
     }
 
+    /// The header property this Email property is identical to (RFC 8621
+    /// §4.1.3: `messageId` is `header:Message-ID:asMessageIds`, `from` is
+    /// `header:From:asAddresses`, `subject` is `header:Subject:asText`,
+    /// `sentAt` is `header:Date:asDate`, …); `None` for the others. Email/get
+    /// renders these properties through it, and ingest indexes the same
+    /// values for Email/query, so the two cannot disagree. (A `header:`
+    /// property is its own header property.)
+    pub fn header_property(&self) -> Option<HeaderProperty> {
+        use EmailProperty::*;
+        use HeaderForm::{Addresses, Date, MessageIds, Text};
+        let (name, form) = match self {
+            MessageId => ("message-id", MessageIds),
+            InReplyTo => ("in-reply-to", MessageIds),
+            References => ("references", MessageIds),
+            Sender => ("sender", Addresses),
+            From => ("from", Addresses),
+            To => ("to", Addresses),
+            Cc => ("cc", Addresses),
+            Bcc => ("bcc", Addresses),
+            ReplyTo => ("reply-to", Addresses),
+            Subject => ("subject", Text),
+            SentAt => ("date", Date),
+            Id | BlobId | ThreadId | MailboxIds | Keywords | Size | ReceivedAt | Headers
+            | Header(_) | BodyStructure | BodyValues | TextBody | HtmlBody | Attachments
+            | HasAttachment | Preview => return None,
+        };
+        Some(HeaderProperty {
+            key: String::new(),
+            name: name.to_string(),
+            form,
+            all: false,
+        })
+    }
+
     /// The list Email/parse returns when `properties` is null (RFC 8621 §4.9):
     /// Email/get's default without the metadata a parsed blob does not have.
     pub fn parse_default_list() -> Vec<Self> {
@@ -428,6 +462,36 @@ mod tests {
                 "attachments",
             ]
         );
+    }
+
+    #[test]
+    fn convenience_properties_are_the_rfc8621_section_4_1_3_header_properties() {
+        let table = [
+            ("messageId", Some("header:Message-ID:asMessageIds")),
+            ("inReplyTo", Some("header:In-Reply-To:asMessageIds")),
+            ("references", Some("header:References:asMessageIds")),
+            ("sender", Some("header:Sender:asAddresses")),
+            ("from", Some("header:From:asAddresses")),
+            ("to", Some("header:To:asAddresses")),
+            ("cc", Some("header:Cc:asAddresses")),
+            ("bcc", Some("header:Bcc:asAddresses")),
+            ("replyTo", Some("header:Reply-To:asAddresses")),
+            ("subject", Some("header:Subject:asText")),
+            ("sentAt", Some("header:Date:asDate")),
+            ("size", None),
+            ("preview", None),
+            ("headers", None),
+            ("header:From:asAddresses", None),
+        ];
+        let shape = |h: HeaderProperty| (h.name, h.form, h.all);
+        for (property, header) in table {
+            let got = EmailProperty::parse(property)
+                .expect(property)
+                .header_property()
+                .map(shape);
+            let expected = header.map(|h| shape(HeaderProperty::parse(h).expect(h)));
+            assert_eq!(got, expected, "{property}");
+        }
     }
 
     #[test]

@@ -6,6 +6,10 @@
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 
+use serde_json::Value;
+
+use super::header::{self, HeaderFields};
+use super::property::{HeaderForm, HeaderProperty};
 use crate::store::QueryRow;
 
 /// A filter condition or operator (RFC 8621 §4.4.1).
@@ -47,15 +51,11 @@ impl Filter {
     }
 }
 
-/// Header fields of one email: lowercase name and unfolded value, in order.
-pub type HeaderFields = Vec<(String, String)>;
-
-/// Whether `row` matches `filter`; `headers` holds the header fields of rows
-/// when the filter needs them.
+/// Whether `row` matches `filter`; `headers` holds the header blocks of rows,
+/// split into fields, when the filter needs them.
 pub fn matches(filter: &Filter, row: &QueryRow, headers: &HashMap<i64, HeaderFields>) -> bool {
     let meta = &row.meta;
     let index = &row.index;
-    let contains = |haystack: &str, needle: &str| haystack.contains(&needle.to_lowercase());
     match filter {
         Filter::And(conditions) => conditions.iter().all(|c| matches(c, row, headers)),
         Filter::Or(conditions) => conditions.iter().any(|c| matches(c, row, headers)),
@@ -70,19 +70,58 @@ pub fn matches(filter: &Filter, row: &QueryRow, headers: &HashMap<i64, HeaderFie
         Filter::HasKeyword(k) => meta.keywords.iter().any(|x| x.eq_ignore_ascii_case(k)),
         Filter::NotKeyword(k) => !meta.keywords.iter().any(|x| x.eq_ignore_ascii_case(k)),
         Filter::HasAttachment(wanted) => index.has_attachment == *wanted,
-        Filter::From(text) => contains(&index.from_text, text),
-        Filter::To(text) => contains(&index.to_text, text),
-        Filter::Cc(text) => contains(&index.cc_text, text),
-        Filter::Bcc(text) => contains(&index.bcc_text, text),
-        Filter::Subject(text) => contains(&index.subject, text),
-        Filter::Header(name, value) => headers.get(&meta.id).is_some_and(|fields| {
-            fields.iter().any(|(field, field_value)| {
-                field.eq_ignore_ascii_case(name)
-                    && value
-                        .as_ref()
-                        .is_none_or(|v| field_value.to_lowercase().contains(&v.to_lowercase()))
-            })
-        }),
+        Filter::From(text) => text_matches(&index.from_text, text),
+        Filter::To(text) => text_matches(&index.to_text, text),
+        Filter::Cc(text) => text_matches(&index.cc_text, text),
+        Filter::Bcc(text) => text_matches(&index.bcc_text, text),
+        Filter::Subject(text) => text_matches(&index.subject, text),
+        Filter::Header(name, value) => headers
+            .get(&meta.id)
+            .is_some_and(|fields| header_matches(fields, name, value.as_deref())),
+    }
+}
+
+/// Whether one line of `values` (a rendered value, or an index's
+/// one-value-a-line text) contains `text`. RFC 8621 §4.4.1 leaves the
+/// matching to the server beyond "case-insensitive": here also every run of
+/// white space compares as one space, on both sides, so a search finds a
+/// subject or name whatever its folding (the Text form keeps the white space
+/// of a fold, RFC 8621 §4.1.2.2).
+fn text_matches(values: &str, text: &str) -> bool {
+    fn normal(text: &str) -> String {
+        text.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase()
+    }
+    let text = normal(text);
+    values
+        .split('\n')
+        .any(|value| normal(value).contains(&text))
+}
+
+/// The `header` filter (RFC 8621 §4.4.1): the email has a header field of
+/// this name (case-insensitive) and, given `text`, one such field's value
+/// contains it ([`text_matches`]). A field's value is its Text form as
+/// Email/get renders `header:{name}:asText:all` (unfolded, RFC 2047 words
+/// decoded, as §4.4.1 asks), over the fields Email/get splits the header
+/// block into ([`HeaderFields`]).
+fn header_matches(fields: &HeaderFields, name: &str, text: Option<&str>) -> bool {
+    let property = HeaderProperty {
+        key: String::new(),
+        name: name.to_ascii_lowercase(),
+        form: HeaderForm::Text,
+        all: true,
+    };
+    let Value::Array(values) = header::value_in(&fields.fields(), &property) else {
+        return false;
+    };
+    match text {
+        None => !values.is_empty(),
+        Some(text) => values
+            .iter()
+            .filter_map(Value::as_str)
+            .any(|value| text_matches(value, text)),
     }
 }
 
@@ -181,6 +220,57 @@ mod tests {
                 from_sort: from.to_string(),
                 ..EmailIndex::default()
             },
+        }
+    }
+
+    #[test]
+    fn text_matches_ignore_case_and_white_space_runs_within_one_value() {
+        let table = [
+            ("re: its    hazards (fwd)", "ITS hazards", true),
+            ("good idea or\tbad?", "or  bad", true),
+            ("ann example\nann@example.com\n", "example ann", false),
+            ("ann example\nann@example.com\n", "ann@", true),
+            ("café", "CAFÉ", true),
+            ("", "", true),
+            ("", "x", false),
+        ];
+        for (values, text, expected) in table {
+            assert_eq!(text_matches(values, text), expected, "{values:?} {text:?}");
+        }
+    }
+
+    #[test]
+    fn the_header_filter_reads_the_fields_email_get_renders() {
+        // With bare LF line ends (as in all of the shared corpus),
+        // mail-parser's Date parser runs past a date ending in `UT` and
+        // swallows the List-Id line; the Email/get split keeps it.
+        let block = concat!(
+            "Date: Tue, 1 Oct 2024 10:00:00 UT\n",
+            "List-Id: Plans <plans.example.com>\n",
+            "Subject: =?utf-8?q?caf=C3=A9?= menu\n",
+            "X-Folded: one\n\t two\n",
+            "X-Folded: three\n",
+            "\n",
+        );
+        let fields = HeaderFields::parse(block.as_bytes().to_vec());
+        let table = [
+            ("list-id", None, true),
+            ("LIST-ID", Some("plans.EXAMPLE"), true),
+            ("Subject", Some("Café menu"), true),
+            ("Subject", Some("=?utf-8"), false),
+            ("X-Folded", Some("one two"), true),
+            ("x-folded", Some("three"), true),
+            ("X-Folded", Some("four"), false),
+            ("Date", Some("10:00:00 ut"), true),
+            ("X-Absent", None, false),
+            ("X-Absent", Some(""), false),
+        ];
+        for (name, text, expected) in table {
+            assert_eq!(
+                header_matches(&fields, name, text),
+                expected,
+                "{name} {text:?}"
+            );
         }
     }
 

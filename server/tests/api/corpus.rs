@@ -1,4 +1,5 @@
-//! The whole of `../shared/corpus` (when present, as on CI) imported through
+//! The whole of `../shared/corpus` (when present, as on CI; see
+//! [`crate::support::corpus`] for when its absence fails) imported through
 //! `fastview import`: 0 failures, the inbox total equals the imported count,
 //! and each message's `size` and downloaded bytes equal its file's bytes
 //! (without the mbox envelope line). On SQLite only.
@@ -12,7 +13,6 @@ use crate::support::{PASSWORD, corpus, spawn_sqlite_app};
 #[tokio::test]
 async fn the_whole_corpus_imports_with_no_failure_and_byte_identical_blobs() {
     let Some(corpus) = corpus() else {
-        eprintln!("../shared/corpus is absent: skipped");
         return;
     };
     // Corpus-wide tests run once, on SQLite, whatever FASTVIEW_TEST_POSTGRES_URL says.

@@ -2,13 +2,14 @@
 //! names a bucket, e.g. `s3://fastview-test` on the local S3-compatible
 //! server `.ci/run` starts, with the `AWS_*` variables set): upload,
 //! Email/import, Email/get at the full level, download byte-identical, and a
-//! second node with its own data dir reading the same blobs.
+//! second node with its own data dir reading the same blobs. Without the
+//! variable the test is skipped, or fails when `FASTVIEW_TEST_REQUIRE` names `s3`.
 
 use fastview::blob::{BlobStore, blob_id_of};
 use serde_json::json;
 
 use crate::migrate::upload;
-use crate::support::{PASSWORD, spawn_app_with_blob_url, spawn_second_node};
+use crate::support::{PASSWORD, require, spawn_app_with_blob_url, spawn_second_node};
 
 #[tokio::test]
 async fn the_api_round_trip_runs_on_the_s3_blob_store() {
@@ -16,7 +17,7 @@ async fn the_api_round_trip_runs_on_the_s3_blob_store() {
         .ok()
         .filter(|u| !u.is_empty())
     else {
-        eprintln!("FASTVIEW_TEST_S3_URL not set: S3 blob store test skipped");
+        require("s3", "FASTVIEW_TEST_S3_URL is not set");
         return;
     };
     let url = format!(

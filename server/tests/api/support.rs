@@ -17,8 +17,11 @@ use serde_json::{Value, json};
 
 #[path = "../common/pg_db.rs"]
 mod pg_db;
+#[path = "../common/require.rs"]
+mod require;
 
 pub use pg_db::TestDatabase;
+pub use require::require;
 
 /// The password of every test account.
 pub const PASSWORD: &str = "test-password";
@@ -163,10 +166,16 @@ async fn spawn_on(
     }
 }
 
-/// The shared corpus, when present (it is on CI).
+/// The shared corpus, when present (it is on CI). When it is absent the
+/// caller returns at once: [`require`] fails the test if
+/// `FASTVIEW_TEST_REQUIRE` names `corpus`, else notes the skip.
 pub fn corpus() -> Option<PathBuf> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus");
-    path.is_dir().then_some(path)
+    if !path.is_dir() {
+        require("corpus", &format!("no corpus at {}", path.display()));
+        return None;
+    }
+    Some(path)
 }
 
 impl TestApp {

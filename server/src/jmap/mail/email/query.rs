@@ -21,7 +21,8 @@ use serde_json::{Map, Value, json};
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::{args, ids};
-use crate::mail::query::{self, Comparator, Filter, HeaderFields, SortProperty};
+use crate::mail::header::HeaderFields;
+use crate::mail::query::{self, Comparator, Filter, SortProperty};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -340,7 +341,8 @@ pub(crate) fn is_mutable(filter: &Filter) -> bool {
     }
 }
 
-/// Header fields of the candidate rows, for the `header` filter.
+/// Header fields of the candidate rows, for the `header` filter: each stored
+/// header block split by [`HeaderFields`], as Email/get splits it.
 async fn load_header_fields(
     ctx: &CallContext<'_>,
     rows: &[crate::store::QueryRow],
@@ -349,21 +351,7 @@ async fn load_header_fields(
     let mut fields = HashMap::with_capacity(ids.len());
     for chunk in ids.chunks(1000) {
         for (id, block) in ctx.jmap.store.header_blocks(ctx.account.id, chunk).await? {
-            let parsed = mail_parser::MessageParser::default().parse_headers(&block);
-            let list = parsed
-                .map(|message| {
-                    message
-                        .headers_raw()
-                        .map(|(name, value)| {
-                            (
-                                name.to_lowercase(),
-                                value.split_whitespace().collect::<Vec<_>>().join(" "),
-                            )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            fields.insert(id, list);
+            fields.insert(id, HeaderFields::parse(block));
         }
     }
     Ok(fields)

@@ -15,7 +15,7 @@ use crate::jmap::ids;
 use crate::mail::body::{self, BodyPart};
 use crate::mail::fast_view::FastView;
 use crate::mail::header::{self, Field, HeaderFields};
-use crate::mail::property::{BodyProperty, EmailProperty, HeaderForm, HeaderProperty};
+use crate::mail::property::{BodyProperty, EmailProperty, HeaderProperty};
 use crate::mail::read_level::BodyValueFlags;
 use crate::store::EmailMeta;
 
@@ -57,7 +57,6 @@ pub fn render_email(
     sources: &EmailSources<'_>,
 ) -> Map<String, Value> {
     use EmailProperty::*;
-    use HeaderForm::{Addresses, Date, MessageIds, Text};
     let meta = sources.meta;
     let tree_cell = OnceCell::new();
     let partition_cell = OnceCell::new();
@@ -89,14 +88,6 @@ pub fn render_email(
     let header_property = |property: &HeaderProperty| match (sources.full, sources.header) {
         (None, Some(fields)) => fields.value(property),
         _ => render_header(top(), property),
-    };
-    let header = |name: &str, form| {
-        header_property(&HeaderProperty {
-            key: String::new(),
-            name: name.to_string(),
-            form,
-            all: false,
-        })
     };
 
     let list =
@@ -137,18 +128,12 @@ pub fn render_email(
             ),
             Size => Value::from(meta.size),
             ReceivedAt => Value::String(utc_date(meta.received_at)),
-            // RFC 8621 §4.1.3: each is identical to a `header:…:as…` property.
-            MessageId => header("message-id", MessageIds),
-            InReplyTo => header("in-reply-to", MessageIds),
-            References => header("references", MessageIds),
-            Sender => header("sender", Addresses),
-            From => header("from", Addresses),
-            To => header("to", Addresses),
-            Cc => header("cc", Addresses),
-            Bcc => header("bcc", Addresses),
-            ReplyTo => header("reply-to", Addresses),
-            Subject => header("subject", Text),
-            SentAt => header("date", Date),
+            // RFC 8621 §4.1.3: each is identical to a `header:…:as…` property
+            // (`header_property` is `Some` for each of them).
+            MessageId | InReplyTo | References | Sender | From | To | Cc | Bcc | ReplyTo
+            | Subject | SentAt => property
+                .header_property()
+                .map_or(Value::Null, |header| header_property(&header)),
             Headers => top().map_or_else(|| missing(property), header::list_in),
             Header(header) => header_property(header),
             HasAttachment => fast_view().map_or_else(
