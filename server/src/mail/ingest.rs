@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::fast_view::FastView;
 use super::header;
 use super::message::parse_message;
-use super::property::EmailProperty;
+use super::property::{EmailProperty, HeaderForm, HeaderProperty};
 use super::thread::base_subject;
 use crate::blob::blob_id_of;
 use crate::store::{EmailIndex, NewEmail};
@@ -86,8 +86,24 @@ fn header_index(header_block: &[u8], has_attachment: bool) -> (EmailIndex, Optio
     let (to_sort, to_text) = address_keys(&rendered(To));
     let (_, cc_text) = address_keys(&rendered(Cc));
     let (_, bcc_text) = address_keys(&rendered(Bcc));
-    let mut referenced_ids = message_ids(&rendered(InReplyTo));
-    for id in message_ids(&rendered(References)) {
+    // Threading is the server's own rule (RFC 8621 §3), not a rendered
+    // property: an In-Reply-To or References that is not a msg-id list
+    // (Email/get renders null, §4.1.2.5) still names the bare
+    // `local@domain` ids some mailers write without angle brackets.
+    let thread_ids = |property: EmailProperty, name: &str| match rendered(property) {
+        Value::Null => bare_message_ids(&header::value_in(
+            &fields,
+            &HeaderProperty {
+                key: String::new(),
+                name: name.to_string(),
+                form: HeaderForm::Raw,
+                all: false,
+            },
+        )),
+        ids => message_ids(&ids),
+    };
+    let mut referenced_ids = thread_ids(InReplyTo, "in-reply-to");
+    for id in thread_ids(References, "references") {
         if !referenced_ids.contains(&id) {
             referenced_ids.push(id);
         }
@@ -106,6 +122,28 @@ fn header_index(header_block: &[u8], has_attachment: bool) -> (EmailIndex, Optio
         has_attachment,
     };
     (index, sent_at(&rendered(SentAt)))
+}
+
+/// The ids in a field's raw value that is not a msg-id list (threading only):
+/// each whitespace-separated word, without its angle brackets when it has
+/// both, that is `local@domain` with no quote, bracket or comma left: the
+/// msg-ids among the phrases of RFC 5322 §4.5.4 `obs-in-reply-to`, and ids a
+/// mailer wrote without angle brackets.
+fn bare_message_ids(raw: &Value) -> Vec<String> {
+    let raw = raw.as_str().unwrap_or_default();
+    raw.split_whitespace()
+        .map(|word| {
+            word.strip_prefix('<')
+                .and_then(|w| w.strip_suffix('>'))
+                .unwrap_or(word)
+        })
+        .filter(|word| {
+            let plain = !word.contains(['"', '<', '>', '(', ')', ',', ';', '[', ']']);
+            let parts = word.split_once('@');
+            plain && parts.is_some_and(|(l, d)| !l.is_empty() && !d.is_empty() && !d.contains('@'))
+        })
+        .map(str::to_string)
+        .collect()
 }
 
 /// The ids of a rendered `asMessageIds` value (`null`: none).
@@ -158,6 +196,26 @@ fn sent_at(date: &Value) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn threading_reads_ids_in_in_reply_to_that_is_not_a_msg_id_list() {
+        let check = |in_reply_to: &str, expected: &[&str]| {
+            let raw = format!("Subject: x\r\nIn-Reply-To: {in_reply_to}\r\n\r\nbody\r\n");
+            let prepared = prepare(raw.into_bytes(), vec![1], vec![], |_| 0);
+            assert_eq!(
+                prepared.email.index.referenced_ids, expected,
+                "{in_reply_to}"
+            );
+        };
+        check("<m1@example.com>", &["m1@example.com"]);
+        check("m1@example.com", &["m1@example.com"]);
+        check(
+            "Ann's message of Tue, 1 Oct 2024 <m1@example.com>",
+            &["m1@example.com"],
+        );
+        check("see m1@ and @example.com, \"q@x\"", &[]);
+        check("not an id", &[]);
+    }
 
     #[test]
     fn prepare_splits_header_block_and_indexes_the_message() {

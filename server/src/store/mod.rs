@@ -181,7 +181,9 @@ pub struct NewEmail {
 pub struct EmailIndex {
     /// Message-ID without angle brackets.
     pub message_id: Option<String>,
-    /// In-Reply-To and References ids, without angle brackets.
+    /// In-Reply-To and References ids, without angle brackets, for threading:
+    /// as Email/get renders them, or, where a field is not a msg-id list, the
+    /// `local@domain` words of its raw value (RFC 5322 §4.5.4 obs-in-reply-to).
     pub referenced_ids: Vec<String>,
     /// The subject with reply/forward prefixes and list tags removed, lowercase.
     pub base_subject: String,

@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use crate::support::corpus;
 
 /// The Email/get properties the keys stand for.
-const PROPERTIES: [&str; 9] = [
+const PROPERTIES: [&str; 11] = [
     "subject",
     "from",
     "to",
@@ -33,6 +33,8 @@ const PROPERTIES: [&str; 9] = [
     "messageId",
     "inReplyTo",
     "references",
+    "header:In-Reply-To",
+    "header:References",
 ];
 
 /// Named keys, each as its `Debug` text, in a fixed order.
@@ -78,10 +80,32 @@ fn rendered_keys(email: &Map<String, Value>) -> Keys {
             .collect()
     };
     let message_id = ids(&email["messageId"]).into_iter().next();
+    // Threading's rule (EmailIndex::referenced_ids): the rendered ids, or,
+    // where the field is not a msg-id list (rendered null), the
+    // `local@domain` words of its raw value, angle brackets removed.
+    let thread_ids = |property: &str, text: &str| -> Vec<String> {
+        if !email[property].is_null() {
+            return ids(&email[property]);
+        }
+        let text = email[text].as_str().unwrap_or_default();
+        text.split_whitespace()
+            .map(|w| {
+                w.strip_prefix('<')
+                    .and_then(|w| w.strip_suffix('>'))
+                    .unwrap_or(w)
+            })
+            .filter(|w| {
+                let forbidden = w.chars().any(|c| "\"<>(),;[]".contains(c));
+                let at = w.matches('@').count() == 1 && !w.starts_with('@') && !w.ends_with('@');
+                !forbidden && at
+            })
+            .map(str::to_string)
+            .collect()
+    };
     let mut referenced_ids: Vec<String> = Vec::new();
-    for id in ids(&email["inReplyTo"])
+    for id in thread_ids("inReplyTo", "header:In-Reply-To")
         .into_iter()
-        .chain(ids(&email["references"]))
+        .chain(thread_ids("references", "header:References"))
     {
         if !referenced_ids.contains(&id) {
             referenced_ids.push(id);

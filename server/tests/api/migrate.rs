@@ -88,7 +88,6 @@ pub async fn snapshot(app: &TestApp, account: &TestAccount) -> Value {
 #[tokio::test]
 async fn migrate_store_copies_sqlite_into_postgres_and_resumes() {
     let Some(database) = TestDatabase::create().await else {
-        eprintln!("FASTVIEW_TEST_POSTGRES_URL not set: migrate-store test skipped");
         return;
     };
     let source = spawn_sqlite_app().await;

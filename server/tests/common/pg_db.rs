@@ -1,6 +1,7 @@
 //! A throwaway PostgreSQL database per test, when `FASTVIEW_TEST_POSTGRES_URL`
 //! names a server to create it on (e.g. `postgres://postgres@127.0.0.1:5432/postgres`).
-//! Shared by the `store` and `api` test binaries (included with `#[path]`).
+//! Shared by the `store` and `api` test binaries (included with `#[path]`,
+//! beside `require.rs` as `require`).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -27,13 +28,7 @@ impl TestDatabase {
             .ok()
             .filter(|url| !url.is_empty())
         else {
-            let required = std::env::var("FASTVIEW_TEST_REQUIRE").unwrap_or_default();
-            assert!(
-                !required
-                    .split(',')
-                    .any(|service| service.trim() == "postgres"),
-                "FASTVIEW_TEST_REQUIRE names postgres but {POSTGRES_URL_VAR} is unset"
-            );
+            super::require::require("postgres", &format!("{POSTGRES_URL_VAR} is unset"));
             return None;
         };
         static COUNTER: AtomicU32 = AtomicU32::new(0);

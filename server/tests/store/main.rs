@@ -9,6 +9,8 @@
 
 #[path = "../common/pg_db.rs"]
 mod pg_db;
+#[path = "../common/require.rs"]
+mod require;
 
 use std::sync::Arc;
 
@@ -47,13 +49,7 @@ impl Harness {
 
     /// `None` (and a note on stderr) when `FASTVIEW_TEST_POSTGRES_URL` is unset.
     async fn postgres() -> Option<Self> {
-        let Some(database) = TestDatabase::create().await else {
-            eprintln!(
-                "{} is unset: PostgreSQL check skipped",
-                pg_db::POSTGRES_URL_VAR
-            );
-            return None;
-        };
+        let database = TestDatabase::create().await?;
         let store = Arc::new(
             PostgresStore::connect(&database.url, 8)
                 .await
