@@ -3,7 +3,8 @@
 //!
 //! # Layout
 //!
-//! Layers point one way: `http → jmap → mail → store / blob`.
+//! Layers point one way: `http → jmap → mail → store / blob` (`tests/tidy.rs`
+//! fails on an import against them).
 //!
 //! - [`app`]: the storage of a server instance (store and blob store of a
 //!   data dir) and the options it serves with.
