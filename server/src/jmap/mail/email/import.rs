@@ -122,7 +122,7 @@ async fn import_one(
             .blobs
             .get(&blob)
             .await
-            .map_err(|e| MethodError::ServerFail(e.to_string()))?,
+            .map_err(|e| MethodError::server_fail(format_args!("reading blob {blob}"), e))?,
         _ => None,
     };
     let Some(raw) = raw else {
@@ -140,11 +140,11 @@ async fn import_one(
         )
     })
     .await
-    .map_err(|e| MethodError::ServerFail(e.to_string()))?;
+    .map_err(|e| MethodError::server_fail("preparing the message", e))?;
     let (blob, size) = (prepared.email.blob_id.clone(), prepared.email.size);
     let outcome = store_batch(jmap.store.as_ref(), &jmap.blobs, account, vec![prepared])
         .await
-        .map_err(|e| MethodError::ServerFail(e.to_string()))?;
+        .map_err(|e| MethodError::server_fail(format_args!("storing blob {blob}"), e))?;
     match outcome.first() {
         Some(Inserted::New(id)) => {
             let thread = jmap
@@ -164,6 +164,9 @@ async fn import_one(
             error.existing_id = Some(ids::email_id(*id));
             Ok(Err(error))
         }
-        None => Err(MethodError::ServerFail("nothing stored".into())),
+        None => Err(MethodError::server_fail(
+            format_args!("storing blob {blob}"),
+            "the store reported no outcome",
+        )),
     }
 }

@@ -89,11 +89,9 @@ pub async fn email_parse(
     {
         let bytes = match ids::parse_blob_id(blob_id) {
             Some((message, part)) if jmap.store.has_blob(ctx.account.id, message).await? => {
-                let raw = jmap
-                    .blobs
-                    .get(message)
-                    .await
-                    .map_err(|e| MethodError::ServerFail(e.to_string()))?;
+                let raw = jmap.blobs.get(message).await.map_err(|e| {
+                    MethodError::server_fail(format_args!("reading blob {message}"), e)
+                })?;
                 raw.map(|raw| {
                     jmap.metrics.count_blob_read(raw.len());
                     (raw, part.map(str::to_string))
@@ -104,7 +102,7 @@ pub async fn email_parse(
         let outcome = match bytes {
             None => Parsed::NotFound,
             Some((raw, part)) => {
-                let (blob_id, properties, body_properties) =
+                let (id, properties, body_properties) =
                     (blob_id.clone(), properties.clone(), body_properties.clone());
                 let metrics = jmap.metrics.clone();
                 tokio::task::spawn_blocking(move || {
@@ -116,10 +114,10 @@ pub async fn email_parse(
                         },
                     };
                     metrics.count_parse("full");
-                    render(&bytes, &blob_id, &properties, &body_properties, &options)
+                    render(&bytes, &id, &properties, &body_properties, &options)
                 })
                 .await
-                .map_err(|e| MethodError::ServerFail(e.to_string()))?
+                .map_err(|e| MethodError::server_fail(format_args!("parsing blob {blob_id}"), e))?
             }
         };
         match outcome {
