@@ -1,9 +1,16 @@
 //! RFC 8621 methods, one folder per data type, one file per method:
 //! get, changes, query, queryChanges and set for Mailbox; get, changes,
 //! query, queryChanges, set, import and parse for Email; get and changes for
-//! Thread. [`changes`] is the Foo/changes shared by the three types.
+//! Thread.
+//!
+//! The RFC 8620 §5 standard methods share their scaffolding, one file each:
+//! [`get`] (requested ids, `notFound`, the response) and [`changes`] (the
+//! whole Foo/changes, from the change log). A handler reads as plan (parse
+//! and check the arguments), load (the store reads and writes), render
+//! (the response).
 
 pub mod changes;
 pub mod email;
+pub mod get;
 pub mod mailbox;
 pub mod thread;
