@@ -42,18 +42,3 @@ pub fn check_set_size(count: usize, limit: u64) -> Result<(), MethodError> {
         Ok(())
     }
 }
-
-/// `notCreated` / `notUpdated` / `notDestroyed` (RFC 8620 §5.3): id → SetError,
-/// or null when there is none.
-pub fn set_error_map(errors: Vec<(String, super::error::SetError)>) -> Value {
-    if errors.is_empty() {
-        Value::Null
-    } else {
-        Value::Object(
-            errors
-                .into_iter()
-                .map(|(id, e)| (id, e.to_json()))
-                .collect(),
-        )
-    }
-}

@@ -4,13 +4,15 @@
 //! Thread.
 //!
 //! The RFC 8620 §5 standard methods share their scaffolding, one file each:
-//! [`get`] (requested ids, `notFound`, the response) and [`changes`] (the
-//! whole Foo/changes, from the change log). A handler reads as plan (parse
-//! and check the arguments), load (the store reads and writes), render
-//! (the response).
+//! [`get`] (requested ids, `notFound`, the response), [`changes`] (the
+//! whole Foo/changes, from the change log) and [`set`] (`ifInState`,
+//! `maxObjectsInSet`, the response). A handler reads as plan (parse and
+//! check the arguments), load (the store reads and writes), render (the
+//! response).
 
 pub mod changes;
 pub mod email;
 pub mod get;
 pub mod mailbox;
+pub mod set;
 pub mod thread;
