@@ -5,7 +5,8 @@
 //!
 //! The RFC 8620 §5 standard methods share their scaffolding, one file each:
 //! [`get`] (requested ids, `notFound`, the response), [`changes`] (the
-//! whole Foo/changes, from the change log) and [`set`] (`ifInState`,
+//! whole Foo/changes, from the change log), [`query_changes`] (argument
+//! checks, the retry at one state, the response) and [`set`] (`ifInState`,
 //! `maxObjectsInSet`, the response). A handler reads as plan (parse and
 //! check the arguments), load (the store reads and writes), render (the
 //! response).
@@ -14,5 +15,6 @@ pub mod changes;
 pub mod email;
 pub mod get;
 pub mod mailbox;
+pub mod query_changes;
 pub mod set;
 pub mod thread;
