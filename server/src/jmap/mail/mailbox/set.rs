@@ -384,30 +384,8 @@ impl MailboxSet<'_, '_> {
         remove_emails: bool,
     ) -> Result<(), MethodError> {
         for id in destroy {
-            let mailbox = match self.find(&id) {
-                None => Err(SetError::not_found()),
-                Some(m) if m.role.as_deref() == Some("inbox") => {
-                    Err(SetError::new("forbidden", "the inbox cannot be destroyed"))
-                }
-                Some(m) => Ok(m.id),
-            };
-            let (store, account) = (&self.ctx.jmap.store, self.ctx.account.id);
-            let result = match mailbox {
-                Ok(mailbox) => match store.destroy_mailbox(account, mailbox, remove_emails).await {
-                    Ok(()) => {
-                        self.mailboxes.retain(|m| m.id != mailbox);
-                        Ok(())
-                    }
-                    Err(StoreError::MailboxHasChild) => Err(SetError::new(
-                        "mailboxHasChild",
-                        "the mailbox has child mailboxes",
-                    )),
-                    Err(StoreError::MailboxHasEmail) => {
-                        Err(SetError::new("mailboxHasEmail", "the mailbox has emails"))
-                    }
-                    Err(StoreError::NotFound) => Err(SetError::not_found()),
-                    Err(error) => return Err(error.into()),
-                },
+            let result = match self.plan_destroy(&id) {
+                Ok(mailbox) => self.destroy_one(mailbox, remove_emails).await?,
                 Err(error) => Err(error),
             };
             match result {
@@ -416,6 +394,41 @@ impl MailboxSet<'_, '_> {
             }
         }
         Ok(())
+    }
+
+    /// The mailbox a destroy removes: any but the inbox.
+    fn plan_destroy(&self, id: &str) -> Result<i64, SetError> {
+        match self.find(id) {
+            None => Err(SetError::not_found()),
+            Some(m) if m.role.as_deref() == Some("inbox") => {
+                Err(SetError::new("forbidden", "the inbox cannot be destroyed"))
+            }
+            Some(m) => Ok(m.id),
+        }
+    }
+
+    /// Has the store destroy `mailbox`; what it refuses is the SetError.
+    async fn destroy_one(
+        &mut self,
+        mailbox: i64,
+        remove_emails: bool,
+    ) -> Result<Result<(), SetError>, MethodError> {
+        let (store, account) = (&self.ctx.jmap.store, self.ctx.account.id);
+        let refused = match store.destroy_mailbox(account, mailbox, remove_emails).await {
+            Ok(()) => {
+                self.mailboxes.retain(|m| m.id != mailbox);
+                return Ok(Ok(()));
+            }
+            Err(StoreError::MailboxHasChild) => {
+                SetError::new("mailboxHasChild", "the mailbox has child mailboxes")
+            }
+            Err(StoreError::MailboxHasEmail) => {
+                SetError::new("mailboxHasEmail", "the mailbox has emails")
+            }
+            Err(StoreError::NotFound) => SetError::not_found(),
+            Err(error) => return Err(error.into()),
+        };
+        Ok(Err(refused))
     }
 
     /// The mailbox an id or `#creationId` names, as it stands.
