@@ -137,10 +137,13 @@ async fn main() {
     // FASTVIEW_BENCH_ONLY=metadata (a level name) runs that level alone, for profiling.
     let only = std::env::var("FASTVIEW_BENCH_ONLY").ok();
     for (mode, switches) in modes {
-        let (_, state) = app.router(&ServeOptions {
-            switches,
-            ..ServeOptions::default()
-        });
+        let (_, state) = fastview::http::assemble(
+            &app,
+            &ServeOptions {
+                switches,
+                ..ServeOptions::default()
+            },
+        );
         for (level, properties) in &levels {
             if only.as_deref().is_some_and(|only| only != *level) {
                 continue;

@@ -1,19 +1,17 @@
-//! Assembling a server instance from its parts: the store, the blob store,
-//! the metrics, the JMAP side and the HTTP router. `fastview serve`, `demo`
-//! and the integration tests all start servers through [`App`].
+//! The storage of a server instance and the options it serves with: [`App`]
+//! opens a data dir's store and blob store, [`ServeOptions`] is the
+//! configuration of one serving instance. `fastview serve`, `demo`, the
+//! benchmarks and the integration tests all start servers from an [`App`],
+//! through `http::assemble`, which builds the metrics, the JMAP side and
+//! the router (this module names no HTTP type: only `http` imports axum).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use axum::Router;
-
 use crate::blob::{BlobError, BlobStore};
-use crate::http::auth::Authenticator;
-use crate::http::{self, AppState};
-use crate::jmap::{Jmap, Limits};
-use crate::mail::load::{CacheSizes, EmailLoader};
+use crate::jmap::Limits;
+use crate::mail::load::CacheSizes;
 use crate::mail::read_level::ReadSwitches;
-use crate::metrics::Metrics;
 use crate::store::postgres::PostgresStore;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{Store, StoreError};
@@ -131,42 +129,5 @@ impl App {
             blobs: Arc::new(blobs),
             data_dir: data_dir.to_path_buf(),
         })
-    }
-
-    /// Builds the JMAP side and the router of a serving instance.
-    pub fn router(&self, options: &ServeOptions) -> (Router, Arc<AppState>) {
-        let metrics = Arc::new(Metrics::new());
-        let loader = EmailLoader::new(
-            self.store.clone(),
-            self.blobs.clone(),
-            metrics.clone(),
-            options.cache_sizes,
-        );
-        let jmap = Arc::new(Jmap {
-            store: self.store.clone(),
-            blobs: self.blobs.clone(),
-            metrics,
-            loader,
-            limits: options.limits,
-            switches: options.switches,
-        });
-        let max_in_flight = if options.max_in_flight == 0 {
-            1024
-        } else {
-            options.max_in_flight
-        };
-        let state = Arc::new(AppState {
-            jmap,
-            auth: Authenticator::new(self.store.clone()),
-            public_url: options
-                .public_url
-                .as_ref()
-                .map(|u| u.trim_end_matches('/').to_string()),
-            in_flight: tokio::sync::Semaphore::new(max_in_flight),
-            account_slots: moka::future::Cache::builder()
-                .time_to_idle(std::time::Duration::from_secs(600))
-                .build(),
-        });
-        (http::router(state.clone(), &options.cors_origins), state)
     }
 }

@@ -3,12 +3,15 @@
 //!
 //! # Layout
 //!
-//! Layers point one way: `http → jmap → mail → store / blob`.
+//! Layers point one way: `http → jmap → mail → store / blob` (`tests/tidy.rs`
+//! fails on an import against them).
 //!
-//! - [`app`]: assembles a server instance (store, blobs, metrics, router).
+//! - [`app`]: the storage of a server instance (store and blob store of a
+//!   data dir) and the options it serves with.
 //! - [`cli`]: the `fastview` command line (clap); every command is a function here.
-//! - [`http`]: the only module that speaks HTTP (axum): session, API, upload,
-//!   download, auth, metrics, problem-JSON errors.
+//! - [`http`]: the only module that speaks HTTP (axum): assembles a serving
+//!   instance of an [`app::App`] (metrics, JMAP side, router); session, API,
+//!   upload, download, auth, metrics, problem-JSON errors.
 //! - [`jmap`]: wire types, RFC 8620 errors, result references, method dispatch,
 //!   and one file per method under `jmap::mail`.
 //! - [`mail`]: the domain: the RFC 8621 message model (properties, header

@@ -96,7 +96,7 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let (router, _) = app.router(&args.options());
+    let (router, _) = crate::http::assemble(app, &args.options());
     let address = listener.local_addr()?;
     tracing::info!(%address, read_levels = ?args.read_levels, fast_view = ?args.fast_view, "serving JMAP");
     eprintln!("serving JMAP at http://{address}/.well-known/jmap");

@@ -9,8 +9,9 @@
 //! | `GET /jmap/eventsource` | push (RFC 8620 §7.3) |
 //! | `GET /metrics` | Prometheus metrics, no auth |
 //!
-//! [`serve`] never binds a port itself: it takes a listener, so tests bind
-//! `127.0.0.1:0`.
+//! [`assemble`] builds a serving instance of an [`App`] (its metrics, JMAP
+//! side, [`AppState`] and router); [`serve`] never binds a port itself: it
+//! takes a listener, so tests bind `127.0.0.1:0`.
 
 pub mod api;
 pub mod auth;
@@ -29,8 +30,13 @@ use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
+use crate::app::{App, ServeOptions};
 use crate::jmap::Jmap;
 use auth::Authenticator;
+
+/// API requests in flight on one node before 429 when
+/// [`ServeOptions::max_in_flight`] is 0.
+const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
 
 /// Shared state of the HTTP handlers.
 pub struct AppState {
@@ -46,6 +52,34 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The state of a new serving instance of `app`: a new JMAP side (own
+    /// metrics, empty caches), credential cache and request bounds.
+    pub fn new(app: &App, options: &ServeOptions) -> Self {
+        let jmap = Jmap::new(
+            app.store.clone(),
+            app.blobs.clone(),
+            options.limits,
+            options.switches,
+            options.cache_sizes,
+        );
+        let max_in_flight = match options.max_in_flight {
+            0 => DEFAULT_MAX_IN_FLIGHT,
+            max => max,
+        };
+        Self {
+            jmap: Arc::new(jmap),
+            auth: Authenticator::new(app.store.clone()),
+            public_url: options
+                .public_url
+                .as_ref()
+                .map(|u| u.trim_end_matches('/').to_string()),
+            in_flight: tokio::sync::Semaphore::new(max_in_flight),
+            account_slots: moka::future::Cache::builder()
+                .time_to_idle(std::time::Duration::from_secs(600))
+                .build(),
+        }
+    }
+
     /// The absolute base URL for session URLs.
     pub fn base_url(&self, headers: &HeaderMap) -> String {
         if let Some(url) = &self.public_url {
@@ -58,6 +92,14 @@ impl AppState {
             .unwrap_or("localhost");
         format!("http://{host}")
     }
+}
+
+/// A serving instance of `app` with `options`: the router to hand to
+/// [`serve`], and its state (metrics, JMAP side) for in-process callers
+/// such as tests and benchmarks.
+pub fn assemble(app: &App, options: &ServeOptions) -> (Router, Arc<AppState>) {
+    let state = Arc::new(AppState::new(app, options));
+    (router(state.clone(), &options.cors_origins), state)
 }
 
 /// The router with every route, CORS answered for `cors_origins`.

@@ -42,38 +42,3 @@ pub fn check_set_size(count: usize, limit: u64) -> Result<(), MethodError> {
         Ok(())
     }
 }
-
-/// `notCreated` / `notUpdated` / `notDestroyed` (RFC 8620 §5.3): id → SetError,
-/// or null when there is none.
-pub fn set_error_map(errors: Vec<(String, super::error::SetError)>) -> Value {
-    if errors.is_empty() {
-        Value::Null
-    } else {
-        Value::Object(
-            errors
-                .into_iter()
-                .map(|(id, e)| (id, e.to_json()))
-                .collect(),
-        )
-    }
-}
-
-/// The response of a Foo/get (RFC 8620 §5.1): `accountId`, `state` (the
-/// type's state string), `list` (the objects, moved in, not copied) and
-/// `notFound` (ids asked for that do not exist).
-pub fn get_response(
-    account_id: String,
-    state: i64,
-    list: Vec<Value>,
-    not_found: Vec<String>,
-) -> Value {
-    let mut response = Map::new();
-    response.insert("accountId".into(), Value::String(account_id));
-    response.insert("state".into(), Value::String(state.to_string()));
-    response.insert("list".into(), Value::Array(list));
-    response.insert(
-        "notFound".into(),
-        Value::Array(not_found.into_iter().map(Value::String).collect()),
-    );
-    Value::Object(response)
-}

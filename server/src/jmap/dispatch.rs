@@ -1,6 +1,7 @@
 //! Method dispatch (RFC 8620 §3.3–§3.7): calls run in order, result
 //! references resolve against earlier responses, and a method error (or a
-//! panic, logged) becomes an `error` response for that call only.
+//! panic) becomes an `error` response for that call only. Every
+//! `serverFail` is logged here, once, with its cause ([`error_response`]).
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -80,8 +81,8 @@ async fn call(
 }
 
 /// Runs one method call, turning a panic inside it into `serverFail` for
-/// that call alone, logged at error level with the method and the panic
-/// message (RFC 8620 §3.6.2: the other calls of the request still run).
+/// that call alone, with the panic message as its cause (RFC 8620 §3.6.2:
+/// the other calls of the request still run).
 pub async fn guarded(
     method: &str,
     call: impl Future<Output = Result<Value, MethodError>>,
@@ -95,9 +96,23 @@ pub async fn guarded(
                 .map(|text| text.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_default();
-            tracing::error!(%method, panic = %message, "method handler panicked");
-            Err(MethodError::ServerFail(format!("panic: {message}")))
+            Err(MethodError::server_fail(
+                format_args!("{method} handler panicked"),
+                message,
+            ))
         })
+}
+
+/// The arguments of the `error` response to a failed call (RFC 8620
+/// §3.6.2). A `serverFail` is logged here at error level with the method,
+/// the call id and its cause, which goes no further than the log; any other
+/// method error is the client's and logged at debug level only.
+pub fn error_response(method: &str, call_id: &str, error: &MethodError) -> Value {
+    match error.cause() {
+        Some(cause) => tracing::error!(%method, call_id, cause, "serverFail"),
+        None => tracing::debug!(%method, call_id, error = error.type_name(), "method error"),
+    }
+    error.to_json()
 }
 
 /// Runs a validated request for an authenticated account.
@@ -136,8 +151,8 @@ pub async fn handle(jmap: &Jmap, account: &Account, request: Request) -> Respons
         match result {
             Ok(value) => responses.push((method, value, call_id)),
             Err(error) => {
-                tracing::debug!(%method, error = error.type_name(), "method error");
-                responses.push(("error".to_string(), error.to_json(), call_id));
+                let arguments = error_response(&method, &call_id, &error);
+                responses.push(("error".to_string(), arguments, call_id));
             }
         }
     }
@@ -172,15 +187,24 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_panicking_method_is_server_fail_for_its_call_and_is_logged() {
+    /// Runs `body` with a subscriber writing every event at debug level
+    /// and above; returns its result and the log text.
+    fn logged<T>(body: impl FnOnce() -> T) -> (T, String) {
         let log = Log::default();
         let writer = log.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_writer(move || writer.clone())
+            .with_max_level(tracing::Level::DEBUG)
             .with_ansi(false)
             .finish();
-        let (panicked, fine) = tracing::subscriber::with_default(subscriber, || {
+        let result = tracing::subscriber::with_default(subscriber, body);
+        let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        (result, text)
+    }
+
+    #[test]
+    fn a_panicking_method_is_server_fail_for_its_call_and_is_logged_once() {
+        let (responses, log) = logged(|| {
             futures::executor::block_on(async {
                 let panicked = guarded("Email/get", async {
                     if json!(1).is_number() {
@@ -190,19 +214,21 @@ mod tests {
                 })
                 .await;
                 let fine = guarded("Core/echo", async { Ok(json!({"a": 1})) }).await;
-                (panicked, fine)
+                let error = panicked.unwrap_err();
+                (error_response("Email/get", "c1", &error), fine)
             })
         });
-        let error = panicked.unwrap_err();
-        assert_eq!(error.type_name(), "serverFail");
+        let (error, fine) = responses;
         // The panic text is logged, never sent.
-        assert_eq!(error.to_json()["description"], json!("internal error"));
+        assert_eq!(
+            error,
+            json!({"type": "serverFail", "description": "internal error"})
+        );
         assert_eq!(fine.unwrap(), json!({"a": 1}));
-        let log = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
-        assert!(log.contains("ERROR"), "{log}");
-        assert!(log.contains("method handler panicked"), "{log}");
+        assert_eq!(log.lines().count(), 1, "{log}");
+        assert!(log.contains("ERROR") && log.contains("serverFail"), "{log}");
         assert!(
-            log.contains("Email/get") && log.contains("the handler broke"),
+            log.contains("Email/get") && log.contains("c1") && log.contains("the handler broke"),
             "{log}"
         );
         // A method error is not a panic: it passes through unchanged.
@@ -210,5 +236,29 @@ mod tests {
             Err(MethodError::UnknownMethod)
         }));
         assert_eq!(error.unwrap_err(), MethodError::UnknownMethod);
+    }
+
+    #[test]
+    fn every_server_fail_is_logged_with_its_cause_and_other_errors_are_not_errors() {
+        let failure = MethodError::server_fail("reading blob 3f2a", "connection reset");
+        let (response, log) = logged(|| error_response("Email/import", "i7", &failure));
+        assert_eq!(
+            response,
+            json!({"type": "serverFail", "description": "internal error"})
+        );
+        assert_eq!(log.lines().count(), 1, "{log}");
+        assert!(log.contains("ERROR"), "{log}");
+        for part in ["Email/import", "i7", "reading blob 3f2a: connection reset"] {
+            assert!(log.contains(part), "{part} in {log}");
+        }
+        let (response, log) = logged(|| {
+            error_response(
+                "Email/get",
+                "g1",
+                &MethodError::InvalidArguments("ids must be a list".into()),
+            )
+        });
+        assert_eq!(response["type"], json!("invalidArguments"));
+        assert!(!log.contains("ERROR") && log.contains("DEBUG"), "{log}");
     }
 }

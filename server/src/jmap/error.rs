@@ -108,9 +108,12 @@ pub enum MethodError {
     TooManyChanges,
     #[error("the state does not match ifInState")]
     StateMismatch,
-    /// An internal failure; the text is logged, never sent.
+    /// An internal failure. `cause` (what failed and why) is for the log:
+    /// the dispatcher writes it once, with the method and call id
+    /// ([`super::dispatch::error_response`]); the client sees only
+    /// `serverFail` and the description "internal error".
     #[error("internal error")]
-    ServerFail(String),
+    ServerFail { cause: String },
 }
 
 impl MethodError {
@@ -129,7 +132,24 @@ impl MethodError {
             MethodError::CannotCalculateChanges(_) => "cannotCalculateChanges",
             MethodError::TooManyChanges => "tooManyChanges",
             MethodError::StateMismatch => "stateMismatch",
-            MethodError::ServerFail(_) => "serverFail",
+            MethodError::ServerFail { .. } => "serverFail",
+        }
+    }
+
+    /// `serverFail` caused by `error` while `doing` something ("reading
+    /// blob …"): the cause is logged by the dispatcher, never sent.
+    pub fn server_fail(doing: impl std::fmt::Display, error: impl std::fmt::Display) -> Self {
+        MethodError::ServerFail {
+            cause: format!("{doing}: {error}"),
+        }
+    }
+
+    /// The internal cause of a `serverFail`, for the log; `None` for every
+    /// other error (those are the client's, and their description says it).
+    pub fn cause(&self) -> Option<&str> {
+        match self {
+            MethodError::ServerFail { cause } => Some(cause),
+            _ => None,
         }
     }
 
@@ -152,8 +172,7 @@ impl From<crate::store::StoreError> for MethodError {
         if let crate::store::StoreError::NotFound = error {
             return MethodError::AccountNotFound;
         }
-        tracing::error!(%error, "store failure");
-        MethodError::ServerFail(error.to_string())
+        MethodError::server_fail("store", error)
     }
 }
 
@@ -231,5 +250,19 @@ mod tests {
         assert!(json["description"].as_str().unwrap().len() <= MAX_DESCRIPTION_BYTES);
         let problem = RequestError::NotRequest("q".repeat(5 << 20)).problem();
         assert!(problem["detail"].as_str().unwrap().len() <= MAX_DESCRIPTION_BYTES);
+    }
+
+    #[test]
+    fn a_server_fail_keeps_its_cause_out_of_the_response() {
+        let error = MethodError::server_fail("reading blob ab12", "disk on fire");
+        assert_eq!(error.cause(), Some("reading blob ab12: disk on fire"));
+        assert_eq!(
+            error.to_json(),
+            json!({"type": "serverFail", "description": "internal error"})
+        );
+        let store = MethodError::from(crate::store::StoreError::Conflict("a rule broke".into()));
+        assert_eq!(store.type_name(), "serverFail");
+        assert!(store.cause().unwrap().starts_with("store: "), "{store:?}");
+        assert_eq!(MethodError::StateMismatch.cause(), None);
     }
 }

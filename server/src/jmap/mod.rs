@@ -17,7 +17,7 @@ pub mod session;
 use std::sync::Arc;
 
 use crate::blob::BlobStore;
-use crate::mail::load::EmailLoader;
+use crate::mail::load::{CacheSizes, EmailLoader};
 use crate::mail::read_level::ReadSwitches;
 use crate::metrics::Metrics;
 use crate::store::Store;
@@ -63,4 +63,27 @@ pub struct Jmap {
     pub loader: EmailLoader,
     pub limits: Limits,
     pub switches: ReadSwitches,
+}
+
+impl Jmap {
+    /// The JMAP side of a new serving instance over `store` and `blobs`: its
+    /// own metrics and empty caches of `cache_sizes`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        blobs: Arc<BlobStore>,
+        limits: Limits,
+        switches: ReadSwitches,
+        cache_sizes: CacheSizes,
+    ) -> Self {
+        let metrics = Arc::new(Metrics::new());
+        let loader = EmailLoader::new(store.clone(), blobs.clone(), metrics.clone(), cache_sizes);
+        Self {
+            store,
+            blobs,
+            metrics,
+            loader,
+            limits,
+            switches,
+        }
+    }
 }

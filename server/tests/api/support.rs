@@ -149,7 +149,7 @@ async fn spawn_on(
         .await
         .expect("bind");
     let address = listener.local_addr().expect("address");
-    let (router, state) = app.router(&options);
+    let (router, state) = fastview::http::assemble(&app, &options);
     let (shutdown, signal) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(fastview::http::serve(listener, router, async move {
         let _ = signal.await;

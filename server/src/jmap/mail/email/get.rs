@@ -5,7 +5,7 @@
 //! 2. Load: one batched load for all ids at that level ([`crate::mail::load`]).
 //! 3. Render: pure, per email ([`super::render`]).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -13,13 +13,14 @@ use serde_json::{Map, Value};
 use super::render::{BodyOptions, EmailSources, render_email};
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
+use crate::jmap::mail::get::{found, get_response, parse_properties, requested_ids};
 use crate::jmap::{args, ids};
 use crate::mail::fast_view::FastView;
 use crate::mail::load::LoadedEmail;
 use crate::mail::message::parse_message;
 use crate::mail::property::{BodyProperty, EmailProperty};
 use crate::mail::read_level::{self, BodyValueFlags, ReadLevel};
-use crate::metrics::ReadLevelLabel;
+use crate::metrics::{Metrics, ReadLevelLabel};
 
 /// Email/get arguments (RFC 8620 §5.1, RFC 8621 §4.2).
 #[derive(Debug, Deserialize)]
@@ -39,26 +40,37 @@ struct GetRequest {
     max_body_value_bytes: u64,
 }
 
-/// Parses property names; unknown or malformed ones are `invalidArguments` naming them.
-pub(crate) fn parse_properties<T>(
-    names: &[String],
-    parse: impl Fn(&str) -> Option<T>,
-) -> Result<Vec<T>, MethodError> {
-    let mut parsed = Vec::with_capacity(names.len());
-    let mut invalid = Vec::new();
-    for name in names {
-        match parse(name) {
-            Some(property) => parsed.push(property),
-            None => invalid.push(name.as_str()),
-        }
-    }
-    if invalid.is_empty() {
-        Ok(parsed)
-    } else {
-        Err(MethodError::InvalidArguments(format!(
-            "unknown or invalid properties: {}",
-            invalid.join(", ")
-        )))
+/// What an Email/get or Email/parse renders of each email: the parsed
+/// `properties` and `bodyProperties`, and the body value options.
+#[derive(Debug, Clone)]
+pub(crate) struct EmailShape {
+    pub properties: Vec<EmailProperty>,
+    pub body_properties: Vec<BodyProperty>,
+    pub options: BodyOptions,
+}
+
+impl EmailShape {
+    /// Parses `properties` (`default` when null) and `bodyProperties`
+    /// (RFC 8621 §4.2's default when null); an unknown name is `invalidArguments`.
+    pub fn parse(
+        properties: Option<&[String]>,
+        body_properties: Option<&[String]>,
+        default: fn() -> Vec<EmailProperty>,
+        options: BodyOptions,
+    ) -> Result<Self, MethodError> {
+        let properties = match properties {
+            Some(names) => parse_properties(names, EmailProperty::parse)?,
+            None => default(),
+        };
+        let body_properties = match body_properties {
+            Some(names) => parse_properties(names, BodyProperty::parse)?,
+            None => BodyProperty::default_list(),
+        };
+        Ok(Self {
+            properties,
+            body_properties,
+            options,
+        })
     }
 }
 
@@ -72,41 +84,16 @@ pub async fn email_get(
     args::check_account(ctx.account, &request.account_id)?;
     let jmap = ctx.jmap;
 
-    // Plan.
-    let mut properties = match &request.properties {
-        Some(names) => parse_properties(names, EmailProperty::parse)?,
-        None => EmailProperty::default_list(),
-    };
-    if !properties.contains(&EmailProperty::Id) {
-        properties.insert(0, EmailProperty::Id);
-    }
-    let body_properties = match &request.body_properties {
-        Some(names) => parse_properties(names, BodyProperty::parse)?,
-        None => BodyProperty::default_list(),
-    };
-    let flags = BodyValueFlags {
-        fetch_text: request.fetch_text_body_values,
-        fetch_html: request.fetch_html_body_values,
-        fetch_all: request.fetch_all_body_values,
-    };
-    let plan = read_level::plan(&properties, flags, jmap.switches);
+    // Plan: the read level, from the properties alone.
+    let shape = request.shape()?;
+    let plan = read_level::plan(&shape.properties, shape.options.flags, jmap.switches);
     let level = plan.level();
     tracing::Span::current().record("read_level", level.as_str());
-
-    let requested: Vec<String> = match request.ids {
+    let requested = match request.ids {
         Some(ids) => ids,
         None => all_email_ids(ctx).await?,
     };
-    if requested.len() as u64 > jmap.limits.max_objects_in_get {
-        return Err(MethodError::RequestTooLarge(
-            jmap.limits.max_objects_in_get as usize,
-        ));
-    }
-    let mut seen = HashSet::new();
-    let requested: Vec<String> = requested
-        .into_iter()
-        .filter(|id| seen.insert(id.clone()))
-        .collect();
+    let requested = requested_ids(requested, jmap.limits.max_objects_in_get)?;
     let numeric: Vec<i64> = requested
         .iter()
         .filter_map(|id| ids::parse_email_id(id))
@@ -118,48 +105,69 @@ pub async fn email_get(
         })
         .inc();
 
-    // Load.
+    // Load: once, for all ids, at that level.
     let (loaded, state) = jmap.loader.load(ctx.account.id, &numeric, plan).await?;
 
-    // Render.
-    let options = BodyOptions {
-        flags,
-        max_body_value_bytes: request.max_body_value_bytes as usize,
-    };
+    // Render: pure, per email.
     let by_id: HashMap<i64, &LoadedEmail> = loaded.iter().map(|e| (e.meta.id, e)).collect();
-    let mut list = Vec::with_capacity(loaded.len());
-    let mut not_found = Vec::new();
-    for id in &requested {
-        let Some(email) = ids::parse_email_id(id).and_then(|n| by_id.get(&n).copied()) else {
-            not_found.push(id.clone());
-            continue;
+    let (list, not_found) = found(&requested, |id| {
+        let email = by_id.get(&ids::parse_email_id(id)?)?;
+        Some(render_loaded(email, level, &shape, &jmap.metrics))
+    });
+    Ok(get_response(request.account_id, state, list, not_found))
+}
+
+impl GetRequest {
+    /// The properties (`id` always among them) and body value options.
+    fn shape(&self) -> Result<EmailShape, MethodError> {
+        let options = BodyOptions {
+            flags: BodyValueFlags {
+                fetch_text: self.fetch_text_body_values,
+                fetch_html: self.fetch_html_body_values,
+                fetch_all: self.fetch_all_body_values,
+            },
+            max_body_value_bytes: self.max_body_value_bytes as usize,
         };
-        let full = email.raw.as_deref().map(|raw| {
-            jmap.metrics.count_parse("full");
-            parse_message(raw)
-        });
-        let computed_view = match (&email.fast_view, &full) {
-            (None, Some(message)) if level == ReadLevel::Full => Some(FastView::compute(message)),
-            _ => None,
-        };
-        let sources = EmailSources {
-            meta: &email.meta,
-            header: email.header.as_deref(),
-            fast_view: email.fast_view.as_ref().or(computed_view.as_ref()),
-            full: full.as_ref(),
-        };
-        list.push(Value::Object(render_email(
-            &properties,
-            &body_properties,
-            &options,
-            &sources,
-        )));
+        let mut shape = EmailShape::parse(
+            self.properties.as_deref(),
+            self.body_properties.as_deref(),
+            EmailProperty::default_list,
+            options,
+        )?;
+        if !shape.properties.contains(&EmailProperty::Id) {
+            shape.properties.insert(0, EmailProperty::Id);
+        }
+        Ok(shape)
     }
-    Ok(args::get_response(
-        request.account_id,
-        state,
-        list,
-        not_found,
+}
+
+/// Renders one loaded email: its raw message (full level) parsed once, and
+/// at the full level a projection missing from the store computed from it.
+fn render_loaded(
+    email: &LoadedEmail,
+    level: ReadLevel,
+    shape: &EmailShape,
+    metrics: &Metrics,
+) -> Value {
+    let full = email.raw.as_deref().map(|raw| {
+        metrics.count_parse("full");
+        parse_message(raw)
+    });
+    let computed_view = match (&email.fast_view, &full) {
+        (None, Some(message)) if level == ReadLevel::Full => Some(FastView::compute(message)),
+        _ => None,
+    };
+    let sources = EmailSources {
+        meta: &email.meta,
+        header: email.header.as_deref(),
+        fast_view: email.fast_view.as_ref().or(computed_view.as_ref()),
+        full: full.as_ref(),
+    };
+    Value::Object(render_email(
+        &shape.properties,
+        &shape.body_properties,
+        &shape.options,
+        &sources,
     ))
 }
 

@@ -2,7 +2,7 @@
 //! mailboxIds, keywords and receivedAt, through the same ingest path as
 //! `fastview import` (projection row in the same transaction).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use chrono::DateTime;
 use serde::Deserialize;
@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 use super::set::{parse_keywords, parse_mailbox_ids};
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::{MethodError, SetError};
+use crate::jmap::mail::set::{check_request, set_error_map};
 use crate::jmap::{args, ids};
 use crate::mail::ingest::{prepare, store_batch};
 use crate::store::Inserted;
@@ -23,7 +24,15 @@ struct ImportRequest {
     emails: HashMap<String, Map<String, Value>>,
 }
 
-/// Handles one Email/import call.
+/// One EmailImport object (RFC 8621 §4.8), checked.
+struct EmailImport<'a> {
+    blob_id: &'a str,
+    mailbox_ids: BTreeSet<i64>,
+    keywords: BTreeSet<String>,
+    received_at: i64,
+}
+
+/// Handles one Email/import call: the emails in creation id order.
 #[tracing::instrument(skip_all, fields(account = ctx.account.id))]
 pub async fn email_import(
     ctx: &mut CallContext<'_>,
@@ -31,106 +40,144 @@ pub async fn email_import(
 ) -> Result<Value, MethodError> {
     let request: ImportRequest = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
-    let jmap = ctx.jmap;
-    let account = ctx.account.id;
-    let old_state = jmap.store.states(account).await?.email;
-    args::check_if_in_state(request.if_in_state.as_deref(), old_state)?;
-    args::check_set_size(request.emails.len(), jmap.limits.max_objects_in_set)?;
-    let owned_mailboxes: Vec<i64> = jmap
-        .store
+    let (store, account) = (&ctx.jmap.store, ctx.account.id);
+    let old_state = store.states(account).await?.email;
+    let limit = ctx.jmap.limits.max_objects_in_set;
+    check_request(
+        request.if_in_state.as_deref(),
+        old_state,
+        request.emails.len(),
+        limit,
+    )?;
+    let owned_mailboxes: Vec<i64> = store
         .mailboxes(account)
         .await?
         .iter()
         .map(|m| m.id)
         .collect();
-    let (mut created, mut not_created) = (Map::new(), Map::new());
+    let (mut created, mut not_created) = (Map::new(), Vec::new());
     let mut emails: Vec<(String, Map<String, Value>)> = request.emails.into_iter().collect();
     emails.sort_by(|a, b| a.0.cmp(&b.0));
     for (creation_id, object) in emails {
-        match import_one(ctx, account, &owned_mailboxes, &object).await? {
-            Ok(value) => {
-                if let Some(id) = value.get("id").and_then(Value::as_str) {
+        let outcome = match parse_import(&object, &owned_mailboxes, ctx.created_ids) {
+            Ok(import) => import_one(ctx, import).await?,
+            Err(error) => Err(error),
+        };
+        match outcome {
+            Ok(email) => {
+                if let Some(id) = email.get("id").and_then(Value::as_str) {
                     ctx.created_ids.insert(creation_id.clone(), id.to_string());
                 }
-                created.insert(creation_id, value);
+                created.insert(creation_id, email);
             }
-            Err(error) => {
-                not_created.insert(creation_id, error.to_json());
-            }
+            Err(error) => not_created.push((creation_id, error)),
         }
     }
-    let new_state = jmap.store.states(account).await?.email;
+    let new_state = ctx.jmap.store.states(account).await?.email;
     Ok(json!({
         "accountId": request.account_id,
         "oldState": old_state.to_string(),
         "newState": new_state.to_string(),
         "created": if created.is_empty() { Value::Null } else { Value::Object(created) },
-        "notCreated": if not_created.is_empty() { Value::Null } else { Value::Object(not_created) },
+        "notCreated": set_error_map(not_created),
     }))
 }
 
-async fn import_one(
-    ctx: &CallContext<'_>,
-    account: i64,
+/// Checks one EmailImport object: `blobId` given, `mailboxIds` of this
+/// account (at least one), `keywords`, `receivedAt` (default: now).
+fn parse_import<'a>(
+    object: &'a Map<String, Value>,
     owned_mailboxes: &[i64],
-    object: &Map<String, Value>,
-) -> Result<Result<Value, SetError>, MethodError> {
-    let jmap = ctx.jmap;
-    let Some(blob_id) = object.get("blobId").and_then(Value::as_str) else {
-        return Ok(Err(SetError::invalid_properties(
-            &["blobId"],
-            "blobId is required",
-        )));
-    };
+    created_ids: &HashMap<String, String>,
+) -> Result<EmailImport<'a>, SetError> {
+    let blob_id = object
+        .get("blobId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| SetError::invalid_properties(&["blobId"], "blobId is required"))?;
     let mailbox_ids = match object
         .get("mailboxIds")
-        .map(|v| parse_mailbox_ids(v, ctx.created_ids))
+        .map(|v| parse_mailbox_ids(v, created_ids))
     {
         Some(Ok(set)) if !set.is_empty() && set.iter().all(|m| owned_mailboxes.contains(m)) => set,
-        Some(Err(error)) => return Ok(Err(error)),
+        Some(Err(error)) => return Err(error),
         _ => {
-            return Ok(Err(SetError::invalid_properties(
+            return Err(SetError::invalid_properties(
                 &["mailboxIds"],
                 "at least one mailbox of this account is required",
-            )));
+            ));
         }
     };
-    let keywords = match object.get("keywords").map(parse_keywords).transpose() {
-        Ok(keywords) => keywords.unwrap_or_default(),
-        Err(error) => return Ok(Err(error)),
-    };
+    let keywords = object
+        .get("keywords")
+        .map(parse_keywords)
+        .transpose()?
+        .unwrap_or_default();
     let received_at = match object.get("receivedAt") {
         None | Some(Value::Null) => chrono::Utc::now().timestamp(),
-        Some(value) => match value
+        Some(value) => value
             .as_str()
             .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
-        {
-            Some(date) => date.timestamp(),
-            None => {
-                return Ok(Err(SetError::invalid_properties(
-                    &["receivedAt"],
-                    "receivedAt must be a UTCDate",
-                )));
-            }
-        },
+            .ok_or_else(|| {
+                SetError::invalid_properties(&["receivedAt"], "receivedAt must be a UTCDate")
+            })?
+            .timestamp(),
     };
-    let whole_blob = ids::parse_blob_id(blob_id)
-        .filter(|(_, part)| part.is_none())
-        .map(|(b, _)| b.to_string());
-    let raw = match whole_blob {
-        Some(blob) if jmap.store.has_blob(account, &blob).await? => jmap
-            .blobs
-            .get(&blob)
-            .await
-            .map_err(|e| MethodError::ServerFail(e.to_string()))?,
-        _ => None,
-    };
-    let Some(raw) = raw else {
+    Ok(EmailImport {
+        blob_id,
+        mailbox_ids,
+        keywords,
+        received_at,
+    })
+}
+
+/// Imports one checked EmailImport: its blob (the account's, whole
+/// messages only) read, stored through the ingest path, and the `created`
+/// entry rendered, or `alreadyExists` naming the email with those bytes.
+async fn import_one(
+    ctx: &CallContext<'_>,
+    import: EmailImport<'_>,
+) -> Result<Result<Value, SetError>, MethodError> {
+    // Load.
+    let Some(raw) = read_message_blob(ctx, import.blob_id).await? else {
         return Ok(Err(SetError::new(
             "blobNotFound",
-            format!("no blob {blob_id} in this account"),
+            format!("no blob {} in this account", import.blob_id),
         )));
     };
+    // Store.
+    let (inserted, blob, size) = store_message(ctx, raw, import).await?;
+    // Render.
+    let id = match inserted {
+        Inserted::New(id) => id,
+        Inserted::Duplicate(id) => {
+            let mut error =
+                SetError::new("alreadyExists", "this message is already in the account");
+            error.existing_id = Some(ids::email_id(id));
+            return Ok(Err(error));
+        }
+    };
+    let store = &ctx.jmap.store;
+    let metas = store.email_meta(ctx.account.id, &[id]).await?;
+    let thread = metas.first().map_or(id, |m| m.thread_id);
+    Ok(Ok(
+        json!({"id": ids::email_id(id), "blobId": blob, "threadId": ids::thread_id(thread), "size": size}),
+    ))
+}
+
+/// Stores a message as `fastview import` does (parsed once, off the async
+/// threads; blob, then its rows in one transaction). Returns the outcome,
+/// the blob id and the size.
+async fn store_message(
+    ctx: &CallContext<'_>,
+    raw: Vec<u8>,
+    import: EmailImport<'_>,
+) -> Result<(Inserted, String, i64), MethodError> {
+    let EmailImport {
+        mailbox_ids,
+        keywords,
+        received_at,
+        ..
+    } = import;
     let prepared = tokio::task::spawn_blocking(move || {
         prepare(
             raw,
@@ -140,30 +187,35 @@ async fn import_one(
         )
     })
     .await
-    .map_err(|e| MethodError::ServerFail(e.to_string()))?;
+    .map_err(|e| MethodError::server_fail("preparing the message", e))?;
     let (blob, size) = (prepared.email.blob_id.clone(), prepared.email.size);
+    let storing = || format!("storing blob {blob}");
+    let (jmap, account) = (ctx.jmap, ctx.account.id);
     let outcome = store_batch(jmap.store.as_ref(), &jmap.blobs, account, vec![prepared])
         .await
-        .map_err(|e| MethodError::ServerFail(e.to_string()))?;
-    match outcome.first() {
-        Some(Inserted::New(id)) => {
-            let thread = jmap
-                .store
-                .email_meta(account, &[*id])
-                .await?
-                .first()
-                .map(|m| m.thread_id)
-                .unwrap_or(*id);
-            Ok(Ok(
-                json!({"id": ids::email_id(*id), "blobId": blob, "threadId": ids::thread_id(thread), "size": size}),
-            ))
-        }
-        Some(Inserted::Duplicate(id)) => {
-            let mut error =
-                SetError::new("alreadyExists", "this message is already in the account");
-            error.existing_id = Some(ids::email_id(*id));
-            Ok(Err(error))
-        }
-        None => Err(MethodError::ServerFail("nothing stored".into())),
+        .map_err(|e| MethodError::server_fail(storing(), e))?;
+    let inserted = outcome
+        .first()
+        .copied()
+        .ok_or_else(|| MethodError::server_fail(storing(), "the store reported no outcome"))?;
+    Ok((inserted, blob, size))
+}
+
+/// The bytes of a whole-message blob the account may read; `None` for a
+/// body-part blob id, a blob of another account or one that is gone.
+async fn read_message_blob(
+    ctx: &CallContext<'_>,
+    blob_id: &str,
+) -> Result<Option<Vec<u8>>, MethodError> {
+    let jmap = ctx.jmap;
+    let Some((blob, None)) = ids::parse_blob_id(blob_id) else {
+        return Ok(None);
+    };
+    if !jmap.store.has_blob(ctx.account.id, blob).await? {
+        return Ok(None);
     }
+    jmap.blobs
+        .get(blob)
+        .await
+        .map_err(|e| MethodError::server_fail(format_args!("reading blob {blob}"), e))
 }

@@ -8,18 +8,19 @@
 //! parts' blob ids extend the parsed blob id (`{blobId}_{partId}_{partId}`)
 //! and download like any part.
 
-use std::collections::HashSet;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::get::parse_properties;
+use super::get::EmailShape;
 use super::render::{BodyOptions, EmailSources, render_email};
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
+use crate::jmap::mail::get::requested_ids;
 use crate::jmap::{args, ids};
 use crate::mail::body::resolve_part;
-use crate::mail::property::{BodyProperty, EmailProperty};
+use crate::mail::property::EmailProperty;
 use crate::mail::read_level::BodyValueFlags;
 use crate::store::EmailMeta;
 
@@ -58,91 +59,126 @@ pub async fn email_parse(
 ) -> Result<Value, MethodError> {
     let request: ParseRequest = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
-    let jmap = ctx.jmap;
-    let properties = match &request.properties {
-        Some(names) => parse_properties(names, EmailProperty::parse)?,
-        None => EmailProperty::parse_default_list(),
-    };
-    let body_properties = match &request.body_properties {
-        Some(names) => parse_properties(names, BodyProperty::parse)?,
-        None => BodyProperty::default_list(),
-    };
-    if request.blob_ids.len() as u64 > jmap.limits.max_objects_in_get {
-        return Err(MethodError::RequestTooLarge(
-            jmap.limits.max_objects_in_get as usize,
-        ));
-    }
-    let options = BodyOptions {
-        flags: BodyValueFlags {
-            fetch_text: request.fetch_text_body_values,
-            fetch_html: request.fetch_html_body_values,
-            fetch_all: request.fetch_all_body_values,
-        },
-        max_body_value_bytes: request.max_body_value_bytes as usize,
-    };
-    let (mut parsed, mut not_parsable, mut not_found) = (Map::new(), Vec::new(), Vec::new());
-    let mut seen = HashSet::new();
-    for blob_id in request
-        .blob_ids
-        .iter()
-        .filter(|id| seen.insert(id.as_str()))
-    {
-        let bytes = match ids::parse_blob_id(blob_id) {
-            Some((message, part)) if jmap.store.has_blob(ctx.account.id, message).await? => {
-                let raw = jmap
-                    .blobs
-                    .get(message)
-                    .await
-                    .map_err(|e| MethodError::ServerFail(e.to_string()))?;
-                raw.map(|raw| {
-                    jmap.metrics.count_blob_read(raw.len());
-                    (raw, part.map(str::to_string))
-                })
-            }
-            _ => None,
-        };
-        let outcome = match bytes {
+    // Plan.
+    let shape = Arc::new(request.shape()?);
+    let blob_ids = requested_ids(request.blob_ids, ctx.jmap.limits.max_objects_in_get)?;
+    // Load and render, one blob at a time.
+    let mut response = ParseResponse::default();
+    for blob_id in blob_ids {
+        let outcome = match read_blob(ctx, &blob_id).await? {
             None => Parsed::NotFound,
-            Some((raw, part)) => {
-                let (blob_id, properties, body_properties) =
-                    (blob_id.clone(), properties.clone(), body_properties.clone());
-                let metrics = jmap.metrics.clone();
-                tokio::task::spawn_blocking(move || {
-                    let bytes = match part {
-                        None => raw,
-                        Some(path) => match resolve_part(&raw, &path) {
-                            Some(content) => content.bytes,
-                            None => return Parsed::NotFound,
-                        },
-                    };
-                    metrics.count_parse("full");
-                    render(&bytes, &blob_id, &properties, &body_properties, &options)
-                })
-                .await
-                .map_err(|e| MethodError::ServerFail(e.to_string()))?
-            }
+            Some((raw, part)) => parse_blob(ctx, raw, part, &blob_id, &shape).await?,
         };
+        response.add(blob_id, outcome);
+    }
+    Ok(response.into_json(request.account_id))
+}
+
+impl ParseRequest {
+    /// The properties (default: RFC 8621 §4.9's) and body value options.
+    fn shape(&self) -> Result<EmailShape, MethodError> {
+        let options = BodyOptions {
+            flags: BodyValueFlags {
+                fetch_text: self.fetch_text_body_values,
+                fetch_html: self.fetch_html_body_values,
+                fetch_all: self.fetch_all_body_values,
+            },
+            max_body_value_bytes: self.max_body_value_bytes as usize,
+        };
+        EmailShape::parse(
+            self.properties.as_deref(),
+            self.body_properties.as_deref(),
+            EmailProperty::parse_default_list,
+            options,
+        )
+    }
+}
+
+/// The bytes of the message a blob id names and the part path within it,
+/// if the account may read that blob; `None` otherwise.
+async fn read_blob(
+    ctx: &CallContext<'_>,
+    blob_id: &str,
+) -> Result<Option<(Vec<u8>, Option<String>)>, MethodError> {
+    let jmap = ctx.jmap;
+    let Some((message, part)) = ids::parse_blob_id(blob_id) else {
+        return Ok(None);
+    };
+    if !jmap.store.has_blob(ctx.account.id, message).await? {
+        return Ok(None);
+    }
+    let raw = jmap
+        .blobs
+        .get(message)
+        .await
+        .map_err(|e| MethodError::server_fail(format_args!("reading blob {message}"), e))?;
+    Ok(raw.map(|raw| {
+        jmap.metrics.count_blob_read(raw.len());
+        (raw, part.map(str::to_string))
+    }))
+}
+
+/// Parses the message (or the part at `part` within it) and renders it,
+/// off the async threads.
+async fn parse_blob(
+    ctx: &CallContext<'_>,
+    raw: Vec<u8>,
+    part: Option<String>,
+    blob_id: &str,
+    shape: &Arc<EmailShape>,
+) -> Result<Parsed, MethodError> {
+    let (id, shape) = (blob_id.to_string(), shape.clone());
+    let metrics = ctx.jmap.metrics.clone();
+    tokio::task::spawn_blocking(move || {
+        let bytes = match part {
+            None => raw,
+            Some(path) => match resolve_part(&raw, &path) {
+                Some(content) => content.bytes,
+                None => return Parsed::NotFound,
+            },
+        };
+        metrics.count_parse("full");
+        render(&bytes, &id, &shape)
+    })
+    .await
+    .map_err(|e| MethodError::server_fail(format_args!("parsing blob {blob_id}"), e))
+}
+
+/// The response of an Email/parse, assembled blob by blob.
+#[derive(Default)]
+struct ParseResponse {
+    parsed: Map<String, Value>,
+    not_parsable: Vec<String>,
+    not_found: Vec<String>,
+}
+
+impl ParseResponse {
+    fn add(&mut self, blob_id: String, outcome: Parsed) {
         match outcome {
             Parsed::Email(email) => {
-                parsed.insert(blob_id.clone(), Value::Object(email));
+                self.parsed.insert(blob_id, Value::Object(email));
             }
-            Parsed::NotParsable => not_parsable.push(blob_id.clone()),
-            Parsed::NotFound => not_found.push(blob_id.clone()),
+            Parsed::NotParsable => self.not_parsable.push(blob_id),
+            Parsed::NotFound => self.not_found.push(blob_id),
         }
     }
-    let list_or_null = |list: Vec<String>| {
-        if list.is_empty() {
-            Value::Null
-        } else {
-            json!(list)
-        }
-    };
-    Ok(json!({
-        "accountId": request.account_id,
-        "parsed": if parsed.is_empty() { Value::Null } else { Value::Object(parsed) },
-        "notParsable": list_or_null(not_parsable),
-        "notFound": list_or_null(not_found),
-    }))
+
+    /// RFC 8621 §4.9: `parsed`, `notParsable` and `notFound`, each null when empty.
+    fn into_json(self, account_id: String) -> Value {
+        let list_or_null = |list: Vec<String>| {
+            if list.is_empty() {
+                Value::Null
+            } else {
+                json!(list)
+            }
+        };
+        json!({
+            "accountId": account_id,
+            "parsed": if self.parsed.is_empty() { Value::Null } else { Value::Object(self.parsed) },
+            "notParsable": list_or_null(self.not_parsable),
+            "notFound": list_or_null(self.not_found),
+        })
+    }
 }
 
 /// Whether `bytes` open with an RFC 5322 header field (`name:` with a name
@@ -157,13 +193,7 @@ fn starts_with_header_field(bytes: &[u8]) -> bool {
 }
 
 /// Parses `bytes` as a message and renders the requested properties.
-fn render(
-    bytes: &[u8],
-    blob_id: &str,
-    properties: &[EmailProperty],
-    body_properties: &[BodyProperty],
-    options: &BodyOptions,
-) -> Parsed {
+fn render(bytes: &[u8], blob_id: &str, shape: &EmailShape) -> Parsed {
     if !starts_with_header_field(bytes) {
         return Parsed::NotParsable;
     }
@@ -188,7 +218,12 @@ fn render(
         fast_view: None,
         full: Some(&message),
     };
-    let mut email = render_email(properties, body_properties, options, &sources);
+    let mut email = render_email(
+        &shape.properties,
+        &shape.body_properties,
+        &shape.options,
+        &sources,
+    );
     for name in NULL_PROPERTIES {
         if let Some(value) = email.get_mut(*name) {
             *value = Value::Null;

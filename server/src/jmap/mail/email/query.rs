@@ -203,80 +203,122 @@ pub async fn email_query(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,
 ) -> Result<Value, MethodError> {
-    let request: QueryRequest = args::parse(arguments)?;
+    let mut request: QueryRequest = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
+    // Plan.
     let filter = request.filter.as_ref().map(parse_filter).transpose()?;
-    let comparators = parse_sort(request.sort)?;
-    let store = &ctx.jmap.store;
-    let account = ctx.account.id;
-    let state = store.states(account).await?.email;
+    let comparators = parse_sort(request.sort.take())?;
     let max_limit = ctx.jmap.limits.max_objects_in_get;
     let limit = request.limit.unwrap_or(max_limit).min(max_limit) as i64;
-
-    let fast_path = listing(filter.as_ref(), &comparators)
+    let list_view = listing(filter.as_ref(), &comparators)
         .filter(|_| request.anchor.is_none() && !request.collapse_threads);
-    let (ids, position, total) = if let Some((mailbox, ascending)) = fast_path {
-        if !store.owns_mailbox(account, mailbox).await? {
-            (Vec::new(), 0, 0)
-        } else {
-            // A negative position counts from the end: learn the total first
-            // (a page of 0 rows), then read the page once.
-            let start = if request.position < 0 {
-                let (_, total) = store
-                    .mailbox_emails_by_received(mailbox, !ascending, 0, 0)
-                    .await?;
-                (total + request.position).max(0)
-            } else {
-                request.position
-            };
-            let (page, total) = store
-                .mailbox_emails_by_received(mailbox, !ascending, start, limit)
-                .await?;
-            (
-                page.into_iter().map(|(id, _)| id).collect(),
-                start.min(total),
-                total,
-            )
+    // Load.
+    let state = ctx.jmap.store.states(ctx.account.id).await?.email;
+    let page = match list_view {
+        Some((mailbox, ascending)) => {
+            list_view_page(ctx, mailbox, ascending, request.position, limit).await?
         }
-    } else {
-        let mut rows = matching_rows(ctx, filter.as_ref(), &comparators).await?;
-        if request.collapse_threads {
-            rows = query::collapse_threads(rows);
-        }
-        let total = rows.len() as i64;
-        let start = match &request.anchor {
-            Some(anchor) => {
-                let index = ids::parse_email_id(anchor)
-                    .and_then(|id| rows.iter().position(|r| r.meta.id == id))
-                    .ok_or(MethodError::AnchorNotFound)? as i64;
-                (index + request.anchor_offset).max(0)
-            }
-            None if request.position < 0 => (total + request.position).max(0),
-            None => request.position,
-        }
-        .min(total);
-        let ids = rows
-            .iter()
-            .skip(start as usize)
-            .take(limit as usize)
-            .map(|r| r.meta.id)
-            .collect();
-        (ids, start, total)
+        None => evaluated_page(ctx, filter.as_ref(), &comparators, &request, limit).await?,
     };
+    // Render.
     let mut response = json!({
         "accountId": request.account_id,
         "queryState": state.to_string(),
         "canCalculateChanges": !request.collapse_threads,
-        "position": position,
-        "ids": ids.into_iter().map(ids::email_id).collect::<Vec<_>>(),
+        "position": page.position,
+        "ids": page.ids.into_iter().map(ids::email_id).collect::<Vec<_>>(),
     });
     if request.calculate_total {
-        response["total"] = json!(total);
+        response["total"] = json!(page.total);
     }
     if request.limit.is_some_and(|l| l > max_limit) {
         response["limit"] = json!(max_limit);
     }
     Ok(response)
+}
+
+/// One page of an Email/query's results.
+struct Page {
+    ids: Vec<i64>,
+    /// The index of the first id in the results.
+    position: i64,
+    /// The number of results.
+    total: i64,
+}
+
+/// The page of the list view (`inMailbox` sorted by receivedAt), read from
+/// the (mailbox, receivedAt) index without reading the mailbox.
+async fn list_view_page(
+    ctx: &CallContext<'_>,
+    mailbox: i64,
+    ascending: bool,
+    position: i64,
+    limit: i64,
+) -> Result<Page, MethodError> {
+    let store = &ctx.jmap.store;
+    if !store.owns_mailbox(ctx.account.id, mailbox).await? {
+        return Ok(Page {
+            ids: Vec::new(),
+            position: 0,
+            total: 0,
+        });
+    }
+    // A negative position counts from the end: learn the total first
+    // (a page of 0 rows), then read the page once.
+    let start = if position < 0 {
+        let (_, total) = store
+            .mailbox_emails_by_received(mailbox, !ascending, 0, 0)
+            .await?;
+        (total + position).max(0)
+    } else {
+        position
+    };
+    let (page, total) = store
+        .mailbox_emails_by_received(mailbox, !ascending, start, limit)
+        .await?;
+    Ok(Page {
+        ids: page.into_iter().map(|(id, _)| id).collect(),
+        position: start.min(total),
+        total,
+    })
+}
+
+/// The page of any other query: every match evaluated and sorted, threads
+/// collapsed if asked, then cut at the anchor or position.
+async fn evaluated_page(
+    ctx: &CallContext<'_>,
+    filter: Option<&Filter>,
+    comparators: &[Comparator],
+    request: &QueryRequest,
+    limit: i64,
+) -> Result<Page, MethodError> {
+    let mut rows = matching_rows(ctx, filter, comparators).await?;
+    if request.collapse_threads {
+        rows = query::collapse_threads(rows);
+    }
+    let total = rows.len() as i64;
+    let start = match &request.anchor {
+        Some(anchor) => {
+            let index = ids::parse_email_id(anchor)
+                .and_then(|id| rows.iter().position(|r| r.meta.id == id))
+                .ok_or(MethodError::AnchorNotFound)? as i64;
+            (index + request.anchor_offset).max(0)
+        }
+        None if request.position < 0 => (total + request.position).max(0),
+        None => request.position,
+    }
+    .min(total);
+    let ids = rows
+        .iter()
+        .skip(start as usize)
+        .take(limit as usize)
+        .map(|r| r.meta.id)
+        .collect();
+    Ok(Page {
+        ids,
+        position: start,
+        total,
+    })
 }
 
 /// The list view's shape, served from the (mailbox, receivedAt) index:

@@ -14,20 +14,21 @@
 use std::collections::HashMap;
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::query::{SortArgument, is_mutable, listing, matching_rows, parse_filter, parse_sort};
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
-use crate::jmap::mail::changes::parse_state;
+use crate::jmap::mail::query_changes::{
+    QueryChangesArgs, ResultChanges, at_one_state, check_max_changes, parse_query_state,
+    query_changes_response,
+};
 use crate::jmap::{args, ids};
-use crate::store::ChangeType;
+use crate::mail::query::{Comparator, Filter};
+use crate::store::{ChangeType, LogPosition};
 
 /// The most changed emails one call looks at; beyond, the client re-queries.
 pub const MAX_QUERY_CHANGES: usize = 10_000;
-
-/// Attempts at a result list and change window of one state before giving up.
-const ATTEMPTS: usize = 3;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -44,6 +45,16 @@ struct QueryChangesRequest {
     collapse_threads: bool,
 }
 
+/// The query whose changes are asked for, parsed.
+struct Query {
+    filter: Option<Filter>,
+    comparators: Vec<Comparator>,
+    /// Whether the filter reads a property an update can change.
+    mutable: bool,
+    /// `upToId` as a row id (ignored when `mutable`).
+    up_to_id: Option<i64>,
+}
+
 /// Handles one Email/queryChanges call.
 #[tracing::instrument(skip_all, fields(account = ctx.account.id))]
 pub async fn email_query_changes(
@@ -52,11 +63,8 @@ pub async fn email_query_changes(
 ) -> Result<Value, MethodError> {
     let request: QueryChangesRequest = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
-    if request.max_changes == Some(0) {
-        return Err(MethodError::InvalidArguments(
-            "maxChanges must be greater than 0".into(),
-        ));
-    }
+    // Plan.
+    check_max_changes(request.max_changes)?;
     let filter = request.filter.as_ref().map(parse_filter).transpose()?;
     let comparators = parse_sort(request.sort)?;
     if request.collapse_threads {
@@ -64,96 +72,102 @@ pub async fn email_query_changes(
             "changes of a query with collapseThreads cannot be calculated".into(),
         ));
     }
-    let since = parse_state(&request.since_query_state)?;
-    if since.object.is_some() {
+    let since = parse_query_state(&request.since_query_state)?;
+    let query = Query {
+        mutable: filter.as_ref().is_some_and(is_mutable),
+        filter,
+        comparators,
+        up_to_id: request.up_to_id.as_deref().and_then(ids::parse_email_id),
+    };
+    // Load: the changes and the results, of one state.
+    let ctx: &CallContext = ctx;
+    let changes = at_one_state(
+        || results_changes(ctx, since, &query),
+        "the mailbox keeps changing; query again",
+    )
+    .await?;
+    // Render.
+    let args = QueryChangesArgs {
+        account_id: request.account_id,
+        since_query_state: request.since_query_state,
+        max_changes: request.max_changes,
+        calculate_total: request.calculate_total,
+    };
+    query_changes_response(args, changes, ids::email_id)
+}
+
+/// The changes since `since` and where they are in the results now; `None`
+/// when a write came between reading the two.
+async fn results_changes(
+    ctx: &CallContext<'_>,
+    since: LogPosition,
+    query: &Query,
+) -> Result<Option<ResultChanges>, MethodError> {
+    let (store, account) = (&ctx.jmap.store, ctx.account.id);
+    let changes = store
+        .changes(account, ChangeType::Email, since, MAX_QUERY_CHANGES)
+        .await?;
+    if changes.has_more {
         return Err(MethodError::CannotCalculateChanges(
-            "not a query state".into(),
+            "too many changes since this state; query again".into(),
         ));
     }
-    let mutable = filter.as_ref().is_some_and(is_mutable);
-    let store = &ctx.jmap.store;
-    let account = ctx.account.id;
-    for _ in 0..ATTEMPTS {
-        let changes = store
-            .changes(account, ChangeType::Email, since, MAX_QUERY_CHANGES)
-            .await?;
-        if changes.has_more {
-            return Err(MethodError::CannotCalculateChanges(
-                "too many changes since this state; query again".into(),
-            ));
-        }
-        let mut removed: Vec<i64> = changes.destroyed.clone();
-        let mut candidates: Vec<i64> = changes.created.clone();
-        if mutable {
-            removed.extend(&changes.updated);
-            candidates.extend(&changes.updated);
-        }
-        removed.sort_unstable();
-        // Indexes of the candidates in the results now, and the total.
-        let (mut added, total, up_to): (Vec<(i64, i64)>, i64, Option<i64>) =
-            match listing(filter.as_ref(), &comparators) {
-                Some((mailbox, ascending)) => {
-                    if store.owns_mailbox(account, mailbox).await? {
-                        let positions = store
-                            .mailbox_positions(mailbox, !ascending, &candidates)
-                            .await?;
-                        let (_, total) = store
-                            .mailbox_emails_by_received(mailbox, !ascending, 0, 0)
-                            .await?;
-                        (positions, total, None)
-                    } else {
-                        (Vec::new(), 0, None)
-                    }
-                }
-                None => {
-                    let rows = matching_rows(ctx, filter.as_ref(), &comparators).await?;
-                    let index: HashMap<i64, i64> = rows
-                        .iter()
-                        .enumerate()
-                        .map(|(i, row)| (row.meta.id, i as i64))
-                        .collect();
-                    let added = candidates
-                        .iter()
-                        .filter_map(|id| index.get(id).map(|i| (*id, *i)))
-                        .collect();
-                    let up_to = request
-                        .up_to_id
-                        .as_deref()
-                        .and_then(ids::parse_email_id)
-                        .and_then(|id| index.get(&id).copied());
-                    (added, rows.len() as i64, up_to)
-                }
-            };
-        // The results must be those of the state the changes lead to: a
-        // write in between would leave them out of step, so try again.
-        if store.states(account).await?.email != changes.new_state.modseq {
-            continue;
-        }
-        if let Some(up_to) = up_to.filter(|_| !mutable) {
-            added.retain(|(_, index)| *index <= up_to);
-        }
-        added.sort_by_key(|(id, index)| (*index, *id));
-        if let Some(max) = request.max_changes
-            && (removed.len() + added.len()) as u64 > max
-        {
-            return Err(MethodError::TooManyChanges);
-        }
-        let mut response = json!({
-            "accountId": request.account_id,
-            "oldQueryState": request.since_query_state,
-            "newQueryState": changes.new_state.to_string(),
-            "removed": removed.into_iter().map(ids::email_id).collect::<Vec<_>>(),
-            "added": added
-                .into_iter()
-                .map(|(id, index)| json!({"id": ids::email_id(id), "index": index}))
-                .collect::<Vec<_>>(),
-        });
-        if request.calculate_total {
-            response["total"] = json!(total);
-        }
-        return Ok(response);
+    let mut removed: Vec<i64> = changes.destroyed.clone();
+    let mut candidates: Vec<i64> = changes.created.clone();
+    if query.mutable {
+        removed.extend(&changes.updated);
+        candidates.extend(&changes.updated);
     }
-    Err(MethodError::CannotCalculateChanges(
-        "the mailbox keeps changing; query again".into(),
-    ))
+    removed.sort_unstable();
+    let (mut added, total, up_to) = positions(ctx, query, &candidates).await?;
+    // The results must be those of the state the changes lead to: a
+    // write in between would leave them out of step, so try again.
+    if store.states(account).await?.email != changes.new_state.modseq {
+        return Ok(None);
+    }
+    if let Some(up_to) = up_to.filter(|_| !query.mutable) {
+        added.retain(|(_, index)| *index <= up_to);
+    }
+    added.sort_by_key(|(id, index)| (*index, *id));
+    Ok(Some(ResultChanges {
+        new_state: changes.new_state,
+        removed,
+        added,
+        total,
+    }))
+}
+
+/// The (id, index) of each candidate in the results now, the number of
+/// results, and the index of `upToId`: the list view from the (mailbox,
+/// receivedAt) index (no `upToId` there), other queries evaluated.
+async fn positions(
+    ctx: &CallContext<'_>,
+    query: &Query,
+    candidates: &[i64],
+) -> Result<(Vec<(i64, i64)>, i64, Option<i64>), MethodError> {
+    let (store, account) = (&ctx.jmap.store, ctx.account.id);
+    if let Some((mailbox, ascending)) = listing(query.filter.as_ref(), &query.comparators) {
+        if !store.owns_mailbox(account, mailbox).await? {
+            return Ok((Vec::new(), 0, None));
+        }
+        let positions = store
+            .mailbox_positions(mailbox, !ascending, candidates)
+            .await?;
+        let (_, total) = store
+            .mailbox_emails_by_received(mailbox, !ascending, 0, 0)
+            .await?;
+        return Ok((positions, total, None));
+    }
+    let rows = matching_rows(ctx, query.filter.as_ref(), &query.comparators).await?;
+    let index: HashMap<i64, i64> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, row)| (row.meta.id, i as i64))
+        .collect();
+    let added = candidates
+        .iter()
+        .filter_map(|id| index.get(id).map(|i| (*id, *i)))
+        .collect();
+    let up_to = query.up_to_id.and_then(|id| index.get(&id).copied());
+    Ok((added, rows.len() as i64, up_to))
 }

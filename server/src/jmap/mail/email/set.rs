@@ -11,11 +11,12 @@
 use std::collections::{BTreeSet, HashMap};
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::super::mailbox::set::resolve_mailbox_id;
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::{MethodError, SetError};
+use crate::jmap::mail::set::{SetOutcome, check_request};
 use crate::jmap::{args, ids};
 use crate::store::{EmailUpdate, ListPatch, UpdateOutcome};
 
@@ -176,7 +177,7 @@ fn parse_patch(
     Ok(update)
 }
 
-/// Handles one Email/set call.
+/// Handles one Email/set call: updates, then destroys (creates are refused).
 #[tracing::instrument(skip_all, fields(account = ctx.account.id))]
 pub async fn email_set(
     ctx: &mut CallContext<'_>,
@@ -187,86 +188,90 @@ pub async fn email_set(
     let store = ctx.jmap.store.clone();
     let account = ctx.account.id;
     let old_state = store.states(account).await?.email;
-    args::check_if_in_state(request.if_in_state.as_deref(), old_state)?;
     let updates = request.update.unwrap_or_default();
     let destroy = request.destroy.unwrap_or_default();
     let creates = request.create.unwrap_or_default();
-    args::check_set_size(
-        updates.len() + destroy.len() + creates.len(),
-        ctx.jmap.limits.max_objects_in_set,
-    )?;
-    let not_created: Vec<(String, SetError)> = creates
-        .keys()
-        .map(|id| {
-            (
-                id.clone(),
-                SetError::new(
-                    "forbidden",
-                    "creating emails from JSON is not supported; use Email/import",
-                ),
-            )
-        })
-        .collect();
+    let objects = updates.len() + destroy.len() + creates.len();
+    let limit = ctx.jmap.limits.max_objects_in_set;
+    check_request(request.if_in_state.as_deref(), old_state, objects, limit)?;
+    let mut outcome = SetOutcome::default();
+    for creation_id in creates.keys() {
+        outcome.not_created.push((
+            creation_id.clone(),
+            SetError::new(
+                "forbidden",
+                "creating emails from JSON is not supported; use Email/import",
+            ),
+        ));
+    }
+    update_emails(ctx, &updates, &mut outcome).await?;
+    destroy_emails(ctx, destroy, &mut outcome).await?;
+    let new_state = store.states(account).await?.email;
+    Ok(outcome.into_response(request.account_id, old_state, new_state))
+}
 
-    let (mut valid, mut valid_ids, mut not_updated) = (Vec::new(), Vec::new(), Vec::new());
-    for (id, patch) in &updates {
-        let Some(numeric) = ids::parse_email_id(id) else {
-            not_updated.push((id.clone(), SetError::not_found()));
-            continue;
-        };
-        match parse_patch(numeric, patch, ctx.created_ids) {
+/// Parses every patch (one that does not parse is `notUpdated` at once),
+/// has the store apply the rest in one transaction, and records each outcome.
+async fn update_emails(
+    ctx: &CallContext<'_>,
+    updates: &HashMap<String, Map<String, Value>>,
+    outcome: &mut SetOutcome,
+) -> Result<(), MethodError> {
+    let (mut valid, mut valid_ids) = (Vec::new(), Vec::new());
+    for (id, patch) in updates {
+        let parsed = ids::parse_email_id(id)
+            .ok_or_else(SetError::not_found)
+            .and_then(|numeric| parse_patch(numeric, patch, ctx.created_ids));
+        match parsed {
             Ok(update) => {
                 valid.push(update);
                 valid_ids.push(id.clone());
             }
-            Err(error) => not_updated.push((id.clone(), error)),
+            Err(error) => outcome.not_updated.push((id.clone(), error)),
         }
     }
-    let outcomes = store.update_emails(account, &valid).await?;
-    let mut updated = Map::new();
-    for (id, outcome) in valid_ids.into_iter().zip(outcomes) {
-        match outcome {
+    let results = ctx.jmap.store.update_emails(ctx.account.id, &valid).await?;
+    for (id, result) in valid_ids.into_iter().zip(results) {
+        let error = match result {
             UpdateOutcome::Updated => {
-                updated.insert(id, Value::Null);
+                outcome.updated.insert(id, Value::Null);
+                continue;
             }
-            UpdateOutcome::NotFound => not_updated.push((id, SetError::not_found())),
-            UpdateOutcome::NoMailbox => not_updated.push((
-                id,
-                SetError::invalid_properties(
-                    &["mailboxIds"],
-                    "an email must be in at least one mailbox",
-                ),
-            )),
-            UpdateOutcome::UnknownMailbox => not_updated.push((
-                id,
-                SetError::invalid_properties(&["mailboxIds"], "no such mailbox"),
-            )),
-        }
+            UpdateOutcome::NotFound => SetError::not_found(),
+            UpdateOutcome::NoMailbox => SetError::invalid_properties(
+                &["mailboxIds"],
+                "an email must be in at least one mailbox",
+            ),
+            UpdateOutcome::UnknownMailbox => {
+                SetError::invalid_properties(&["mailboxIds"], "no such mailbox")
+            }
+        };
+        outcome.not_updated.push((id, error));
     }
+    Ok(())
+}
 
+/// Destroys the emails in one store call; ids it did not destroy are `notFound`.
+async fn destroy_emails(
+    ctx: &CallContext<'_>,
+    destroy: Vec<String>,
+    outcome: &mut SetOutcome,
+) -> Result<(), MethodError> {
     let numeric: Vec<i64> = destroy
         .iter()
         .filter_map(|id| ids::parse_email_id(id))
         .collect();
-    let gone = store.destroy_emails(account, &numeric).await?;
-    let (mut destroyed, mut not_destroyed) = (Vec::new(), Vec::new());
+    let gone = ctx
+        .jmap
+        .store
+        .destroy_emails(ctx.account.id, &numeric)
+        .await?;
     for id in destroy {
         if ids::parse_email_id(&id).is_some_and(|n| gone.contains(&n)) {
-            destroyed.push(id);
+            outcome.destroyed.push(id);
         } else {
-            not_destroyed.push((id, SetError::not_found()));
+            outcome.not_destroyed.push((id, SetError::not_found()));
         }
     }
-    let new_state = store.states(account).await?.email;
-    Ok(json!({
-        "accountId": request.account_id,
-        "oldState": old_state.to_string(),
-        "newState": new_state.to_string(),
-        "created": Value::Null,
-        "updated": if updated.is_empty() { Value::Null } else { Value::Object(updated) },
-        "destroyed": if destroyed.is_empty() { Value::Null } else { json!(destroyed) },
-        "notCreated": args::set_error_map(not_created),
-        "notUpdated": args::set_error_map(not_updated),
-        "notDestroyed": args::set_error_map(not_destroyed),
-    }))
+    Ok(())
 }

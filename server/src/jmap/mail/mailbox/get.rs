@@ -6,7 +6,9 @@ use serde_json::{Map, Value};
 use super::{MAILBOX_PROPERTIES, mailbox_json};
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
+use crate::jmap::mail::get::{found, get_response, requested_ids};
 use crate::jmap::{args, ids};
+use crate::store::MailboxRow;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -24,61 +26,55 @@ pub async fn mailbox_get(
 ) -> Result<Value, MethodError> {
     let request: GetRequest = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
-    let mut properties: Vec<&str> = match &request.properties {
-        Some(names) => {
-            let unknown: Vec<&str> = names
-                .iter()
-                .map(String::as_str)
-                .filter(|n| !MAILBOX_PROPERTIES.contains(n))
-                .collect();
-            if !unknown.is_empty() {
-                return Err(MethodError::InvalidArguments(format!(
-                    "unknown properties: {}",
-                    unknown.join(", ")
-                )));
-            }
-            names.iter().map(String::as_str).collect()
-        }
-        None => MAILBOX_PROPERTIES.to_vec(),
-    };
-    if !properties.contains(&"id") {
-        properties.insert(0, "id");
-    }
-    if let Some(ids) = &request.ids
-        && ids.len() as u64 > ctx.jmap.limits.max_objects_in_get
-    {
-        return Err(MethodError::RequestTooLarge(
-            ctx.jmap.limits.max_objects_in_get as usize,
-        ));
-    }
+    // Plan.
+    let properties = mailbox_properties(request.properties.as_deref())?;
+    let limit = ctx.jmap.limits.max_objects_in_get;
+    let requested = request
+        .ids
+        .map(|ids| requested_ids(ids, limit))
+        .transpose()?;
+    // Load.
     let store = &ctx.jmap.store;
     let state = store.states(ctx.account.id).await?.mailbox;
     let mailboxes = store.mailboxes(ctx.account.id).await?;
-    let (list, not_found): (Vec<Value>, Vec<String>) = match &request.ids {
-        None => (
-            mailboxes
-                .iter()
-                .map(|m| mailbox_json(m, &properties))
-                .collect(),
-            Vec::new(),
-        ),
-        Some(wanted) => {
-            let mut list = Vec::new();
-            let mut not_found = Vec::new();
-            let mut seen = std::collections::HashSet::new();
-            for id in wanted.iter().filter(|id| seen.insert(id.as_str())) {
-                match ids::parse_mailbox_id(id).and_then(|n| mailboxes.iter().find(|m| m.id == n)) {
-                    Some(mailbox) => list.push(mailbox_json(mailbox, &properties)),
-                    None => not_found.push(id.clone()),
-                }
-            }
-            (list, not_found)
-        }
+    // Render.
+    let render = |mailbox: &MailboxRow| mailbox_json(mailbox, &properties);
+    let (list, not_found) = match requested {
+        None => (mailboxes.iter().map(render).collect(), Vec::new()),
+        Some(requested) => found(&requested, |id| {
+            let id = ids::parse_mailbox_id(id)?;
+            mailboxes.iter().find(|m| m.id == id).map(render)
+        }),
     };
-    Ok(args::get_response(
-        request.account_id,
-        state,
-        list,
-        not_found,
-    ))
+    Ok(get_response(request.account_id, state, list, not_found))
+}
+
+/// The requested properties (all when null), `id` always among them;
+/// unknown names are `invalidArguments`.
+fn mailbox_properties(names: Option<&[String]>) -> Result<Vec<&'static str>, MethodError> {
+    let Some(names) = names else {
+        return Ok(MAILBOX_PROPERTIES.to_vec());
+    };
+    let known = |name: &String| {
+        MAILBOX_PROPERTIES
+            .iter()
+            .find(|p| **p == name.as_str())
+            .copied()
+    };
+    let unknown: Vec<&str> = names
+        .iter()
+        .filter(|name| known(name).is_none())
+        .map(String::as_str)
+        .collect();
+    if !unknown.is_empty() {
+        return Err(MethodError::InvalidArguments(format!(
+            "unknown properties: {}",
+            unknown.join(", ")
+        )));
+    }
+    let mut properties: Vec<&'static str> = names.iter().filter_map(known).collect();
+    if !properties.contains(&"id") {
+        properties.insert(0, "id");
+    }
+    Ok(properties)
 }

@@ -7,17 +7,17 @@
 //! out. `upToId` is ignored (the properties are mutable).
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::query::{Comparator, results};
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
-use crate::jmap::mail::changes::parse_state;
+use crate::jmap::mail::query_changes::{
+    QueryChangesArgs, ResultChanges, at_one_state, check_max_changes, parse_query_state,
+    query_changes_response,
+};
 use crate::jmap::{args, ids};
-use crate::store::ChangeType;
-
-/// Attempts at a result list and change window of one state before giving up.
-const ATTEMPTS: usize = 3;
+use crate::store::{ChangeType, LogPosition};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -41,62 +41,63 @@ pub async fn mailbox_query_changes(
 ) -> Result<Value, MethodError> {
     let request: QueryChangesRequest = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
-    if request.max_changes == Some(0) {
-        return Err(MethodError::InvalidArguments(
-            "maxChanges must be greater than 0".into(),
-        ));
-    }
-    let since = parse_state(&request.since_query_state)?;
-    if since.object.is_some() {
-        return Err(MethodError::CannotCalculateChanges(
-            "not a query state".into(),
-        ));
-    }
+    // Plan.
+    check_max_changes(request.max_changes)?;
+    let since = parse_query_state(&request.since_query_state)?;
     let comparators = request.sort.unwrap_or_default();
-    let store = &ctx.jmap.store;
-    let account = ctx.account.id;
-    for _ in 0..ATTEMPTS {
-        let changes = store
-            .changes(account, ChangeType::Mailbox, since, usize::MAX)
-            .await?;
-        let moved: Vec<i64> = changes
-            .updated
-            .iter()
-            .filter(|id| !changes.counts_only.contains(id))
-            .copied()
-            .collect();
-        let mut removed: Vec<i64> = changes.destroyed.iter().chain(&moved).copied().collect();
-        removed.sort_unstable();
-        let candidates: Vec<i64> = changes.created.iter().chain(&moved).copied().collect();
-        let mailboxes = store.mailboxes(account).await?;
-        let listed = results(mailboxes, request.filter.as_ref(), &comparators)?;
-        if store.states(account).await?.mailbox != changes.new_state.modseq {
-            continue;
-        }
-        let added: Vec<Value> = listed
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| candidates.contains(&m.id))
-            .map(|(index, m)| json!({"id": ids::mailbox_id(m.id), "index": index}))
-            .collect();
-        if let Some(max) = request.max_changes
-            && (removed.len() + added.len()) as u64 > max
-        {
-            return Err(MethodError::TooManyChanges);
-        }
-        let mut response = json!({
-            "accountId": request.account_id,
-            "oldQueryState": request.since_query_state,
-            "newQueryState": changes.new_state.to_string(),
-            "removed": removed.into_iter().map(ids::mailbox_id).collect::<Vec<_>>(),
-            "added": added,
-        });
-        if request.calculate_total {
-            response["total"] = json!(listed.len());
-        }
-        return Ok(response);
+    let filter = request.filter;
+    // Load: the changes and the results, of one state.
+    let ctx: &CallContext = ctx;
+    let changes = at_one_state(
+        || results_changes(ctx, since, filter.as_ref(), &comparators),
+        "the mailboxes keep changing; query again",
+    )
+    .await?;
+    // Render.
+    let args = QueryChangesArgs {
+        account_id: request.account_id,
+        since_query_state: request.since_query_state,
+        max_changes: request.max_changes,
+        calculate_total: request.calculate_total,
+    };
+    query_changes_response(args, changes, ids::mailbox_id)
+}
+
+/// The changes since `since` and where they are in the results now; `None`
+/// when a write came between reading the two.
+async fn results_changes(
+    ctx: &CallContext<'_>,
+    since: LogPosition,
+    filter: Option<&Value>,
+    comparators: &[Comparator],
+) -> Result<Option<ResultChanges>, MethodError> {
+    let (store, account) = (&ctx.jmap.store, ctx.account.id);
+    let changes = store
+        .changes(account, ChangeType::Mailbox, since, usize::MAX)
+        .await?;
+    let moved: Vec<i64> = changes
+        .updated
+        .iter()
+        .filter(|id| !changes.counts_only.contains(id))
+        .copied()
+        .collect();
+    let mut removed: Vec<i64> = changes.destroyed.iter().chain(&moved).copied().collect();
+    removed.sort_unstable();
+    let candidates: Vec<i64> = changes.created.iter().chain(&moved).copied().collect();
+    let listed = results(store.mailboxes(account).await?, filter, comparators)?;
+    if store.states(account).await?.mailbox != changes.new_state.modseq {
+        return Ok(None);
     }
-    Err(MethodError::CannotCalculateChanges(
-        "the mailboxes keep changing; query again".into(),
-    ))
+    let added = listed
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| candidates.contains(&m.id))
+        .map(|(index, m)| (m.id, index as i64))
+        .collect();
+    Ok(Some(ResultChanges {
+        new_state: changes.new_state,
+        removed,
+        added,
+        total: listed.len() as i64,
+    }))
 }

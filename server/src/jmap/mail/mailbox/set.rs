@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use super::my_rights;
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::{MethodError, SetError};
+use crate::jmap::mail::set::{SetOutcome, check_request};
 use crate::jmap::{args, ids};
 use crate::store::{MailboxPatch, MailboxRow, NewMailbox, StoreError};
 
@@ -249,160 +250,225 @@ pub async fn mailbox_set(
     let store = ctx.jmap.store.clone();
     let account = ctx.account.id;
     let old_state = store.states(account).await?.mailbox;
-    args::check_if_in_state(request.if_in_state.as_deref(), old_state)?;
-    let total = request.create.as_ref().map_or(0, HashMap::len)
+    let objects = request.create.as_ref().map_or(0, HashMap::len)
         + request.update.as_ref().map_or(0, HashMap::len)
         + request.destroy.as_ref().map_or(0, Vec::len);
-    args::check_set_size(total, ctx.jmap.limits.max_objects_in_set)?;
-    let max_name = ctx.jmap.limits.max_size_mailbox_name;
-    let (mut created, mut not_created) = (Map::new(), Vec::new());
-    let max_depth = ctx.jmap.limits.max_mailbox_depth;
-    // Read once; kept up to date below as each change is made.
-    let mut mailboxes = store.mailboxes(account).await?;
-    let creates = creation_order(request.create.unwrap_or_default());
-    for (creation_id, object) in creates {
-        let outcome = match parse_properties(&object, ctx.created_ids, max_name) {
-            Err(error) => Err(error),
-            Ok(patch) => match patch.name.clone() {
-                None => Err(SetError::invalid_properties(&["name"], "name is required")),
-                Some(name) => {
-                    let parent = patch.parent_id.flatten();
-                    let role = patch.role.clone().flatten();
-                    match check_tree(&mailboxes, None, parent, &name, role.as_deref(), max_depth) {
-                        Err(error) => Err(error),
-                        Ok(()) => {
-                            let new = NewMailbox {
-                                parent_id: parent,
-                                name,
-                                role,
-                                sort_order: patch.sort_order.unwrap_or(0),
-                                is_subscribed: patch.is_subscribed.unwrap_or(true),
-                            };
-                            let id = store.create_mailbox(account, &new).await?;
-                            mailboxes.push(MailboxRow {
-                                id,
-                                parent_id: new.parent_id,
-                                name: new.name,
-                                role: new.role,
-                                sort_order: new.sort_order,
-                                is_subscribed: new.is_subscribed,
-                                total_emails: 0,
-                                unread_emails: 0,
-                                total_threads: 0,
-                                unread_threads: 0,
-                            });
-                            Ok(id)
-                        }
-                    }
-                }
-            },
-        };
-        match outcome {
-            Ok(id) => {
-                let jmap_id = ids::mailbox_id(id);
-                ctx.created_ids.insert(creation_id.clone(), jmap_id.clone());
-                created.insert(
-                    creation_id,
-                    json!({"id": jmap_id, "totalEmails": 0, "unreadEmails": 0, "totalThreads": 0, "unreadThreads": 0, "myRights": my_rights()}),
-                );
-            }
-            Err(error) => not_created.push((creation_id, error)),
-        }
-    }
-    let (mut updated, mut not_updated) = (Map::new(), Vec::new());
-    for (id, object) in request.update.unwrap_or_default() {
-        let Some(current) = resolve_mailbox_id(&id, ctx.created_ids)
-            .and_then(|n| mailboxes.iter().find(|m| m.id == n))
-            .cloned()
-        else {
-            not_updated.push((id, SetError::not_found()));
-            continue;
-        };
-        let outcome = parse_properties(&object, ctx.created_ids, max_name).and_then(|patch| {
-            let name = patch.name.clone().unwrap_or_else(|| current.name.clone());
-            let parent = patch.parent_id.unwrap_or(current.parent_id);
-            let role = patch.role.clone().unwrap_or_else(|| current.role.clone());
-            check_tree(
-                &mailboxes,
-                Some(current.id),
-                parent,
-                &name,
-                role.as_deref(),
-                max_depth,
-            )
-            .map(|()| patch)
-        });
-        match outcome {
-            Ok(patch) => {
-                store.update_mailbox(account, current.id, &patch).await?;
-                if let Some(row) = mailboxes.iter_mut().find(|m| m.id == current.id) {
-                    if let Some(name) = patch.name {
-                        row.name = name;
-                    }
-                    if let Some(parent) = patch.parent_id {
-                        row.parent_id = parent;
-                    }
-                    if let Some(role) = patch.role {
-                        row.role = role;
-                    }
-                    if let Some(order) = patch.sort_order {
-                        row.sort_order = order;
-                    }
-                    if let Some(subscribed) = patch.is_subscribed {
-                        row.is_subscribed = subscribed;
-                    }
-                }
-                updated.insert(id, Value::Null);
-            }
-            Err(error) => not_updated.push((id, error)),
-        }
-    }
-    let (mut destroyed, mut not_destroyed) = (Vec::new(), Vec::new());
-    for id in request.destroy.unwrap_or_default() {
-        let Some(current) = resolve_mailbox_id(&id, ctx.created_ids)
-            .and_then(|n| mailboxes.iter().find(|m| m.id == n))
-            .cloned()
-        else {
-            not_destroyed.push((id, SetError::not_found()));
-            continue;
-        };
-        if current.role.as_deref() == Some("inbox") {
-            not_destroyed.push((
-                id,
-                SetError::new("forbidden", "the inbox cannot be destroyed"),
-            ));
-            continue;
-        }
-        match store
-            .destroy_mailbox(account, current.id, request.on_destroy_remove_emails)
-            .await
-        {
-            Ok(()) => {
-                mailboxes.retain(|m| m.id != current.id);
-                destroyed.push(id);
-            }
-            Err(StoreError::MailboxHasChild) => not_destroyed.push((
-                id,
-                SetError::new("mailboxHasChild", "the mailbox has child mailboxes"),
-            )),
-            Err(StoreError::MailboxHasEmail) => not_destroyed.push((
-                id,
-                SetError::new("mailboxHasEmail", "the mailbox has emails"),
-            )),
-            Err(StoreError::NotFound) => not_destroyed.push((id, SetError::not_found())),
-            Err(error) => return Err(error.into()),
-        }
-    }
+    let limit = ctx.jmap.limits.max_objects_in_set;
+    check_request(request.if_in_state.as_deref(), old_state, objects, limit)?;
+    let mut call = MailboxSet {
+        mailboxes: store.mailboxes(account).await?,
+        ctx,
+        outcome: SetOutcome::default(),
+    };
+    call.create(request.create.unwrap_or_default()).await?;
+    call.update(request.update.unwrap_or_default()).await?;
+    let remove_emails = request.on_destroy_remove_emails;
+    call.destroy(request.destroy.unwrap_or_default(), remove_emails)
+        .await?;
     let new_state = store.states(account).await?.mailbox;
-    Ok(json!({
-        "accountId": request.account_id,
-        "oldState": old_state.to_string(),
-        "newState": new_state.to_string(),
-        "created": if created.is_empty() { Value::Null } else { Value::Object(created) },
-        "updated": if updated.is_empty() { Value::Null } else { Value::Object(updated) },
-        "destroyed": if destroyed.is_empty() { Value::Null } else { json!(destroyed) },
-        "notCreated": args::set_error_map(not_created),
-        "notUpdated": args::set_error_map(not_updated),
-        "notDestroyed": args::set_error_map(not_destroyed),
-    }))
+    Ok(call
+        .outcome
+        .into_response(request.account_id, old_state, new_state))
+}
+
+/// One Mailbox/set call under way: the account's mailboxes (read once,
+/// kept up to date as each change is made, so that later checks see
+/// earlier changes) and what was done so far.
+struct MailboxSet<'c, 'a> {
+    ctx: &'c mut CallContext<'a>,
+    mailboxes: Vec<MailboxRow>,
+    outcome: SetOutcome,
+}
+
+impl MailboxSet<'_, '_> {
+    /// Creates, parents before the children that name them by `#creationId`.
+    async fn create(
+        &mut self,
+        creates: HashMap<String, Map<String, Value>>,
+    ) -> Result<(), MethodError> {
+        for (creation_id, object) in creation_order(creates) {
+            let new = match self.plan_create(&object) {
+                Ok(new) => new,
+                Err(error) => {
+                    self.outcome.not_created.push((creation_id, error));
+                    continue;
+                }
+            };
+            let (store, account) = (&self.ctx.jmap.store, self.ctx.account.id);
+            let id = store.create_mailbox(account, &new).await?;
+            self.mailboxes.push(new_row(id, new));
+            let jmap_id = ids::mailbox_id(id);
+            self.ctx
+                .created_ids
+                .insert(creation_id.clone(), jmap_id.clone());
+            self.outcome.created.insert(
+                creation_id,
+                json!({"id": jmap_id, "totalEmails": 0, "unreadEmails": 0, "totalThreads": 0, "unreadThreads": 0, "myRights": my_rights()}),
+            );
+        }
+        Ok(())
+    }
+
+    /// The mailbox a create makes, checked against the tree as it stands.
+    fn plan_create(&self, object: &Map<String, Value>) -> Result<NewMailbox, SetError> {
+        let limits = &self.ctx.jmap.limits;
+        let patch = parse_properties(object, self.ctx.created_ids, limits.max_size_mailbox_name)?;
+        let name = patch
+            .name
+            .ok_or_else(|| SetError::invalid_properties(&["name"], "name is required"))?;
+        let (parent, role) = (patch.parent_id.flatten(), patch.role.flatten());
+        let depth = limits.max_mailbox_depth;
+        check_tree(&self.mailboxes, None, parent, &name, role.as_deref(), depth)?;
+        Ok(NewMailbox {
+            parent_id: parent,
+            name,
+            role,
+            sort_order: patch.sort_order.unwrap_or(0),
+            is_subscribed: patch.is_subscribed.unwrap_or(true),
+        })
+    }
+
+    /// Renames, moves, re-roles, reorders, (un)subscribes.
+    async fn update(
+        &mut self,
+        updates: HashMap<String, Map<String, Value>>,
+    ) -> Result<(), MethodError> {
+        for (id, object) in updates {
+            let (mailbox, patch) = match self.plan_update(&id, &object) {
+                Ok(planned) => planned,
+                Err(error) => {
+                    self.outcome.not_updated.push((id, error));
+                    continue;
+                }
+            };
+            let (store, account) = (&self.ctx.jmap.store, self.ctx.account.id);
+            store.update_mailbox(account, mailbox, &patch).await?;
+            if let Some(row) = self.mailboxes.iter_mut().find(|m| m.id == mailbox) {
+                apply_patch(row, patch);
+            }
+            self.outcome.updated.insert(id, Value::Null);
+        }
+        Ok(())
+    }
+
+    /// The mailbox an update changes and its patch, checked against the
+    /// tree as it stands.
+    fn plan_update(
+        &self,
+        id: &str,
+        object: &Map<String, Value>,
+    ) -> Result<(i64, MailboxPatch), SetError> {
+        let current = self.find(id).ok_or_else(SetError::not_found)?;
+        let limits = &self.ctx.jmap.limits;
+        let patch = parse_properties(object, self.ctx.created_ids, limits.max_size_mailbox_name)?;
+        let name = patch.name.as_deref().unwrap_or(&current.name);
+        let parent = patch.parent_id.unwrap_or(current.parent_id);
+        let role = patch.role.clone().unwrap_or_else(|| current.role.clone());
+        let depth = limits.max_mailbox_depth;
+        check_tree(
+            &self.mailboxes,
+            Some(current.id),
+            parent,
+            name,
+            role.as_deref(),
+            depth,
+        )?;
+        Ok((current.id, patch))
+    }
+
+    /// Destroys (not the inbox); a mailbox with children, or with emails
+    /// unless `remove_emails`, stays.
+    async fn destroy(
+        &mut self,
+        destroy: Vec<String>,
+        remove_emails: bool,
+    ) -> Result<(), MethodError> {
+        for id in destroy {
+            let result = match self.plan_destroy(&id) {
+                Ok(mailbox) => self.destroy_one(mailbox, remove_emails).await?,
+                Err(error) => Err(error),
+            };
+            match result {
+                Ok(()) => self.outcome.destroyed.push(id),
+                Err(error) => self.outcome.not_destroyed.push((id, error)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The mailbox a destroy removes: any but the inbox.
+    fn plan_destroy(&self, id: &str) -> Result<i64, SetError> {
+        match self.find(id) {
+            None => Err(SetError::not_found()),
+            Some(m) if m.role.as_deref() == Some("inbox") => {
+                Err(SetError::new("forbidden", "the inbox cannot be destroyed"))
+            }
+            Some(m) => Ok(m.id),
+        }
+    }
+
+    /// Has the store destroy `mailbox`; what it refuses is the SetError.
+    async fn destroy_one(
+        &mut self,
+        mailbox: i64,
+        remove_emails: bool,
+    ) -> Result<Result<(), SetError>, MethodError> {
+        let (store, account) = (&self.ctx.jmap.store, self.ctx.account.id);
+        let refused = match store.destroy_mailbox(account, mailbox, remove_emails).await {
+            Ok(()) => {
+                self.mailboxes.retain(|m| m.id != mailbox);
+                return Ok(Ok(()));
+            }
+            Err(StoreError::MailboxHasChild) => {
+                SetError::new("mailboxHasChild", "the mailbox has child mailboxes")
+            }
+            Err(StoreError::MailboxHasEmail) => {
+                SetError::new("mailboxHasEmail", "the mailbox has emails")
+            }
+            Err(StoreError::NotFound) => SetError::not_found(),
+            Err(error) => return Err(error.into()),
+        };
+        Ok(Err(refused))
+    }
+
+    /// The mailbox an id or `#creationId` names, as it stands.
+    fn find(&self, id: &str) -> Option<&MailboxRow> {
+        let id = resolve_mailbox_id(id, self.ctx.created_ids)?;
+        self.mailboxes.iter().find(|m| m.id == id)
+    }
+}
+
+/// The row of a mailbox just created (no emails yet).
+fn new_row(id: i64, new: NewMailbox) -> MailboxRow {
+    MailboxRow {
+        id,
+        parent_id: new.parent_id,
+        name: new.name,
+        role: new.role,
+        sort_order: new.sort_order,
+        is_subscribed: new.is_subscribed,
+        total_emails: 0,
+        unread_emails: 0,
+        total_threads: 0,
+        unread_threads: 0,
+    }
+}
+
+/// A row as an update leaves it.
+fn apply_patch(row: &mut MailboxRow, patch: MailboxPatch) {
+    if let Some(name) = patch.name {
+        row.name = name;
+    }
+    if let Some(parent) = patch.parent_id {
+        row.parent_id = parent;
+    }
+    if let Some(role) = patch.role {
+        row.role = role;
+    }
+    if let Some(order) = patch.sort_order {
+        row.sort_order = order;
+    }
+    if let Some(subscribed) = patch.is_subscribed {
+        row.is_subscribed = subscribed;
+    }
 }

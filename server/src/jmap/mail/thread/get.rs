@@ -5,6 +5,7 @@ use serde_json::{Map, Value, json};
 
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
+use crate::jmap::mail::get::{found, get_response, requested_ids};
 use crate::jmap::{args, ids};
 
 #[derive(Debug, Deserialize)]
@@ -22,39 +23,28 @@ pub async fn thread_get(
 ) -> Result<Value, MethodError> {
     let request: GetRequest = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
+    // Plan.
     let max = ctx.jmap.limits.max_objects_in_get;
-    let Some(wanted) = request.ids else {
+    let Some(requested) = request.ids else {
         return Err(MethodError::RequestTooLarge(max as usize));
     };
-    if wanted.len() as u64 > max {
-        return Err(MethodError::RequestTooLarge(max as usize));
-    }
-    let numeric: Vec<i64> = wanted
+    let requested = requested_ids(requested, max)?;
+    let numeric: Vec<i64> = requested
         .iter()
         .filter_map(|id| ids::parse_thread_id(id))
         .collect();
-    let threads = ctx
-        .jmap
-        .store
-        .thread_emails(ctx.account.id, &numeric)
-        .await?;
-    let state = ctx.jmap.store.states(ctx.account.id).await?.thread;
-    let mut list = Vec::new();
-    let mut not_found = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for id in wanted.iter().filter(|id| seen.insert(id.as_str())) {
-        match ids::parse_thread_id(id).and_then(|n| threads.iter().find(|(t, _)| *t == n)) {
-            Some((_, emails)) => list.push(json!({
-                "id": id,
-                "emailIds": emails.iter().map(|e| ids::email_id(*e)).collect::<Vec<_>>(),
-            })),
-            None => not_found.push(id.clone()),
-        }
-    }
-    Ok(args::get_response(
-        request.account_id,
-        state,
-        list,
-        not_found,
-    ))
+    // Load.
+    let store = &ctx.jmap.store;
+    let threads = store.thread_emails(ctx.account.id, &numeric).await?;
+    let state = store.states(ctx.account.id).await?.thread;
+    // Render.
+    let (list, not_found) = found(&requested, |id| {
+        let thread = ids::parse_thread_id(id)?;
+        let (_, emails) = threads.iter().find(|(t, _)| *t == thread)?;
+        Some(json!({
+            "id": id,
+            "emailIds": emails.iter().map(|e| ids::email_id(*e)).collect::<Vec<_>>(),
+        }))
+    });
+    Ok(get_response(request.account_id, state, list, not_found))
 }

@@ -1,0 +1,107 @@
+//! Foo/get (RFC 8620 §5.1) scaffolding shared by Mailbox/get, Email/get
+//! and Thread/get (and Email/parse, whose `blobIds` behave like `ids`):
+//! the requested ids, the split into found and `notFound`, the response.
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value};
+
+use crate::jmap::error::MethodError;
+
+/// The ids of a Foo/get in request order without repeats:
+/// `requestTooLarge` when more than `limit` (`maxObjectsInGet`) were sent.
+pub fn requested_ids(ids: Vec<String>, limit: u64) -> Result<Vec<String>, MethodError> {
+    if ids.len() as u64 > limit {
+        return Err(MethodError::RequestTooLarge(limit as usize));
+    }
+    let mut seen = HashSet::with_capacity(ids.len());
+    Ok(ids
+        .into_iter()
+        .filter(|id| seen.insert(id.clone()))
+        .collect())
+}
+
+/// Renders each requested id that `render` finds, in request order; the
+/// others are `notFound`. Returns `(list, notFound)`.
+pub fn found(
+    requested: &[String],
+    mut render: impl FnMut(&str) -> Option<Value>,
+) -> (Vec<Value>, Vec<String>) {
+    let mut list = Vec::with_capacity(requested.len());
+    let mut not_found = Vec::new();
+    for id in requested {
+        match render(id) {
+            Some(object) => list.push(object),
+            None => not_found.push(id.clone()),
+        }
+    }
+    (list, not_found)
+}
+
+/// Parses property names; unknown or malformed ones are `invalidArguments` naming them.
+pub fn parse_properties<T>(
+    names: &[String],
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Vec<T>, MethodError> {
+    let mut parsed = Vec::with_capacity(names.len());
+    let mut invalid = Vec::new();
+    for name in names {
+        match parse(name) {
+            Some(property) => parsed.push(property),
+            None => invalid.push(name.as_str()),
+        }
+    }
+    if invalid.is_empty() {
+        Ok(parsed)
+    } else {
+        Err(MethodError::InvalidArguments(format!(
+            "unknown or invalid properties: {}",
+            invalid.join(", ")
+        )))
+    }
+}
+
+/// The response of a Foo/get (RFC 8620 §5.1): `accountId`, `state` (the
+/// type's state string), `list` (the objects, moved in, not copied) and
+/// `notFound` (ids asked for that do not exist).
+pub fn get_response(
+    account_id: String,
+    state: i64,
+    list: Vec<Value>,
+    not_found: Vec<String>,
+) -> Value {
+    let mut response = Map::new();
+    response.insert("accountId".into(), Value::String(account_id));
+    response.insert("state".into(), Value::String(state.to_string()));
+    response.insert("list".into(), Value::Array(list));
+    response.insert(
+        "notFound".into(),
+        Value::Array(not_found.into_iter().map(Value::String).collect()),
+    );
+    Value::Object(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn requested_ids_keep_the_first_of_each_and_are_bounded_before_deduplication() {
+        let ids = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            requested_ids(ids(&["b", "a", "b", "c", "a"]), 5).unwrap(),
+            ids(&["b", "a", "c"])
+        );
+        assert_eq!(
+            requested_ids(ids(&["a", "a", "a"]), 2),
+            Err(MethodError::RequestTooLarge(2))
+        );
+        let (list, not_found) = found(&ids(&["x1", "y", "x2"]), |id| {
+            id.starts_with('x').then(|| json!(id))
+        });
+        assert_eq!(list, vec![json!("x1"), json!("x2")]);
+        assert_eq!(not_found, ids(&["y"]));
+    }
+}

@@ -1,0 +1,550 @@
+//! Tidy tests (after rust-analyzer's): the architecture invariants of
+//! `server/ARCHITECTURE.md` that can be read off the source text, checked
+//! on every `cargo test`.
+//!
+//! - Layers point one way ([`LAYERS`]): every `crate::…` path, `use` tree and
+//!   `super::…` path that leaves its top-level module is checked against the
+//!   table. Comments and string literals are not code: an intra-doc link is
+//!   not an import.
+//! - axum only in `http/`, sqlx only in `store/` ([`CRATE_OWNERS`]).
+//! - Every file under `src/` opens with a `//!` module doc.
+//! - `migrations/sqlite` and `migrations/postgres` hold the same file names.
+//!
+//! A failure names the file, the line and the rule broken.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// The top-level modules of `src/` and the others each may use (through
+/// `crate::` or `super::`); a module may always use itself. `lib.rs` and
+/// `main.rs` are the root and may use everything. A new top-level module
+/// must be given a row here.
+const LAYERS: &[(&str, &[&str])] = &[
+    (
+        "cli",
+        &["app", "blob", "http", "jmap", "mail", "metrics", "store"],
+    ),
+    ("http", &["app", "blob", "jmap", "mail", "metrics", "store"]),
+    ("app", &["blob", "jmap", "mail", "metrics", "store"]),
+    ("jmap", &["blob", "mail", "metrics", "store"]),
+    ("mail", &["blob", "metrics", "store"]),
+    ("store", &[]),
+    ("blob", &[]),
+    ("metrics", &[]),
+];
+
+/// External crates only one top-level module may name.
+const CRATE_OWNERS: &[(&str, &str)] = &[("axum", "http"), ("sqlx", "store")];
+
+const LAYER_RULE: &str = "layers point one way: cli → http → jmap → mail → store / blob (server/ARCHITECTURE.md, tests/tidy.rs LAYERS)";
+
+#[test]
+fn layers_point_one_way() {
+    let mut violations = Vec::new();
+    for file in source_files() {
+        let module = module_path(&file.relative);
+        let Some(top) = module.first() else {
+            continue; // lib.rs, main.rs: the root
+        };
+        let Some(allowed) = allowed_uses(top) else {
+            violations.push(format!(
+                "{}:1: top-level module `{top}` has no row in LAYERS: decide what it may use",
+                file.display
+            ));
+            continue;
+        };
+        for (line, used) in crate_uses(&file.text, &module) {
+            if used != *top && !allowed.contains(&used.as_str()) {
+                violations.push(format!(
+                    "{}:{line}: `{top}` uses `crate::{used}`, which it may not ({top} may use: {}); {LAYER_RULE}",
+                    file.display,
+                    list(allowed),
+                ));
+            }
+        }
+    }
+    assert_clean("upward or sideways imports", violations);
+}
+
+#[test]
+fn axum_only_in_http_and_sqlx_only_in_store() {
+    let mut violations = Vec::new();
+    for file in source_files() {
+        let module = module_path(&file.relative);
+        let top = module.first().map_or("(root)", String::as_str);
+        for token in tokens(&file.text) {
+            for (krate, owner) in CRATE_OWNERS {
+                if token.text == *krate && top != *owner {
+                    violations.push(format!(
+                        "{}:{}: `{krate}` named in `{top}`; only `{owner}` may import {krate} (server/ARCHITECTURE.md)",
+                        file.display, token.line
+                    ));
+                }
+            }
+        }
+    }
+    assert_clean("crates outside their module", violations);
+}
+
+#[test]
+fn every_module_opens_with_a_doc_comment() {
+    let violations: Vec<String> = source_files()
+        .into_iter()
+        .filter(|file| {
+            !file
+                .text
+                .lines()
+                .find(|line| !line.trim().is_empty())
+                .is_some_and(|line| line.starts_with("//!"))
+        })
+        .map(|file| {
+            format!(
+                "{}:1: the file does not open with a `//!` module doc saying what the module is for",
+                file.display
+            )
+        })
+        .collect();
+    assert_clean("modules without a `//!` doc", violations);
+}
+
+#[test]
+fn sqlite_and_postgres_migrations_have_the_same_file_names() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations");
+    let names = |dialect: &str| -> BTreeSet<String> {
+        std::fs::read_dir(root.join(dialect))
+            .unwrap_or_else(|e| panic!("migrations/{dialect}: {e}"))
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let (sqlite, postgres) = (names("sqlite"), names("postgres"));
+    assert!(!sqlite.is_empty(), "migrations/sqlite is empty");
+    let mut violations = Vec::new();
+    for name in sqlite.difference(&postgres) {
+        violations.push(format!(
+            "migrations/sqlite/{name}: no migrations/postgres/{name}; both dialects hold the same file names"
+        ));
+    }
+    for name in postgres.difference(&sqlite) {
+        violations.push(format!(
+            "migrations/postgres/{name}: no migrations/sqlite/{name}; both dialects hold the same file names"
+        ));
+    }
+    assert_clean("migration lists out of step", violations);
+}
+
+/// The scanner itself: what it counts as a use of another module.
+#[test]
+fn the_scanner_reads_paths_use_trees_and_super_but_not_comments_or_strings() {
+    #[track_caller]
+    fn check(file: &str, source: &str, expected: &[(usize, &str)]) {
+        let found = crate_uses(source, &module_path(file));
+        let found: Vec<(usize, &str)> = found.iter().map(|(l, m)| (*l, m.as_str())).collect();
+        assert_eq!(found, expected, "{file}: {source}");
+    }
+    check("mail/load.rs", "use crate::store::Store;", &[(1, "store")]);
+    check(
+        "mail/load.rs",
+        "use crate::{store::{Store, StoreError}, blob};\nuse crate::{self};",
+        &[(1, "store"), (1, "blob")],
+    );
+    check(
+        "jmap/error.rs",
+        "fn f(e: crate::store::StoreError) -> i64 { 1 }",
+        &[(1, "store")],
+    );
+    // `super` climbs the file's modules (and inline `mod`s) before leaving its own.
+    check(
+        "jmap/mail/changes.rs",
+        "use super::super::dispatch::CallContext;",
+        &[(1, "jmap")],
+    );
+    check("mail/load.rs", "use super::super::http;", &[(1, "http")]);
+    check(
+        "mail/mod.rs",
+        "use super::{http, store::Store};",
+        &[(1, "http"), (1, "store")],
+    );
+    check(
+        "mail/load.rs",
+        "mod tests {\n    use super::*;\n    use super::super::blob;\n}\nuse super::jmap;",
+        &[(2, "mail"), (3, "mail"), (5, "mail")],
+    );
+    check("app.rs", "use super::http;", &[(1, "http")]);
+    // Comments, strings, chars and lifetimes are not paths.
+    check(
+        "store/mod.rs",
+        "//! [`crate::mail::ingest`]\n/* crate::http */ fn f<'a>(s: &'a str) -> char { let _ = \"crate::jmap\"; let _ = r#\"crate::cli\"#; '\"' }\n// crate::app\nuse crate::blob;",
+        &[(4, "blob")],
+    );
+    check("store/mod.rs", "pub(crate) fn f() {}", &[]);
+    check("mail/load.rs", "pub(super) fn f() {}", &[]);
+    check(
+        "blob/mod.rs",
+        "macro_rules! m { () => { $crate::http::x() } }",
+        &[(1, "http")],
+    );
+}
+
+/// Prints every violation and fails when there is one.
+#[track_caller]
+fn assert_clean(what: &str, violations: Vec<String>) {
+    assert!(
+        violations.is_empty(),
+        "{} {what}:\n{}\n",
+        violations.len(),
+        violations.join("\n")
+    );
+}
+
+fn allowed_uses(module: &str) -> Option<&'static [&'static str]> {
+    LAYERS
+        .iter()
+        .find(|(name, _)| *name == module)
+        .map(|(_, allowed)| *allowed)
+}
+
+fn list(modules: &[&str]) -> String {
+    if modules.is_empty() {
+        "nothing else".to_string()
+    } else {
+        modules.join(", ")
+    }
+}
+
+/// One `.rs` file under `src/`.
+struct SourceFile {
+    /// Relative to `src/`, with `/` separators (`jmap/mail/email/get.rs`).
+    relative: String,
+    /// As shown in failures (`src/jmap/mail/email/get.rs`).
+    display: String,
+    text: String,
+}
+
+/// Every `.rs` file under `src/`, in path order.
+fn source_files() -> Vec<SourceFile> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut paths = Vec::new();
+    walk(&src, &mut paths);
+    paths.sort();
+    let files: Vec<SourceFile> = paths
+        .into_iter()
+        .map(|path| {
+            let relative = path
+                .strip_prefix(&src)
+                .unwrap()
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join("/");
+            SourceFile {
+                display: format!("src/{relative}"),
+                text: std::fs::read_to_string(&path)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+                relative,
+            }
+        })
+        .collect();
+    assert!(files.len() > 10, "found only {} files in src/", files.len());
+    files
+}
+
+/// The module a file under `src/` is: `jmap/mail/mod.rs` → `[jmap, mail]`,
+/// `app.rs` → `[app]`, `lib.rs` and `main.rs` → `[]` (the root).
+fn module_path(relative: &str) -> Vec<String> {
+    let mut parts: Vec<String> = relative
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(str::to_string)
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod") | Some("lib") | Some("main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The top-level modules a file's code names, with the line of each:
+/// `crate::foo…`, `crate::{foo…, bar…}`, `$crate::foo…`, and `super::…`
+/// paths resolved against `module` (the file's module) and the inline
+/// `mod name { … }` blocks around them.
+fn crate_uses(text: &str, module: &[String]) -> Vec<(usize, String)> {
+    let tokens = tokens(text);
+    let mut uses = Vec::new();
+    // Inline modules open around the cursor: (name, brace depth inside it).
+    let mut inline: Vec<(String, usize)> = Vec::new();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < tokens.len() {
+        let token = &tokens[i];
+        let after_path_separator = i > 0 && tokens[i - 1].text == "::";
+        match token.text.as_str() {
+            "{" => depth += 1,
+            "}" => {
+                if inline.last().is_some_and(|(_, d)| *d == depth) {
+                    inline.pop();
+                }
+                depth = depth.saturating_sub(1);
+            }
+            "mod" if text_at(&tokens, i + 2) == "{" => {
+                inline.push((text_at(&tokens, i + 1).to_string(), depth + 1));
+            }
+            "crate" if text_at(&tokens, i + 1) == "::" && !after_path_separator => {
+                for name in first_segments(&tokens, i + 2) {
+                    uses.push((token.line, name));
+                }
+            }
+            "super" if !after_path_separator && text_at(&tokens, i + 1) == "::" => {
+                let mut here: Vec<String> = module.to_vec();
+                here.extend(inline.iter().map(|(name, _)| name.clone()));
+                let mut j = i;
+                while text_at(&tokens, j) == "super" && text_at(&tokens, j + 1) == "::" {
+                    here.pop();
+                    j += 2;
+                }
+                match here.first() {
+                    Some(top) => uses.push((token.line, top.clone())),
+                    None => {
+                        for name in first_segments(&tokens, j) {
+                            uses.push((token.line, name));
+                        }
+                    }
+                }
+                i = j;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    uses
+}
+
+/// The first segments of the path or use tree starting at token `at`
+/// (`foo` of `foo::bar`; `foo`, `bar` of `{foo::x, bar}`; none for `self`, `*`).
+fn first_segments(tokens: &[Token], at: usize) -> Vec<String> {
+    let first = text_at(tokens, at);
+    if first != "{" {
+        return if is_module_name(first) {
+            vec![first.to_string()]
+        } else {
+            Vec::new()
+        };
+    }
+    let mut names = Vec::new();
+    let mut depth = 0usize;
+    let mut expect_segment = true;
+    for token in &tokens[at..] {
+        match token.text.as_str() {
+            "{" => {
+                depth += 1;
+                if depth == 1 {
+                    expect_segment = true;
+                }
+            }
+            "}" => {
+                depth -= 1;
+                if depth == 0 {
+                    break;
+                }
+            }
+            "," if depth == 1 => expect_segment = true,
+            name if depth == 1 && expect_segment => {
+                if is_module_name(name) {
+                    names.push(name.to_string());
+                }
+                expect_segment = false;
+            }
+            _ => {}
+        }
+    }
+    names
+}
+
+fn is_module_name(text: &str) -> bool {
+    text != "self"
+        && text
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn text_at(tokens: &[Token], at: usize) -> &str {
+    tokens.get(at).map_or("", |t| t.text.as_str())
+}
+
+/// A token of Rust source: an identifier (with `$`, so `$crate`'s `crate`
+/// stays `crate`), `::`, or one punctuation character.
+#[derive(Debug)]
+struct Token {
+    text: String,
+    line: usize,
+}
+
+/// Splits Rust source into identifiers and punctuation, leaving out
+/// comments, string, byte-string, raw-string and character literals,
+/// numbers and lifetimes.
+fn tokens(text: &str) -> Vec<Token> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut line = 1;
+    let mut i = 0;
+    let at = |i: usize| chars.get(i).copied().unwrap_or('\0');
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            '\n' => {
+                line += 1;
+                i += 1;
+            }
+            '/' if at(i + 1) == '/' => {
+                while i < chars.len() && chars[i] != '\n' {
+                    i += 1;
+                }
+            }
+            '/' if at(i + 1) == '*' => {
+                let mut nesting = 0;
+                while i < chars.len() {
+                    if chars[i] == '/' && at(i + 1) == '*' {
+                        nesting += 1;
+                        i += 2;
+                    } else if chars[i] == '*' && at(i + 1) == '/' {
+                        nesting -= 1;
+                        i += 2;
+                        if nesting == 0 {
+                            break;
+                        }
+                    } else {
+                        if chars[i] == '\n' {
+                            line += 1;
+                        }
+                        i += 1;
+                    }
+                }
+            }
+            '"' => i = skip_string(&chars, i + 1, &mut line),
+            'r' | 'b' | 'c' if raw_string_hashes(&chars, i).is_some() => {
+                let (hashes, open) = raw_string_hashes(&chars, i).unwrap();
+                i = open + 1;
+                while i < chars.len() {
+                    if chars[i] == '"' && (1..=hashes).all(|k| at(i + k) == '#') {
+                        i += hashes + 1;
+                        break;
+                    }
+                    if chars[i] == '\n' {
+                        line += 1;
+                    }
+                    i += 1;
+                }
+            }
+            'b' | 'c' if at(i + 1) == '"' => i = skip_string(&chars, i + 2, &mut line),
+            'b' if at(i + 1) == '\'' => i = skip_char(&chars, i + 1),
+            '\'' => {
+                // A character literal ('x', '\n', '\u{1F600}') or a lifetime ('a).
+                if at(i + 1) == '\\' || at(i + 2) == '\'' {
+                    i = skip_char(&chars, i);
+                } else {
+                    i += 1;
+                    while at(i).is_alphanumeric() || at(i) == '_' {
+                        i += 1;
+                    }
+                }
+            }
+            ':' if at(i + 1) == ':' => {
+                out.push(Token {
+                    text: "::".into(),
+                    line,
+                });
+                i += 2;
+            }
+            c if c.is_alphabetic() || c == '_' => {
+                let start = i;
+                while at(i).is_alphanumeric() || at(i) == '_' {
+                    i += 1;
+                }
+                out.push(Token {
+                    text: chars[start..i].iter().collect(),
+                    line,
+                });
+            }
+            c if c.is_ascii_digit() => {
+                while at(i).is_alphanumeric() || at(i) == '_' {
+                    i += 1;
+                }
+            }
+            c if c.is_whitespace() || c == '$' => i += 1,
+            c => {
+                out.push(Token {
+                    text: c.to_string(),
+                    line,
+                });
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// Skips a string body from `i` (after the opening quote) past its closing quote.
+fn skip_string(chars: &[char], mut i: usize, line: &mut usize) -> usize {
+    while i < chars.len() {
+        match chars[i] {
+            '\\' => i += 2,
+            '"' => return i + 1,
+            c => {
+                if c == '\n' {
+                    *line += 1;
+                }
+                i += 1;
+            }
+        }
+    }
+    i
+}
+
+/// Skips a character literal starting at its opening quote `i`.
+fn skip_char(chars: &[char], mut i: usize) -> usize {
+    i += 1;
+    while i < chars.len() {
+        match chars[i] {
+            '\\' => i += 2,
+            '\'' => return i + 1,
+            _ => i += 1,
+        }
+    }
+    i
+}
+
+/// For a raw string starting at `i` (`r"`, `r#"`, `br##"`, `cr"`): the
+/// number of `#` and the index of the opening quote.
+fn raw_string_hashes(chars: &[char], i: usize) -> Option<(usize, usize)> {
+    if i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_') {
+        return None; // inside an identifier such as `bar"`
+    }
+    let mut j = i;
+    if chars[j] == 'b' || chars[j] == 'c' {
+        j += 1;
+    }
+    if chars.get(j) != Some(&'r') {
+        return None;
+    }
+    j += 1;
+    let mut hashes = 0;
+    while chars.get(j) == Some(&'#') {
+        hashes += 1;
+        j += 1;
+    }
+    (chars.get(j) == Some(&'"')).then_some((hashes, j))
+}
