@@ -87,7 +87,7 @@ fn header_index(header_block: &[u8], has_attachment: bool) -> (EmailIndex, Optio
     let (_, cc_text) = address_keys(&rendered(Cc));
     let (_, bcc_text) = address_keys(&rendered(Bcc));
     // Threading is the server's own rule (RFC 8621 §3), not a rendered
-    // property: an In-Reply-To or References that is not a msg-id list
+    // property: a Message-ID, In-Reply-To or References that is not a msg-id list
     // (Email/get renders null, §4.1.2.5) still names the bare
     // `local@domain` ids some mailers write without angle brackets.
     let thread_ids = |property: EmailProperty, name: &str| match rendered(property) {
@@ -109,7 +109,7 @@ fn header_index(header_block: &[u8], has_attachment: bool) -> (EmailIndex, Optio
         }
     }
     let index = EmailIndex {
-        message_id: message_ids(&rendered(MessageId)).into_iter().next(),
+        message_id: thread_ids(MessageId, "message-id").into_iter().next(),
         referenced_ids,
         base_subject: base_subject(subject),
         subject: subject.to_lowercase(),
@@ -269,7 +269,8 @@ mod tests {
             "    hazards \n",
             "From: \"\" Angles \" Puglisi\" <angles@example.com>\n",
             "To: ILUG (Request) <ilug@example.ie>, \"=?utf-8?B?6ZmI54Wc?=\" <y@example.cn>\n",
-            // No angle brackets: not a msg-id (RFC 5322 §3.6.4).
+            // No angle brackets: not a msg-id (RFC 5322 §3.6.4), so Email/get
+            // renders null; threading still takes the bare id.
             "In-Reply-To: CAKo1dg@mail.gmail.com\n",
             "References: <a@example.com> \"Jim\"'s message of <b@example.com\n",
             " >\n",
@@ -295,7 +296,10 @@ mod tests {
             "ilug\nilug@example.ie\n=?utf-8?b?6zmi54wc?=\ny@example.cn\n"
         );
         assert_eq!(index.message_id, None);
-        assert_eq!(index.referenced_ids, ["a@example.com", "b@example.com"]);
+        assert_eq!(
+            index.referenced_ids,
+            ["CAKo1dg@mail.gmail.com", "a@example.com", "b@example.com"]
+        );
         let dates = [
             ("Fri, 23 Aug 2002 22:46:34 GMT+1", Some(1_030_139_194)),
             ("28 Jun 01 10:05:15 PM", Some(993_765_915)),

@@ -136,8 +136,9 @@ pub struct Statements {
     pub query_rows_in_mailbox: &'static str,
     /// `$1` account, `$2` thread list → (thread_id, id) by thread, receivedAt, id.
     pub thread_emails: &'static str,
-    /// Run after a raw import of ids, so new rows get ids above them.
-    pub after_raw_import: &'static [&'static str],
+    /// (table, statement): run after a raw import into that table, so new
+    /// rows get ids above the imported ones (never moving an id source back).
+    pub after_raw_import: &'static [(&'static str, &'static str)],
 }
 
 /// The Email/query columns of [`Statements::query_rows`], given the

@@ -179,7 +179,8 @@ pub struct NewEmail {
 /// that threading matches on (RFC 8621 §3, §4.4).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EmailIndex {
-    /// Message-ID without angle brackets.
+    /// Message-ID without angle brackets (for threading: as Email/get renders
+    /// it, else the first `local@domain` word of the field, as for `referenced_ids`).
     pub message_id: Option<String>,
     /// In-Reply-To and References ids, without angle brackets, for threading:
     /// as Email/get renders them, or, where a field is not a msg-id list, the

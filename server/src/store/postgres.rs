@@ -84,15 +84,20 @@ macro_rules! fast_views {
     };
 }
 
-/// Moves the identity sequence of a table to its highest id.
-macro_rules! bump_sequence {
+/// Moves the identity sequence of a table up to its highest id, never back
+/// (ids of destroyed rows stay unused, like SQLite's AUTOINCREMENT).
+macro_rules! raise_sequence {
     ($table:literal) => {
-        concat!(
-            "SELECT setval(pg_get_serial_sequence('",
+        (
             $table,
-            "', 'id'), max(id)) FROM ",
-            $table,
-            " HAVING max(id) IS NOT NULL"
+            concat!(
+                "SELECT setval(s.seq, max(t.id)) FROM ",
+                $table,
+                " t, (SELECT pg_get_serial_sequence('",
+                $table,
+                "', 'id') AS seq) s GROUP BY s.seq \
+                 HAVING max(t.id) > coalesce(pg_sequence_last_value(s.seq::regclass), 0)"
+            ),
         )
     };
 }
@@ -158,9 +163,9 @@ impl Dialect for PostgresDialect {
         thread_emails: "SELECT thread_id, id FROM emails WHERE account_id = $1 \
              AND thread_id = any($2) ORDER BY thread_id, received_at, id",
         after_raw_import: &[
-            bump_sequence!("accounts"),
-            bump_sequence!("mailboxes"),
-            bump_sequence!("emails"),
+            raise_sequence!("accounts"),
+            raise_sequence!("mailboxes"),
+            raise_sequence!("emails"),
         ],
     };
 

@@ -379,7 +379,9 @@ where
         .map(|(email, mailbox, received_at)| (email, (mailbox, received_at)))
         .collect();
         for (email, membership) in members {
-            emails[slot[&email]].memberships.push(membership);
+            if let Some(&i) = slot.get(&email) {
+                emails[i].memberships.push(membership);
+            }
         }
         let headers: EmailRows<Vec<u8>> = sqlx::query_as(
             "SELECT email_id, header_block FROM email_headers WHERE email_id BETWEEN $1 AND $2",
@@ -389,7 +391,9 @@ where
         .fetch_all(pool)
         .await?;
         for (email, block) in headers {
-            emails[slot[&email]].header_block = Some(block);
+            if let Some(&i) = slot.get(&email) {
+                emails[i].header_block = Some(block);
+            }
         }
         let views: Vec<(i64, String, bool)> = sqlx::query_as(
             "SELECT email_id, preview, has_attachment FROM fast_view \
@@ -400,10 +404,12 @@ where
         .fetch_all(pool)
         .await?;
         for (email, preview, has_attachment) in views {
-            emails[slot[&email]].fast_view = Some(FastView {
-                preview,
-                has_attachment,
-            });
+            if let Some(&i) = slot.get(&email) {
+                emails[i].fast_view = Some(FastView {
+                    preview,
+                    has_attachment,
+                });
+            }
         }
         Ok(emails)
     }
@@ -519,8 +525,16 @@ where
                 )
                 .await?,
             };
-        for statement in D::SQL.after_raw_import {
-            sqlx::query(*statement).execute(&mut *tx).await?;
+        let table = match rows {
+            RawRows::Accounts(_) => "accounts",
+            RawRows::Mailboxes(_) => "mailboxes",
+            RawRows::Emails(_) => "emails",
+            _ => "",
+        };
+        for (name, statement) in D::SQL.after_raw_import {
+            if *name == table {
+                sqlx::query(*statement).execute(&mut *tx).await?;
+            }
         }
         tx.commit().await?;
         Ok(written)
@@ -591,7 +605,7 @@ where
             .iter()
             .filter_map(|r| r.fast_view.as_ref().map(|view| (r.id, view)))
             .collect();
-        Self::upsert_fast_views(tx, &views).await?;
+        Self::write_fast_views(tx, &views, false).await?;
         Ok(done)
     }
 

@@ -408,16 +408,23 @@ where
         .await
     }
 
-    /// Inserts or replaces projection rows.
-    pub(super) async fn upsert_fast_views(
+    /// Writes projection rows: replacing rows already there, or, without
+    /// `replace`, keeping them.
+    pub(super) async fn write_fast_views(
         tx: &mut Tx<D>,
         rows: &[(i64, &FastView)],
+        replace: bool,
     ) -> StoreResult<u64> {
+        let tail = if replace {
+            "ON CONFLICT (email_id) DO UPDATE \
+             SET preview = excluded.preview, has_attachment = excluded.has_attachment"
+        } else {
+            "ON CONFLICT DO NOTHING"
+        };
         Self::insert_rows(
             tx,
             "INSERT INTO fast_view (email_id, preview, has_attachment)",
-            "ON CONFLICT (email_id) DO UPDATE \
-             SET preview = excluded.preview, has_attachment = excluded.has_attachment",
+            tail,
             3,
             rows,
             |row, (id, view)| {
@@ -434,12 +441,11 @@ where
         Self::insert_rows(
             tx,
             "WITH v (id, keywords) AS (",
-            ") UPDATE emails SET keywords = (SELECT v.keywords FROM v WHERE v.id = emails.id) \
-             WHERE id IN (SELECT id FROM v)",
+            ") UPDATE emails SET keywords = v.keywords FROM v WHERE emails.id = v.id",
             2,
             rows,
             |row, (id, keywords)| {
-                row.push_bind(*id).push_bind(keywords.clone());
+                row.push_bind(*id).push_bind(D::text(keywords).into_owned());
             },
         )
         .await?;
@@ -506,6 +512,9 @@ where
     }
 
     async fn account_by_email(&self, email: &str) -> StoreResult<Option<Account>> {
+        if email.contains('\0') {
+            return Ok(None); // no login holds NUL (PostgreSQL text cannot)
+        }
         Ok(sqlx::query_as(D::SQL.account_by_email)
             .bind(email)
             .fetch_optional(&self.reader)
@@ -521,6 +530,9 @@ where
     }
 
     async fn set_password(&self, email: &str, password_hash: &str) -> StoreResult<()> {
+        if email.contains('\0') {
+            return Err(StoreError::NotFound);
+        }
         let done = sqlx::query(D::SQL.set_password)
             .bind(email)
             .bind(password_hash)
@@ -533,6 +545,9 @@ where
     }
 
     async fn remove_account(&self, email: &str) -> StoreResult<()> {
+        if email.contains('\0') {
+            return Err(StoreError::NotFound);
+        }
         let mut tx = self.write(None).await?;
         let id: Option<i64> = sqlx::query_scalar(D::SQL.account_to_remove)
             .bind(email)
@@ -846,7 +861,7 @@ where
             .fetch_all(&mut *tx)
             .await?;
         let views: Vec<(i64, &FastView)> = live.iter().map(|id| (*id, latest[id])).collect();
-        Self::upsert_fast_views(&mut tx, &views).await?;
+        Self::write_fast_views(&mut tx, &views, true).await?;
         tx.commit().await?;
         Ok(())
     }

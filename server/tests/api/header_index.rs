@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use crate::support::corpus;
 
 /// The Email/get properties the keys stand for.
-const PROPERTIES: [&str; 11] = [
+const PROPERTIES: [&str; 12] = [
     "subject",
     "from",
     "to",
@@ -33,6 +33,7 @@ const PROPERTIES: [&str; 11] = [
     "messageId",
     "inReplyTo",
     "references",
+    "header:Message-ID",
     "header:In-Reply-To",
     "header:References",
 ];
@@ -79,7 +80,7 @@ fn rendered_keys(email: &Map<String, Value>) -> Keys {
             .map(|id| id.as_str().expect("a message id is a string").to_string())
             .collect()
     };
-    let message_id = ids(&email["messageId"]).into_iter().next();
+
     // Threading's rule (EmailIndex::referenced_ids): the rendered ids, or,
     // where the field is not a msg-id list (rendered null), the
     // `local@domain` words of its raw value, angle brackets removed.
@@ -102,6 +103,9 @@ fn rendered_keys(email: &Map<String, Value>) -> Keys {
             .map(str::to_string)
             .collect()
     };
+    let message_id = thread_ids("messageId", "header:Message-ID")
+        .into_iter()
+        .next();
     let mut referenced_ids: Vec<String> = Vec::new();
     for id in thread_ids("inReplyTo", "header:In-Reply-To")
         .into_iter()

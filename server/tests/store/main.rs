@@ -96,6 +96,7 @@ macro_rules! assert_err {
 
 mod accounts;
 mod change_log;
+mod edges;
 mod emails;
 mod mailboxes;
 mod plans;
