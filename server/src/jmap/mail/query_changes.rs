@@ -15,12 +15,14 @@ use crate::store::LogPosition;
 const ATTEMPTS: usize = 3;
 
 /// The arguments every Foo/queryChanges has besides `filter`, `sort` and
-/// `upToId` (whose handling is the type's).
-#[derive(Debug)]
+/// `upToId` (whose handling is the type's); each request flattens it in.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct QueryChangesArgs {
     pub account_id: String,
     pub since_query_state: String,
     pub max_changes: Option<u64>,
+    #[serde(default)]
     pub calculate_total: bool,
 }
 

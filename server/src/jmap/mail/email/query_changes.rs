@@ -33,14 +33,11 @@ pub const MAX_QUERY_CHANGES: usize = 10_000;
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct QueryChangesRequest {
-    account_id: String,
+    #[serde(flatten)]
+    args: QueryChangesArgs,
     filter: Option<Value>,
     sort: Option<Vec<SortArgument>>,
-    since_query_state: String,
-    max_changes: Option<u64>,
     up_to_id: Option<String>,
-    #[serde(default)]
-    calculate_total: bool,
     #[serde(default)]
     collapse_threads: bool,
 }
@@ -62,9 +59,9 @@ pub async fn email_query_changes(
     arguments: Map<String, Value>,
 ) -> Result<Value, MethodError> {
     let request: QueryChangesRequest = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.account_id)?;
+    args::check_account(ctx.account, &request.args.account_id)?;
     // Plan.
-    check_max_changes(request.max_changes)?;
+    check_max_changes(request.args.max_changes)?;
     let filter = request.filter.as_ref().map(parse_filter).transpose()?;
     let comparators = parse_sort(request.sort)?;
     if request.collapse_threads {
@@ -72,7 +69,7 @@ pub async fn email_query_changes(
             "changes of a query with collapseThreads cannot be calculated".into(),
         ));
     }
-    let since = parse_query_state(&request.since_query_state)?;
+    let since = parse_query_state(&request.args.since_query_state)?;
     let query = Query {
         mutable: filter.as_ref().is_some_and(is_mutable),
         filter,
@@ -87,13 +84,7 @@ pub async fn email_query_changes(
     )
     .await?;
     // Render.
-    let args = QueryChangesArgs {
-        account_id: request.account_id,
-        since_query_state: request.since_query_state,
-        max_changes: request.max_changes,
-        calculate_total: request.calculate_total,
-    };
-    query_changes_response(args, changes, ids::email_id)
+    query_changes_response(request.args, changes, ids::email_id)
 }
 
 /// The changes since `since` and where they are in the results now; `None`

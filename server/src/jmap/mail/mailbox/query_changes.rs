@@ -22,15 +22,12 @@ use crate::store::{ChangeType, LogPosition};
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct QueryChangesRequest {
-    account_id: String,
+    #[serde(flatten)]
+    args: QueryChangesArgs,
     filter: Option<Value>,
     sort: Option<Vec<Comparator>>,
-    since_query_state: String,
-    max_changes: Option<u64>,
     #[serde(rename = "upToId")]
     _up_to_id: Option<String>,
-    #[serde(default)]
-    calculate_total: bool,
 }
 
 /// Handles one Mailbox/queryChanges call.
@@ -40,10 +37,10 @@ pub async fn mailbox_query_changes(
     arguments: Map<String, Value>,
 ) -> Result<Value, MethodError> {
     let request: QueryChangesRequest = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.account_id)?;
+    args::check_account(ctx.account, &request.args.account_id)?;
     // Plan.
-    check_max_changes(request.max_changes)?;
-    let since = parse_query_state(&request.since_query_state)?;
+    check_max_changes(request.args.max_changes)?;
+    let since = parse_query_state(&request.args.since_query_state)?;
     let comparators = request.sort.unwrap_or_default();
     let filter = request.filter;
     // Load: the changes and the results, of one state.
@@ -54,13 +51,7 @@ pub async fn mailbox_query_changes(
     )
     .await?;
     // Render.
-    let args = QueryChangesArgs {
-        account_id: request.account_id,
-        since_query_state: request.since_query_state,
-        max_changes: request.max_changes,
-        calculate_total: request.calculate_total,
-    };
-    query_changes_response(args, changes, ids::mailbox_id)
+    query_changes_response(request.args, changes, ids::mailbox_id)
 }
 
 /// The changes since `since` and where they are in the results now; `None`
