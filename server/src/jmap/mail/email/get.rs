@@ -30,14 +30,37 @@ struct GetRequest {
     ids: Option<Vec<String>>,
     properties: Option<Vec<String>>,
     body_properties: Option<Vec<String>>,
+    #[serde(flatten)]
+    body_values: BodyValueArgs,
+}
+
+/// The body value arguments Email/get and Email/parse share (RFC 8621
+/// §4.2, §4.9); each request flattens them in.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct BodyValueArgs {
     #[serde(default)]
-    fetch_text_body_values: bool,
+    pub fetch_text_body_values: bool,
     #[serde(default, rename = "fetchHTMLBodyValues")]
-    fetch_html_body_values: bool,
+    pub fetch_html_body_values: bool,
     #[serde(default)]
-    fetch_all_body_values: bool,
+    pub fetch_all_body_values: bool,
     #[serde(default)]
-    max_body_value_bytes: u64,
+    pub max_body_value_bytes: u64,
+}
+
+impl BodyValueArgs {
+    /// As the renderer takes them.
+    pub fn options(&self) -> BodyOptions {
+        BodyOptions {
+            flags: BodyValueFlags {
+                fetch_text: self.fetch_text_body_values,
+                fetch_html: self.fetch_html_body_values,
+                fetch_all: self.fetch_all_body_values,
+            },
+            max_body_value_bytes: self.max_body_value_bytes as usize,
+        }
+    }
 }
 
 /// What an Email/get or Email/parse renders of each email: the parsed
@@ -120,14 +143,7 @@ pub async fn email_get(
 impl GetRequest {
     /// The properties (`id` always among them) and body value options.
     fn shape(&self) -> Result<EmailShape, MethodError> {
-        let options = BodyOptions {
-            flags: BodyValueFlags {
-                fetch_text: self.fetch_text_body_values,
-                fetch_html: self.fetch_html_body_values,
-                fetch_all: self.fetch_all_body_values,
-            },
-            max_body_value_bytes: self.max_body_value_bytes as usize,
-        };
+        let options = self.body_values.options();
         let mut shape = EmailShape::parse(
             self.properties.as_deref(),
             self.body_properties.as_deref(),

@@ -13,15 +13,14 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::get::EmailShape;
-use super::render::{BodyOptions, EmailSources, render_email};
+use super::get::{BodyValueArgs, EmailShape};
+use super::render::{EmailSources, render_email};
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::mail::get::requested_ids;
 use crate::jmap::{args, ids};
 use crate::mail::body::resolve_part;
 use crate::mail::property::EmailProperty;
-use crate::mail::read_level::BodyValueFlags;
 use crate::store::EmailMeta;
 
 /// Properties of an email in the store that a parsed email does not have.
@@ -34,14 +33,8 @@ struct ParseRequest {
     blob_ids: Vec<String>,
     properties: Option<Vec<String>>,
     body_properties: Option<Vec<String>>,
-    #[serde(default)]
-    fetch_text_body_values: bool,
-    #[serde(default, rename = "fetchHTMLBodyValues")]
-    fetch_html_body_values: bool,
-    #[serde(default)]
-    fetch_all_body_values: bool,
-    #[serde(default)]
-    max_body_value_bytes: u64,
+    #[serde(flatten)]
+    body_values: BodyValueArgs,
 }
 
 /// What one blob id resolved to.
@@ -77,14 +70,7 @@ pub async fn email_parse(
 impl ParseRequest {
     /// The properties (default: RFC 8621 §4.9's) and body value options.
     fn shape(&self) -> Result<EmailShape, MethodError> {
-        let options = BodyOptions {
-            flags: BodyValueFlags {
-                fetch_text: self.fetch_text_body_values,
-                fetch_html: self.fetch_html_body_values,
-                fetch_all: self.fetch_all_body_values,
-            },
-            max_body_value_bytes: self.max_body_value_bytes as usize,
-        };
+        let options = self.body_values.options();
         EmailShape::parse(
             self.properties.as_deref(),
             self.body_properties.as_deref(),
