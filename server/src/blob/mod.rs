@@ -18,33 +18,74 @@
 //!
 //! One code path serves both: blobs are read only at the full read level, on
 //! download, by Email/import and by the tools, never by the hot metadata,
-//! header or fast-view levels. Writing the same bytes twice is harmless (a
-//! blob that exists is not written again).
+//! header or fast-view levels.
+//!
+//! - **Reads are checked.** Every whole read ([`BlobStore::get`],
+//!   [`BlobStore::read`]) hashes the bytes: content that does not hash to its
+//!   id is [`BlobError::Corrupt`], never served; a blob the database refers to
+//!   that is absent is [`BlobError::Missing`] ([`BlobStore::read`]).
+//! - **Writes repair.** [`BlobStore::put_with_id`] leaves a blob alone only
+//!   when the stored bytes are the same; a missing, truncated or altered copy
+//!   is replaced. An upload ([`BlobStore::begin_upload`]) streams into a
+//!   staging object under `staging/` while it is hashed, and
+//!   [`StagedBlob::commit`] renames it over whatever is at its id.
+//! - **Deletion** is two-phase for the garbage collector
+//!   ([`crate::mail::gc`]): [`BlobStore::set_aside`] moves a blob to
+//!   `deleting/{id}`, and after the collector has re-checked the database it
+//!   either [`BlobStore::purge`]s or [`BlobStore::restore`]s it. Writers that
+//!   reference a blob check after their commit that it is still there
+//!   ([`BlobStore::ensure_present`]).
 
 use std::fmt;
 use std::path::Path as FsPath;
 use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::aws::AmazonS3Builder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::prefix::PrefixStore;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 use sha2::{Digest, Sha256};
 
 /// How many blobs one batch read ([`BlobStore::get_many`]) fetches at once.
 const READ_CONCURRENCY: usize = 16;
 
+/// Blobs at least this large are hashed off the async workers.
+const HASH_INLINE_BYTES: usize = 256 << 10;
+
+/// Parts of a streaming upload: S3 needs at least 5 MiB per part; a local
+/// file takes any size, so a local upload holds at most ~256 KiB in memory.
+const S3_PART_BYTES: usize = 5 << 20;
+const LOCAL_PART_BYTES: usize = 256 << 10;
+/// Parts of one upload being written at once.
+const PARTS_IN_FLIGHT: usize = 2;
+
+/// Where uploads are written before they are named by their hash.
+pub const STAGING_PREFIX: &str = "staging";
+/// Where the garbage collector sets a blob aside before deleting it.
+pub const DELETING_PREFIX: &str = "deleting";
+
 /// Hex SHA-256 of `bytes`: the blobId of a message or upload (RFC 8620 §6).
 pub fn blob_id_of(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(digest: &[u8]) -> String {
     let mut out = String::with_capacity(64);
     for byte in digest {
         use std::fmt::Write;
         let _ = write!(out, "{byte:02x}");
     }
     out
+}
+
+/// Whether `blob_id` is a blob id: 64 lowercase hex digits.
+pub fn is_blob_id(blob_id: &str) -> bool {
+    blob_id.len() == 64
+        && blob_id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// Errors of the blob store.
@@ -59,9 +100,42 @@ pub enum BlobError {
     /// The local root could not be created.
     #[error("cannot create the blob directory {0}: {1}")]
     Root(String, std::io::Error),
+    /// A blob the database refers to is not in the blob store.
+    #[error("blob {0} is missing from the blob store")]
+    Missing(String),
+    /// The stored bytes do not hash to the blob's id (altered or truncated).
+    #[error("blob {0} is corrupt: its content does not hash to its id")]
+    Corrupt(String),
     /// The backing store failed.
     #[error("blob store: {0}")]
     Backend(#[from] object_store::Error),
+}
+
+impl BlobError {
+    /// Whether the store failed because its device is full (`ENOSPC`) or
+    /// over a disk quota (`EDQUOT`): the HTTP edge answers 507 for it.
+    pub fn is_storage_full(&self) -> bool {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(error) = source {
+            if let Some(io) = error.downcast_ref::<std::io::Error>()
+                && (io.kind() == std::io::ErrorKind::StorageFull
+                    || matches!(io.raw_os_error(), Some(28 | 122)))
+            {
+                return true;
+            }
+            source = error.source();
+        }
+        false
+    }
+}
+
+/// One object of a store listing ([`BlobStore::list`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// The blob id (or, under `staging/`, the staging name).
+    pub name: String,
+    /// Unix seconds, UTC.
+    pub modified: i64,
 }
 
 /// Content-addressed blobs under one root, local or in S3.
@@ -70,6 +144,8 @@ pub struct BlobStore {
     inner: Arc<dyn ObjectStore>,
     /// `file:///…` or `s3://bucket/prefix`: for messages and logs.
     url: String,
+    /// The size of a streaming upload's parts ([`S3_PART_BYTES`] or [`LOCAL_PART_BYTES`]).
+    part_bytes: usize,
 }
 
 impl fmt::Debug for BlobStore {
@@ -90,6 +166,7 @@ impl BlobStore {
         Ok(Self {
             inner: Arc::new(store),
             url: format!("file://{}", absolute.display()),
+            part_bytes: LOCAL_PART_BYTES,
         })
     }
 
@@ -115,7 +192,11 @@ impl BlobStore {
             } else {
                 format!("s3://{bucket}/{prefix}")
             };
-            return Ok(Self { inner, url });
+            return Ok(Self {
+                inner,
+                url,
+                part_bytes: S3_PART_BYTES,
+            });
         }
         if let Some(path) = url.strip_prefix("file://") {
             return Self::local(path);
@@ -132,11 +213,12 @@ impl BlobStore {
     }
 
     fn key_of(blob_id: &str) -> Option<Path> {
-        let valid = blob_id.len() == 64
-            && blob_id
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-        valid.then(|| Path::from(format!("{}/{}/{blob_id}", &blob_id[0..2], &blob_id[2..4])))
+        is_blob_id(blob_id)
+            .then(|| Path::from(format!("{}/{}/{blob_id}", &blob_id[0..2], &blob_id[2..4])))
+    }
+
+    fn set_aside_key(blob_id: &str) -> Path {
+        Path::from(format!("{DELETING_PREFIX}/{blob_id}"))
     }
 
     /// Stores `bytes` and returns its blob id.
@@ -146,18 +228,44 @@ impl BlobStore {
         Ok(blob_id)
     }
 
-    /// Stores `bytes` under an id the caller computed with [`blob_id_of`];
-    /// nothing is written when the blob is already there.
+    /// Stores `bytes` under an id the caller computed with [`blob_id_of`].
+    /// Nothing is written when the same bytes are already there; a missing
+    /// or different (corrupt) copy is replaced, atomically.
     pub async fn put_with_id(
         &self,
         blob_id: &str,
         bytes: impl Into<PutPayload>,
     ) -> Result<(), BlobError> {
         let key = Self::key_of(blob_id).ok_or(BlobError::InvalidId)?;
-        if self.exists_at(&key).await? {
+        let payload: PutPayload = bytes.into();
+        if let Some(stored) = self.fetch(&key).await?
+            && stored.len() == payload.content_length()
+            && payload
+                .iter()
+                .scan(0, |offset, part| {
+                    let same = stored.get(*offset..*offset + part.len()) == Some(&part[..]);
+                    *offset += part.len();
+                    Some(same)
+                })
+                .all(|same| same)
+        {
             return Ok(());
         }
-        self.inner.put(&key, bytes.into()).await?;
+        self.inner.put(&key, payload).await?;
+        Ok(())
+    }
+
+    /// After a commit that refers to `blob_id`: writes the blob again if it
+    /// is no longer there (the garbage collector set it aside meanwhile).
+    pub async fn ensure_present(
+        &self,
+        blob_id: &str,
+        bytes: impl Into<PutPayload>,
+    ) -> Result<(), BlobError> {
+        let key = Self::key_of(blob_id).ok_or(BlobError::InvalidId)?;
+        if !self.exists_at(&key).await? {
+            self.inner.put(&key, bytes.into()).await?;
+        }
         Ok(())
     }
 
@@ -177,12 +285,9 @@ impl BlobStore {
         }
     }
 
-    /// Reads a whole blob; `Ok(None)` when there is no such blob.
-    pub async fn get(&self, blob_id: &str) -> Result<Option<Vec<u8>>, BlobError> {
-        let Some(key) = Self::key_of(blob_id) else {
-            return Ok(None);
-        };
-        let result = match self.inner.get(&key).await {
+    /// The stored bytes at `key`, unchecked; `None` when absent.
+    async fn fetch(&self, key: &Path) -> Result<Option<Vec<u8>>, BlobError> {
+        let result = match self.inner.get(key).await {
             Ok(result) => result,
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
             Err(error) => return Err(error.into()),
@@ -194,8 +299,33 @@ impl BlobStore {
         }
     }
 
+    /// Reads a whole blob and checks that it hashes to its id; `Ok(None)`
+    /// when there is no such blob, [`BlobError::Corrupt`] when its bytes are
+    /// not the ones its id names.
+    pub async fn get(&self, blob_id: &str) -> Result<Option<Vec<u8>>, BlobError> {
+        let Some(key) = Self::key_of(blob_id) else {
+            return Ok(None);
+        };
+        let Some(bytes) = self.fetch(&key).await? else {
+            return Ok(None);
+        };
+        let (bytes, matches) = hash_matches(bytes, blob_id.to_string()).await;
+        if !matches {
+            return Err(BlobError::Corrupt(blob_id.to_string()));
+        }
+        Ok(Some(bytes))
+    }
+
+    /// Reads a whole blob that the database refers to: [`BlobError::Missing`]
+    /// when it is absent, [`BlobError::Corrupt`] when it does not hash to its id.
+    pub async fn read(&self, blob_id: &str) -> Result<Vec<u8>, BlobError> {
+        self.get(blob_id)
+            .await?
+            .ok_or_else(|| BlobError::Missing(blob_id.to_string()))
+    }
+
     /// Reads several blobs at once (a bounded number in flight), in the order
-    /// of `blob_ids`.
+    /// of `blob_ids`, each checked as [`BlobStore::get`] does.
     pub async fn get_many(&self, blob_ids: &[String]) -> Vec<Result<Option<Vec<u8>>, BlobError>> {
         // Owned ids: a future borrowing the iterator's items would not be
         // `Send` for every lifetime, which axum handlers need.
@@ -204,6 +334,206 @@ impl BlobStore {
             .buffered(READ_CONCURRENCY)
             .collect()
             .await
+    }
+
+    /// Starts a streaming upload into a staging object; the bytes are hashed
+    /// as they are written, and at most a few parts are held in memory.
+    pub async fn begin_upload(&self) -> Result<BlobUpload, BlobError> {
+        let staging = Path::from(format!(
+            "{STAGING_PREFIX}/{}-{:016x}",
+            chrono::Utc::now().timestamp(),
+            rand::random::<u64>()
+        ));
+        let upload = self.inner.put_multipart(&staging).await?;
+        Ok(BlobUpload {
+            staged: StagedBlob {
+                store: self.clone(),
+                staging: Some(staging),
+                id: String::new(),
+                size: 0,
+            },
+            writer: WriteMultipart::new_with_chunk_size(upload, self.part_bytes),
+            hasher: Sha256::new(),
+        })
+    }
+
+    /// Every object under the root's blob shards (`prefix: None`) or under
+    /// [`STAGING_PREFIX`] / [`DELETING_PREFIX`], with its modification time.
+    /// Objects whose name is not a blob id are skipped in the shards.
+    pub async fn list(&self, prefix: Option<&str>) -> Result<Vec<Listed>, BlobError> {
+        let under = prefix.map(Path::from);
+        let objects: Vec<object_store::ObjectMeta> =
+            self.inner.list(under.as_ref()).try_collect().await?;
+        Ok(objects
+            .into_iter()
+            .filter_map(|meta| {
+                let parts: Vec<String> = meta
+                    .location
+                    .parts()
+                    .map(|p| p.as_ref().to_string())
+                    .collect();
+                let name = match (prefix, parts.as_slice()) {
+                    (None, [a, b, id]) if is_blob_id(id) && id[0..2] == *a && id[2..4] == *b => {
+                        id.clone()
+                    }
+                    (Some(_), [_, name]) => name.clone(),
+                    _ => return None,
+                };
+                Some(Listed {
+                    name,
+                    modified: meta.last_modified.timestamp(),
+                })
+            })
+            .collect())
+    }
+
+    /// Deletes an object under [`STAGING_PREFIX`] (an abandoned upload).
+    pub async fn delete_staged(&self, name: &str) -> Result<(), BlobError> {
+        ignore_not_found(
+            self.inner
+                .delete(&Path::from(format!("{STAGING_PREFIX}/{name}")))
+                .await,
+        )
+    }
+
+    /// Moves a blob out of its place to `deleting/{id}` (the first phase of
+    /// a deletion); `false` when it was not there.
+    pub async fn set_aside(&self, blob_id: &str) -> Result<bool, BlobError> {
+        let key = Self::key_of(blob_id).ok_or(BlobError::InvalidId)?;
+        match self.inner.rename(&key, &Self::set_aside_key(blob_id)).await {
+            Ok(()) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Puts a blob set aside back in place (something referred to it again),
+    /// unless a writer already put it back.
+    pub async fn restore(&self, blob_id: &str) -> Result<(), BlobError> {
+        let key = Self::key_of(blob_id).ok_or(BlobError::InvalidId)?;
+        let aside = Self::set_aside_key(blob_id);
+        if self.exists_at(&key).await? {
+            return ignore_not_found(self.inner.delete(&aside).await);
+        }
+        ignore_not_found(self.inner.rename(&aside, &key).await)
+    }
+
+    /// Deletes a blob set aside (the second phase of a deletion).
+    pub async fn purge(&self, blob_id: &str) -> Result<(), BlobError> {
+        if !is_blob_id(blob_id) {
+            return Err(BlobError::InvalidId);
+        }
+        ignore_not_found(self.inner.delete(&Self::set_aside_key(blob_id)).await)
+    }
+}
+
+fn ignore_not_found(result: object_store::Result<()>) -> Result<(), BlobError> {
+    match result {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Whether `bytes` hash to `blob_id`; large blobs are hashed on the blocking
+/// pool, not on an async worker.
+async fn hash_matches(bytes: Vec<u8>, blob_id: String) -> (Vec<u8>, bool) {
+    if bytes.len() < HASH_INLINE_BYTES {
+        let matches = blob_id_of(&bytes) == blob_id;
+        return (bytes, matches);
+    }
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    tokio::task::spawn_blocking(move || {
+        let matches = blob_id_of(&bytes) == blob_id;
+        let _ = sender.send((bytes, matches));
+    });
+    receiver.await.unwrap_or((Vec::new(), false))
+}
+
+/// A streaming upload in progress ([`BlobStore::begin_upload`]): chunks are
+/// hashed and written to a staging object; dropped unfinished, the staging
+/// object is removed.
+pub struct BlobUpload {
+    staged: StagedBlob,
+    writer: WriteMultipart,
+    hasher: Sha256,
+}
+
+impl BlobUpload {
+    /// Appends a chunk, waiting while [`PARTS_IN_FLIGHT`] parts are being written.
+    pub async fn write(&mut self, chunk: bytes::Bytes) -> Result<(), BlobError> {
+        self.hasher.update(&chunk);
+        self.staged.size += chunk.len() as u64;
+        self.writer.wait_for_capacity(PARTS_IN_FLIGHT).await?;
+        self.writer.put(chunk);
+        Ok(())
+    }
+
+    /// Octets written so far.
+    pub fn size(&self) -> u64 {
+        self.staged.size
+    }
+
+    /// Abandons the upload: the parts written are removed (on S3 the
+    /// multipart upload is aborted, not left to a lifecycle rule).
+    pub async fn abort(self) {
+        let _ = self.writer.abort().await;
+    }
+
+    /// Completes the staging object and names it by its hash.
+    pub async fn finish(self) -> Result<StagedBlob, BlobError> {
+        let Self {
+            mut staged,
+            writer,
+            hasher,
+        } = self;
+        writer.finish().await?;
+        staged.id = hex(&hasher.finalize());
+        Ok(staged)
+    }
+}
+
+/// A complete upload in its staging object, named by its SHA-256; moved into
+/// place by [`StagedBlob::commit`], removed by [`StagedBlob::discard`] or
+/// when dropped.
+pub struct StagedBlob {
+    store: BlobStore,
+    staging: Option<Path>,
+    /// The blob id: hex SHA-256 of the bytes.
+    pub id: String,
+    /// Octets.
+    pub size: u64,
+}
+
+impl StagedBlob {
+    /// Renames the staging object over the blob's place, replacing whatever
+    /// is there (so a corrupt copy is repaired by uploading the right bytes).
+    pub async fn commit(mut self) -> Result<(), BlobError> {
+        let key = BlobStore::key_of(&self.id).ok_or(BlobError::InvalidId)?;
+        if let Some(staging) = self.staging.take() {
+            self.store.inner.rename(&staging, &key).await?;
+        }
+        Ok(())
+    }
+
+    /// Removes the staging object.
+    pub async fn discard(mut self) -> Result<(), BlobError> {
+        match self.staging.take() {
+            Some(staging) => ignore_not_found(self.store.inner.delete(&staging).await),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for StagedBlob {
+    fn drop(&mut self) {
+        if let Some(staging) = self.staging.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let inner = self.store.inner.clone();
+            runtime.spawn(async move {
+                let _ = inner.delete(&staging).await;
+            });
+        }
     }
 }
 

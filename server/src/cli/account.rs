@@ -1,4 +1,4 @@
-//! `fastview account add|list|passwd|remove`.
+//! `fastview account add|list|passwd|set|remove`.
 
 use std::io::{BufRead, IsTerminal};
 use std::process::ExitCode;
@@ -27,6 +27,19 @@ pub enum AccountCommand {
         /// Read the password from the first line of standard input.
         #[arg(long)]
         password_stdin: bool,
+        /// Storage quota: octets, or with a binary suffix (`500M`, `2G`, `1T`),
+        /// or `none` (the default: no limit). Counts the account's messages
+        /// and pending uploads (RFC 9425 `Quota/get`).
+        #[arg(long, value_parser = parse_quota)]
+        quota: Option<Quota>,
+    },
+    /// Change an account's settings.
+    Set {
+        email: String,
+        /// Storage quota, as for `add` (`none` lifts it). Lowering it below
+        /// what the account holds deletes nothing; new mail is refused.
+        #[arg(long, value_parser = parse_quota)]
+        quota: Quota,
     },
     /// List accounts.
     List,
@@ -36,8 +49,41 @@ pub enum AccountCommand {
         #[arg(long, env = "FASTVIEW_PASSWORD")]
         password: Option<String>,
     },
-    /// Remove an account and all its mail.
+    /// Remove an account and all its mail (rows at once, and the blobs no
+    /// other account shares).
     Remove { email: String },
+}
+
+/// A `--quota` value: octets, or `None` for no limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota(pub Option<i64>);
+
+/// Parses `none`, `12345`, `500K`, `500M`, `2G`, `1T` (binary multiples;
+/// `KiB`, `MB` and the like are read the same way).
+pub fn parse_quota(text: &str) -> Result<Quota, String> {
+    let text = text.trim();
+    if text.eq_ignore_ascii_case("none") {
+        return Ok(Quota(None));
+    }
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = text[digits.len()..].to_ascii_lowercase();
+    let shift = match unit.trim_end_matches('b').trim_end_matches('i') {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        _ => return Err(format!("unknown unit {unit:?} (use K, M, G or T, or none)")),
+    };
+    let number: i64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (e.g. 500M, 2G or none)"))?;
+    number
+        .checked_mul(1 << shift)
+        .filter(|octets| *octets >= 0)
+        .map(|octets| Quota(Some(octets)))
+        .ok_or_else(|| format!("{text:?} is too large"))
 }
 
 /// Reads one line from standard input (the password), without its line end.
@@ -65,6 +111,7 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
             email,
             password,
             password_stdin,
+            quota,
         } => {
             let password = match (password, password_stdin) {
                 (Some(password), false) if !password.is_empty() => password,
@@ -81,7 +128,21 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
                 Err(StoreError::Conflict(message)) => bail!(message),
                 Err(error) => return Err(error.into()),
             }
+            if let Some(Quota(octets @ Some(_))) = quota {
+                app.store.set_quota(&email, octets).await?;
+            }
         }
+        AccountCommand::Set {
+            email,
+            quota: Quota(octets),
+        } => match app.store.set_quota(&email, octets).await {
+            Ok(()) => match octets {
+                Some(octets) => println!("quota of {email}: {octets} octets"),
+                None => println!("quota of {email}: none"),
+            },
+            Err(StoreError::NotFound) => bail!("no account {email}"),
+            Err(error) => return Err(error.into()),
+        },
         AccountCommand::List => {
             for account in app.store.list_accounts().await? {
                 println!(
@@ -107,10 +168,44 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
             }
         }
         AccountCommand::Remove { email } => match app.store.remove_account(&email).await {
-            Ok(()) => println!("removed {email}"),
+            Ok(blobs) => {
+                let deleted =
+                    crate::mail::gc::delete_unreferenced(app.store.as_ref(), &app.blobs, &blobs)
+                        .await?;
+                println!(
+                    "removed {email} and {deleted} blobs no other account shares (servers that \
+                     cached its password accept it for up to {} s, with no mail left)",
+                    crate::http::auth::CREDENTIAL_TTL.as_secs()
+                );
+            }
             Err(StoreError::NotFound) => bail!("no account {email}"),
             Err(error) => return Err(error.into()),
         },
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Quota, parse_quota};
+
+    #[test]
+    fn quotas_parse_with_binary_units() {
+        let cases = [
+            ("none", Ok(Quota(None))),
+            ("NONE", Ok(Quota(None))),
+            ("12345", Ok(Quota(Some(12_345)))),
+            ("500K", Ok(Quota(Some(500 << 10)))),
+            ("500M", Ok(Quota(Some(500 << 20)))),
+            ("2G", Ok(Quota(Some(2 << 30)))),
+            ("2GiB", Ok(Quota(Some(2 << 30)))),
+            ("1tb", Ok(Quota(Some(1 << 40)))),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(parse_quota(text), expected, "{text}");
+        }
+        for bad in ["", "G", "2X", "-1", "99999999999T", "1.5G"] {
+            assert!(parse_quota(bad).is_err(), "{bad}");
+        }
+    }
 }

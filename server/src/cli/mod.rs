@@ -5,6 +5,8 @@
 
 mod account;
 mod demo;
+mod fsck;
+mod gc;
 mod import;
 mod migrate_store;
 mod reproject;
@@ -85,6 +87,12 @@ pub enum Command {
     /// Copy a store into another (e.g. SQLite into PostgreSQL), ids and states
     /// kept, resumable; with --to-blob-url also the blobs.
     MigrateStore(migrate_store::MigrateStoreArgs),
+    /// Delete the blobs nothing refers to: of destroyed emails, removed
+    /// accounts and uploads unused for --upload-ttl-hours (serve also runs this).
+    Gc(gc::GcArgs),
+    /// Check that every blob the database refers to is present and hashes to
+    /// its id; exit status 2 when one is missing or corrupt.
+    Fsck,
 }
 
 /// Parses the command line, runs the command, and maps errors to exit code 1.
@@ -120,6 +128,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Reproject(args) => reproject::reproject(&global, args).await,
         Command::Seed(args) => seed::seed(&global, args).await,
         Command::MigrateStore(args) => migrate_store::migrate_store(&global, args).await,
+        Command::Gc(args) => gc::gc(&global, args).await,
+        Command::Fsck => fsck::fsck(&global).await,
     }
 }
 

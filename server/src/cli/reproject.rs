@@ -67,10 +67,13 @@ pub async fn reproject(global: &GlobalArgs, args: ReprojectArgs) -> anyhow::Resu
             batch
                 .into_iter()
                 .zip(raws)
-                .map(|((id, _), raw)| {
-                    let raw = raw.ok().flatten().unwrap_or_default();
-                    let view = FastView::compute(&parse_message(&raw));
-                    (id, view)
+                .filter_map(|((id, blob_id), raw)| match raw {
+                    Ok(Some(raw)) => Some((id, FastView::compute(&parse_message(&raw)))),
+                    // Never a projection of nothing: `fastview fsck` reports it.
+                    Ok(None) | Err(_) => {
+                        tracing::warn!(email = id, %blob_id, "blob missing or corrupt; skipped");
+                        None
+                    }
                 })
                 .collect::<Vec<_>>()
         })

@@ -47,6 +47,12 @@ pub struct ServeArgs {
     /// Memory for fast-view projection rows, in MiB.
     #[arg(long, env = "FASTVIEW_FAST_VIEW_CACHE_MB", default_value_t = CacheSizes::default().fast_view_bytes >> 20)]
     pub fast_view_cache_mb: u64,
+    /// Minutes between runs of the blob garbage collector (as `fastview gc`;
+    /// the first run starts with the server); 0 turns it off.
+    #[arg(long, env = "FASTVIEW_GC_EVERY_MINUTES", default_value_t = 60)]
+    pub gc_every_minutes: u64,
+    #[command(flatten)]
+    pub gc: super::gc::GcArgs,
 }
 
 impl ServeArgs {
@@ -97,6 +103,14 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let (router, _) = crate::http::assemble(app, &args.options());
+    let _collector = (args.gc_every_minutes > 0).then(|| {
+        crate::mail::gc::spawn_periodic(
+            app.store.clone(),
+            app.blobs.clone(),
+            args.gc.options(),
+            std::time::Duration::from_secs(args.gc_every_minutes * 60),
+        )
+    });
     let address = listener.local_addr()?;
     tracing::info!(%address, read_levels = ?args.read_levels, fast_view = ?args.fast_view, "serving JMAP");
     eprintln!("serving JMAP at http://{address}/.well-known/jmap");

@@ -1,6 +1,14 @@
 //! Upload (RFC 8620 §6.1) and download (§6.2) of blobs. A blob is served only
 //! to an account that owns it (its message or its upload): anything else is
 //! 404, the same as a blob that does not exist.
+//!
+//! An upload streams: each chunk is hashed and written to a staging object
+//! as it arrives ([`crate::blob::BlobUpload`]), so a 50 MiB upload holds a
+//! few hundred KiB in memory, not 50 MiB. At most `maxConcurrentUpload`
+//! uploads of one account run at once on a node (429 with the `limit`
+//! problem beyond). The grant (`account_blobs`, which also checks that the
+//! account still exists and its quota) is written before the staging object
+//! is renamed into place, so a refused upload leaves nothing behind.
 
 use std::sync::Arc;
 
@@ -8,16 +16,17 @@ use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::AppState;
-use super::api::read_limited;
 use super::auth::Authenticated;
 use super::error::HttpError;
-use crate::blob::blob_id_of;
+use crate::blob::{BlobError, StagedBlob};
 use crate::jmap::ids;
 use crate::mail::body::resolve_part;
+use crate::store::StoreError;
 
 fn check_account(account_id: &str, account: i64) -> Result<(), HttpError> {
     (ids::parse_account_id(account_id) == Some(account))
@@ -25,7 +34,15 @@ fn check_account(account_id: &str, account: i64) -> Result<(), HttpError> {
         .ok_or(HttpError::NotFound)
 }
 
-/// `POST {uploadUrl}`: stores the body and returns `{accountId, blobId, type, size}`.
+/// `POST {uploadUrl}`: streams the body into the blob store and returns
+/// `{accountId, blobId, type, size}` (201).
+///
+/// Errors: 404 for another account's URL (or an account removed while its
+/// credentials were cached), 429 `limit` `maxConcurrentUpload`, 413 over
+/// `maxSizeUpload`, 507 when the upload would take the account over its
+/// quota or the blob store's disk is full. The quota is checked once the
+/// bytes are hashed: bytes the account already holds add nothing (so
+/// uploading them again, to repair a corrupt copy, works at any usage).
 pub async fn upload(
     State(state): State<Arc<AppState>>,
     Authenticated(account): Authenticated,
@@ -34,27 +51,28 @@ pub async fn upload(
     body: Body,
 ) -> Result<Response, HttpError> {
     check_account(&account_id, account.id)?;
-    let limit = state.jmap.limits.max_size_upload;
-    let bytes = read_limited(body, limit)
-        .await
-        .map_err(|too_large| match too_large {
-            Some(()) => HttpError::UploadTooLarge,
-            None => HttpError::Internal("upload body could not be read".into()),
-        })?;
-    let blob_id = blob_id_of(&bytes);
-    let size = bytes.len();
-    state
-        .jmap
-        .blobs
-        .put_with_id(&blob_id, bytes)
-        .await
-        .map_err(|e| HttpError::Internal(e.to_string()))?;
-    state
-        .jmap
-        .store
-        .add_blob(account.id, &blob_id, size as i64)
-        .await
-        .map_err(|e| HttpError::Internal(e.to_string()))?;
+    let limits = state.jmap.limits;
+    let slots = state
+        .upload_slots
+        .get_with(account.id, async {
+            Arc::new(tokio::sync::Semaphore::new(
+                limits.max_concurrent_upload as usize,
+            ))
+        })
+        .await;
+    let _upload_permit = slots
+        .try_acquire_owned()
+        .map_err(|_| HttpError::TooManyUploads)?;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limits.max_size_upload) {
+        return Err(HttpError::UploadTooLarge);
+    }
+    let staged = stream_to_staging(&state, body, limits.max_size_upload).await?;
+    let (blob_id, size) = (staged.id.clone(), staged.size);
+    grant_and_commit(&state, account.id, staged).await?;
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -62,6 +80,72 @@ pub async fn upload(
     let body =
         json!({ "accountId": account_id, "blobId": blob_id, "type": content_type, "size": size });
     Ok((axum::http::StatusCode::CREATED, axum::Json(body)).into_response())
+}
+
+/// Streams `body` into a staging object, hashing it; 413 past `limit` octets.
+async fn stream_to_staging(
+    state: &AppState,
+    mut body: Body,
+    limit: u64,
+) -> Result<StagedBlob, HttpError> {
+    let mut upload = state.jmap.blobs.begin_upload().await.map_err(blob_error)?;
+    while let Some(frame) = body.frame().await {
+        let refused = match frame.map(|frame| frame.into_data()) {
+            Err(_) => Some(HttpError::UploadIncomplete),
+            Ok(Err(_trailers)) => None,
+            Ok(Ok(chunk)) if upload.size() + chunk.len() as u64 > limit => {
+                Some(HttpError::UploadTooLarge)
+            }
+            Ok(Ok(chunk)) => upload.write(chunk).await.err().map(blob_error),
+        };
+        if let Some(error) = refused {
+            upload.abort().await;
+            return Err(error);
+        }
+    }
+    upload.finish().await.map_err(blob_error)
+}
+
+/// Records the account's grant (checking that it still exists and its
+/// quota), then moves the staged blob into place. A refused grant discards
+/// the staging object.
+async fn grant_and_commit(
+    state: &AppState,
+    account: i64,
+    staged: StagedBlob,
+) -> Result<(), HttpError> {
+    let granted = state
+        .jmap
+        .store
+        .add_blob(account, &staged.id, staged.size as i64)
+        .await;
+    if let Err(error) = granted {
+        let _ = staged.discard().await;
+        return Err(store_error(error));
+    }
+    staged.commit().await.map_err(blob_error)
+}
+
+/// The HTTP answer to a store error of an upload or download.
+fn store_error(error: StoreError) -> HttpError {
+    match error {
+        // The account was removed while its credentials were still cached.
+        StoreError::NotFound => HttpError::NotFound,
+        StoreError::OverQuota => HttpError::OverQuota,
+        error => HttpError::Internal(error.to_string()),
+    }
+}
+
+/// The HTTP answer to a blob store error: 507 for a full disk, a 500
+/// naming the blob for a missing or corrupt one.
+fn blob_error(error: BlobError) -> HttpError {
+    if error.is_storage_full() {
+        return HttpError::StorageFull(error.to_string());
+    }
+    match error {
+        BlobError::Missing(_) | BlobError::Corrupt(_) => HttpError::BrokenBlob(error.to_string()),
+        error => HttpError::Internal(error.to_string()),
+    }
 }
 
 /// Query of the download URL.
@@ -86,17 +170,16 @@ pub async fn download(
         .store
         .has_blob(account.id, message_blob)
         .await
-        .map_err(|e| HttpError::Internal(e.to_string()))?;
+        .map_err(store_error)?;
     if !owned {
         return Err(HttpError::NotFound);
     }
     let raw = state
         .jmap
         .blobs
-        .get(message_blob)
+        .read(message_blob)
         .await
-        .map_err(|e| HttpError::Internal(e.to_string()))?
-        .ok_or(HttpError::NotFound)?;
+        .map_err(blob_error)?;
     state.jmap.metrics.count_blob_read(raw.len());
     let (bytes, part_type) = match part {
         None => (raw, None),

@@ -28,6 +28,27 @@ pub enum HttpError {
     /// An upload over maxSizeUpload.
     #[error("the upload exceeds maxSizeUpload")]
     UploadTooLarge,
+    /// More than `maxConcurrentUpload` uploads of one account at once
+    /// (RFC 8620 §2): 429, the `limit` problem naming it, Retry-After.
+    #[error("too many concurrent uploads")]
+    TooManyUploads,
+    /// The upload's body ended early or could not be read (the client hung
+    /// up): 400, logged at debug only.
+    #[error("the upload body could not be read")]
+    UploadIncomplete,
+    /// The upload would take the account over its quota (RFC 9425): 507
+    /// Insufficient Storage, as WebDAV answers a quota (RFC 4331 §6).
+    #[error("over quota")]
+    OverQuota,
+    /// The blob store's disk is full: 507 Insufficient Storage; the text is
+    /// logged only.
+    #[error("storage full")]
+    StorageFull(String),
+    /// A blob the account owns is missing from the blob store or does not
+    /// hash to its id: 500 naming the blob (the text, which names it, is
+    /// also logged).
+    #[error("{0}")]
+    BrokenBlob(String),
     /// Something failed inside; the text is logged only.
     #[error("internal error")]
     Internal(String),
@@ -96,6 +117,48 @@ impl IntoResponse for HttpError {
                 "urn:ietf:params:jmap:error:limit",
                 "the upload exceeds maxSizeUpload",
             ),
+            HttpError::TooManyUploads => {
+                let body = serde_json::json!({
+                    "type": "urn:ietf:params:jmap:error:limit",
+                    "status": 429,
+                    "limit": "maxConcurrentUpload",
+                    "detail": "too many concurrent uploads for this account; retry when one ends",
+                });
+                let mut response =
+                    (StatusCode::TOO_MANY_REQUESTS, body.to_string()).into_response();
+                let headers = response.headers_mut();
+                headers.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/problem+json"),
+                );
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                response
+            }
+            HttpError::UploadIncomplete => {
+                tracing::debug!("upload body could not be read");
+                problem(
+                    StatusCode::BAD_REQUEST,
+                    "about:blank",
+                    "the upload body could not be read",
+                )
+            }
+            HttpError::OverQuota => problem(
+                StatusCode::INSUFFICIENT_STORAGE,
+                "about:blank",
+                "the upload would take the account over its quota",
+            ),
+            HttpError::StorageFull(message) => {
+                tracing::error!(%message, "blob store full");
+                problem(
+                    StatusCode::INSUFFICIENT_STORAGE,
+                    "about:blank",
+                    "the server's storage is full; try again later",
+                )
+            }
+            HttpError::BrokenBlob(message) => {
+                tracing::error!(%message, "broken blob");
+                problem(StatusCode::INTERNAL_SERVER_ERROR, "about:blank", &message)
+            }
             HttpError::Internal(message) => {
                 tracing::error!(%message, "internal error");
                 problem(

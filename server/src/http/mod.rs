@@ -49,6 +49,9 @@ pub struct AppState {
     /// One semaphore per account bounding its API requests in flight
     /// (RFC 8620 `maxConcurrentRequests`).
     pub account_slots: moka::future::Cache<i64, Arc<tokio::sync::Semaphore>>,
+    /// One semaphore per account bounding its uploads in flight
+    /// (RFC 8620 `maxConcurrentUpload`, [`blob::upload`]).
+    pub upload_slots: moka::future::Cache<i64, Arc<tokio::sync::Semaphore>>,
 }
 
 impl AppState {
@@ -75,6 +78,9 @@ impl AppState {
                 .map(|u| u.trim_end_matches('/').to_string()),
             in_flight: tokio::sync::Semaphore::new(max_in_flight),
             account_slots: moka::future::Cache::builder()
+                .time_to_idle(std::time::Duration::from_secs(600))
+                .build(),
+            upload_slots: moka::future::Cache::builder()
                 .time_to_idle(std::time::Duration::from_secs(600))
                 .build(),
         }

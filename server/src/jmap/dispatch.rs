@@ -42,12 +42,17 @@ const METHODS: &[&str] = &[
     "Email/parse",
     "Thread/get",
     "Thread/changes",
+    "Quota/get",
+    "Quota/changes",
 ];
 
-/// The capability a method belongs to: `Core/*` to core, the rest to mail.
+/// The capability a method belongs to: `Core/*` to core, `Quota/*` to
+/// quota (RFC 9425), the rest to mail.
 fn capability_of(method: &str) -> &'static str {
     if method.starts_with("Core/") {
         super::request::CAPABILITY_CORE
+    } else if method.starts_with("Quota/") {
+        super::request::CAPABILITY_QUOTA
     } else {
         super::request::CAPABILITY_MAIL
     }
@@ -76,6 +81,8 @@ async fn call(
         "Email/parse" => email::parse::email_parse(ctx, arguments).await,
         "Thread/get" => thread::get::thread_get(ctx, arguments).await,
         "Thread/changes" => thread::changes::thread_changes(ctx, arguments).await,
+        "Quota/get" => super::quota::quota_get(ctx, arguments).await,
+        "Quota/changes" => super::quota::quota_changes(ctx, arguments).await,
         _ => Err(MethodError::UnknownMethod),
     }
 }

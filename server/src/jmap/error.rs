@@ -176,6 +176,17 @@ impl From<crate::store::StoreError> for MethodError {
     }
 }
 
+impl From<crate::mail::load::LoadError> for MethodError {
+    fn from(error: crate::mail::load::LoadError) -> Self {
+        match error {
+            crate::mail::load::LoadError::Store(error) => error.into(),
+            crate::mail::load::LoadError::Blob { blob_id, error } => {
+                MethodError::server_fail(format_args!("reading blob {blob_id}"), error)
+            }
+        }
+    }
+}
+
 /// A per-object error of a `/set` or `/import` method (RFC 8620 §5.3, RFC 8621 §2.5, §4.6, §4.8).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SetError {

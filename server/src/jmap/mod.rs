@@ -10,6 +10,7 @@ pub mod dispatch;
 pub mod error;
 pub mod ids;
 pub mod mail;
+pub mod quota;
 pub mod reference;
 pub mod request;
 pub mod session;

@@ -11,6 +11,8 @@ use super::error::RequestError;
 pub const CAPABILITY_CORE: &str = "urn:ietf:params:jmap:core";
 /// `urn:ietf:params:jmap:mail` (RFC 8621 §1.3.1).
 pub const CAPABILITY_MAIL: &str = "urn:ietf:params:jmap:mail";
+/// `urn:ietf:params:jmap:quota` (RFC 9425 §2.1).
+pub const CAPABILITY_QUOTA: &str = "urn:ietf:params:jmap:quota";
 
 /// Capabilities a request may name in `using`: the ones implemented, and the
 /// other capabilities of the IANA "JMAP Capabilities" registry. Real clients
@@ -21,6 +23,7 @@ pub const CAPABILITY_MAIL: &str = "urn:ietf:params:jmap:mail";
 pub const SUPPORTED_CAPABILITIES: &[&str] = &[
     CAPABILITY_CORE,
     CAPABILITY_MAIL,
+    CAPABILITY_QUOTA,
     "urn:ietf:params:jmap:submission",
     "urn:ietf:params:jmap:vacationresponse",
     "urn:ietf:params:jmap:contacts",
@@ -28,7 +31,6 @@ pub const SUPPORTED_CAPABILITIES: &[&str] = &[
     "urn:ietf:params:jmap:websocket",
     "urn:ietf:params:jmap:sieve",
     "urn:ietf:params:jmap:blob",
-    "urn:ietf:params:jmap:quota",
     "urn:ietf:params:jmap:principals",
     "urn:ietf:params:jmap:mdn",
     "urn:ietf:params:jmap:smimeverify",

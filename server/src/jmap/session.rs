@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::Limits;
 use super::ids;
-use super::request::{CAPABILITY_CORE, CAPABILITY_MAIL};
+use super::request::{CAPABILITY_CORE, CAPABILITY_MAIL, CAPABILITY_QUOTA};
 use crate::store::Account;
 
 /// Sort properties Email/query accepts (RFC 8621 §4.4.2 `emailQuerySortOptions`).
@@ -33,6 +33,7 @@ pub fn session(account: &Account, limits: &Limits, base_url: &str) -> Value {
                 "collationAlgorithms": ["i;ascii-numeric", "i;ascii-casemap", "i;unicode-casemap"],
             },
             CAPABILITY_MAIL: {},
+            CAPABILITY_QUOTA: {},
         },
         "accounts": {
             account_id.clone(): {
@@ -49,12 +50,14 @@ pub fn session(account: &Account, limits: &Limits, base_url: &str) -> Value {
                         "emailQuerySortOptions": EMAIL_SORT_OPTIONS,
                         "mayCreateTopLevelMailbox": true,
                     },
+                    CAPABILITY_QUOTA: {},
                 },
             },
         },
         "primaryAccounts": {
             CAPABILITY_CORE: account_id,
             CAPABILITY_MAIL: account_id,
+            CAPABILITY_QUOTA: account_id,
         },
         "username": account.email,
         "apiUrl": format!("{base_url}/jmap/api"),

@@ -328,7 +328,11 @@ const WRITE_CONCURRENCY: usize = 16;
 
 /// Writes the blobs of a batch (a bounded number at once), then its rows in
 /// one transaction (blob before row: a crash leaves at worst an unreferenced
-/// blob, never a row without its message).
+/// blob, never a row without its message), then checks that every blob is
+/// still in place: the garbage collector ([`super::gc`]) may have set an
+/// unreferenced blob aside between the write and the commit, and it is
+/// written again. A corrupt copy already in the store is replaced
+/// ([`crate::blob::BlobStore::put_with_id`]).
 pub async fn store_batch(
     store: &dyn crate::store::Store,
     blobs: &std::sync::Arc<crate::blob::BlobStore>,
@@ -336,18 +340,32 @@ pub async fn store_batch(
     batch: Vec<PreparedEmail>,
 ) -> Result<Vec<crate::store::Inserted>, IngestError> {
     use futures::{StreamExt, TryStreamExt};
-    let emails: Vec<NewEmail> = futures::stream::iter(batch)
-        .map(|prepared| async move {
-            blobs
-                .put_with_id(&prepared.email.blob_id, prepared.raw)
-                .await
-                .map(|()| prepared.email)
+    // Owned ids and shared bytes: the futures must not borrow the batch
+    // (an axum handler's future is `Send` for every lifetime).
+    let (emails, raws): (Vec<NewEmail>, Vec<(String, bytes::Bytes)>) = batch
+        .into_iter()
+        .map(|prepared| {
+            let raw = (
+                prepared.email.blob_id.clone(),
+                bytes::Bytes::from(prepared.raw),
+            );
+            (prepared.email, raw)
         })
+        .unzip();
+    futures::stream::iter(raws.clone())
+        .map(|(id, raw)| async move { blobs.put_with_id(&id, raw).await })
         .buffered(WRITE_CONCURRENCY)
-        .try_collect()
+        .try_collect::<Vec<()>>()
         .await
         .map_err(IngestError::Blob)?;
-    Ok(store.insert_emails(account, &emails).await?)
+    let inserted = store.insert_emails(account, &emails).await?;
+    futures::stream::iter(raws)
+        .map(|(id, raw)| async move { blobs.ensure_present(&id, raw).await })
+        .buffered(WRITE_CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await
+        .map_err(IngestError::Blob)?;
+    Ok(inserted)
 }
 
 /// Why a batch could not be stored.

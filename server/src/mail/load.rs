@@ -16,9 +16,36 @@ use super::fast_view::FastView;
 use super::header::HeaderFields;
 use super::message::parse_message;
 use super::read_level::ReadPlan;
-use crate::blob::BlobStore;
+use crate::blob::{BlobError, BlobStore};
 use crate::metrics::Metrics;
-use crate::store::{EmailMeta, Store, StoreResult};
+use crate::store::{EmailMeta, Store, StoreError};
+
+/// Why a load failed: the store, or a message blob that is missing,
+/// corrupt (does not hash to its id) or unreadable. Never served as an
+/// empty or altered message.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The blob of an email could not be read whole and checked.
+    #[error("reading blob {blob_id}: {error}")]
+    Blob { blob_id: String, error: BlobError },
+}
+
+/// The bytes of a blob read for `blob_id`, or the [`LoadError`] naming it.
+fn checked(blob_id: &str, read: Result<Option<Vec<u8>>, BlobError>) -> Result<Vec<u8>, LoadError> {
+    match read {
+        Ok(Some(raw)) => Ok(raw),
+        Ok(None) => Err(LoadError::Blob {
+            blob_id: blob_id.to_string(),
+            error: BlobError::Missing(blob_id.to_string()),
+        }),
+        Err(error) => Err(LoadError::Blob {
+            blob_id: blob_id.to_string(),
+            error,
+        }),
+    }
+}
 
 /// How many projection misses of one call are computed at once.
 const MISS_CONCURRENCY: usize = 4;
@@ -98,7 +125,7 @@ impl EmailLoader {
         account: i64,
         ids: &[i64],
         plan: ReadPlan,
-    ) -> StoreResult<(Vec<LoadedEmail>, i64)> {
+    ) -> Result<(Vec<LoadedEmail>, i64), LoadError> {
         let (metas, email_state) = self.store.email_meta_and_state(account, ids).await?;
         let found: Vec<i64> = metas.iter().map(|m| m.id).collect();
         let mut loaded: Vec<LoadedEmail> = metas
@@ -111,7 +138,7 @@ impl EmailLoader {
             })
             .collect();
         if plan.full {
-            self.load_raw(&mut loaded).await;
+            self.load_raw(&mut loaded).await?;
         }
         if plan.header {
             let headers = self.load_headers(account, &found).await?;
@@ -128,21 +155,17 @@ impl EmailLoader {
         Ok((loaded, email_state))
     }
 
-    async fn load_raw(&self, loaded: &mut [LoadedEmail]) {
+    /// Reads every email's message, each checked against its id; the first
+    /// missing or corrupt one fails the load.
+    async fn load_raw(&self, loaded: &mut [LoadedEmail]) -> Result<(), LoadError> {
         let blob_ids: Vec<String> = loaded.iter().map(|e| e.meta.blob_id.clone()).collect();
         let raws = self.blobs.get_many(&blob_ids).await;
         for (email, raw) in loaded.iter_mut().zip(raws) {
-            let raw = raw.unwrap_or_else(|error| {
-                tracing::error!(blob_id = %email.meta.blob_id, %error, "message blob unreadable");
-                None
-            });
-            if let Some(raw) = &raw {
-                self.metrics.count_blob_read(raw.len());
-            } else {
-                tracing::error!(blob_id = %email.meta.blob_id, "message blob missing");
-            }
-            email.raw = Some(raw.unwrap_or_default());
+            let raw = checked(&email.meta.blob_id, raw)?;
+            self.metrics.count_blob_read(raw.len());
+            email.raw = Some(raw);
         }
+        Ok(())
     }
 
     /// Header blocks split into fields, in the order of `ids`; `None` for an
@@ -151,7 +174,7 @@ impl EmailLoader {
         &self,
         account: i64,
         ids: &[i64],
-    ) -> StoreResult<Vec<Option<Arc<HeaderFields>>>> {
+    ) -> Result<Vec<Option<Arc<HeaderFields>>>, StoreError> {
         let mut out: Vec<Option<Arc<HeaderFields>>> = Vec::with_capacity(ids.len());
         let mut missing = Vec::new();
         for id in ids {
@@ -183,7 +206,7 @@ impl EmailLoader {
         &self,
         account: i64,
         loaded: &[LoadedEmail],
-    ) -> StoreResult<Vec<FastView>> {
+    ) -> Result<Vec<FastView>, LoadError> {
         let mut out: Vec<Option<FastView>> = Vec::with_capacity(loaded.len());
         let mut uncached = Vec::new();
         for email in loaded {
@@ -223,22 +246,24 @@ impl EmailLoader {
             .collect();
         if !misses.is_empty() {
             self.metrics.fast_view_misses.inc_by(misses.len() as u64);
-            let computed: Vec<(usize, i64, FastView)> = futures::stream::iter(misses)
-                .map(|(slot, id, blob_id, raw)| {
-                    let (blobs, metrics) = (self.blobs.clone(), self.metrics.clone());
-                    async move {
-                        (
-                            slot,
-                            id,
-                            compute_fast_view(blobs, metrics, blob_id, raw).await,
-                        )
-                    }
-                })
-                .buffer_unordered(MISS_CONCURRENCY)
-                .collect()
-                .await;
+            let computed: Vec<(usize, i64, Result<FastView, LoadError>)> =
+                futures::stream::iter(misses)
+                    .map(|(slot, id, blob_id, raw)| {
+                        let (blobs, metrics) = (self.blobs.clone(), self.metrics.clone());
+                        async move {
+                            (
+                                slot,
+                                id,
+                                compute_fast_view(blobs, metrics, blob_id, raw).await,
+                            )
+                        }
+                    })
+                    .buffer_unordered(MISS_CONCURRENCY)
+                    .collect()
+                    .await;
             let mut rows = Vec::with_capacity(computed.len());
             for (slot, id, view) in computed {
+                let view = view?;
                 self.fast_views.insert(id, view.clone()).await;
                 out[slot] = Some(view.clone());
                 rows.push((id, view));
@@ -250,23 +275,26 @@ impl EmailLoader {
 }
 
 /// Computes one projection row from the full message (the miss path),
-/// reading the blob unless the call already loaded it.
+/// reading the blob unless the call already loaded it; a missing or corrupt
+/// blob is an error, never a projection of nothing.
 async fn compute_fast_view(
     blobs: Arc<BlobStore>,
     metrics: Arc<Metrics>,
     blob_id: String,
     raw: Option<Vec<u8>>,
-) -> FastView {
+) -> Result<FastView, LoadError> {
     let raw = match raw {
         Some(raw) => raw,
         None => {
-            let raw = blobs.get(&blob_id).await.ok().flatten().unwrap_or_default();
+            let raw = checked(&blob_id, blobs.get(&blob_id).await)?;
             metrics.count_blob_read(raw.len());
             raw
         }
     };
     metrics.count_parse("full");
-    tokio::task::spawn_blocking(move || FastView::compute(&parse_message(&raw)))
-        .await
-        .unwrap_or_default()
+    Ok(
+        tokio::task::spawn_blocking(move || FastView::compute(&parse_message(&raw)))
+            .await
+            .unwrap_or_default(),
+    )
 }

@@ -3,6 +3,8 @@
 
 pub mod body;
 pub mod fast_view;
+pub mod fsck;
+pub mod gc;
 pub mod header;
 pub mod import_source;
 pub mod ingest;

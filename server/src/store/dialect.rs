@@ -105,6 +105,9 @@ pub struct Statements {
     pub delete_emails: &'static str,
     /// `$1` account, `$2` text list of blob ids: their grants deleted.
     pub delete_blob_grants: &'static str,
+    /// `$1` text list of blob ids → those an email or a grant of any
+    /// account refers to (the garbage collector's check).
+    pub referenced_blobs: &'static str,
     /// `$1` list of email ids: their memberships deleted.
     pub delete_memberships: &'static str,
     /// `$1` list → the ids of those emails that exist, held against

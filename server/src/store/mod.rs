@@ -25,7 +25,7 @@ pub mod raw;
 pub mod sql;
 pub mod sqlite;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 
@@ -70,6 +70,10 @@ pub enum StoreError {
     /// Mailbox/set destroy of a non-empty mailbox without onDestroyRemoveEmails (`mailboxHasEmail`).
     #[error("the mailbox has emails")]
     MailboxHasEmail,
+    /// The write would take the account over its quota (RFC 8620 §5.3
+    /// `overQuota`; see [`Quota`]).
+    #[error("the account is over its quota")]
+    OverQuota,
     /// The database failed.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
@@ -92,6 +96,30 @@ pub struct Account {
     pub email: String,
     /// PHC-format argon2 hash of the password.
     pub password_hash: String,
+}
+
+/// An account's storage quota and usage (RFC 9425 resource type `octets`).
+///
+/// `used` counts each distinct blob the account holds once: its emails'
+/// messages and its pending uploads (both are rows of `account_blobs`; an
+/// upload imported as an email is the same row). A write that adds an email
+/// or an upload is refused ([`StoreError::OverQuota`]) when `used` would end
+/// above `limit`; writes that add nothing new to the account (a blob it
+/// already holds) are not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    /// Octets the account may hold; `None` for no limit.
+    pub limit: Option<i64>,
+    /// Octets the account holds.
+    pub used: i64,
+}
+
+impl Quota {
+    /// Whether adding `octets` more would take the account over its limit.
+    pub fn would_exceed(&self, octets: i64) -> bool {
+        self.limit
+            .is_some_and(|limit| self.used.saturating_add(octets) > limit)
+    }
 }
 
 /// The state strings of one account (RFC 8620 §5.1), as counters: each is the
@@ -398,8 +426,15 @@ pub trait Store: Send + Sync + 'static {
     /// Replaces the password hash; `NotFound` when there is no such account.
     async fn set_password(&self, email: &str, password_hash: &str) -> StoreResult<()>;
     /// Removes an account and all its rows; `NotFound` when there is none.
-    /// Blobs stay in the blob store (they may be shared by content).
-    async fn remove_account(&self, email: &str) -> StoreResult<()>;
+    /// Returns the blob ids its emails and uploads referred to: blobs are
+    /// shared by content, so the caller hands them to the garbage collector
+    /// ([`crate::mail::gc`]), which deletes those nothing else refers to.
+    async fn remove_account(&self, email: &str) -> StoreResult<Vec<String>>;
+    /// Sets the account's quota in octets, or lifts it (`None`); `NotFound`
+    /// when there is no such account. Existing mail is kept either way.
+    async fn set_quota(&self, email: &str, octets: Option<i64>) -> StoreResult<()>;
+    /// The account's quota and usage; `NotFound` when there is no account.
+    async fn quota(&self, account: i64) -> StoreResult<Quota>;
     /// The account's current state counters.
     async fn states(&self, account: i64) -> StoreResult<States>;
 
@@ -507,10 +542,22 @@ pub trait Store: Send + Sync + 'static {
         ids: &[i64],
     ) -> StoreResult<Vec<(i64, i64)>>;
 
-    /// Records that the account may read a blob (an upload or a message).
+    /// Records that the account may read a blob (an upload or a message),
+    /// under the account's write lock: `NotFound` when the account no longer
+    /// exists, `OverQuota` when a new grant of `size` octets would take it
+    /// over its [`Quota`]. A grant already there changes nothing.
     async fn add_blob(&self, account: i64, blob_id: &str, size: i64) -> StoreResult<()>;
     /// Whether the account may read a message or uploaded blob.
     async fn has_blob(&self, account: i64, blob_id: &str) -> StoreResult<bool>;
+    /// Which of `blob_ids` an email or a grant of any account refers to (one query).
+    async fn referenced_blobs(&self, blob_ids: &[String]) -> StoreResult<HashSet<String>>;
+    /// Deletes the upload grants created before `created_before` (unix
+    /// seconds) that no email of their account uses (RFC 8620 §6.1: an
+    /// unused upload may be deleted); returns how many.
+    async fn expire_uploads(&self, created_before: i64) -> StoreResult<u64>;
+    /// Up to `limit` distinct blob ids that emails or grants refer to,
+    /// above `after`, ascending (for `fastview fsck`).
+    async fn referenced_blob_page(&self, after: &str, limit: i64) -> StoreResult<Vec<String>>;
 
     /// Up to `limit` raw rows of `table` after `after`, in key order
     /// (`account` selects the account of per-account tables; ignored for

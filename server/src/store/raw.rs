@@ -61,6 +61,8 @@ pub struct AccountRecord {
     pub thread_state: i64,
     /// The oldest modseq from which changes can be calculated.
     pub changes_from: i64,
+    /// The account's quota in octets; `None` for no limit.
+    pub quota_octets: Option<i64>,
 }
 
 /// One `mailboxes` row.
@@ -286,7 +288,8 @@ where
             RawTable::Accounts => RawRows::Accounts(
                 sqlx::query_as(
                     "SELECT id, email, password_hash, modseq, email_state, mailbox_state, \
-                     thread_state, changes_from FROM accounts WHERE id > $1 ORDER BY id LIMIT $2",
+                     thread_state, changes_from, quota_octets FROM accounts WHERE id > $1 \
+                     ORDER BY id LIMIT $2",
                 )
                 .bind(after.number)
                 .bind(limit)
@@ -428,14 +431,14 @@ where
                 RawRows::Accounts(rows) => {
                     let head = format!(
                         "INSERT INTO accounts (id, email, password_hash, modseq, email_state, \
-                     mailbox_state, thread_state, changes_from) {}",
+                     mailbox_state, thread_state, changes_from, quota_octets) {}",
                         D::OVERRIDING
                     );
                     Self::insert_rows(
                         &mut tx,
                         &head,
                         "ON CONFLICT (id) DO NOTHING",
-                        8,
+                        9,
                         rows,
                         |row, r| {
                             row.push_bind(r.id)
@@ -445,7 +448,8 @@ where
                                 .push_bind(r.email_state)
                                 .push_bind(r.mailbox_state)
                                 .push_bind(r.thread_state)
-                                .push_bind(r.changes_from);
+                                .push_bind(r.changes_from)
+                                .push_bind(r.quota_octets);
                         },
                     )
                     .await?

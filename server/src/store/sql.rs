@@ -28,7 +28,7 @@ use super::raw::{EmailRecord, RawCursor, RawRows, RawTable, RowCounts};
 use super::{
     Account, ChangeKind, ChangeType, Changes, EmailIndex, EmailLists, EmailMeta, EmailUpdate,
     FastView, Inserted, LogPosition, MailboxPatch, MailboxRow, NewEmail, NewMailbox, QueryRow,
-    ROLE_MAILBOXES, States, Store, StoreError, StoreResult, UpdateOutcome,
+    Quota, ROLE_MAILBOXES, States, Store, StoreError, StoreResult, UpdateOutcome,
 };
 
 /// Bound values per multi-row statement: below SQLite's 32,766 host
@@ -436,6 +436,43 @@ where
         .await
     }
 
+    /// The account's quota and usage, read with `executor` (inside a write
+    /// transaction: after its own writes). `NotFound` for no account.
+    async fn read_quota<'e, E>(executor: E, account: i64) -> StoreResult<Quota>
+    where
+        E: Executor<'e, Database = D::Db>,
+    {
+        let row: Option<(Option<i64>, i64)> = sqlx::query_as(
+            "SELECT quota_octets, \
+               (SELECT CAST(coalesce(sum(size), 0) AS BIGINT) FROM account_blobs \
+                WHERE account_id = $1) \
+             FROM accounts WHERE id = $1",
+        )
+        .bind(account)
+        .fetch_optional(executor)
+        .await?;
+        let (limit, used) = row.ok_or(StoreError::NotFound)?;
+        Ok(Quota { limit, used })
+    }
+
+    /// `OverQuota` when the account has a quota and holds more than it
+    /// after this transaction's writes.
+    async fn check_quota(tx: &mut Tx<D>, account: i64) -> StoreResult<()> {
+        let limit: Option<i64> =
+            sqlx::query_scalar("SELECT quota_octets FROM accounts WHERE id = $1")
+                .bind(account)
+                .fetch_optional(&mut **tx)
+                .await?
+                .flatten();
+        if limit.is_none() {
+            return Ok(());
+        }
+        if Self::read_quota(&mut **tx, account).await?.would_exceed(0) {
+            return Err(StoreError::OverQuota);
+        }
+        Ok(())
+    }
+
     /// Replaces the keywords columns of `(id, keywords)`.
     async fn set_keywords(tx: &mut Tx<D>, rows: &[(i64, String)]) -> StoreResult<()> {
         Self::insert_rows(
@@ -544,7 +581,7 @@ where
         Ok(())
     }
 
-    async fn remove_account(&self, email: &str) -> StoreResult<()> {
+    async fn remove_account(&self, email: &str) -> StoreResult<Vec<String>> {
         if email.contains('\0') {
             return Err(StoreError::NotFound);
         }
@@ -554,6 +591,13 @@ where
             .fetch_optional(&mut *tx)
             .await?;
         let id = id.ok_or(StoreError::NotFound)?;
+        let blobs: Vec<String> = sqlx::query_scalar(
+            "SELECT blob_id FROM account_blobs WHERE account_id = $1 \
+             UNION SELECT blob_id FROM emails WHERE account_id = $1",
+        )
+        .bind(id)
+        .fetch_all(&mut *tx)
+        .await?;
         // Children first: mailboxes reference each other through parent_id.
         for statement in [
             "DELETE FROM emails WHERE account_id = $1",
@@ -566,7 +610,26 @@ where
             sqlx::query(statement).bind(id).execute(&mut *tx).await?;
         }
         tx.commit().await?;
+        Ok(blobs)
+    }
+
+    async fn set_quota(&self, email: &str, octets: Option<i64>) -> StoreResult<()> {
+        let Some(account) = self.account_by_email(email).await? else {
+            return Err(StoreError::NotFound);
+        };
+        let done = sqlx::query("UPDATE accounts SET quota_octets = $2 WHERE id = $1")
+            .bind(account.id)
+            .bind(octets)
+            .execute(&self.writer)
+            .await?;
+        if D::rows_affected(&done) == 0 {
+            return Err(StoreError::NotFound);
+        }
         Ok(())
+    }
+
+    async fn quota(&self, account: i64) -> StoreResult<Quota> {
+        Self::read_quota(&self.reader, account).await
     }
 
     async fn states(&self, account: i64) -> StoreResult<States> {
@@ -760,6 +823,7 @@ where
             D::text(subject).into_owned()
         })?;
         Self::insert_planned(&mut tx, account, &plan).await?;
+        Self::check_quota(&mut tx, account).await?;
         // A thread with none of its emails stored before this batch is new.
         let existed: HashSet<i64> = sqlx::query_scalar(D::SQL.threads_with_others)
             .bind(account)
@@ -1145,7 +1209,8 @@ where
     }
 
     async fn add_blob(&self, account: i64, blob_id: &str, size: i64) -> StoreResult<()> {
-        sqlx::query(
+        let mut tx = self.write(Some(account)).await?;
+        let done = sqlx::query(
             "INSERT INTO account_blobs (account_id, blob_id, size, created_at) \
              VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
         )
@@ -1153,9 +1218,53 @@ where
         .bind(blob_id)
         .bind(size)
         .bind(now())
+        .execute(&mut *tx)
+        .await?;
+        if D::rows_affected(&done) > 0 {
+            Self::check_quota(&mut tx, account).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn referenced_blobs(&self, blob_ids: &[String]) -> StoreResult<HashSet<String>> {
+        if blob_ids.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let ids: Vec<&str> = blob_ids.iter().map(String::as_str).collect();
+        Ok(sqlx::query_scalar(D::SQL.referenced_blobs)
+            .bind(D::texts(&ids))
+            .fetch_all(&self.reader)
+            .await?
+            .into_iter()
+            .collect())
+    }
+
+    async fn expire_uploads(&self, created_before: i64) -> StoreResult<u64> {
+        let done = sqlx::query(
+            "DELETE FROM account_blobs WHERE created_at < $1 AND NOT EXISTS \
+             (SELECT 1 FROM emails e WHERE e.account_id = account_blobs.account_id \
+              AND e.blob_id = account_blobs.blob_id)",
+        )
+        .bind(created_before)
         .execute(&self.writer)
         .await?;
-        Ok(())
+        Ok(D::rows_affected(&done))
+    }
+
+    async fn referenced_blob_page(&self, after: &str, limit: i64) -> StoreResult<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT blob_id FROM \
+               (SELECT blob_id FROM account_blobs WHERE blob_id > $1 ORDER BY blob_id LIMIT $2) \
+               AS g \
+             UNION SELECT blob_id FROM \
+               (SELECT blob_id FROM emails WHERE blob_id > $1 ORDER BY blob_id LIMIT $2) AS e \
+             ORDER BY blob_id LIMIT $2",
+        )
+        .bind(after)
+        .bind(limit)
+        .fetch_all(&self.reader)
+        .await?)
     }
 
     async fn has_blob(&self, account: i64, blob_id: &str) -> StoreResult<bool> {

@@ -95,6 +95,7 @@ macro_rules! assert_err {
 }
 
 mod accounts;
+mod blobs;
 mod change_log;
 mod edges;
 mod emails;

@@ -13,8 +13,8 @@ use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::mail::set::{check_request, set_error_map};
 use crate::jmap::{args, ids};
-use crate::mail::ingest::{prepare, store_batch};
-use crate::store::Inserted;
+use crate::mail::ingest::{IngestError, prepare, store_batch};
+use crate::store::{Inserted, StoreError};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -145,7 +145,10 @@ async fn import_one(
         )));
     };
     // Store.
-    let (inserted, blob, size) = store_message(ctx, raw, import).await?;
+    let (inserted, blob, size) = match store_message(ctx, raw, import).await? {
+        Ok(stored) => stored,
+        Err(error) => return Ok(Err(error)),
+    };
     // Render.
     let id = match inserted {
         Inserted::New(id) => id,
@@ -166,12 +169,13 @@ async fn import_one(
 
 /// Stores a message as `fastview import` does (parsed once, off the async
 /// threads; blob, then its rows in one transaction). Returns the outcome,
-/// the blob id and the size.
+/// the blob id and the size, or `overQuota` (RFC 8621 §4.8) when the
+/// account would end over its quota.
 async fn store_message(
     ctx: &CallContext<'_>,
     raw: Vec<u8>,
     import: EmailImport<'_>,
-) -> Result<(Inserted, String, i64), MethodError> {
+) -> Result<Result<(Inserted, String, i64), SetError>, MethodError> {
     let EmailImport {
         mailbox_ids,
         keywords,
@@ -191,18 +195,27 @@ async fn store_message(
     let (blob, size) = (prepared.email.blob_id.clone(), prepared.email.size);
     let storing = || format!("storing blob {blob}");
     let (jmap, account) = (ctx.jmap, ctx.account.id);
-    let outcome = store_batch(jmap.store.as_ref(), &jmap.blobs, account, vec![prepared])
-        .await
-        .map_err(|e| MethodError::server_fail(storing(), e))?;
+    let outcome = match store_batch(jmap.store.as_ref(), &jmap.blobs, account, vec![prepared]).await
+    {
+        Ok(outcome) => outcome,
+        Err(IngestError::Store(StoreError::OverQuota)) => {
+            return Ok(Err(SetError::new(
+                "overQuota",
+                "importing this message would take the account over its quota",
+            )));
+        }
+        Err(error) => return Err(MethodError::server_fail(storing(), error)),
+    };
     let inserted = outcome
         .first()
         .copied()
         .ok_or_else(|| MethodError::server_fail(storing(), "the store reported no outcome"))?;
-    Ok((inserted, blob, size))
+    Ok(Ok((inserted, blob, size)))
 }
 
-/// The bytes of a whole-message blob the account may read; `None` for a
-/// body-part blob id, a blob of another account or one that is gone.
+/// The bytes of a whole-message blob the account may read, checked against
+/// its id; `None` for a body-part blob id or a blob the account does not
+/// hold (`serverFail` for one it holds that is missing or corrupt).
 async fn read_message_blob(
     ctx: &CallContext<'_>,
     blob_id: &str,
@@ -214,8 +227,10 @@ async fn read_message_blob(
     if !jmap.store.has_blob(ctx.account.id, blob).await? {
         return Ok(None);
     }
+    // The account holds the blob: missing or corrupt bytes are serverFail.
     jmap.blobs
-        .get(blob)
+        .read(blob)
         .await
+        .map(Some)
         .map_err(|e| MethodError::server_fail(format_args!("reading blob {blob}"), e))
 }

@@ -93,15 +93,15 @@ async fn read_blob(
     if !jmap.store.has_blob(ctx.account.id, message).await? {
         return Ok(None);
     }
+    // The account holds the blob: missing or corrupt bytes are the server's
+    // fault (serverFail, cause logged), never parsed as an empty message.
     let raw = jmap
         .blobs
-        .get(message)
+        .read(message)
         .await
         .map_err(|e| MethodError::server_fail(format_args!("reading blob {message}"), e))?;
-    Ok(raw.map(|raw| {
-        jmap.metrics.count_blob_read(raw.len());
-        (raw, part.map(str::to_string))
-    }))
+    jmap.metrics.count_blob_read(raw.len());
+    Ok(Some((raw, part.map(str::to_string))))
 }
 
 /// Parses the message (or the part at `part` within it) and renders it,
