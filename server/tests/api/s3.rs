@@ -98,3 +98,46 @@ async fn the_api_round_trip_runs_on_the_s3_blob_store() {
     assert_eq!(second.app.blobs.url(), app.app.blobs.url());
     assert_eq!(download(second.base.clone(), blob_id.clone()).await, raw);
 }
+
+#[tokio::test]
+async fn uploads_stream_in_parts_and_the_collector_deletes_on_the_s3_blob_store() {
+    let Some(base) = std::env::var("FASTVIEW_TEST_S3_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        require("s3", "FASTVIEW_TEST_S3_URL is not set");
+        return;
+    };
+    let url = format!(
+        "{}/t-{}-{:08x}",
+        base.trim_end_matches('/'),
+        std::process::id(),
+        rand::random::<u32>()
+    );
+    let app = spawn_app_with_blob_url(&url).await;
+    let user = app.account("big@example.com").await;
+    // Three multipart parts (5 MiB each on S3), renamed into place.
+    let bytes: Vec<u8> = (0..12u32 << 20).map(|i| (i % 251) as u8).collect();
+    let (status, uploaded) = crate::uploads::upload(&app, &user, bytes.clone()).await;
+    assert_eq!(status, 201, "{uploaded}");
+    let blob_id = blob_id_of(&bytes);
+    assert_eq!(uploaded["blobId"], json!(blob_id));
+    let s3 = BlobStore::open(&url).unwrap();
+    assert_eq!(s3.get(&blob_id).await.unwrap(), Some(bytes));
+    assert_eq!(crate::uploads::staged(&s3).await, 0);
+    // Unused past its TTL: the collector deletes it from the bucket.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let options = fastview::mail::gc::GcOptions {
+        upload_ttl: std::time::Duration::ZERO,
+    };
+    let report = fastview::mail::gc::collect(app.app.store.as_ref(), &app.app.blobs, options)
+        .await
+        .unwrap();
+    assert_eq!((report.uploads_expired, report.blobs_deleted), (1, 1));
+    assert!(!s3.exists(&blob_id).await.unwrap());
+    let aside = s3
+        .list(Some(fastview::blob::DELETING_PREFIX))
+        .await
+        .unwrap();
+    assert!(aside.is_empty(), "{aside:?}");
+}
