@@ -54,11 +54,9 @@ const READ_CONCURRENCY: usize = 16;
 /// Blobs at least this large are hashed off the async workers.
 const HASH_INLINE_BYTES: usize = 256 << 10;
 
-/// Parts of a streaming upload: S3 needs at least 5 MiB per part; a local
-/// file takes any size, so a local upload holds at most ~256 KiB in memory.
+/// Parts of a streaming upload to S3 (its least part size).
 const S3_PART_BYTES: usize = 5 << 20;
-const LOCAL_PART_BYTES: usize = 256 << 10;
-/// Parts of one upload being written at once.
+/// Parts of one S3 upload being written at once.
 const PARTS_IN_FLIGHT: usize = 2;
 
 /// Where uploads are written before they are named by their hash.
@@ -109,6 +107,9 @@ pub enum BlobError {
     /// The backing store failed.
     #[error("blob store: {0}")]
     Backend(#[from] object_store::Error),
+    /// Writing a local staging file failed.
+    #[error("blob store: {0}")]
+    Io(#[from] std::io::Error),
 }
 
 impl BlobError {
@@ -144,8 +145,9 @@ pub struct BlobStore {
     inner: Arc<dyn ObjectStore>,
     /// `file:///…` or `s3://bucket/prefix`: for messages and logs.
     url: String,
-    /// The size of a streaming upload's parts ([`S3_PART_BYTES`] or [`LOCAL_PART_BYTES`]).
-    part_bytes: usize,
+    /// The root directory of a local store: uploads are written to a
+    /// staging file there directly. `None` for S3 (multipart uploads).
+    local_root: Option<std::path::PathBuf>,
 }
 
 impl fmt::Debug for BlobStore {
@@ -166,7 +168,7 @@ impl BlobStore {
         Ok(Self {
             inner: Arc::new(store),
             url: format!("file://{}", absolute.display()),
-            part_bytes: LOCAL_PART_BYTES,
+            local_root: Some(absolute),
         })
     }
 
@@ -195,7 +197,7 @@ impl BlobStore {
             return Ok(Self {
                 inner,
                 url,
-                part_bytes: S3_PART_BYTES,
+                local_root: None,
             });
         }
         if let Some(path) = url.strip_prefix("file://") {
@@ -337,14 +339,29 @@ impl BlobStore {
     }
 
     /// Starts a streaming upload into a staging object; the bytes are hashed
-    /// as they are written, and at most a few parts are held in memory.
+    /// as they are written. Locally they go to a staging file through one
+    /// reused buffer; on S3 into a multipart upload, at most
+    /// [`PARTS_IN_FLIGHT`] parts of [`S3_PART_BYTES`] in memory.
     pub async fn begin_upload(&self) -> Result<BlobUpload, BlobError> {
-        let staging = Path::from(format!(
-            "{STAGING_PREFIX}/{}-{:016x}",
+        let name = format!(
+            "{}-{:016x}",
             chrono::Utc::now().timestamp(),
             rand::random::<u64>()
-        ));
-        let upload = self.inner.put_multipart(&staging).await?;
+        );
+        let staging = Path::from(format!("{STAGING_PREFIX}/{name}"));
+        let sink = match &self.local_root {
+            Some(root) => {
+                let dir = root.join(STAGING_PREFIX);
+                tokio::fs::create_dir_all(&dir).await?;
+                let path = dir.join(&name);
+                let file = tokio::fs::File::create_new(&path).await?;
+                Sink::File(file, path)
+            }
+            None => {
+                let upload = self.inner.put_multipart(&staging).await?;
+                Sink::Multipart(WriteMultipart::new_with_chunk_size(upload, S3_PART_BYTES))
+            }
+        };
         Ok(BlobUpload {
             staged: StagedBlob {
                 store: self.clone(),
@@ -352,7 +369,7 @@ impl BlobStore {
                 id: String::new(),
                 size: 0,
             },
-            writer: WriteMultipart::new_with_chunk_size(upload, self.part_bytes),
+            sink,
             hasher: Sha256::new(),
         })
     }
@@ -454,17 +471,35 @@ async fn hash_matches(bytes: Vec<u8>, blob_id: String) -> (Vec<u8>, bool) {
 /// object is removed.
 pub struct BlobUpload {
     staged: StagedBlob,
-    writer: WriteMultipart,
+    sink: Sink,
     hasher: Sha256,
 }
 
+/// Where an upload's bytes go.
+enum Sink {
+    /// A local staging file (and its path).
+    File(tokio::fs::File, std::path::PathBuf),
+    /// An S3 multipart upload.
+    Multipart(WriteMultipart),
+}
+
 impl BlobUpload {
-    /// Appends a chunk, waiting while [`PARTS_IN_FLIGHT`] parts are being written.
-    pub async fn write(&mut self, chunk: bytes::Bytes) -> Result<(), BlobError> {
-        self.hasher.update(&chunk);
+    /// Appends a chunk (copied: a chunk of a request body is a slice of the
+    /// connection's read buffer). On S3, waits while [`PARTS_IN_FLIGHT`]
+    /// parts are being written.
+    pub async fn write(&mut self, chunk: &[u8]) -> Result<(), BlobError> {
+        self.hasher.update(chunk);
         self.staged.size += chunk.len() as u64;
-        self.writer.wait_for_capacity(PARTS_IN_FLIGHT).await?;
-        self.writer.put(chunk);
+        match &mut self.sink {
+            Sink::File(file, _) => {
+                use tokio::io::AsyncWriteExt;
+                file.write_all(chunk).await?;
+            }
+            Sink::Multipart(writer) => {
+                writer.wait_for_capacity(PARTS_IN_FLIGHT).await?;
+                writer.write(chunk);
+            }
+        }
         Ok(())
     }
 
@@ -476,17 +511,33 @@ impl BlobUpload {
     /// Abandons the upload: the parts written are removed (on S3 the
     /// multipart upload is aborted, not left to a lifecycle rule).
     pub async fn abort(self) {
-        let _ = self.writer.abort().await;
+        match self.sink {
+            Sink::File(file, path) => {
+                drop(file);
+                let _ = tokio::fs::remove_file(path).await;
+            }
+            Sink::Multipart(writer) => {
+                let _ = writer.abort().await;
+            }
+        }
     }
 
     /// Completes the staging object and names it by its hash.
     pub async fn finish(self) -> Result<StagedBlob, BlobError> {
         let Self {
             mut staged,
-            writer,
+            sink,
             hasher,
         } = self;
-        writer.finish().await?;
+        match sink {
+            Sink::File(mut file, _) => {
+                use tokio::io::AsyncWriteExt;
+                file.flush().await?;
+            }
+            Sink::Multipart(writer) => {
+                writer.finish().await?;
+            }
+        }
         staged.id = hex(&hasher.finalize());
         Ok(staged)
     }
