@@ -19,4 +19,5 @@ mod reproject;
 mod s3;
 mod scale_out;
 mod security;
+mod storage_full;
 mod sync;

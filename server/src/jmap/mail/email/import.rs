@@ -13,8 +13,8 @@ use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::mail::set::{check_request, set_error_map};
 use crate::jmap::{args, ids};
-use crate::mail::ingest::{prepare, store_batch};
-use crate::store::Inserted;
+use crate::mail::ingest::{IngestError, prepare, store_batch};
+use crate::store::{Inserted, StoreError};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -193,7 +193,10 @@ async fn store_message(
     let (jmap, account) = (ctx.jmap, ctx.account.id);
     let outcome = store_batch(jmap.store.as_ref(), &jmap.blobs, account, vec![prepared])
         .await
-        .map_err(|e| MethodError::server_fail(storing(), e))?;
+        .map_err(|e| match e {
+            IngestError::Store(full @ StoreError::StorageFull(_)) => MethodError::from(full),
+            e => MethodError::server_fail(storing(), e),
+        })?;
     let inserted = outcome
         .first()
         .copied()
