@@ -133,6 +133,7 @@ fn store_error(error: StoreError) -> HttpError {
         // The account was removed while its credentials were still cached.
         StoreError::NotFound => HttpError::NotFound,
         StoreError::OverQuota => HttpError::OverQuota,
+        StoreError::StorageFull(error) => HttpError::StorageFull(error.to_string()),
         error => HttpError::Internal(error.to_string()),
     }
 }

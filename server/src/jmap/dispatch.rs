@@ -115,9 +115,13 @@ pub async fn guarded(
 /// the call id and its cause, which goes no further than the log; any other
 /// method error is the client's and logged at debug level only.
 pub fn error_response(method: &str, call_id: &str, error: &MethodError) -> Value {
-    match error.cause() {
-        Some(cause) => tracing::error!(%method, call_id, cause, "serverFail"),
-        None => tracing::debug!(%method, call_id, error = error.type_name(), "method error"),
+    match (error.cause(), error) {
+        (Some(cause), _) => tracing::error!(%method, call_id, cause, "serverFail"),
+        // The operator has to act (free disk space): not the client's error.
+        (None, MethodError::ServerUnavailable(reason)) => {
+            tracing::warn!(%method, call_id, reason, "serverUnavailable")
+        }
+        (None, _) => tracing::debug!(%method, call_id, error = error.type_name(), "method error"),
     }
     error.to_json()
 }

@@ -114,6 +114,13 @@ pub enum MethodError {
     /// `serverFail` and the description "internal error".
     #[error("internal error")]
     ServerFail { cause: String },
+    /// A server resource is temporarily short (RFC 8620 §3.6.2
+    /// `serverUnavailable`): the description says which, and a retry after
+    /// a backoff may succeed. Today: the store's disk is full
+    /// ([`crate::store::StoreError::StorageFull`]): writes fail whole, reads
+    /// go on.
+    #[error("{0}")]
+    ServerUnavailable(String),
 }
 
 impl MethodError {
@@ -133,6 +140,7 @@ impl MethodError {
             MethodError::TooManyChanges => "tooManyChanges",
             MethodError::StateMismatch => "stateMismatch",
             MethodError::ServerFail { .. } => "serverFail",
+            MethodError::ServerUnavailable(_) => "serverUnavailable",
         }
     }
 
@@ -159,6 +167,10 @@ impl MethodError {
     }
 }
 
+/// What a client is told when a write fails on a full store.
+pub const STORAGE_FULL: &str =
+    "the server's storage is full: nothing was written; retry once space is freed";
+
 impl From<crate::store::StoreError> for MethodError {
     fn from(error: crate::store::StoreError) -> Self {
         if let crate::store::StoreError::CannotCalculateChanges = error {
@@ -171,6 +183,9 @@ impl From<crate::store::StoreError> for MethodError {
         // while a cached credential still let the request in).
         if let crate::store::StoreError::NotFound = error {
             return MethodError::AccountNotFound;
+        }
+        if let crate::store::StoreError::StorageFull(_) = error {
+            return MethodError::ServerUnavailable(STORAGE_FULL.into());
         }
         MethodError::server_fail("store", error)
     }

@@ -74,9 +74,15 @@ pub enum StoreError {
     /// `overQuota`; see [`Quota`]).
     #[error("the account is over its quota")]
     OverQuota,
+    /// The database cannot grow: the disk (or SQLite's size cap) is full
+    /// (SQLite `SQLITE_FULL`, PostgreSQL SQLSTATE 53100 `disk_full`). The
+    /// write was rolled back whole; reads go on, and writes work again once
+    /// space is freed, without a restart.
+    #[error("the database's storage is full: {0}")]
+    StorageFull(sqlx::Error),
     /// The database failed.
     #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
     /// Applying migrations failed.
     #[error("migration error: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
@@ -88,6 +94,22 @@ pub enum StoreError {
 
 /// Result of a storage call.
 pub type StoreResult<T> = Result<T, StoreError>;
+
+impl From<sqlx::Error> for StoreError {
+    /// [`StoreError::StorageFull`] for SQLite's `SQLITE_FULL` (result code
+    /// 13) and PostgreSQL's `disk_full` (SQLSTATE 53100), else `Database`.
+    fn from(error: sqlx::Error) -> Self {
+        let full = matches!(
+            &error,
+            sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("13" | "53100"))
+        );
+        if full {
+            StoreError::StorageFull(error)
+        } else {
+            StoreError::Database(error)
+        }
+    }
+}
 
 /// One account (a login and its mail).
 #[derive(Debug, Clone, sqlx::FromRow)]

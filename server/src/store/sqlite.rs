@@ -16,8 +16,8 @@ use std::borrow::Cow;
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::Row;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Connection, Row};
 
 use super::StoreResult;
 use super::dialect::{Dialect, Statements, positions, query_columns};
@@ -191,7 +191,27 @@ impl SqliteStore {
     /// Opens (creating if missing) and migrates the database at `url`
     /// (`sqlite://path/fastview.db`). `max_connections` bounds the read pool.
     pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Self> {
-        let options = SqliteConnectOptions::from_str(url)?
+        Self::connect_capped(url, max_connections, None).await
+    }
+
+    /// [`SqliteStore::connect`] with the database file capped at about
+    /// `max_bytes` (SQLite's `max_page_count`, rounded down to whole pages;
+    /// `None`: no cap). A write past the cap fails with
+    /// [`StoreError::StorageFull`](super::StoreError::StorageFull) exactly as
+    /// on a full disk, and, as there, rows destroyed free space for later
+    /// writes.
+    ///
+    /// A failed write never poisons the writer: SQLite rolls a transaction
+    /// back by itself on `SQLITE_FULL`, after which sqlx's own rollback fails
+    /// and its connection would stay at a non-zero transaction depth (every
+    /// later `BEGIN` refused). The writer pool therefore drops a connection
+    /// still in a transaction when it is next acquired and opens a new one.
+    pub async fn connect_capped(
+        url: &str,
+        max_connections: u32,
+        max_bytes: Option<u64>,
+    ) -> StoreResult<Self> {
+        let mut options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
@@ -203,9 +223,21 @@ impl SqliteStore {
             // were a tenth of the server's CPU.
             .pragma("mmap_size", "2147418112")
             .pragma("temp_store", "memory");
+        if let Some(max_bytes) = max_bytes {
+            // The default page size of a new file (4096); `page_size` is set
+            // first so that the count means what it says.
+            options = options
+                .page_size(4096)
+                .pragma("max_page_count", (max_bytes / 4096).max(1).to_string());
+        }
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .min_connections(1)
+            // The pool's release ping runs after a dropped transaction's
+            // rollback, so by the next acquire the depth is settled: a
+            // connection still "in a transaction" is one whose rollback
+            // failed (see above) and is replaced.
+            .before_acquire(|conn, _| Box::pin(async move { Ok(!conn.is_in_transaction()) }))
             .connect_with(options.clone())
             .await?;
         // Processes started together on a new file (`serve` beside `import`)

@@ -22,5 +22,6 @@ mod reproject;
 mod s3;
 mod scale_out;
 mod security;
+mod storage_full;
 mod sync;
 mod uploads;

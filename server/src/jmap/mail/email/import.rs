@@ -204,6 +204,9 @@ async fn store_message(
                 "importing this message would take the account over its quota",
             )));
         }
+        Err(IngestError::Store(full @ StoreError::StorageFull(_))) => {
+            return Err(MethodError::from(full));
+        }
         Err(error) => return Err(MethodError::server_fail(storing(), error)),
     };
     let inserted = outcome
