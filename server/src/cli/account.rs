@@ -7,13 +7,14 @@ use anyhow::{Context, bail};
 use clap::Subcommand;
 
 use super::GlobalArgs;
-use crate::http::auth::hash_password;
+use crate::http::auth::{hash_password, normalize_address};
 use crate::store::StoreError;
 
 /// Account subcommands.
 #[derive(Debug, Subcommand)]
 pub enum AccountCommand {
     /// Create an account with the role mailboxes inbox, drafts, sent, trash, junk, archive.
+    /// The address is stored in the one form logins are compared in (NFKC, lowercase).
     Add {
         email: String,
         /// The password (visible in the process list: prefer --password-stdin).
@@ -72,7 +73,11 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
                 _ => bail!("the password is empty"),
             };
             let hash = tokio::task::spawn_blocking(move || hash_password(&password)).await??;
-            match app.store.create_account(&email, &hash).await {
+            match app
+                .store
+                .create_account(&normalize_address(&email), &hash)
+                .await
+            {
                 Ok(account) => println!(
                     "created {} ({})",
                     account.email,
@@ -97,7 +102,11 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
                 _ => read_password_line()?,
             };
             let hash = tokio::task::spawn_blocking(move || hash_password(&password)).await??;
-            match app.store.set_password(&email, &hash).await {
+            match app
+                .store
+                .set_password(&normalize_address(&email), &hash)
+                .await
+            {
                 Ok(()) => println!(
                     "password changed for {email} (servers that cached the old one accept it for up to {} s)",
                     crate::http::auth::CREDENTIAL_TTL.as_secs()
@@ -106,11 +115,13 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
                 Err(error) => return Err(error.into()),
             }
         }
-        AccountCommand::Remove { email } => match app.store.remove_account(&email).await {
-            Ok(()) => println!("removed {email}"),
-            Err(StoreError::NotFound) => bail!("no account {email}"),
-            Err(error) => return Err(error.into()),
-        },
+        AccountCommand::Remove { email } => {
+            match app.store.remove_account(&normalize_address(&email)).await {
+                Ok(()) => println!("removed {email}"),
+                Err(StoreError::NotFound) => bail!("no account {email}"),
+                Err(error) => return Err(error.into()),
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -39,7 +39,7 @@ pub async fn upload(
         .await
         .map_err(|too_large| match too_large {
             Some(()) => HttpError::UploadTooLarge,
-            None => HttpError::Internal("upload body could not be read".into()),
+            None => HttpError::ClientDisconnected,
         })?;
     let blob_id = blob_id_of(&bytes);
     let size = bytes.len();
