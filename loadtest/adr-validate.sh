@@ -29,15 +29,16 @@ trap cleanup EXIT
 "$bin/fastview" --data-dir "$data" seed --accounts "$accounts" --messages-per-account "$messages" \
   --from "$corpus" --password "$password"
 
-serve() { # port, extra flags
-  FASTVIEW_LOG=warn taskset -c 0 "$bin/fastview" --data-dir "$data" serve --listen "127.0.0.1:$1" "${@:2}" &
+serve() { # port, extra flags (each server's metrics listener on port + 1000)
+  FASTVIEW_LOG=warn taskset -c 0 "$bin/fastview" --data-dir "$data" serve --listen "127.0.0.1:$1" \
+    --metrics-listen "127.0.0.1:$(($1 + 1000))" "${@:2}" &
   pids+=($!)
 }
 serve 18090
 serve 18091 --read-levels off
 serve 18092 --fast-view off
 for port in 18090 18091 18092; do
-  for _ in $(seq 1 50); do curl -s -o /dev/null "http://127.0.0.1:$port/metrics" && break; sleep 0.1; done
+  for _ in $(seq 1 50); do curl -s -o /dev/null "http://127.0.0.1:$((port + 1000))/metrics" && break; sleep 0.1; done
 done
 
 run() { # scenario, host B

@@ -74,6 +74,40 @@ pub struct ServeOptions {
     pub cache_sizes: CacheSizes,
     /// API requests in flight on this node before 429 (0: 1024).
     pub max_in_flight: usize,
+    /// Bounds on the connections this instance holds open.
+    pub connections: ConnectionLimits,
+    /// Peers whose `X-Forwarded-For` names the client (reverse proxies);
+    /// from any other peer the header is ignored.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+}
+
+/// Bounds on the connections of one serving instance (`serve` flags
+/// `--header-read-timeout`, `--idle-timeout`, `--max-connections`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// How long a request's header may take to arrive in full, counted from
+    /// when the server starts waiting for it: from accept on a new
+    /// connection, from the end of the previous response on a kept-alive
+    /// one. A connection that sends nothing or half a header is closed then.
+    pub header_read_timeout: std::time::Duration,
+    /// A connection with no request in progress on which nothing has
+    /// arrived for this long is closed (an idle kept-alive or a silent new
+    /// connection). Only shortens the wait when under `header_read_timeout`.
+    pub idle_timeout: std::time::Duration,
+    /// Connections open at once. At the cap the connection idle the longest
+    /// (no request in progress) is closed for the new one; when none is idle
+    /// the new one waits in the listen backlog until one closes.
+    pub max_connections: usize,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: std::time::Duration::from_secs(30),
+            idle_timeout: std::time::Duration::from_secs(15),
+            max_connections: 4096,
+        }
+    }
 }
 
 /// The storage of one data dir: database and blob store.

@@ -1,6 +1,7 @@
 //! Server metrics, owned by one server instance (not a process-global
 //! recorder), so parallel test servers never see each other's counts.
-//! Exposed at `GET /metrics` in the Prometheus/OpenMetrics text format.
+//! Exposed at `GET /metrics` on the metrics listener (`--metrics-listen`,
+//! not the API port) in the Prometheus/OpenMetrics text format.
 //!
 //! Names (the public interface; prometheus-client appends `_total` to counters):
 //! - `fastview_email_get_total{read_level="metadata|header|fast_view|full"}`
@@ -8,6 +9,10 @@
 //! - `fastview_blob_reads_total`, `fastview_blob_read_bytes_total`
 //! - `fastview_message_parses_total{scope="header|full"}`
 //! - `fastview_jmap_method_duration_seconds{method="Email/get"}` (histogram)
+//! - `fastview_login_verifications_total` (argon2 password verifications
+//!   run, for known and unknown users alike)
+//! - `fastview_login_refusals_total{reason="braked|busy"}` (logins refused
+//!   unverified: too many failures, or too many verifications waiting)
 //!
 //! No label carries an account.
 
@@ -27,6 +32,13 @@ pub struct ReadLevelLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ParseScopeLabel {
     pub scope: &'static str,
+}
+
+/// `reason` label of `fastview_login_refusals_total`: `braked` (the failure
+/// brake) or `busy` (the verification queue is full).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabel {
+    pub reason: &'static str,
 }
 
 /// `method` label of the per-method latency histogram.
@@ -50,6 +62,8 @@ pub struct Metrics {
     pub blob_read_bytes: Counter,
     pub message_parses: Family<ParseScopeLabel, Counter>,
     pub method_duration: Family<MethodLabel, Histogram, fn() -> Histogram>,
+    pub login_verifications: Counter,
+    pub login_refusals: Family<RefusalLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -105,6 +119,18 @@ impl Metrics {
             "Latency of each JMAP method call",
             method_duration.clone(),
         );
+        let login_verifications = Counter::default();
+        registry.register(
+            "fastview_login_verifications",
+            "Password verifications (argon2) run, known and unknown users alike",
+            login_verifications.clone(),
+        );
+        let login_refusals = Family::<RefusalLabel, Counter>::default();
+        registry.register(
+            "fastview_login_refusals",
+            "Logins refused without verifying the password, by reason",
+            login_refusals.clone(),
+        );
         Self {
             registry,
             email_get,
@@ -114,6 +140,8 @@ impl Metrics {
             blob_read_bytes,
             message_parses,
             method_duration,
+            login_verifications,
+            login_refusals,
         }
     }
 
@@ -129,6 +157,13 @@ impl Metrics {
         self.message_parses
             .get_or_create(&ParseScopeLabel { scope })
             .get()
+    }
+
+    /// Counts one login refused unverified (`reason` is `braked` or `busy`).
+    pub fn count_login_refusal(&self, reason: &'static str) {
+        self.login_refusals
+            .get_or_create(&RefusalLabel { reason })
+            .inc();
     }
 
     /// Counts one blob read of `bytes` octets.

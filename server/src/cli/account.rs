@@ -7,13 +7,14 @@ use anyhow::{Context, bail};
 use clap::Subcommand;
 
 use super::GlobalArgs;
-use crate::http::auth::hash_password;
+use crate::http::auth::{hash_password, normalize_address};
 use crate::store::StoreError;
 
 /// Account subcommands.
 #[derive(Debug, Subcommand)]
 pub enum AccountCommand {
     /// Create an account with the role mailboxes inbox, drafts, sent, trash, junk, archive.
+    /// The address is stored in the one form logins are compared in (NFKC, lowercase).
     Add {
         email: String,
         /// The password (visible in the process list: prefer --password-stdin).
@@ -119,7 +120,11 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
                 _ => bail!("the password is empty"),
             };
             let hash = tokio::task::spawn_blocking(move || hash_password(&password)).await??;
-            match app.store.create_account(&email, &hash).await {
+            match app
+                .store
+                .create_account(&normalize_address(&email), &hash)
+                .await
+            {
                 Ok(account) => println!(
                     "created {} ({})",
                     account.email,
@@ -158,7 +163,11 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
                 _ => read_password_line()?,
             };
             let hash = tokio::task::spawn_blocking(move || hash_password(&password)).await??;
-            match app.store.set_password(&email, &hash).await {
+            match app
+                .store
+                .set_password(&normalize_address(&email), &hash)
+                .await
+            {
                 Ok(()) => println!(
                     "password changed for {email} (servers that cached the old one accept it for up to {} s)",
                     crate::http::auth::CREDENTIAL_TTL.as_secs()
@@ -167,7 +176,7 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
                 Err(error) => return Err(error.into()),
             }
         }
-        AccountCommand::Remove { email } => match app.store.remove_account(&email).await {
+        AccountCommand::Remove { email } => match app.store.remove_account(&normalize_address(&email)).await {
             Ok(blobs) => {
                 let deleted =
                     crate::mail::gc::delete_unreferenced(app.store.as_ref(), &app.blobs, &blobs)

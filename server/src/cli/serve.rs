@@ -1,13 +1,16 @@
 //! `fastview serve`: JMAP over HTTP until SIGINT or SIGTERM.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::ValueEnum;
+use futures::FutureExt;
+use ipnet::IpNet;
 
 use super::GlobalArgs;
-use crate::app::{App, ServeOptions};
+use crate::app::{App, ConnectionLimits, ServeOptions};
 use crate::mail::load::CacheSizes;
 use crate::mail::read_level::ReadSwitches;
 
@@ -53,6 +56,50 @@ pub struct ServeArgs {
     pub gc_every_minutes: u64,
     #[command(flatten)]
     pub gc: super::gc::GcArgs,
+    /// Seconds a request's header may take to arrive in full, counted from
+    /// when the server starts waiting for it (accept, or the end of the
+    /// previous response on a kept-alive connection); then the connection is closed.
+    #[arg(long, env = "FASTVIEW_HEADER_READ_TIMEOUT", default_value_t = ConnectionLimits::default().header_read_timeout.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_read_timeout: u64,
+    /// Seconds a connection with no request in progress may stay open with
+    /// nothing arriving (an idle kept-alive or silent new connection).
+    #[arg(long, env = "FASTVIEW_IDLE_TIMEOUT", default_value_t = ConnectionLimits::default().idle_timeout.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout: u64,
+    /// Connections open at once; at the cap the longest idle one is closed
+    /// for a new one. Keep it under the open-file limit (`ulimit -n`) less
+    /// the database pool.
+    #[arg(long, env = "FASTVIEW_MAX_CONNECTIONS", default_value_t = ConnectionLimits::default().max_connections, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_connections: usize,
+    /// Reverse proxies (IP or CIDR, repeatable or comma-separated) whose
+    /// `X-Forwarded-For` names the client; from other peers it is ignored.
+    #[arg(long = "trusted-proxy", env = "FASTVIEW_TRUSTED_PROXY", value_delimiter = ',', value_parser = parse_trusted_proxy)]
+    pub trusted_proxy: Vec<IpNet>,
+    /// Address of the Prometheus metrics listener (`GET /metrics`, no auth),
+    /// or `off`. Not served on the API port.
+    #[arg(long, env = "FASTVIEW_METRICS_LISTEN", default_value = "127.0.0.1:9090", value_parser = parse_metrics_listen)]
+    pub metrics_listen: MetricsListen,
+}
+
+/// `--metrics-listen`: an address, or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricsListen(pub Option<SocketAddr>);
+
+fn parse_metrics_listen(value: &str) -> Result<MetricsListen, String> {
+    if value.eq_ignore_ascii_case("off") {
+        return Ok(MetricsListen(None));
+    }
+    value
+        .parse()
+        .map(|address| MetricsListen(Some(address)))
+        .map_err(|_| format!("expected an address such as 127.0.0.1:9090, or off: {value}"))
+}
+
+fn parse_trusted_proxy(value: &str) -> Result<IpNet, String> {
+    let value = value.trim();
+    value
+        .parse::<IpNet>()
+        .or_else(|_| value.parse::<IpAddr>().map(IpNet::from))
+        .map_err(|_| format!("expected an IP address or CIDR such as 10.0.0.0/8: {value}"))
 }
 
 impl ServeArgs {
@@ -69,6 +116,12 @@ impl ServeArgs {
                 header_bytes: self.header_cache_mb << 20,
                 fast_view_bytes: self.fast_view_cache_mb << 20,
             },
+            connections: ConnectionLimits {
+                header_read_timeout: Duration::from_secs(self.header_read_timeout),
+                idle_timeout: Duration::from_secs(self.idle_timeout),
+                max_connections: self.max_connections,
+            },
+            trusted_proxies: self.trusted_proxy.clone(),
             ..ServeOptions::default()
         }
     }
@@ -102,7 +155,30 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let (router, _) = crate::http::assemble(app, &args.options());
+    let options = args.options();
+    let (router, state) = crate::http::assemble(app, &options);
+    let shutdown = shutdown_signal().shared();
+    let metrics = match args.metrics_listen.0 {
+        Some(metrics_address) => {
+            let metrics_listener = tokio::net::TcpListener::bind(metrics_address)
+                .await
+                .with_context(|| {
+                    format!("cannot listen on {metrics_address} for metrics (--metrics-listen off disables it)")
+                })?;
+            tracing::info!(address = %metrics_listener.local_addr()?, "serving metrics");
+            let limits = ConnectionLimits {
+                max_connections: 64,
+                ..options.connections
+            };
+            Some(tokio::spawn(crate::http::serve(
+                metrics_listener,
+                crate::http::metrics_router(state),
+                limits,
+                shutdown.clone(),
+            )))
+        }
+        None => None,
+    };
     let _collector = (args.gc_every_minutes > 0).then(|| {
         crate::mail::gc::spawn_periodic(
             app.store.clone(),
@@ -114,7 +190,10 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
     let address = listener.local_addr()?;
     tracing::info!(%address, read_levels = ?args.read_levels, fast_view = ?args.fast_view, "serving JMAP");
     eprintln!("serving JMAP at http://{address}/.well-known/jmap");
-    crate::http::serve(listener, router, shutdown_signal()).await?;
+    crate::http::serve(listener, router, options.connections, shutdown).await?;
+    if let Some(metrics) = metrics {
+        metrics.await??;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

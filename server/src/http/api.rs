@@ -16,7 +16,9 @@ use crate::jmap::dispatch;
 use crate::jmap::error::RequestError;
 use crate::jmap::request::Request;
 
-/// Reads a body of at most `limit` octets, failing as soon as it grows past it.
+/// Reads a body of at most `limit` octets, failing as soon as it grows past
+/// it: `Err(Some(()))` when it is too large, `Err(None)` when it cannot be
+/// read (the client hung up: [`HttpError::ClientDisconnected`]).
 pub async fn read_limited(body: Body, limit: u64) -> Result<axum::body::Bytes, Option<()>> {
     match Limited::new(body, limit as usize).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
@@ -77,9 +79,29 @@ pub async fn post_api(
     let bytes = match read_limited(body, limits.max_size_request).await {
         Ok(bytes) => bytes,
         Err(Some(())) => return Err(RequestError::Limit("maxSizeRequest").into()),
-        Err(None) => return Err(RequestError::NotJson("the body could not be read".into()).into()),
+        Err(None) => return Err(HttpError::ClientDisconnected),
     };
     let request = Request::parse(&bytes, limits.max_calls_in_request as usize)?;
     let response = dispatch::handle(&state.jmap, &account, request).await;
     Ok(axum::Json(response).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_body_whose_client_hangs_up_is_unreadable_not_too_large() {
+        let chunks: Vec<Result<&'static [u8], std::io::Error>> = vec![
+            Ok(b"{\"using\": ["),
+            Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "connection reset by peer",
+            )),
+        ];
+        let body = Body::from_stream(futures::stream::iter(chunks));
+        assert_eq!(read_limited(body, 1 << 20).await, Err(None));
+        let body = Body::from(vec![b'x'; 100]);
+        assert_eq!(read_limited(body, 10).await, Err(Some(())));
+    }
 }

@@ -10,25 +10,47 @@
 //! keeps working for at most [`CREDENTIAL_TTL`] on a node that verified it
 //! before the change.
 //!
-//! Failed attempts are counted per client address and per (user, client
-//! address) in windows of [`FAILURE_WINDOW`]; past [`MAX_FAILURES`] in a
-//! window, attempts from there get 429 with Retry-After without being
-//! verified, except credentials this node verified recently (they are never
-//! slowed). Valid logins never count, so a load test never trips it.
+//! The brake on failed logins is keyed by (user, client address), so one
+//! user's bad guesses never lock out the other users behind the same
+//! address (everyone behind a reverse proxy), with a much higher ceiling
+//! per client address against spraying many users: [`MAX_FAILURES`] and
+//! [`MAX_FAILURES_PER_ADDRESS`] per [`FAILURE_WINDOW`]. A login reserves a
+//! failure slot of both before its password is verified and gives them back
+//! only when it succeeds, so concurrent wrong guesses cannot all be verified
+//! before the first is counted: past the limit a login gets 429 with
+//! Retry-After without being verified. Unknown users are verified against
+//! a dummy hash made like a real one and counted the same, so they cost
+//! the same bounded work and tell nothing. Credentials this node verified
+//! recently are never slowed; valid logins never count.
+//!
+//! Verifications (argon2, [`VERIFY_MEMORY_KIB`] each) run on the blocking
+//! pool at most one per core at once; up to [`VERIFY_QUEUE_PER_CORE`] per
+//! core wait for a turn, and past that a login gets 503 with Retry-After.
+//!
+//! The client address is the TCP peer's, or, when the peer is one of the
+//! configured trusted proxies (`--trusted-proxy`), the rightmost address of
+//! `X-Forwarded-For` that is not itself a trusted proxy ([`client_address`]).
+//!
+//! Login names are compared in one form, [`normalize_address`] (NFKC, then
+//! lowercase), here and in `fastview account`.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use axum::http::HeaderMap;
 use base64::Engine;
+use ipnet::IpNet;
 use moka::future::Cache;
 use sha2::{Digest, Sha256};
+use tokio::sync::Semaphore;
+use unicode_normalization::UnicodeNormalization;
 
 use super::error::HttpError;
+use crate::metrics::Metrics;
 use crate::store::{Account, Store};
 
 /// How long a verified credential is trusted without looking at the database.
@@ -37,8 +59,59 @@ pub const CREDENTIAL_TTL: Duration = Duration::from_secs(60);
 pub const VERIFIED_TTL: Duration = Duration::from_secs(3600);
 /// The window failed attempts are counted in.
 pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
-/// Failed attempts allowed per window, per client address and per (user, address).
+/// Failed attempts allowed per window per (user, client address).
 pub const MAX_FAILURES: u32 = 10;
+/// Failed attempts allowed per window per client address, all users together.
+pub const MAX_FAILURES_PER_ADDRESS: u32 = 200;
+/// Password verifications waiting for a core, per core, before 503.
+pub const VERIFY_QUEUE_PER_CORE: usize = 16;
+/// Memory one argon2 verification holds with the default parameters, in KiB.
+pub const VERIFY_MEMORY_KIB: u32 = argon2::Params::DEFAULT_M_COST;
+
+/// The one form a login name is stored and compared in: Unicode NFKC, then
+/// lowercase (NFKC again after lowercasing). So `Ärger@` and `ärger@` are
+/// one address, and `\u{212A}im@` (with the Kelvin sign) is `kim@`: the
+/// same account, which `account add` refuses to create twice.
+pub fn normalize_address(address: &str) -> String {
+    address
+        .nfkc()
+        .collect::<String>()
+        .to_lowercase()
+        .nfkc()
+        .collect()
+}
+
+/// The address a request comes from: `peer`, unless `peer` is in
+/// `trusted_proxies`; then the rightmost `X-Forwarded-For` entry that is not
+/// itself a trusted proxy (every entry right of it was added by a trusted
+/// proxy, so it is the first hop no one we trust could have forged). An
+/// entry that is not an IP address ends the walk at the hop right of it.
+pub fn client_address(peer: IpAddr, headers: &HeaderMap, trusted_proxies: &[IpNet]) -> IpAddr {
+    let trusted = |address: &IpAddr| trusted_proxies.iter().any(|net| net.contains(address));
+    let peer = peer.to_canonical();
+    if !trusted(&peer) {
+        return peer;
+    }
+    let hops: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(str::trim)
+        .collect();
+    let mut client = peer;
+    for hop in hops.iter().rev() {
+        let parsed = hop
+            .parse::<IpAddr>()
+            .or_else(|_| hop.parse::<SocketAddr>().map(|s| s.ip()));
+        let Ok(address) = parsed else { break };
+        client = address.to_canonical();
+        if !trusted(&client) {
+            break;
+        }
+    }
+    client
+}
 
 /// Hashes a password with argon2id and a random salt (PHC string).
 pub fn hash_password(password: &str) -> Result<String, argon2::password_hash::Error> {
@@ -62,16 +135,31 @@ pub fn verify_password(password: &str, hash: &str) -> bool {
 /// Authenticates requests for one server instance.
 pub struct Authenticator {
     store: Arc<dyn Store>,
+    metrics: Arc<Metrics>,
+    trusted_proxies: Vec<IpNet>,
     key: [u8; 32],
     verified: Cache<(String, [u8; 32]), Verified>,
     failures: Cache<String, Arc<AtomicU32>>,
+    /// A hash of a random password made like real ones, verified for unknown users.
+    dummy_hash: Arc<str>,
+    verify_slots: Arc<Semaphore>,
+    verify_waiting: AtomicUsize,
+    max_verify_waiting: usize,
 }
 
 impl Authenticator {
-    /// An authenticator with an empty credential cache.
-    pub fn new(store: Arc<dyn Store>) -> Self {
+    /// An authenticator with an empty credential cache, counting into
+    /// `metrics`, taking `X-Forwarded-For` from `trusted_proxies` only.
+    pub fn new(store: Arc<dyn Store>, metrics: Arc<Metrics>, trusted_proxies: Vec<IpNet>) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let dummy_password: [u8; 16] = rand::random();
+        let dummy_hash =
+            hash_password(&base64::engine::general_purpose::STANDARD.encode(dummy_password))
+                .unwrap_or_else(|_| FALLBACK_DUMMY_HASH.to_string());
         Self {
             store,
+            metrics,
+            trusted_proxies,
             key: rand::random(),
             verified: Cache::builder()
                 .max_capacity(100_000)
@@ -81,7 +169,16 @@ impl Authenticator {
                 .max_capacity(1_000_000)
                 .time_to_live(FAILURE_WINDOW)
                 .build(),
+            dummy_hash: dummy_hash.into(),
+            verify_slots: Arc::new(Semaphore::new(cores)),
+            verify_waiting: AtomicUsize::new(0),
+            max_verify_waiting: cores * VERIFY_QUEUE_PER_CORE,
         }
+    }
+
+    /// The client address of a request from TCP peer `peer` ([`client_address`]).
+    pub fn client_address(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+        client_address(peer, headers, &self.trusted_proxies)
     }
 
     fn secret_digest(&self, user: &str, password: &str) -> [u8; 32] {
@@ -93,18 +190,62 @@ impl Authenticator {
         hasher.finalize().into()
     }
 
-    async fn failures(&self, key: &str) -> u32 {
-        self.failures
-            .get(key)
-            .await
-            .map_or(0, |count| count.load(Ordering::Relaxed))
+    /// Reserves a failure slot of (user, client) and of the client address,
+    /// or 429 when either is used up in this window.
+    async fn reserve_failure(&self, user: &str, client: IpAddr) -> Result<FailureSlots, HttpError> {
+        let mut slots = FailureSlots(Vec::with_capacity(2));
+        for (key, limit) in [
+            (format!("user:{user}\0{client}"), MAX_FAILURES),
+            (format!("ip:{client}"), MAX_FAILURES_PER_ADDRESS),
+        ] {
+            let counter = self
+                .failures
+                .get_with(key, async { Arc::new(AtomicU32::new(0)) })
+                .await;
+            let reserved = counter
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < limit).then_some(n + 1)
+                })
+                .is_ok();
+            if !reserved {
+                self.metrics.count_login_refusal("braked");
+                return Err(HttpError::TooManyAttempts {
+                    retry_after: FAILURE_WINDOW.as_secs(),
+                });
+            }
+            slots.0.push(counter);
+        }
+        Ok(slots)
     }
 
-    async fn count_failure(&self, key: String) {
-        self.failures
-            .get_with(key, async { Arc::new(AtomicU32::new(0)) })
-            .await
-            .fetch_add(1, Ordering::Relaxed);
+    /// Verifies `password` against `hash` on the blocking pool, at most one
+    /// per core at once; 503 when too many already wait for a turn.
+    async fn verify(&self, password: String, hash: Arc<str>) -> Result<bool, HttpError> {
+        let permit = match self.verify_slots.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                let waiting = WaitingTurn::enter(&self.verify_waiting);
+                if waiting.position >= self.max_verify_waiting {
+                    self.metrics.count_login_refusal("busy");
+                    return Err(HttpError::LoginBusy);
+                }
+                self.verify_slots
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .map_err(|_| HttpError::Internal("the verification gate closed".into()))?
+            }
+        };
+        self.metrics.login_verifications.inc();
+        // The permit moves into the blocking task: it bounds the memory in
+        // use even when the request is dropped mid-verification.
+        let verified = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            verify_password(&password, &hash)
+        })
+        .await
+        .unwrap_or(false);
+        Ok(verified)
     }
 
     /// The account again if it still exists with the password hash `cached`
@@ -120,17 +261,17 @@ impl Authenticator {
 
     /// The account of a request's `Authorization: Basic` header, from client
     /// address `client`; 401 for a missing or malformed header, an unknown
-    /// user or a wrong password alike; 429 after too many failures.
+    /// user or a wrong password alike; 429 after too many failures; 503 when
+    /// too many verifications wait.
     pub async fn authenticate(
         &self,
         headers: &HeaderMap,
         client: IpAddr,
     ) -> Result<Account, HttpError> {
-        let address_key = format!("ip:{client}");
         let Some((user, password)) = basic_credentials(headers) else {
             return Err(HttpError::Unauthorized);
         };
-        let user = user.to_lowercase();
+        let user = normalize_address(&user);
         let key = (user.clone(), self.secret_digest(&user, &password));
         if let Some(verified) = self.verified.get(&key).await {
             if verified.checked_at.elapsed() < CREDENTIAL_TTL {
@@ -144,40 +285,69 @@ impl Authenticator {
             }
             self.verified.invalidate(&key).await;
         }
-        let pair_key = format!("user:{user}\0{client}");
-        if self.failures(&address_key).await >= MAX_FAILURES
-            || self.failures(&pair_key).await >= MAX_FAILURES
-        {
-            return Err(HttpError::TooManyAttempts {
-                retry_after: FAILURE_WINDOW.as_secs(),
-            });
-        }
+        let slots = self.reserve_failure(&user, client).await?;
         let account = self
             .store
             .account_by_email(&user)
             .await
             .map_err(|error| HttpError::Internal(error.to_string()))?;
-        // Verify against a dummy hash for unknown users so timing tells nothing.
-        let hash = account
-            .as_ref()
-            .map(|a| a.password_hash.clone())
-            .unwrap_or_else(|| DUMMY_HASH.to_string());
-        let verified = tokio::task::spawn_blocking(move || verify_password(&password, &hash))
-            .await
-            .unwrap_or(false);
+        // Unknown users cost one verification like known ones.
+        let hash = account.as_ref().map_or_else(
+            || self.dummy_hash.clone(),
+            |a| a.password_hash.as_str().into(),
+        );
+        let verified = self.verify(password, hash).await?;
         match account {
             Some(account) if verified => {
+                drop(slots); // a valid login gives its slots back
                 self.verified
                     .insert(key, Verified::now(account.clone()))
                     .await;
                 Ok(account)
             }
             _ => {
-                self.count_failure(address_key).await;
-                self.count_failure(pair_key).await;
+                slots.keep();
                 Err(HttpError::Unauthorized)
             }
         }
+    }
+}
+
+/// Failure slots reserved for one login: given back when dropped, kept
+/// (counted as failures for the rest of the window) by [`FailureSlots::keep`].
+struct FailureSlots(Vec<Arc<AtomicU32>>);
+
+impl FailureSlots {
+    fn keep(mut self) {
+        self.0.clear();
+    }
+}
+
+impl Drop for FailureSlots {
+    fn drop(&mut self) {
+        for counter in &self.0 {
+            counter.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// A login waiting for a verification turn; leaves the queue when dropped.
+struct WaitingTurn<'a> {
+    waiting: &'a AtomicUsize,
+    /// How many were waiting before this one.
+    position: usize,
+}
+
+impl<'a> WaitingTurn<'a> {
+    fn enter(waiting: &'a AtomicUsize) -> Self {
+        let position = waiting.fetch_add(1, Ordering::AcqRel);
+        Self { waiting, position }
+    }
+}
+
+impl Drop for WaitingTurn<'_> {
+    fn drop(&mut self) {
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -208,10 +378,11 @@ impl axum::extract::FromRequestParts<Arc<super::AppState>> for Authenticated {
         parts: &mut axum::http::request::Parts,
         state: &Arc<super::AppState>,
     ) -> Result<Self, Self::Rejection> {
-        let client = parts
+        let peer = parts
             .extensions
-            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .get::<axum::extract::ConnectInfo<SocketAddr>>()
             .map_or(IpAddr::from([0, 0, 0, 0]), |info| info.0.ip());
+        let client = state.auth.client_address(peer, &parts.headers);
         state
             .auth
             .authenticate(&parts.headers, client)
@@ -220,8 +391,9 @@ impl axum::extract::FromRequestParts<Arc<super::AppState>> for Authenticated {
     }
 }
 
-/// An argon2id hash of a random password, verified against for unknown users.
-const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$9sTkzLBSbwBNC8z3r8Fz2/rqQWzS5k0Hb0M4l9B6v1c";
+/// A well-formed argon2id hash with the default parameters, verified for
+/// unknown users if hashing a random password at start-up ever failed.
+const FALLBACK_DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$9sTkzLBSbwBNC8z3r8Fz2/rqQWzS5k0Hb0M4l9B6v1c";
 
 /// `(user, password)` from `Authorization: Basic base64(user:password)`.
 fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
@@ -252,7 +424,7 @@ mod tests {
         assert!(verify_password("correct horse", &hash));
         assert!(!verify_password("wrong", &hash));
         assert!(!verify_password("x", "not a hash"));
-        assert!(!verify_password("x", DUMMY_HASH));
+        assert!(!verify_password("x", FALLBACK_DUMMY_HASH));
     }
 
     #[test]
@@ -268,5 +440,59 @@ mod tests {
         assert_eq!(basic_credentials(&headers), None);
         headers.insert("authorization", "Basic !!!".parse().unwrap());
         assert_eq!(basic_credentials(&headers), None);
+    }
+
+    #[test]
+    fn addresses_normalise_to_nfkc_lowercase() {
+        for (typed, normal) in [
+            ("kim@example.com", "kim@example.com"),
+            ("KIM@Example.COM", "kim@example.com"),
+            ("\u{212A}im@example.com", "kim@example.com"),
+            ("Ärger@example.com", "ärger@example.com"),
+            ("A\u{308}rger@example.com", "ärger@example.com"),
+            ("ＡＢ@example.com", "ab@example.com"),
+        ] {
+            assert_eq!(normalize_address(typed), normal, "{typed}");
+        }
+    }
+
+    fn forwarded(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-forwarded-for", value.parse().unwrap());
+        headers
+    }
+
+    #[test]
+    fn the_client_is_the_rightmost_untrusted_forwarded_hop_behind_a_trusted_peer() {
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap(), "::1/128".parse().unwrap()];
+        let proxy: IpAddr = "10.1.2.3".parse().unwrap();
+        let stranger: IpAddr = "192.0.2.9".parse().unwrap();
+        let check = |peer: IpAddr, header: &str, expected: &str| {
+            let headers = if header.is_empty() {
+                HeaderMap::new()
+            } else {
+                forwarded(header)
+            };
+            assert_eq!(
+                client_address(peer, &headers, &trusted),
+                expected.parse::<IpAddr>().unwrap(),
+                "{peer} {header}"
+            );
+        };
+        check(proxy, "203.0.113.7", "203.0.113.7");
+        check(proxy, "198.51.100.1, 203.0.113.7", "203.0.113.7");
+        check(proxy, "198.51.100.1, 203.0.113.7, 10.9.9.9", "203.0.113.7");
+        check(proxy, "10.5.5.5, 10.9.9.9", "10.5.5.5");
+        check(proxy, "", "10.1.2.3");
+        check(proxy, "garbage, 10.9.9.9", "10.9.9.9");
+        check(proxy, "203.0.113.7:4711", "203.0.113.7");
+        check("::1".parse().unwrap(), "2001:db8::1", "2001:db8::1");
+        check(
+            "::ffff:10.1.2.3".parse().unwrap(),
+            "203.0.113.7",
+            "203.0.113.7",
+        );
+        // An untrusted peer's header is ignored.
+        check(stranger, "203.0.113.7", "192.0.2.9");
     }
 }

@@ -92,7 +92,7 @@ async fn stream_to_staging(
     let mut upload = state.jmap.blobs.begin_upload().await.map_err(blob_error)?;
     while let Some(frame) = body.frame().await {
         let refused = match frame.map(|frame| frame.into_data()) {
-            Err(_) => Some(HttpError::UploadIncomplete),
+            Err(_) => Some(HttpError::ClientDisconnected),
             Ok(Err(_trailers)) => None,
             Ok(Ok(chunk)) if upload.size() + chunk.len() as u64 > limit => {
                 Some(HttpError::UploadTooLarge)

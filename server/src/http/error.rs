@@ -22,6 +22,14 @@ pub enum HttpError {
     /// Too many requests in flight: 429 with Retry-After.
     #[error("too many concurrent requests")]
     Overloaded,
+    /// Too many logins already wait for a password verification: 503 with
+    /// Retry-After (the verifications in progress bound memory and CPU).
+    #[error("too many logins being verified")]
+    LoginBusy,
+    /// The client hung up while its request was being read: logged at
+    /// debug (nothing failed here), answered 400 if anyone is still there.
+    #[error("the client disconnected")]
+    ClientDisconnected,
     /// The account in the URL is not the caller's, or the blob does not exist.
     #[error("not found")]
     NotFound,
@@ -32,10 +40,6 @@ pub enum HttpError {
     /// (RFC 8620 §2): 429, the `limit` problem naming it, Retry-After.
     #[error("too many concurrent uploads")]
     TooManyUploads,
-    /// The upload's body ended early or could not be read (the client hung
-    /// up): 400, logged at debug only.
-    #[error("the upload body could not be read")]
-    UploadIncomplete,
     /// The upload would take the account over its quota (RFC 9425): 507
     /// Insufficient Storage, as WebDAV answers a quota (RFC 4331 §6).
     #[error("over quota")]
@@ -111,6 +115,25 @@ impl IntoResponse for HttpError {
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
                 response
             }
+            HttpError::LoginBusy => {
+                let mut response = problem(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "about:blank",
+                    "too many logins being verified",
+                );
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                response
+            }
+            HttpError::ClientDisconnected => {
+                tracing::debug!("client disconnected while its request was read");
+                problem(
+                    StatusCode::BAD_REQUEST,
+                    "about:blank",
+                    "the request body could not be read",
+                )
+            }
             HttpError::NotFound => problem(StatusCode::NOT_FOUND, "about:blank", "not found"),
             HttpError::UploadTooLarge => problem(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -133,14 +156,6 @@ impl IntoResponse for HttpError {
                 );
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
                 response
-            }
-            HttpError::UploadIncomplete => {
-                tracing::debug!("upload body could not be read");
-                problem(
-                    StatusCode::BAD_REQUEST,
-                    "about:blank",
-                    "the upload body could not be read",
-                )
             }
             HttpError::OverQuota => problem(
                 StatusCode::INSUFFICIENT_STORAGE,
@@ -168,5 +183,59 @@ impl IntoResponse for HttpError {
                 )
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// The log lines (debug and up) written while `error` becomes a response.
+    fn logged(error: HttpError) -> String {
+        let buffer = Arc::new(Mutex::new(Vec::<u8>::new()));
+        let sink = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || Sink(sink.clone()))
+            .finish();
+        tracing::subscriber::with_default(subscriber, || error.into_response());
+        let bytes = buffer.lock().unwrap().clone();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_client_disconnect_is_logged_at_debug_not_as_an_internal_error() {
+        let log = logged(HttpError::ClientDisconnected);
+        assert!(log.contains("DEBUG"), "{log}");
+        assert!(log.contains("client disconnected"), "{log}");
+        assert!(!log.contains("ERROR"), "{log}");
+        // What an internal error logs, for contrast: the capture works.
+        let log = logged(HttpError::Internal("disk on fire".into()));
+        assert!(
+            log.contains("ERROR") && log.contains("internal error"),
+            "{log}"
+        );
+    }
+
+    #[test]
+    fn a_busy_login_gate_is_503_with_retry_after() {
+        let response = HttpError::LoginBusy.into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "1");
     }
 }

@@ -7,32 +7,36 @@
 //! | `POST /jmap/upload/{accountId}/` | upload (RFC 8620 §6.1) |
 //! | `GET /jmap/download/{accountId}/{blobId}/{name}?type=` | download (RFC 8620 §6.2) |
 //! | `GET /jmap/eventsource` | push (RFC 8620 §7.3) |
-//! | `GET /metrics` | Prometheus metrics, no auth |
+//!
+//! `GET /metrics` (Prometheus metrics, no auth) is not on the API router:
+//! [`metrics_router`] serves it on its own listener (`--metrics-listen`,
+//! loopback by default), so whoever reaches the API port cannot read it.
 //!
 //! [`assemble`] builds a serving instance of an [`App`] (its metrics, JMAP
-//! side, [`AppState`] and router); [`serve`] never binds a port itself: it
-//! takes a listener, so tests bind `127.0.0.1:0`.
+//! side, [`AppState`] and router); [`serve`] (in `serve.rs`: hyper-util's
+//! HTTP/1 server with a header-read timeout, an idle timeout and a
+//! connection cap) never binds a port itself: it takes a listener, so tests
+//! bind `127.0.0.1:0`.
 
 pub mod api;
 pub mod auth;
 pub mod blob;
 pub mod error;
 pub mod eventsource;
+mod serve;
 pub mod session;
 
-use std::future::Future;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::routing::{get, post};
-use axum::serve::ListenerExt;
-use tokio::net::TcpListener;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::app::{App, ServeOptions};
 use crate::jmap::Jmap;
 use auth::Authenticator;
+pub use serve::serve;
 
 /// API requests in flight on one node before 429 when
 /// [`ServeOptions::max_in_flight`] is 0.
@@ -69,9 +73,10 @@ impl AppState {
             0 => DEFAULT_MAX_IN_FLIGHT,
             max => max,
         };
+        let metrics = jmap.metrics.clone();
         Self {
             jmap: Arc::new(jmap),
-            auth: Authenticator::new(app.store.clone()),
+            auth: Authenticator::new(app.store.clone(), metrics, options.trusted_proxies.clone()),
             public_url: options
                 .public_url
                 .as_ref()
@@ -121,7 +126,6 @@ pub fn router(state: Arc<AppState>, cors_origins: &[String]) -> Router {
             get(blob::download),
         )
         .route("/jmap/eventsource", get(eventsource::event_source))
-        .route("/metrics", get(metrics))
         .with_state(state);
     if cors_origins.is_empty() {
         return router;
@@ -140,6 +144,14 @@ pub fn router(state: Arc<AppState>, cors_origins: &[String]) -> Router {
     )
 }
 
+/// The router of the metrics listener: `GET /metrics` (no auth), the
+/// counters of `state`'s instance in the OpenMetrics text format.
+pub fn metrics_router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
 async fn metrics(
     axum::extract::State(state): axum::extract::State<Arc<AppState>>,
 ) -> impl axum::response::IntoResponse {
@@ -150,22 +162,4 @@ async fn metrics(
         )],
         state.jmap.metrics.encode(),
     )
-}
-
-/// Serves until `shutdown` completes, then drains in-flight requests.
-/// Sets TCP_NODELAY on every connection (JMAP responses are small).
-pub async fn serve(
-    listener: TcpListener,
-    router: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let listener = listener.tap_io(|stream| {
-        let _ = stream.set_nodelay(true);
-    });
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
 }

@@ -12,6 +12,7 @@ mod core;
 mod corpus;
 mod crash;
 mod email;
+mod front_door;
 mod header_index;
 mod loadtest;
 mod migrate;

@@ -29,6 +29,8 @@ pub const PASSWORD: &str = "test-password";
 /// A running server and what a test needs to talk to it.
 pub struct TestApp {
     pub base: String,
+    /// The base URL of the metrics listener (`GET /metrics`).
+    pub metrics_base: String,
     pub app: App,
     /// The server's shared state (metrics, JMAP side), for white-box checks.
     pub state: Arc<AppState>,
@@ -149,13 +151,33 @@ async fn spawn_on(
         .await
         .expect("bind");
     let address = listener.local_addr().expect("address");
+    let metrics_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind metrics");
+    let metrics_address = metrics_listener.local_addr().expect("metrics address");
     let (router, state) = fastview::http::assemble(&app, &options);
     let (shutdown, signal) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(fastview::http::serve(listener, router, async move {
-        let _ = signal.await;
-    }));
+    let (metrics_shutdown, metrics_signal) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(fastview::http::serve(
+        listener,
+        router,
+        options.connections,
+        async move {
+            let _ = signal.await;
+            let _ = metrics_shutdown.send(());
+        },
+    ));
+    tokio::spawn(fastview::http::serve(
+        metrics_listener,
+        fastview::http::metrics_router(state.clone()),
+        options.connections,
+        async move {
+            let _ = metrics_signal.await;
+        },
+    ));
     TestApp {
         base: format!("http://{address}"),
+        metrics_base: format!("http://{metrics_address}"),
         app,
         state,
         client: reqwest::Client::new(),
@@ -294,7 +316,7 @@ impl TestApp {
     pub async fn metric(&self, name: &str) -> f64 {
         let text = self
             .client
-            .get(format!("{}/metrics", self.base))
+            .get(format!("{}/metrics", self.metrics_base))
             .send()
             .await
             .expect("metrics")

@@ -1,0 +1,334 @@
+//! The front door: the login brake under concurrency (reserved before the
+//! password is verified, keyed by user and client address, unknown users
+//! counted like known ones), `X-Forwarded-For` from trusted proxies only,
+//! connection timeouts and the connection cap, the metrics listener, and
+//! the one form of login names.
+
+use std::time::Duration;
+
+use fastview::app::{ConnectionLimits, ServeOptions};
+use fastview::http::auth::{MAX_FAILURES, MAX_FAILURES_PER_ADDRESS};
+use futures::future::join_all;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::{PASSWORD, TestApp, spawn_app, spawn_app_with};
+
+const VERIFICATIONS: &str = "fastview_login_verifications_total";
+const BRAKED: &str = "fastview_login_refusals_total{reason=\"braked\"}";
+
+/// GET the session as `user` with `password`, as if from `forwarded_for`
+/// (sent as `X-Forwarded-For` when given); the status.
+async fn login(app: &TestApp, user: &str, password: &str, forwarded_for: Option<&str>) -> u16 {
+    let mut request = app
+        .client
+        .get(format!("{}/.well-known/jmap", app.base))
+        .basic_auth(user, Some(password));
+    if let Some(address) = forwarded_for {
+        request = request.header("x-forwarded-for", address);
+    }
+    request.send().await.expect("send").status().as_u16()
+}
+
+/// Fires `n` wrong-password logins for `user` at once; (401s, 429s, others).
+async fn concurrent_wrong_guesses(app: &TestApp, user: &str, n: usize) -> (usize, usize, usize) {
+    let statuses = join_all((0..n).map(|i| {
+        let guess = format!("guess-{i}");
+        async move { login(app, user, &guess, None).await }
+    }))
+    .await;
+    let count = |status: u16| statuses.iter().filter(|s| **s == status).count();
+    (count(401), count(429), n - count(401) - count(429))
+}
+
+fn options_with(connections: ConnectionLimits) -> ServeOptions {
+    ServeOptions {
+        connections,
+        ..ServeOptions::default()
+    }
+}
+
+#[tokio::test]
+async fn concurrent_wrong_guesses_verify_at_most_the_brake_limit() {
+    let app = spawn_app().await;
+    app.account("bob@example.com").await;
+    let (unauthorized, braked, other) =
+        concurrent_wrong_guesses(&app, "bob@example.com", 250).await;
+    let verified = app.metric(VERIFICATIONS).await as usize;
+    assert_eq!(other, 0, "only 401 or 429");
+    assert_eq!(verified, MAX_FAILURES as usize, "verifications");
+    assert_eq!(unauthorized, verified, "each verified guess is a 401");
+    assert_eq!(braked, 250 - MAX_FAILURES as usize);
+    assert_eq!(app.metric(BRAKED).await as usize, braked);
+    // Braked now even with the right password: no oracle, and nothing verified.
+    assert_eq!(login(&app, "bob@example.com", PASSWORD, None).await, 429);
+    assert_eq!(app.metric(VERIFICATIONS).await as usize, verified);
+}
+
+#[tokio::test]
+async fn an_unknown_user_costs_and_counts_like_a_known_one() {
+    let app = spawn_app().await;
+    let (unauthorized, braked, other) =
+        concurrent_wrong_guesses(&app, "nobody@example.com", 250).await;
+    assert_eq!(other, 0);
+    // Each counted failure was a real verification (against the dummy hash).
+    assert_eq!(
+        app.metric(VERIFICATIONS).await as usize,
+        MAX_FAILURES as usize
+    );
+    assert_eq!(unauthorized, MAX_FAILURES as usize);
+    assert_eq!(braked, 250 - MAX_FAILURES as usize);
+}
+
+#[tokio::test]
+async fn a_braked_user_locks_out_no_one_else_behind_the_same_proxy() {
+    let app = spawn_app_with(ServeOptions {
+        trusted_proxies: vec!["127.0.0.0/8".parse().unwrap()],
+        ..ServeOptions::default()
+    })
+    .await;
+    app.account("bob@example.com").await;
+    app.account("carol@example.com").await;
+    let attacker = "203.0.113.7";
+    for _ in 0..MAX_FAILURES {
+        assert_eq!(
+            login(&app, "bob@example.com", "guess", Some(attacker)).await,
+            401
+        );
+    }
+    assert_eq!(
+        login(&app, "bob@example.com", "guess", Some(attacker)).await,
+        429
+    );
+    assert_eq!(
+        login(&app, "bob@example.com", PASSWORD, Some(attacker)).await,
+        429
+    );
+    // Another user behind the same address, and Bob from elsewhere, log in.
+    assert_eq!(
+        login(&app, "carol@example.com", PASSWORD, Some(attacker)).await,
+        200
+    );
+    assert_eq!(
+        login(&app, "bob@example.com", PASSWORD, Some("198.51.100.9")).await,
+        200
+    );
+    // The rightmost untrusted hop counts: a forged hop left of it changes nothing.
+    assert_eq!(
+        login(
+            &app,
+            "bob@example.com",
+            "guess",
+            Some(&format!("192.0.2.1, {attacker}"))
+        )
+        .await,
+        429
+    );
+}
+
+#[tokio::test]
+async fn forwarded_for_from_an_untrusted_peer_is_ignored() {
+    let app = spawn_app().await;
+    app.account("bob@example.com").await;
+    for i in 0..MAX_FAILURES {
+        let forged = format!("198.51.100.{i}");
+        assert_eq!(
+            login(&app, "bob@example.com", "guess", Some(&forged)).await,
+            401
+        );
+    }
+    assert_eq!(
+        login(&app, "bob@example.com", "guess", Some("198.51.100.200")).await,
+        429
+    );
+}
+
+#[tokio::test]
+async fn one_address_spraying_many_users_hits_the_address_ceiling() {
+    let app = spawn_app().await;
+    let users: Vec<String> = (0..MAX_FAILURES_PER_ADDRESS)
+        .map(|i| format!("user{i}@example.com"))
+        .collect();
+    for chunk in users.chunks(8) {
+        let statuses = join_all(chunk.iter().map(|user| login(&app, user, "guess", None))).await;
+        assert!(statuses.iter().all(|s| *s == 401), "{statuses:?}");
+    }
+    assert_eq!(
+        login(&app, "someone-else@example.com", "guess", None).await,
+        429
+    );
+}
+
+/// Reads from `stream` until the server closes it (or resets it); the
+/// bytes read. Fails the test if it is still open after 20 s.
+async fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
+    let mut received = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => received.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "the server kept the connection open");
+    received
+}
+
+/// Long enough that it never fires within a test: the mechanism under test
+/// is the one with the short setting.
+const NEVER: Duration = Duration::from_secs(600);
+
+#[tokio::test]
+async fn a_connection_that_sends_nothing_is_closed_after_the_idle_timeout() {
+    let app = spawn_app_with(options_with(ConnectionLimits {
+        header_read_timeout: NEVER,
+        idle_timeout: Duration::from_secs(1),
+        max_connections: 16,
+    }))
+    .await;
+    let mut silent = TcpStream::connect(app.base.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    assert!(read_until_closed(&mut silent).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_kept_alive_connection_is_closed_after_the_idle_timeout() {
+    let app = spawn_app_with(options_with(ConnectionLimits {
+        header_read_timeout: NEVER,
+        idle_timeout: Duration::from_secs(1),
+        max_connections: 16,
+    }))
+    .await;
+    let mut stream = TcpStream::connect(app.base.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    stream
+        .write_all(b"GET /.well-known/jmap HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .unwrap();
+    let received = read_until_closed(&mut stream).await;
+    assert!(
+        received.starts_with(b"HTTP/1.1 401"),
+        "{}",
+        String::from_utf8_lossy(&received)
+    );
+}
+
+#[tokio::test]
+async fn half_a_header_is_closed_after_the_header_read_timeout() {
+    let app = spawn_app_with(options_with(ConnectionLimits {
+        header_read_timeout: Duration::from_secs(1),
+        idle_timeout: NEVER,
+        max_connections: 16,
+    }))
+    .await;
+    let mut stream = TcpStream::connect(app.base.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    stream
+        .write_all(b"GET /.well-known/jmap HTTP/1.1\r\nHost: a\r\nAccept:")
+        .await
+        .unwrap();
+    let received = read_until_closed(&mut stream).await;
+    // Closed without serving the request (hyper may say 408 first).
+    assert!(
+        received.is_empty() || received.starts_with(b"HTTP/1.1 408"),
+        "{}",
+        String::from_utf8_lossy(&received)
+    );
+}
+
+#[tokio::test]
+async fn at_the_connection_cap_the_longest_idle_connection_is_shed_for_a_new_client() {
+    let app = spawn_app_with(options_with(ConnectionLimits {
+        header_read_timeout: NEVER,
+        idle_timeout: NEVER,
+        max_connections: 3,
+    }))
+    .await;
+    let address = app.base.trim_start_matches("http://").to_string();
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        idle.push(TcpStream::connect(&address).await.unwrap());
+        // Accepted in order: the first is the longest idle.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let served = tokio::time::timeout(
+        Duration::from_secs(20),
+        app.client
+            .get(format!("{}/.well-known/jmap", app.base))
+            .send(),
+    )
+    .await
+    .expect("a new client is served at the cap")
+    .unwrap();
+    assert_eq!(served.status(), 401);
+    assert!(read_until_closed(&mut idle[0]).await.is_empty());
+}
+
+#[tokio::test]
+async fn metrics_are_served_on_their_own_listener_and_not_on_the_api_port() {
+    let app = spawn_app().await;
+    let api = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(api.status(), 404);
+    let metrics = app
+        .client
+        .get(format!("{}/metrics", app.metrics_base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(metrics.status(), 200);
+    let text = metrics.text().await.unwrap();
+    assert!(
+        text.contains("fastview_login_verifications_total"),
+        "{text}"
+    );
+}
+
+/// Runs `fastview account add EMAIL --password PASSWORD`; whether it succeeded.
+fn account_add(app: &TestApp, email: &str) -> bool {
+    app.cli()
+        .args(["account", "add", email, "--password", PASSWORD])
+        .output()
+        .expect("run fastview")
+        .status
+        .success()
+}
+
+#[tokio::test]
+async fn login_names_are_compared_in_one_normalised_form() {
+    let app = spawn_app().await;
+    // Non-ASCII capitals: added as typed, logs in however it is cased.
+    assert!(account_add(&app, "Ärger@Example.COM"));
+    for user in [
+        "Ärger@Example.COM",
+        "ärger@example.com",
+        "ÄRGER@EXAMPLE.COM",
+    ] {
+        assert_eq!(login(&app, user, PASSWORD, None).await, 200, "{user}");
+    }
+    // The Kelvin sign is K: the same name as kim@, never a second account.
+    assert!(account_add(&app, "kim@example.com"));
+    assert!(!account_add(&app, "\u{212A}im@example.com"));
+    let session: Value = app
+        .client
+        .get(format!("{}/.well-known/jmap", app.base))
+        .basic_auth("\u{212A}im@example.com", Some(PASSWORD))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(session["username"], "kim@example.com");
+}
