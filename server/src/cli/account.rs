@@ -176,7 +176,11 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
                 Err(error) => return Err(error.into()),
             }
         }
-        AccountCommand::Remove { email } => match app.store.remove_account(&normalize_address(&email)).await {
+        AccountCommand::Remove { email } => match app
+            .store
+            .remove_account(&normalize_address(&email))
+            .await
+        {
             Ok(blobs) => {
                 let deleted =
                     crate::mail::gc::delete_unreferenced(app.store.as_ref(), &app.blobs, &blobs)
