@@ -16,6 +16,7 @@ use super::fast_view::FastView;
 use super::header::HeaderFields;
 use super::message::parse_message;
 use super::read_level::ReadPlan;
+use super::work::{INLINE_PARSE_BYTES, WorkPool};
 use crate::blob::BlobStore;
 use crate::metrics::Metrics;
 use crate::store::{EmailMeta, Store, StoreResult};
@@ -61,15 +62,18 @@ pub struct EmailLoader {
     metrics: Arc<Metrics>,
     headers: Cache<i64, Arc<HeaderFields>>,
     fast_views: Cache<i64, FastView>,
+    work: Arc<WorkPool>,
 }
 
 impl EmailLoader {
-    /// A loader with empty caches of the given sizes.
+    /// A loader with empty caches of the given sizes; header blocks of more
+    /// than [`INLINE_PARSE_BYTES`] (together) are split on `work`.
     pub fn new(
         store: Arc<dyn Store>,
         blobs: Arc<BlobStore>,
         metrics: Arc<Metrics>,
         sizes: CacheSizes,
+        work: Arc<WorkPool>,
     ) -> Self {
         let headers = Cache::builder()
             .max_capacity(sizes.header_bytes)
@@ -87,6 +91,7 @@ impl EmailLoader {
             metrics,
             headers,
             fast_views,
+            work,
         }
     }
 
@@ -166,9 +171,21 @@ impl EmailLoader {
         }
         let slots: HashMap<i64, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
         let blocks = self.store.header_blocks(account, &missing).await?;
-        for (id, block) in blocks {
+        let octets: usize = blocks.iter().map(|(_, block)| block.len()).sum();
+        let split = |blocks: Vec<(i64, Vec<u8>)>| -> Vec<(i64, Arc<HeaderFields>)> {
+            blocks
+                .into_iter()
+                .map(|(id, block)| (id, Arc::new(HeaderFields::parse(block))))
+                .collect()
+        };
+        // The list view's few short blocks inline; anything larger on the pool.
+        let parsed = if octets <= INLINE_PARSE_BYTES {
+            split(blocks)
+        } else {
+            self.work.run(account, move || split(blocks)).await
+        };
+        for (id, fields) in parsed {
             self.metrics.count_parse("header");
-            let fields = Arc::new(HeaderFields::parse(block));
             self.headers.insert(id, fields.clone()).await;
             if let Some(slot) = slots.get(&id) {
                 out[*slot] = Some(fields);
@@ -224,15 +241,9 @@ impl EmailLoader {
         if !misses.is_empty() {
             self.metrics.fast_view_misses.inc_by(misses.len() as u64);
             let computed: Vec<(usize, i64, FastView)> = futures::stream::iter(misses)
-                .map(|(slot, id, blob_id, raw)| {
-                    let (blobs, metrics) = (self.blobs.clone(), self.metrics.clone());
-                    async move {
-                        (
-                            slot,
-                            id,
-                            compute_fast_view(blobs, metrics, blob_id, raw).await,
-                        )
-                    }
+                .map(|(slot, id, blob_id, raw)| async move {
+                    let view = self.compute_fast_view(account, blob_id, raw).await;
+                    (slot, id, view)
                 })
                 .buffer_unordered(MISS_CONCURRENCY)
                 .collect()
@@ -247,26 +258,33 @@ impl EmailLoader {
         }
         Ok(out.into_iter().map(Option::unwrap_or_default).collect())
     }
-}
 
-/// Computes one projection row from the full message (the miss path),
-/// reading the blob unless the call already loaded it.
-async fn compute_fast_view(
-    blobs: Arc<BlobStore>,
-    metrics: Arc<Metrics>,
-    blob_id: String,
-    raw: Option<Vec<u8>>,
-) -> FastView {
-    let raw = match raw {
-        Some(raw) => raw,
-        None => {
-            let raw = blobs.get(&blob_id).await.ok().flatten().unwrap_or_default();
-            metrics.count_blob_read(raw.len());
-            raw
-        }
-    };
-    metrics.count_parse("full");
-    tokio::task::spawn_blocking(move || FastView::compute(&parse_message(&raw)))
-        .await
-        .unwrap_or_default()
+    /// Computes one projection row from the full message (the miss path),
+    /// reading the blob unless the call already loaded it; parsed on the
+    /// work pool.
+    async fn compute_fast_view(
+        &self,
+        account: i64,
+        blob_id: String,
+        raw: Option<Vec<u8>>,
+    ) -> FastView {
+        let raw = match raw {
+            Some(raw) => raw,
+            None => {
+                let raw = self
+                    .blobs
+                    .get(&blob_id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default();
+                self.metrics.count_blob_read(raw.len());
+                raw
+            }
+        };
+        self.metrics.count_parse("full");
+        self.work
+            .run(account, move || FastView::compute(&parse_message(&raw)))
+            .await
+    }
 }

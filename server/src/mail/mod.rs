@@ -12,3 +12,4 @@ pub mod property;
 pub mod query;
 pub mod read_level;
 pub mod thread;
+pub mod work;

@@ -5,6 +5,7 @@ mod support;
 
 mod bad_input;
 mod bad_messages;
+mod budget;
 mod client;
 mod core;
 mod corpus;
@@ -14,6 +15,7 @@ mod header_index;
 mod loadtest;
 mod migrate;
 mod overload;
+mod paging;
 mod read_levels;
 mod reproject;
 mod s3;
