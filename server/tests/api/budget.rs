@@ -208,8 +208,9 @@ async fn another_accounts_list_view_completes_while_heavy_requests_run() {
             })
         })
         .collect();
-    // Wait until the heavy work is on the pool.
-    while pool.busy_threads() == 0 {
+    // Wait until the heavy work is on the pool (were it run in place, the
+    // flood would instead finish first, and the assertion below fail).
+    while pool.busy_threads() == 0 && !flood.iter().all(|task| task.is_finished()) {
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
     let list_view = app
