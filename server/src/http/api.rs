@@ -82,7 +82,7 @@ pub async fn post_api(
         Err(None) => return Err(HttpError::ClientDisconnected),
     };
     let request = Request::parse(&bytes, limits.max_calls_in_request as usize)?;
-    let response = dispatch::handle(&state.jmap, &account, request).await;
+    let response = dispatch::handle(&state.jmap, &account, request).await?;
     Ok(axum::Json(response).into_response())
 }
 

@@ -2,6 +2,29 @@
 //! references resolve against earlier responses, and a method error (or a
 //! panic) becomes an `error` response for that call only. Every
 //! `serverFail` is logged here, once, with its cause ([`error_response`]).
+//!
+//! # What a request may make the server build
+//!
+//! Every resolved result reference and every method response is counted
+//! against the request's [`RequestBudget`] (JSON octets, at most
+//! [`super::Limits::max_size_built`] = 4 × `maxSizeRequest`). A request that
+//! would pass it is answered with the request-level error RFC 8620 §3.6.1
+//! names for a request over a capability's limits, `limit` with
+//! `"limit": "maxSizeRequest"` (HTTP 413): a request whose references expand
+//! it is a request larger than the server processes, and §3.6.1's "the
+//! request was not processed" holds, because no call of it changed any state
+//! (reads only). The method-level errors of §3.6.2 do not fit: none names a
+//! size bound, and after one "any further method calls in the request MUST
+//! then be processed as normal", which would go on building.
+//!
+//! Once a call of the request has changed state (a `/set` or `/import` that
+//! succeeded), refusing the whole request would hide those changes from the
+//! client and make §3.6.1 untrue. Then each later call that does not fit gets
+//! the method-level `requestTooLarge` (the RFC 8620 §5.1/§5.3 name for "more
+//! than the server is willing to process in a single method call", which a
+//! client treats as `serverFail` where it does not know it, §3.6.2), and the
+//! calls that fit still run: the response stays within the budget plus one
+//! short error per call.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -10,19 +33,23 @@ use std::time::Instant;
 use futures::FutureExt;
 use serde_json::{Map, Value};
 
-use super::error::MethodError;
+use super::budget::RequestBudget;
+use super::error::{MethodError, RequestError};
 use super::mail::{email, mailbox, thread};
+use super::reference::ReferenceError;
 use super::request::{Invocation, Request, Response};
 use super::{Jmap, core, reference};
 use crate::metrics::MethodLabel;
 use crate::store::Account;
 
-/// What a method call sees: the server, the authenticated account, and the
-/// request's creation ids (RFC 8620 §5.3 `createdIds`).
+/// What a method call sees: the server, the authenticated account, the
+/// request's creation ids (RFC 8620 §5.3 `createdIds`) and what is left of
+/// the request's budget.
 pub struct CallContext<'a> {
     pub jmap: &'a Jmap,
     pub account: &'a Account,
     pub created_ids: &'a mut HashMap<String, String>,
+    pub budget: &'a mut RequestBudget,
 }
 
 /// Every method this server answers, with the name used as the metrics label.
@@ -126,52 +153,92 @@ pub fn error_response(method: &str, call_id: &str, error: &MethodError) -> Value
     error.to_json()
 }
 
-/// Runs a validated request for an authenticated account.
+/// Runs a validated request for an authenticated account. The error is the
+/// request-level `limit` for a request over its build budget (module doc).
 #[tracing::instrument(skip_all, fields(account = account.id, calls = request.method_calls.len()))]
-pub async fn handle(jmap: &Jmap, account: &Account, request: Request) -> Response {
+pub async fn handle(
+    jmap: &Jmap,
+    account: &Account,
+    request: Request,
+) -> Result<Response, RequestError> {
     let mut responses: Vec<(String, Value, String)> =
         Vec::with_capacity(request.method_calls.len());
     let mut created_ids = request.created_ids.clone().unwrap_or_default();
+    let mut budget = RequestBudget::new(&jmap.limits);
+    let mut changed_state = false;
     for Invocation(method, mut arguments, call_id) in request.method_calls {
         let started = Instant::now();
         let enabled = request.using.iter().any(|c| c == capability_of(&method));
-        let result = match reference::resolve(&mut arguments, &responses) {
+        let result = match reference::resolve(&mut arguments, &responses, &mut budget) {
             // RFC 8620 §3.3: a method of a capability the request did not name in `using`.
-            Ok(()) if !enabled => Err(MethodError::UnknownMethod),
+            Ok(()) if !enabled => Ok(Err(MethodError::UnknownMethod)),
             Ok(()) => {
                 let mut ctx = CallContext {
                     jmap,
                     account,
                     created_ids: &mut created_ids,
+                    budget: &mut budget,
                 };
-                guarded(&method, call(&mut ctx, &method, arguments)).await
+                let result = guarded(&method, call(&mut ctx, &method, arguments)).await;
+                match result {
+                    Ok(value) => match budget.charge_json(&value) {
+                        Ok(()) => Ok(Ok(value)),
+                        Err(_) => Err(()),
+                    },
+                    Err(MethodError::TooMuchBuilt(_)) => Err(()),
+                    Err(error) => Ok(Err(error)),
+                }
             }
-            Err(error) => Err(error),
+            Err(ReferenceError::Method(error)) => Ok(Err(error)),
+            Err(ReferenceError::OverBudget) => Err(()),
         };
-        let label = METHODS
-            .iter()
-            .find(|m| **m == method)
-            .copied()
-            .unwrap_or("unknown");
-        jmap.metrics
-            .method_duration
-            .get_or_create(&MethodLabel {
-                method: label.to_string(),
-            })
-            .observe(started.elapsed().as_secs_f64());
+        observe_duration(jmap, &method, started);
+        let result = match result {
+            Ok(result) => result,
+            Err(()) if !changed_state => {
+                tracing::info!(%method, call_id, "request over its build budget: limit");
+                return Err(RequestError::TooMuchBuilt {
+                    max: jmap.limits.max_size_built(),
+                });
+            }
+            Err(()) => Err(MethodError::OverBudget(format!(
+                "this call would take the request over {} octets of JSON built \
+                 ({} × maxSizeRequest); earlier calls changed state, so they are answered",
+                jmap.limits.max_size_built(),
+                super::BUILT_BYTES_PER_REQUEST_BYTE,
+            ))),
+        };
         match result {
-            Ok(value) => responses.push((method, value, call_id)),
+            Ok(value) => {
+                changed_state |= method.ends_with("/set") || method.ends_with("/import");
+                responses.push((method, value, call_id));
+            }
             Err(error) => {
                 let arguments = error_response(&method, &call_id, &error);
                 responses.push(("error".to_string(), arguments, call_id));
             }
         }
     }
-    Response {
+    Ok(Response {
         method_responses: responses,
         created_ids: request.created_ids.map(|_| created_ids),
         session_state: super::session::session_state(account),
-    }
+    })
+}
+
+/// Records a call's latency under its method name (`unknown` for a name not in [`METHODS`]).
+fn observe_duration(jmap: &Jmap, method: &str, started: Instant) {
+    let label = METHODS
+        .iter()
+        .find(|m| **m == method)
+        .copied()
+        .unwrap_or("unknown");
+    jmap.metrics
+        .method_duration
+        .get_or_create(&MethodLabel {
+            method: label.to_string(),
+        })
+        .observe(started.elapsed().as_secs_f64());
 }
 
 #[cfg(test)]

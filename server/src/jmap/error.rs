@@ -45,6 +45,16 @@ pub enum RequestError {
     /// A request limit was exceeded; the field is the limit's name (e.g. `maxCallsInRequest`).
     #[error("the request exceeds the {0} limit")]
     Limit(&'static str),
+    /// The request, with its result references resolved and the responses
+    /// of its calls, would make the server build more than `max` octets of
+    /// JSON ([`super::Limits::max_size_built`], a multiple of
+    /// `maxSizeRequest`): the `limit` error naming `maxSizeRequest`.
+    #[error(
+        "the request, with its result references resolved and its responses, \
+         would exceed {max} octets ({factor} × maxSizeRequest)",
+        factor = super::BUILT_BYTES_PER_REQUEST_BYTE
+    )]
+    TooMuchBuilt { max: u64 },
 }
 
 impl RequestError {
@@ -54,14 +64,17 @@ impl RequestError {
             RequestError::NotJson(_) => "urn:ietf:params:jmap:error:notJSON",
             RequestError::NotRequest(_) => "urn:ietf:params:jmap:error:notRequest",
             RequestError::UnknownCapability(_) => "urn:ietf:params:jmap:error:unknownCapability",
-            RequestError::Limit(_) => "urn:ietf:params:jmap:error:limit",
+            RequestError::Limit(_) | RequestError::TooMuchBuilt { .. } => {
+                "urn:ietf:params:jmap:error:limit"
+            }
         }
     }
 
-    /// The HTTP status: 413 for `maxSizeRequest`, else 400.
+    /// The HTTP status: 413 for `maxSizeRequest` (a body over it, or a
+    /// request that would build more than its multiple), else 400.
     pub fn status(&self) -> u16 {
         match self {
-            RequestError::Limit("maxSizeRequest") => 413,
+            RequestError::Limit("maxSizeRequest") | RequestError::TooMuchBuilt { .. } => 413,
             _ => 400,
         }
     }
@@ -73,8 +86,12 @@ impl RequestError {
             "status": self.status(),
             "detail": bounded_description(self.to_string()),
         });
-        if let RequestError::Limit(limit) = self {
-            problem["limit"] = json!(limit);
+        match self {
+            RequestError::Limit(limit) => problem["limit"] = json!(limit),
+            RequestError::TooMuchBuilt { .. } => problem["limit"] = json!("maxSizeRequest"),
+            RequestError::NotJson(_)
+            | RequestError::NotRequest(_)
+            | RequestError::UnknownCapability(_) => {}
         }
         problem
     }
@@ -95,6 +112,18 @@ pub enum MethodError {
     Forbidden(String),
     #[error("too many objects in the request (limit {0})")]
     RequestTooLarge(usize),
+    /// `requestTooLarge` for more work than the server does for one call or
+    /// request (render work, octets parsed, octets built): RFC 8620 §5.1 and
+    /// §5.3 name it for "more than the server is willing to process in a
+    /// single method call"; the description says which bound.
+    #[error("{0}")]
+    OverBudget(String),
+    /// A handler found, while building its response, that it would take the
+    /// request past the JSON octets it may make the server build
+    /// ([`super::Limits::max_size_built`]); the dispatcher answers it like
+    /// any other response over that budget (the request-level `limit`).
+    #[error("the response would pass the request's {0} octets of JSON built")]
+    TooMuchBuilt(u64),
     #[error("{0}")]
     UnsupportedFilter(String),
     #[error("{0}")]
@@ -132,7 +161,9 @@ impl MethodError {
             MethodError::InvalidResultReference(_) => "invalidResultReference",
             MethodError::AccountNotFound => "accountNotFound",
             MethodError::Forbidden(_) => "forbidden",
-            MethodError::RequestTooLarge(_) => "requestTooLarge",
+            MethodError::RequestTooLarge(_)
+            | MethodError::OverBudget(_)
+            | MethodError::TooMuchBuilt(_) => "requestTooLarge",
             MethodError::UnsupportedFilter(_) => "unsupportedFilter",
             MethodError::UnsupportedSort(_) => "unsupportedSort",
             MethodError::AnchorNotFound => "anchorNotFound",

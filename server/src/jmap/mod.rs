@@ -5,6 +5,7 @@
 //! each authenticated request to [`dispatch::handle`].
 
 pub mod args;
+pub mod budget;
 pub mod core;
 pub mod dispatch;
 pub mod error;
@@ -20,6 +21,7 @@ use std::sync::Arc;
 use crate::blob::BlobStore;
 use crate::mail::load::{CacheSizes, EmailLoader};
 use crate::mail::read_level::ReadSwitches;
+use crate::mail::work::WorkPool;
 use crate::metrics::Metrics;
 use crate::store::Store;
 
@@ -38,6 +40,34 @@ pub struct Limits {
     /// Characters (RFC 8621 `maxSizeMailboxName`).
     pub max_size_mailbox_name: u64,
     pub max_mailbox_depth: u64,
+    /// Not advertised (RFC 8620 defines no such limit): render work units one
+    /// request may spend in Email/get and Email/parse, a unit being one
+    /// property of one email or one header field value rendered
+    /// ([`crate::mail::work::WorkMeter`]); more is `requestTooLarge`.
+    pub max_render_work: u64,
+    /// Not advertised: octets of messages one request may have parsed whole
+    /// (Email/get at the full level, Email/parse); more is `requestTooLarge`.
+    pub max_parse_bytes: u64,
+    /// Threads of the pool heavy parsing and rendering run on
+    /// ([`crate::mail::work::WorkPool`]); 0: one per core.
+    pub work_threads: usize,
+    /// Heavy jobs one account may have on that pool at once; 0: half the
+    /// pool's threads (at least 1), so one account never fills it.
+    pub work_jobs_per_account: usize,
+}
+
+/// How many JSON octets one request may make the server build (resolved
+/// result references plus method responses) per octet of `maxSizeRequest`.
+pub const BUILT_BYTES_PER_REQUEST_BYTE: u64 = 4;
+
+impl Limits {
+    /// JSON octets one request may make the server build: resolved result
+    /// references plus method responses ([`budget::RequestBudget`]),
+    /// [`BUILT_BYTES_PER_REQUEST_BYTE`] × `maxSizeRequest` (40 MiB by default).
+    pub fn max_size_built(&self) -> u64 {
+        self.max_size_request
+            .saturating_mul(BUILT_BYTES_PER_REQUEST_BYTE)
+    }
 }
 
 impl Default for Limits {
@@ -52,6 +82,10 @@ impl Default for Limits {
             max_objects_in_set: 1000,
             max_size_mailbox_name: 255,
             max_mailbox_depth: 10,
+            max_render_work: 250_000,
+            max_parse_bytes: 256 << 20,
+            work_threads: 0,
+            work_jobs_per_account: 0,
         }
     }
 }
@@ -64,6 +98,8 @@ pub struct Jmap {
     pub loader: EmailLoader,
     pub limits: Limits,
     pub switches: ReadSwitches,
+    /// The bounded pool heavy parsing and rendering run on (shared with the loader).
+    pub work: Arc<WorkPool>,
 }
 
 impl Jmap {
@@ -77,7 +113,17 @@ impl Jmap {
         cache_sizes: CacheSizes,
     ) -> Self {
         let metrics = Arc::new(Metrics::new());
-        let loader = EmailLoader::new(store.clone(), blobs.clone(), metrics.clone(), cache_sizes);
+        let work = Arc::new(WorkPool::new(
+            limits.work_threads,
+            limits.work_jobs_per_account,
+        ));
+        let loader = EmailLoader::new(
+            store.clone(),
+            blobs.clone(),
+            metrics.clone(),
+            cache_sizes,
+            work.clone(),
+        );
         Self {
             store,
             blobs,
@@ -85,6 +131,7 @@ impl Jmap {
             loader,
             limits,
             switches,
+            work,
         }
     }
 }

@@ -16,6 +16,7 @@ use super::fast_view::FastView;
 use super::header::HeaderFields;
 use super::message::parse_message;
 use super::read_level::ReadPlan;
+use super::work::{INLINE_PARSE_BYTES, WorkPool};
 use crate::blob::{BlobError, BlobStore};
 use crate::metrics::Metrics;
 use crate::store::{EmailMeta, Store, StoreError};
@@ -88,15 +89,18 @@ pub struct EmailLoader {
     metrics: Arc<Metrics>,
     headers: Cache<i64, Arc<HeaderFields>>,
     fast_views: Cache<i64, FastView>,
+    work: Arc<WorkPool>,
 }
 
 impl EmailLoader {
-    /// A loader with empty caches of the given sizes.
+    /// A loader with empty caches of the given sizes; header blocks of more
+    /// than [`INLINE_PARSE_BYTES`] (together) are split on `work`.
     pub fn new(
         store: Arc<dyn Store>,
         blobs: Arc<BlobStore>,
         metrics: Arc<Metrics>,
         sizes: CacheSizes,
+        work: Arc<WorkPool>,
     ) -> Self {
         let headers = Cache::builder()
             .max_capacity(sizes.header_bytes)
@@ -114,6 +118,7 @@ impl EmailLoader {
             metrics,
             headers,
             fast_views,
+            work,
         }
     }
 
@@ -189,9 +194,21 @@ impl EmailLoader {
         }
         let slots: HashMap<i64, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
         let blocks = self.store.header_blocks(account, &missing).await?;
-        for (id, block) in blocks {
+        let octets: usize = blocks.iter().map(|(_, block)| block.len()).sum();
+        let split = |blocks: Vec<(i64, Vec<u8>)>| -> Vec<(i64, Arc<HeaderFields>)> {
+            blocks
+                .into_iter()
+                .map(|(id, block)| (id, Arc::new(HeaderFields::parse(block))))
+                .collect()
+        };
+        // The list view's few short blocks inline; anything larger on the pool.
+        let parsed = if octets <= INLINE_PARSE_BYTES {
+            split(blocks)
+        } else {
+            self.work.run(account, move || split(blocks)).await
+        };
+        for (id, fields) in parsed {
             self.metrics.count_parse("header");
-            let fields = Arc::new(HeaderFields::parse(block));
             self.headers.insert(id, fields.clone()).await;
             if let Some(slot) = slots.get(&id) {
                 out[*slot] = Some(fields);
@@ -248,15 +265,9 @@ impl EmailLoader {
             self.metrics.fast_view_misses.inc_by(misses.len() as u64);
             let computed: Vec<(usize, i64, Result<FastView, LoadError>)> =
                 futures::stream::iter(misses)
-                    .map(|(slot, id, blob_id, raw)| {
-                        let (blobs, metrics) = (self.blobs.clone(), self.metrics.clone());
-                        async move {
-                            (
-                                slot,
-                                id,
-                                compute_fast_view(blobs, metrics, blob_id, raw).await,
-                            )
-                        }
+                    .map(|(slot, id, blob_id, raw)| async move {
+                        let view = self.compute_fast_view(account, blob_id, raw).await;
+                        (slot, id, view)
                     })
                     .buffer_unordered(MISS_CONCURRENCY)
                     .collect()
@@ -272,29 +283,29 @@ impl EmailLoader {
         }
         Ok(out.into_iter().map(Option::unwrap_or_default).collect())
     }
-}
 
-/// Computes one projection row from the full message (the miss path),
-/// reading the blob unless the call already loaded it; a missing or corrupt
-/// blob is an error, never a projection of nothing.
-async fn compute_fast_view(
-    blobs: Arc<BlobStore>,
-    metrics: Arc<Metrics>,
-    blob_id: String,
-    raw: Option<Vec<u8>>,
-) -> Result<FastView, LoadError> {
-    let raw = match raw {
-        Some(raw) => raw,
-        None => {
-            let raw = checked(&blob_id, blobs.get(&blob_id).await)?;
-            metrics.count_blob_read(raw.len());
-            raw
-        }
-    };
-    metrics.count_parse("full");
-    Ok(
-        tokio::task::spawn_blocking(move || FastView::compute(&parse_message(&raw)))
-            .await
-            .unwrap_or_default(),
-    )
+    /// Computes one projection row from the full message (the miss path),
+    /// reading the blob unless the call already loaded it; parsed on the
+    /// work pool. A missing or corrupt blob is an error, never a projection
+    /// of nothing.
+    async fn compute_fast_view(
+        &self,
+        account: i64,
+        blob_id: String,
+        raw: Option<Vec<u8>>,
+    ) -> Result<FastView, LoadError> {
+        let raw = match raw {
+            Some(raw) => raw,
+            None => {
+                let raw = checked(&blob_id, self.blobs.get(&blob_id).await)?;
+                self.metrics.count_blob_read(raw.len());
+                raw
+            }
+        };
+        self.metrics.count_parse("full");
+        Ok(self
+            .work
+            .run(account, move || FastView::compute(&parse_message(&raw)))
+            .await)
+    }
 }

@@ -14,3 +14,4 @@ pub mod property;
 pub mod query;
 pub mod read_level;
 pub mod thread;
+pub mod work;

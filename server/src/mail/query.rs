@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-use super::header::{self, HeaderFields};
+use super::header::HeaderFields;
 use super::property::{HeaderForm, HeaderProperty};
 use crate::store::QueryRow;
 
@@ -113,7 +113,7 @@ fn header_matches(fields: &HeaderFields, name: &str, text: Option<&str>) -> bool
         form: HeaderForm::Text,
         all: true,
     };
-    let Value::Array(values) = header::value_in(&fields.fields(), &property) else {
+    let Value::Array(values) = fields.render(&property) else {
         return false;
     };
     match text {
@@ -189,6 +189,25 @@ pub fn collapse_threads(rows: Vec<QueryRow>) -> Vec<QueryRow> {
     rows.into_iter()
         .filter(|row| seen.insert(row.meta.thread_id))
         .collect()
+}
+
+/// The index of the first result of a query page (RFC 8620 §5.5) among
+/// `total` results: the anchor's index plus `anchorOffset` when an anchor was
+/// found (`anchor`), else `position` (negative: counted from the end).
+/// Clamped to `0..=total`, and saturating: an `anchorOffset` or `position`
+/// near `i64::MAX` or `i64::MIN` is the end or the start, never a wrapped
+/// value (which would serve the first page instead of none). Mailbox/query
+/// and Email/query both page through it.
+pub fn page_start(total: i64, position: i64, anchor: Option<(usize, i64)>) -> i64 {
+    let total = total.max(0);
+    let start = match anchor {
+        Some((index, offset)) => i64::try_from(index)
+            .unwrap_or(i64::MAX)
+            .saturating_add(offset),
+        None if position < 0 => total.saturating_add(position),
+        None => position,
+    };
+    start.clamp(0, total)
 }
 
 #[cfg(test)]
@@ -340,5 +359,34 @@ mod tests {
             collapsed.iter().map(|r| r.meta.id).collect::<Vec<_>>(),
             vec![2, 3]
         );
+    }
+
+    #[test]
+    fn page_starts_saturate_and_clamp_at_the_ends() {
+        let cases = [
+            // (total, position, anchor (index, offset), start)
+            (10, 0, None, 0),
+            (10, 3, None, 3),
+            (10, -3, None, 7),
+            (10, 11, None, 10),
+            (10, i64::MAX, None, 10),
+            (10, i64::MIN, None, 0),
+            (10, 0, Some((4, 0)), 4),
+            (10, 0, Some((4, -2)), 2),
+            (10, 0, Some((4, -9)), 0),
+            (10, 0, Some((4, 5)), 9),
+            (10, 0, Some((4, 6)), 10),
+            (10, 0, Some((4, i64::MAX)), 10),
+            (10, 0, Some((4, i64::MIN)), 0),
+            (10, 0, Some((9, i64::MAX - 8)), 10),
+            (0, i64::MAX, Some((0, i64::MAX)), 0),
+        ];
+        for (total, position, anchor, start) in cases {
+            assert_eq!(
+                page_start(total, position, anchor),
+                start,
+                "{total} {position} {anchor:?}"
+            );
+        }
     }
 }

@@ -17,6 +17,7 @@ use fastview::mail::ingest::prepare;
 use fastview::mail::message::parse_message;
 use fastview::mail::property::EmailProperty;
 use fastview::mail::thread::base_subject;
+use fastview::mail::work::WorkMeter;
 use fastview::store::{EmailMeta, NewEmail};
 use serde_json::{Map, Value};
 
@@ -172,7 +173,15 @@ fn render(
         fast_view: None,
         full,
     };
-    render_email(&properties, &[], &BodyOptions::default(), &sources)
+    let unbounded = WorkMeter::new(u64::MAX);
+    render_email(
+        &properties,
+        &[],
+        &BodyOptions::default(),
+        &sources,
+        &unbounded,
+    )
+    .expect("an unbounded meter")
 }
 
 /// One message's disagreements: `(key, stored, rendered)`.

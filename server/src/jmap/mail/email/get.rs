@@ -3,23 +3,33 @@
 //! 1. Plan: parse `properties` / `bodyProperties` and decide the read level
 //!    ([`crate::mail::read_level::plan`]) before any I/O.
 //! 2. Load: one batched load for all ids at that level ([`crate::mail::load`]).
-//! 3. Render: pure, per email ([`super::render`]).
+//! 3. Render: pure, per email ([`super::render`]); inline for the list view,
+//!    on the work pool ([`crate::mail::work`]) at the full level or when the
+//!    render may cost more than [`INLINE_RENDER_WORK`].
+//!
+//! The request's budget ([`crate::jmap::budget`]) is checked at each step:
+//! properties × ids against the render work before any I/O, the octets of
+//! whole messages before they are parsed, each property's field values before
+//! they are rendered, and (on the pool) each email's JSON as it is built.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::render::{BodyOptions, EmailSources, render_email};
+use crate::jmap::budget::json_size_within;
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::mail::get::{found, get_response, parse_properties, requested_ids};
-use crate::jmap::{args, ids};
+use crate::jmap::{Limits, args, ids};
 use crate::mail::fast_view::FastView;
 use crate::mail::load::LoadedEmail;
 use crate::mail::message::parse_message;
 use crate::mail::property::{BodyProperty, EmailProperty};
 use crate::mail::read_level::{self, BodyValueFlags, ReadLevel};
+use crate::mail::work::{INLINE_RENDER_WORK, WorkExceeded, WorkMeter};
 use crate::metrics::{Metrics, ReadLevelLabel};
 
 /// Email/get arguments (RFC 8620 §5.1, RFC 8621 §4.2).
@@ -117,6 +127,10 @@ pub async fn email_get(
         None => all_email_ids(ctx).await?,
     };
     let requested = requested_ids(requested, jmap.limits.max_objects_in_get)?;
+    let least_work = (shape.properties.len() as u64).saturating_mul(requested.len() as u64);
+    if least_work > ctx.budget.work_left {
+        return Err(over_work(&jmap.limits));
+    }
     let numeric: Vec<i64> = requested
         .iter()
         .filter_map(|id| ids::parse_email_id(id))
@@ -130,14 +144,148 @@ pub async fn email_get(
 
     // Load: once, for all ids, at that level.
     let (loaded, state) = jmap.loader.load(ctx.account.id, &numeric, plan).await?;
+    charge_parse_bytes(ctx, &loaded)?;
 
-    // Render: pure, per email.
-    let by_id: HashMap<i64, &LoadedEmail> = loaded.iter().map(|e| (e.meta.id, e)).collect();
-    let (list, not_found) = found(&requested, |id| {
-        let email = by_id.get(&ids::parse_email_id(id)?)?;
-        Some(render_loaded(email, level, &shape, &jmap.metrics))
-    });
+    // Render: inline for the list view, on the work pool when heavier.
+    let job = RenderJob {
+        heavy: level == ReadLevel::Full || render_bound(&shape, &loaded) > INLINE_RENDER_WORK,
+        requested,
+        loaded,
+        level,
+        shape,
+        metrics: jmap.metrics.clone(),
+        work_left: ctx.budget.work_left,
+        bytes_left: ctx.budget.bytes_left(),
+    };
+    let rendered = match job.heavy {
+        true => jmap.work.run(ctx.account.id, move || job.run()).await,
+        false => job.run(),
+    };
+    let (list, not_found, work_left) = rendered.map_err(|error| match error {
+        RenderError::Work => over_work(&jmap.limits),
+        RenderError::Bytes => MethodError::TooMuchBuilt(jmap.limits.max_size_built()),
+    })?;
+    ctx.budget.work_left = work_left;
     Ok(get_response(request.account_id, state, list, not_found))
+}
+
+/// `requestTooLarge` for a call over the request's render work.
+fn over_work(limits: &Limits) -> MethodError {
+    MethodError::OverBudget(format!(
+        "rendering these properties of these emails would pass the request's {} units of \
+         render work (one per property per email, one per header field value); ask for \
+         fewer properties or ids",
+        limits.max_render_work
+    ))
+}
+
+/// Takes the octets of the messages loaded whole (the full level) from the
+/// request's parse budget, before any is parsed.
+fn charge_parse_bytes(
+    ctx: &mut CallContext<'_>,
+    loaded: &[LoadedEmail],
+) -> Result<(), MethodError> {
+    let octets: u64 = loaded
+        .iter()
+        .filter_map(|email| email.raw.as_ref())
+        .map(|raw| raw.len() as u64)
+        .sum();
+    let left = &mut ctx.budget.parse_bytes_left;
+    *left = left.checked_sub(octets).ok_or_else(|| {
+        MethodError::OverBudget(format!(
+            "parsing these messages would pass the request's {} octets of messages parsed; \
+             ask for fewer ids at once",
+            ctx.jmap.limits.max_parse_bytes
+        ))
+    })?;
+    Ok(())
+}
+
+/// An upper bound of the render work of the loaded emails, known without
+/// rendering: each property once per email, plus each header field for
+/// `headers` and `header:…:all` (all of them, whatever the name). The full
+/// level always runs on the pool, so its (unparsed) header does not count.
+fn render_bound(shape: &EmailShape, loaded: &[LoadedEmail]) -> u64 {
+    let expanding = shape
+        .properties
+        .iter()
+        .filter(|property| match property {
+            EmailProperty::Headers => true,
+            EmailProperty::Header(header) => header.all,
+            _ => false,
+        })
+        .count() as u64;
+    let per_email = shape.properties.len() as u64;
+    loaded
+        .iter()
+        .map(|email| {
+            let (fields, octets) = email.header.as_ref().map_or((0, 0), |header| {
+                (header.len() as u64, header.octets() as u64)
+            });
+            // A large block renders large values: count its octets too.
+            per_email + expanding * fields + octets / 256
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
+/// The render step of one Email/get, owning what it renders so that it can
+/// run on the work pool.
+struct RenderJob {
+    heavy: bool,
+    requested: Vec<String>,
+    loaded: Vec<LoadedEmail>,
+    level: ReadLevel,
+    shape: EmailShape,
+    metrics: Arc<Metrics>,
+    work_left: u64,
+    bytes_left: u64,
+}
+
+/// Why a render stopped.
+enum RenderError {
+    /// The request's render work budget.
+    Work,
+    /// The request's budget of JSON octets built (counted per email on the pool).
+    Bytes,
+}
+
+impl RenderJob {
+    /// Renders each requested email: `(list, notFound, render work left)`.
+    fn run(self) -> Result<(Vec<Value>, Vec<String>, u64), RenderError> {
+        let meter = WorkMeter::new(self.work_left);
+        let by_id: HashMap<i64, &LoadedEmail> =
+            self.loaded.iter().map(|e| (e.meta.id, e)).collect();
+        let mut bytes_left = self.bytes_left;
+        let mut failure = None;
+        let (list, not_found) = found(&self.requested, |id| {
+            let email = by_id.get(&ids::parse_email_id(id)?)?;
+            if failure.is_some() {
+                return Some(Value::Null);
+            }
+            let rendered = render_loaded(email, self.level, &self.shape, &self.metrics, &meter)
+                .map_err(|_| RenderError::Work)
+                .and_then(|object| {
+                    // Heavy renders count what they build as they build it.
+                    if self.heavy {
+                        let size =
+                            json_size_within(&object, bytes_left).ok_or(RenderError::Bytes)?;
+                        bytes_left -= size;
+                    }
+                    Ok(object)
+                });
+            match rendered {
+                Ok(object) => Some(object),
+                Err(error) => {
+                    failure = Some(error);
+                    Some(Value::Null)
+                }
+            }
+        });
+        match failure {
+            Some(error) => Err(error),
+            None => Ok((list, not_found, meter.left())),
+        }
+    }
 }
 
 impl GetRequest {
@@ -164,7 +312,8 @@ fn render_loaded(
     level: ReadLevel,
     shape: &EmailShape,
     metrics: &Metrics,
-) -> Value {
+    meter: &WorkMeter,
+) -> Result<Value, WorkExceeded> {
     let full = email.raw.as_deref().map(|raw| {
         metrics.count_parse("full");
         parse_message(raw)
@@ -179,12 +328,14 @@ fn render_loaded(
         fast_view: email.fast_view.as_ref().or(computed_view.as_ref()),
         full: full.as_ref(),
     };
-    Value::Object(render_email(
+    render_email(
         &shape.properties,
         &shape.body_properties,
         &shape.options,
         &sources,
-    ))
+        meter,
+    )
+    .map(Value::Object)
 }
 
 async fn all_email_ids(ctx: &CallContext<'_>) -> Result<Vec<String>, MethodError> {

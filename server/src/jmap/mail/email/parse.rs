@@ -21,6 +21,7 @@ use crate::jmap::mail::get::requested_ids;
 use crate::jmap::{args, ids};
 use crate::mail::body::resolve_part;
 use crate::mail::property::EmailProperty;
+use crate::mail::work::WorkMeter;
 use crate::store::EmailMeta;
 
 /// Properties of an email in the store that a parsed email does not have.
@@ -42,6 +43,8 @@ enum Parsed {
     Email(Map<String, Value>),
     NotParsable,
     NotFound,
+    /// Rendering it would pass the request's render work budget.
+    OverBudget,
 }
 
 /// Handles one Email/parse call.
@@ -62,6 +65,12 @@ pub async fn email_parse(
             None => Parsed::NotFound,
             Some((raw, part)) => parse_blob(ctx, raw, part, &blob_id, &shape).await?,
         };
+        if let Parsed::OverBudget = outcome {
+            return Err(MethodError::OverBudget(format!(
+                "rendering {blob_id} would pass the request's {} units of render work",
+                ctx.jmap.limits.max_render_work
+            )));
+        }
         response.add(blob_id, outcome);
     }
     Ok(response.into_json(request.account_id))
@@ -104,30 +113,47 @@ async fn read_blob(
     Ok(Some((raw, part.map(str::to_string))))
 }
 
-/// Parses the message (or the part at `part` within it) and renders it,
-/// off the async threads.
+/// Parses the message (or the part at `part` within it) and renders it on
+/// the work pool, charging the octets to parse and the render work to the
+/// request's budget.
 async fn parse_blob(
-    ctx: &CallContext<'_>,
+    ctx: &mut CallContext<'_>,
     raw: Vec<u8>,
     part: Option<String>,
     blob_id: &str,
     shape: &Arc<EmailShape>,
 ) -> Result<Parsed, MethodError> {
+    let budget = &mut *ctx.budget;
+    budget.parse_bytes_left = budget
+        .parse_bytes_left
+        .checked_sub(raw.len() as u64)
+        .ok_or_else(|| {
+            MethodError::OverBudget(format!(
+                "parsing {blob_id} would pass the request's {} octets of messages parsed",
+                ctx.jmap.limits.max_parse_bytes
+            ))
+        })?;
     let (id, shape) = (blob_id.to_string(), shape.clone());
     let metrics = ctx.jmap.metrics.clone();
-    tokio::task::spawn_blocking(move || {
-        let bytes = match part {
-            None => raw,
-            Some(path) => match resolve_part(&raw, &path) {
-                Some(content) => content.bytes,
-                None => return Parsed::NotFound,
-            },
-        };
-        metrics.count_parse("full");
-        render(&bytes, &id, &shape)
-    })
-    .await
-    .map_err(|e| MethodError::server_fail(format_args!("parsing blob {blob_id}"), e))
+    let work = budget.work_left;
+    let (parsed, work_left) = ctx
+        .jmap
+        .work
+        .run(ctx.account.id, move || {
+            let bytes = match part {
+                None => raw,
+                Some(path) => match resolve_part(&raw, &path) {
+                    Some(content) => content.bytes,
+                    None => return (Parsed::NotFound, work),
+                },
+            };
+            metrics.count_parse("full");
+            let meter = WorkMeter::new(work);
+            (render(&bytes, &id, &shape, &meter), meter.left())
+        })
+        .await;
+    ctx.budget.work_left = work_left;
+    Ok(parsed)
 }
 
 /// The response of an Email/parse, assembled blob by blob.
@@ -146,6 +172,8 @@ impl ParseResponse {
             }
             Parsed::NotParsable => self.not_parsable.push(blob_id),
             Parsed::NotFound => self.not_found.push(blob_id),
+            // The handler answers the call with requestTooLarge instead.
+            Parsed::OverBudget => {}
         }
     }
 
@@ -178,8 +206,9 @@ fn starts_with_header_field(bytes: &[u8]) -> bool {
     }
 }
 
-/// Parses `bytes` as a message and renders the requested properties.
-fn render(bytes: &[u8], blob_id: &str, shape: &EmailShape) -> Parsed {
+/// Parses `bytes` as a message and renders the requested properties,
+/// charging `meter`.
+fn render(bytes: &[u8], blob_id: &str, shape: &EmailShape, meter: &WorkMeter) -> Parsed {
     if !starts_with_header_field(bytes) {
         return Parsed::NotParsable;
     }
@@ -204,12 +233,15 @@ fn render(bytes: &[u8], blob_id: &str, shape: &EmailShape) -> Parsed {
         fast_view: None,
         full: Some(&message),
     };
-    let mut email = render_email(
+    let Ok(mut email) = render_email(
         &shape.properties,
         &shape.body_properties,
         &shape.options,
         &sources,
-    );
+        meter,
+    ) else {
+        return Parsed::OverBudget;
+    };
     for name in NULL_PROPERTIES {
         if let Some(value) = email.get_mut(*name) {
             *value = Value::Null;

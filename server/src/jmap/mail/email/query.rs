@@ -297,17 +297,19 @@ async fn evaluated_page(
         rows = query::collapse_threads(rows);
     }
     let total = rows.len() as i64;
-    let start = match &request.anchor {
-        Some(anchor) => {
-            let index = ids::parse_email_id(anchor)
+    let anchor = match &request.anchor {
+        Some(anchor) => Some(
+            ids::parse_email_id(anchor)
                 .and_then(|id| rows.iter().position(|r| r.meta.id == id))
-                .ok_or(MethodError::AnchorNotFound)? as i64;
-            (index + request.anchor_offset).max(0)
-        }
-        None if request.position < 0 => (total + request.position).max(0),
-        None => request.position,
-    }
-    .min(total);
+                .ok_or(MethodError::AnchorNotFound)?,
+        ),
+        None => None,
+    };
+    let start = query::page_start(
+        total,
+        request.position,
+        anchor.map(|index| (index, request.anchor_offset)),
+    );
     let ids = rows
         .iter()
         .skip(start as usize)

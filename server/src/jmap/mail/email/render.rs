@@ -14,9 +14,10 @@ use serde_json::{Map, Value};
 use crate::jmap::ids;
 use crate::mail::body::{self, BodyPart};
 use crate::mail::fast_view::FastView;
-use crate::mail::header::{self, Field, HeaderFields};
+use crate::mail::header::{self, FieldList, HeaderFields};
 use crate::mail::property::{BodyProperty, EmailProperty, HeaderProperty};
 use crate::mail::read_level::BodyValueFlags;
+use crate::mail::work::{WorkExceeded, WorkMeter};
 use crate::store::EmailMeta;
 
 /// What was loaded for one email. A source the plan did not ask for is `None`;
@@ -50,12 +51,18 @@ pub struct BodyOptions {
 /// the fast view (under `--fast-view off`, when only `full` is loaded, from
 /// [`FastView::compute`], the projection's own code), body properties
 /// (§4.1.4) from `full`; `bodyValues` is `{}` when no fetch flag is set.
+///
+/// Each property is charged to `meter` before it is rendered: one unit,
+/// plus one per field for `headers` and for a `header:…:all` property (the
+/// instances it renders). [`WorkExceeded`] when the meter cannot pay: the
+/// render stops there.
 pub fn render_email(
     properties: &[EmailProperty],
     body_properties: &[BodyProperty],
     options: &BodyOptions,
     sources: &EmailSources<'_>,
-) -> Map<String, Value> {
+    meter: &WorkMeter,
+) -> Result<Map<String, Value>, WorkExceeded> {
     use EmailProperty::*;
     let meta = sources.meta;
     let tree_cell = OnceCell::new();
@@ -72,22 +79,38 @@ pub fn render_email(
         (None, Some(full)) => Some(fast_view_cell.get_or_init(|| FastView::compute(full))),
         (None, None) => None,
     };
-    // The top-level header fields, split once per email.
+    // The top-level header fields, split once per email (indexed by name
+    // when there are many).
     let top_cell = OnceCell::new();
     let top = || {
         top_cell
             .get_or_init(|| match (sources.full, sources.header) {
-                (Some(full), _) => Some(header::top_level_fields(full)),
-                (None, Some(fields)) => Some(fields.fields()),
+                (Some(full), _) => Some(FieldList::new(header::top_level_fields(full))),
+                (None, Some(fields)) => Some(FieldList::new(fields.fields())),
                 (None, None) => None,
             })
-            .as_deref()
+            .as_ref()
     };
     // A header property: memoized by the cached header fields at the header
     // level, computed from the whole message at the full level.
     let header_property = |property: &HeaderProperty| match (sources.full, sources.header) {
         (None, Some(fields)) => fields.value(property),
         _ => render_header(top(), property),
+    };
+    // What a property costs: the field values it renders.
+    let units = |property: &EmailProperty| -> u64 {
+        let fields = match property {
+            Header(header) if header.all => match (sources.full, sources.header) {
+                (None, Some(fields)) => fields.count(&header.name),
+                _ => top().map_or(0, |list| list.count(&header.name)),
+            },
+            Headers => match (sources.full, sources.header) {
+                (None, Some(fields)) => fields.len(),
+                _ => top().map_or(0, |list| list.fields().len()),
+            },
+            _ => 0,
+        };
+        1 + fields as u64
     };
 
     let list =
@@ -110,6 +133,7 @@ pub fn render_email(
 
     let mut object = Map::new();
     for property in properties {
+        meter.charge(units(property))?;
         let value = match property {
             Id => Value::String(ids::email_id(meta.id)),
             BlobId => Value::String(meta.blob_id.clone()),
@@ -134,7 +158,9 @@ pub fn render_email(
             | Subject | SentAt => property
                 .header_property()
                 .map_or(Value::Null, |header| header_property(&header)),
-            Headers => top().map_or_else(|| missing(property), header::list_in),
+            Headers => {
+                top().map_or_else(|| missing(property), |list| header::list_in(list.fields()))
+            }
             Header(header) => header_property(header),
             HasAttachment => fast_view().map_or_else(
                 || missing(property),
@@ -167,7 +193,7 @@ pub fn render_email(
         };
         object.insert(property.name().to_string(), value);
     }
-    object
+    Ok(object)
 }
 
 /// The value of a property whose source the planner did not load: a planner
@@ -183,9 +209,9 @@ fn flags_any(flags: BodyValueFlags) -> bool {
 
 /// A header property (RFC 8621 §4.1.2, §4.1.3) of the message's top-level
 /// header, given its fields (`None`: the plan loaded no header).
-fn render_header(fields: Option<&[Field<'_>]>, property: &HeaderProperty) -> Value {
+fn render_header(fields: Option<&FieldList<'_>>, property: &HeaderProperty) -> Value {
     match fields {
-        Some(fields) => header::value_in(fields, property),
+        Some(fields) => fields.value(property),
         None => {
             debug_assert!(
                 false,
@@ -298,7 +324,16 @@ mod tests {
             fast_view: Some(&fast_view),
             full: Some(&full),
         };
-        Value::Object(render_email(properties, body, options, &sources))
+        Value::Object(
+            render_email(
+                properties,
+                body,
+                options,
+                &sources,
+                &WorkMeter::new(u64::MAX),
+            )
+            .unwrap(),
+        )
     }
 
     /// The stored header block: up to and including the first blank line.
@@ -334,7 +369,14 @@ mod tests {
             })
             .cloned()
             .collect();
-        let rendered = render_email(&header_properties, &[], &BodyOptions::default(), &sources);
+        let rendered = render_email(
+            &header_properties,
+            &[],
+            &BodyOptions::default(),
+            &sources,
+            &WorkMeter::new(u64::MAX),
+        )
+        .unwrap();
         for (key, value) in rendered {
             assert_eq!(
                 Some(&value),
@@ -530,7 +572,14 @@ mod tests {
             fast_view: None,
             full: None,
         };
-        let got = render_email(&properties, &[], &BodyOptions::default(), &sources);
+        let got = render_email(
+            &properties,
+            &[],
+            &BodyOptions::default(),
+            &sources,
+            &WorkMeter::new(u64::MAX),
+        )
+        .unwrap();
         assert_eq!(
             Value::Object(got),
             json!({
@@ -723,7 +772,9 @@ mod tests {
             &[],
             &BodyOptions::default(),
             &sources,
-        );
+            &WorkMeter::new(u64::MAX),
+        )
+        .unwrap();
         assert_eq!(
             Value::Object(got),
             json!({
@@ -904,5 +955,45 @@ mod tests {
             "{} messages failed: {failures:#?}",
             failures.len()
         );
+    }
+
+    #[test]
+    fn rendering_charges_each_property_and_each_field_value_before_rendering_it() {
+        let mut block = String::from("Subject: many\r\n");
+        for n in 0..100 {
+            block.push_str(&format!("X-Line: {n}\r\n"));
+        }
+        block.push_str("\r\n");
+        let header = HeaderFields::parse(block.into_bytes());
+        let meta = meta(0);
+        let sources = EmailSources {
+            meta: &meta,
+            header: Some(&header),
+            fast_view: None,
+            full: None,
+        };
+        let render = |names: &[&str], units: u64| {
+            let meter = WorkMeter::new(units);
+            let got = render_email(
+                &properties(names),
+                &[],
+                &BodyOptions::default(),
+                &sources,
+                &meter,
+            );
+            (got.map(|object| object.len()), meter.left())
+        };
+        // subject 1, id 1, header:X-Line 1, header:X-Line:all 1 + 100, headers 1 + 101.
+        let names = [
+            "id",
+            "subject",
+            "header:X-Line",
+            "header:X-Line:all",
+            "headers",
+        ];
+        assert_eq!(render(&names, 206), (Ok(5), 0));
+        assert_eq!(render(&names, 205), (Err(WorkExceeded), 0));
+        assert_eq!(render(&names[..3], 3), (Ok(3), 0));
+        assert_eq!(render(&names[..4], 103), (Err(WorkExceeded), 0));
     }
 }

@@ -1,5 +1,6 @@
 //! Mailbox/query (RFC 8621 §2.3, RFC 8620 §5.5): filters parentId, name,
-//! role, hasAnyRole, isSubscribed (and AND/OR/NOT); sorts sortOrder, name.
+//! role, hasAnyRole, isSubscribed (and AND/OR/NOT); sorts sortOrder, name;
+//! pages by `position` or `anchor` + `anchorOffset` (§5.5, saturating).
 //! Every such query can be followed by Mailbox/queryChanges
 //! ([`super::query_changes`]): `canCalculateChanges` is true.
 
@@ -9,6 +10,7 @@ use serde_json::{Map, Value, json};
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::{args, ids};
+use crate::mail::query::page_start;
 use crate::store::MailboxRow;
 
 #[derive(Debug, Deserialize)]
@@ -19,6 +21,9 @@ struct QueryRequest {
     sort: Option<Vec<Comparator>>,
     #[serde(default)]
     position: i64,
+    anchor: Option<String>,
+    #[serde(default)]
+    anchor_offset: i64,
     limit: Option<u64>,
     #[serde(default)]
     calculate_total: bool,
@@ -129,11 +134,19 @@ pub async fn mailbox_query(
     let comparators = request.sort.unwrap_or_default();
     let mailboxes = results(mailboxes, request.filter.as_ref(), &comparators)?;
     let total = mailboxes.len() as i64;
-    let start = if request.position < 0 {
-        (total + request.position).max(0)
-    } else {
-        request.position.min(total)
+    let anchor = match &request.anchor {
+        Some(anchor) => Some(
+            ids::parse_mailbox_id(anchor)
+                .and_then(|id| mailboxes.iter().position(|m| m.id == id))
+                .ok_or(MethodError::AnchorNotFound)?,
+        ),
+        None => None,
     };
+    let start = page_start(
+        total,
+        request.position,
+        anchor.map(|index| (index, request.anchor_offset)),
+    );
     let limit = request
         .limit
         .unwrap_or(u64::MAX)

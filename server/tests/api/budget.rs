@@ -1,0 +1,239 @@
+//! Bounded work per request (issue 13 items 1 and 2): result references
+//! that amplify a request get the RFC 8620 `limit` error; render work over
+//! the request's budget gets `requestTooLarge`; heavy parsing and rendering
+//! run on the work pool, so another account's list view is served while it
+//! runs.
+
+use serde_json::{Value, json};
+
+use crate::support::{TestAccount, TestApp, spawn_app};
+
+const CORE: &str = "urn:ietf:params:jmap:core";
+const MAIL: &str = "urn:ietf:params:jmap:mail";
+
+/// A request whose call i echoes call i − 1's whole response twice: each
+/// call doubles the data, from 4 KB to 2^30 × 4 KB by the last call.
+fn amplifying_calls() -> Vec<Value> {
+    let mut calls = vec![json!(["Core/echo", {"seed": "x".repeat(4096)}, "c0"])];
+    for i in 1..=30 {
+        let previous = format!("c{}", i - 1);
+        let reference = json!({"resultOf": previous, "name": "Core/echo", "path": ""});
+        calls.push(json!([
+            "Core/echo",
+            {"#a": reference.clone(), "#b": reference},
+            format!("c{i}")
+        ]));
+    }
+    calls
+}
+
+async fn request(app: &TestApp, user: &TestAccount, calls: Vec<Value>) -> (u16, Value) {
+    app.api_raw(user, &json!({"using": [CORE, MAIL], "methodCalls": calls}))
+        .await
+}
+
+#[tokio::test]
+async fn result_references_that_amplify_a_request_get_the_limit_error_and_the_next_request_works() {
+    let app = spawn_app().await;
+    let ann = app.account("ann@example.com").await;
+    let calls = amplifying_calls();
+    let size = serde_json::to_vec(&calls).unwrap().len();
+    assert!(size < 8 << 10, "a small request: {size} octets");
+    let (status, problem) = request(&app, &ann, calls).await;
+    assert_eq!(status, 413, "{problem}");
+    assert_eq!(problem["type"], "urn:ietf:params:jmap:error:limit");
+    assert_eq!(problem["limit"], "maxSizeRequest");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("result references"),
+        "{problem}"
+    );
+    // The same account is served at once, and references within the budget resolve.
+    let (status, response) = request(
+        &app,
+        &ann,
+        vec![
+            json!(["Core/echo", {"seed": "x".repeat(4096)}, "c0"]),
+            json!(["Core/echo", {"#a": {"resultOf": "c0", "name": "Core/echo", "path": "/seed"}}, "c1"]),
+            json!(["Mailbox/get", {"accountId": ann.account_id, "ids": null}, "m"]),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{response}");
+    let responses = response["methodResponses"].as_array().unwrap();
+    assert_eq!(responses[1][1]["a"], json!("x".repeat(4096)));
+    assert_eq!(responses[2][0], "Mailbox/get");
+}
+
+#[tokio::test]
+async fn after_a_write_calls_over_the_budget_get_request_too_large_and_the_write_is_answered() {
+    let app = spawn_app().await;
+    let ann = app.account("ann@example.com").await;
+    let mut calls = vec![json!([
+        "Mailbox/set",
+        {"accountId": ann.account_id, "create": {"k": {"name": "Kept"}}},
+        "set"
+    ])];
+    calls.extend(amplifying_calls());
+    calls.push(json!(["Mailbox/get", {"accountId": ann.account_id, "ids": null, "properties": ["name"]}, "get"]));
+    let (status, response) = request(&app, &ann, calls).await;
+    assert_eq!(status, 200, "{response}");
+    let responses = response["methodResponses"].as_array().unwrap();
+    assert_eq!(responses.len(), 33);
+    assert_eq!(responses[0][0], "Mailbox/set");
+    assert!(responses[0][1]["created"]["k"]["id"].is_string());
+    // The first call over the budget is requestTooLarge; the calls that
+    // reference it then fail to resolve (its response is an error).
+    let first = responses
+        .iter()
+        .position(|r| r[0] == "error")
+        .expect("a refusal");
+    assert!(first > 5, "{first}");
+    assert_eq!(
+        responses[first][1]["type"], "requestTooLarge",
+        "{}",
+        responses[first]
+    );
+    for error in &responses[first + 1..32] {
+        assert_eq!(error[1]["type"], "invalidResultReference", "{error}");
+    }
+    // Calls after the refused ones still run (RFC 8620 §3.6.2).
+    assert_eq!(responses[32][0], "Mailbox/get");
+    let names: Vec<&Value> = responses[32][1]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|mailbox| &mailbox["name"])
+        .collect();
+    assert!(names.contains(&&json!("Kept")), "{names:?}");
+    let built = serde_json::to_vec(&response).unwrap().len() as u64;
+    assert!(
+        built <= app.state.jmap.limits.max_size_built() + (64 << 10),
+        "{built}"
+    );
+}
+
+/// A message with `lines` header fields `X-Line: n` (and a subject).
+fn many_header_lines(lines: usize) -> Vec<u8> {
+    let mut raw = String::from("From: heavy@example.com\r\nSubject: heavy\r\n");
+    for n in 0..lines {
+        raw.push_str(&format!("X-Line: {n}\r\n"));
+    }
+    raw.push_str("\r\nbody\r\n");
+    raw.into_bytes()
+}
+
+#[tokio::test]
+async fn thirty_thousand_header_all_properties_of_a_huge_header_get_request_too_large() {
+    let app = spawn_app().await;
+    let ann = app.account("ann@example.com").await;
+    let ids = app
+        .ingest(&ann, &[many_header_lines(100_000)], 1_700_000_000)
+        .await;
+    // 3 × 100,001 units for the X-Line properties: past the 250,000 budget.
+    let mut properties = vec![
+        "header:X-Line:all".to_string(),
+        "header:X-Line:asText:all".into(),
+        "header:X-Line:asRaw:all".into(),
+    ];
+    properties.extend((0..29_997).map(|n| format!("header:X-Absent-{n}:all")));
+    let get = |properties: &[String]| json!(["Email/get", {"accountId": ann.account_id, "ids": ids, "properties": properties}, "g"]);
+    let (status, response) = request(&app, &ann, vec![get(&properties)]).await;
+    assert_eq!(status, 200, "{response}");
+    let error = &response["methodResponses"][0];
+    assert_eq!(error[0], "error", "{error}");
+    assert_eq!(error[1]["type"], "requestTooLarge");
+    assert!(
+        error[1]["description"]
+            .as_str()
+            .unwrap()
+            .contains("render work"),
+        "{error}"
+    );
+    // Within the budget, the same message renders every one of its fields.
+    let (status, response) = request(&app, &ann, vec![get(&properties[..1])]).await;
+    assert_eq!(status, 200, "{response}");
+    let email = &response["methodResponses"][0][1]["list"][0];
+    let lines = email["header:X-Line:all"].as_array().expect("a list");
+    assert_eq!(lines.len(), 100_000);
+    assert_eq!(lines[99_999], " 99999");
+    // Over many ids the budget is checked before anything is loaded.
+    let many: Vec<String> = (0..1000).map(|n| format!("e{n}")).collect();
+    let properties: Vec<String> = (0..300).map(|n| format!("header:X-{n}")).collect();
+    let calls = vec![
+        json!(["Email/get", {"accountId": ann.account_id, "ids": many, "properties": properties}, "g"]),
+    ];
+    let (_, response) = request(&app, &ann, calls).await;
+    assert_eq!(response["methodResponses"][0][1]["type"], "requestTooLarge");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn another_accounts_list_view_completes_while_heavy_requests_run() {
+    // One async worker: were the heavy work on it, nothing else would run
+    // until it ended.
+    let app = spawn_app().await;
+    let heavy = app.account("heavy@example.com").await;
+    let light = app.account("light@example.com").await;
+    let heavy_ids = app
+        .ingest(&heavy, &[many_header_lines(100_000)], 1_700_000_000)
+        .await;
+    let light_ids = app
+        .ingest(&light, &crate::support::demo_messages(), 1_700_000_000)
+        .await;
+    let pool = app.state.jmap.work.clone();
+    let base = app.base.clone();
+    let flood: Vec<_> = (0..3)
+        .map(|_| {
+            let body = json!({"using": [CORE, MAIL], "methodCalls": [["Email/get", {
+                "accountId": heavy.account_id, "ids": heavy_ids,
+                "properties": ["header:X-Line:all", "header:X-Line:asText:all"],
+            }, "g"]]});
+            let (client, url, email) = (
+                app.client.clone(),
+                format!("{base}/jmap/api"),
+                heavy.email.clone(),
+            );
+            tokio::spawn(async move {
+                let response = client
+                    .post(url)
+                    .basic_auth(email, Some(crate::support::PASSWORD))
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap();
+                let status = response.status().as_u16();
+                (status, response.json::<Value>().await.unwrap())
+            })
+        })
+        .collect();
+    // Wait until the heavy work is on the pool (were it run in place, the
+    // flood would instead finish first, and the assertion below fail).
+    while pool.busy_threads() == 0 && !flood.iter().all(|task| task.is_finished()) {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    let list_view = app
+        .call1(
+            &light,
+            "Email/get",
+            json!({"accountId": light.account_id, "ids": light_ids,
+                   "properties": ["subject", "from", "receivedAt", "preview", "hasAttachment", "keywords"]}),
+        )
+        .await;
+    assert_eq!(list_view["list"].as_array().unwrap().len(), light_ids.len());
+    let unfinished = flood.iter().filter(|task| !task.is_finished()).count();
+    assert!(
+        unfinished > 0,
+        "the light list view waited for every heavy request"
+    );
+    for task in flood {
+        let (status, response) = task.await.unwrap();
+        assert_eq!(status, 200);
+        let email = &response["methodResponses"][0][1]["list"][0];
+        assert_eq!(
+            email["header:X-Line:all"].as_array().unwrap().len(),
+            100_000
+        );
+    }
+}
