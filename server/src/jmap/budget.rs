@@ -42,7 +42,7 @@ impl RequestBudget {
         Self {
             bytes_left: limits.max_size_built(),
             work_left: limits.max_render_work,
-            parse_bytes_left: limits.max_parse_bytes,
+            parse_bytes_left: limits.max_parse_bytes(),
         }
     }
 

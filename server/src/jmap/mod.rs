@@ -45,9 +45,6 @@ pub struct Limits {
     /// property of one email or one header field value rendered
     /// ([`crate::mail::work::WorkMeter`]); more is `requestTooLarge`.
     pub max_render_work: u64,
-    /// Not advertised: octets of messages one request may have parsed whole
-    /// (Email/get at the full level, Email/parse); more is `requestTooLarge`.
-    pub max_parse_bytes: u64,
     /// Threads of the pool heavy parsing and rendering run on
     /// ([`crate::mail::work::WorkPool`]); 0: one per core.
     pub work_threads: usize,
@@ -60,7 +57,21 @@ pub struct Limits {
 /// result references plus method responses) per octet of `maxSizeRequest`.
 pub const BUILT_BYTES_PER_REQUEST_BYTE: u64 = 4;
 
+/// How many octets of messages one request may have parsed whole per octet
+/// of `maxSizeUpload`: a request can always read a few of the largest
+/// messages the server accepts (and the same one from two calls).
+pub const PARSED_BYTES_PER_UPLOAD_BYTE: u64 = 5;
+
 impl Limits {
+    /// Not advertised: octets of messages one request may have parsed whole
+    /// (Email/get at the full level, Email/parse), more is `requestTooLarge`:
+    /// [`PARSED_BYTES_PER_UPLOAD_BYTE`] × `maxSizeUpload` (250 MiB by default),
+    /// so raising the upload limit never makes an accepted message unreadable.
+    pub fn max_parse_bytes(&self) -> u64 {
+        self.max_size_upload
+            .saturating_mul(PARSED_BYTES_PER_UPLOAD_BYTE)
+    }
+
     /// JSON octets one request may make the server build: resolved result
     /// references plus method responses ([`budget::RequestBudget`]),
     /// [`BUILT_BYTES_PER_REQUEST_BYTE`] × `maxSizeRequest` (40 MiB by default).
@@ -83,7 +94,6 @@ impl Default for Limits {
             max_size_mailbox_name: 255,
             max_mailbox_depth: 10,
             max_render_work: 250_000,
-            max_parse_bytes: 256 << 20,
             work_threads: 0,
             work_jobs_per_account: 0,
         }

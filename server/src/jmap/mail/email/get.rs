@@ -195,7 +195,7 @@ fn charge_parse_bytes(
         MethodError::OverBudget(format!(
             "parsing these messages would pass the request's {} octets of messages parsed; \
              ask for fewer ids at once",
-            ctx.jmap.limits.max_parse_bytes
+            ctx.jmap.limits.max_parse_bytes()
         ))
     })?;
     Ok(())

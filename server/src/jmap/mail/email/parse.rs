@@ -130,7 +130,7 @@ async fn parse_blob(
         .ok_or_else(|| {
             MethodError::OverBudget(format!(
                 "parsing {blob_id} would pass the request's {} octets of messages parsed",
-                ctx.jmap.limits.max_parse_bytes
+                ctx.jmap.limits.max_parse_bytes()
             ))
         })?;
     let (id, shape) = (blob_id.to_string(), shape.clone());
