@@ -3,9 +3,13 @@
 //! - [`WorkPool`]: parsing and rendering beyond a small budget (a whole
 //!   message parsed, a header block of more than [`INLINE_PARSE_BYTES`]
 //!   split, an Email/get whose render work may pass [`INLINE_RENDER_WORK`])
-//!   run on tokio's blocking threads behind a semaphore of `threads` permits
-//!   (one per core by default), so the async workers keep serving every other
-//!   request. Each account may hold at most `per_account` of those permits
+//!   run on the pool's own threads, `threads` of them (one per core by
+//!   default), so the async workers keep serving every other request. The
+//!   threads run at a lower CPU priority (nice [`WORK_NICENESS`]): where
+//!   they and the async workers want the same core, the kernel gives it to
+//!   the async workers first, so a heavy parse never sits between another
+//!   account and its list view; the heavy work gets every cycle the
+//!   requests leave. Each account may hold at most `per_account` of those permits
 //!   (half by default): one account's heavy requests queue behind each other
 //!   and never fill the pool, so another account's heavy work still gets a
 //!   thread. The list view (metadata, fast view, a few header properties)
@@ -26,8 +30,19 @@ pub const INLINE_PARSE_BYTES: usize = 64 << 10;
 /// Estimated render work units done inline; more runs on the pool.
 pub const INLINE_RENDER_WORK: u64 = 4_000;
 
+/// The niceness of the pool's threads (setpriority(2); 0 is the default,
+/// 19 the lowest priority): the kernel's scheduler then gives a shared core
+/// to the async workers about nine times in ten.
+pub const WORK_NICENESS: i32 = 10;
+
+/// A job of the pool, run on one of its threads.
+type Job = Box<dyn FnOnce() + Send>;
+
 /// The bounded pool heavy parsing and rendering run on; see the module doc.
 pub struct WorkPool {
+    /// Jobs to the pool's threads; dropping the pool closes it and the
+    /// threads end.
+    jobs: Mutex<std::sync::mpsc::Sender<Job>>,
     threads: Arc<Semaphore>,
     capacity: usize,
     per_account: usize,
@@ -46,7 +61,18 @@ impl WorkPool {
             0 => (threads / 2).max(1),
             n => n.min(threads),
         };
+        let (sender, receiver) = std::sync::mpsc::channel::<Job>();
+        let receiver = Arc::new(Mutex::new(receiver));
+        for _ in 0..threads {
+            let receiver = receiver.clone();
+            // A thread that cannot be started leaves its permit unused: the
+            // jobs queue for the others (at least one thread is needed).
+            let _ = std::thread::Builder::new()
+                .name("fastview-work".into())
+                .spawn(move || work_thread(&receiver));
+        }
         Self {
+            jobs: Mutex::new(sender),
             threads: Arc::new(Semaphore::new(threads)),
             capacity: threads,
             per_account,
@@ -71,18 +97,26 @@ impl WorkPool {
         let thread_permit = self.threads.clone().acquire_owned().await.ok();
         let permits: (Option<OwnedSemaphorePermit>, Option<OwnedSemaphorePermit>) =
             (account_permit, thread_permit);
-        let joined = tokio::task::spawn_blocking(move || {
-            let _permits = permits;
-            job()
-        })
-        .await;
-        match joined {
-            Ok(value) => value,
-            Err(error) => match error.try_into_panic() {
-                Ok(panic) => std::panic::resume_unwind(panic),
-                // Only when the runtime shuts down.
-                Err(error) => panic!("a job on the work pool was cancelled: {error}"),
-            },
+        let (done, result) = tokio::sync::oneshot::channel();
+        let boxed: Job = Box::new(move || {
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+            // Free before answering: the caller sees the pool as it left it.
+            drop(permits);
+            // The caller may have stopped waiting: nothing to tell then.
+            let _ = done.send(outcome);
+        });
+        let sent = self
+            .jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send(boxed);
+        if sent.is_err() {
+            panic!("the work pool has no thread left");
+        }
+        match result.await {
+            Ok(Ok(value)) => value,
+            Ok(Err(panic)) => std::panic::resume_unwind(panic),
+            Err(_) => panic!("a job on the work pool was dropped unrun"),
         }
     }
 
@@ -114,6 +148,22 @@ impl WorkPool {
         let slots = Arc::new(Semaphore::new(self.per_account));
         accounts.insert(account, Arc::downgrade(&slots));
         slots
+    }
+}
+
+/// One thread of the pool: lowers its own CPU priority, then runs jobs
+/// until the pool is dropped.
+fn work_thread(jobs: &Mutex<std::sync::mpsc::Receiver<Job>>) {
+    // On Linux, PRIO_PROCESS with no pid names the calling thread alone.
+    // If it fails the thread keeps the default priority: the pool still
+    // bounds the work.
+    let _ = rustix::process::setpriority_process(None, WORK_NICENESS);
+    loop {
+        let job = jobs.lock().unwrap_or_else(PoisonError::into_inner).recv();
+        match job {
+            Ok(job) => job(),
+            Err(_) => return,
+        }
     }
 }
 
@@ -199,6 +249,19 @@ mod tests {
         assert!(first.await.unwrap());
         assert_eq!(second.await.unwrap(), 2);
         assert_eq!(pool.busy_threads(), 0);
+    }
+
+    #[tokio::test]
+    async fn jobs_run_at_the_lower_priority_and_the_caller_keeps_its_own() {
+        let pool = WorkPool::new(1, 1);
+        let caller = rustix::process::getpriority_process(None).unwrap();
+        let job = pool
+            .run(1, || rustix::process::getpriority_process(None))
+            .await
+            .unwrap();
+        // At least WORK_NICENESS (more if the tests themselves run niced).
+        assert!(job >= WORK_NICENESS && job >= caller, "job {job}, caller {caller}");
+        assert_eq!(rustix::process::getpriority_process(None).unwrap(), caller);
     }
 
     #[tokio::test]
