@@ -21,7 +21,9 @@
 //! Retry-After without being verified. Unknown users are verified against
 //! a dummy hash made like a real one and counted the same, so they cost
 //! the same bounded work and tell nothing. Credentials this node verified
-//! recently are never slowed; valid logins never count.
+//! recently skip argon2, but not the brake: a braked (user, address) gets
+//! 429 for the right password too, so the brake is no oracle. Valid logins
+//! never count, and other users at the address are never slowed.
 //!
 //! Verifications (argon2, [`VERIFY_MEMORY_KIB`] each) run on the blocking
 //! pool at most one per core at once; up to [`VERIFY_QUEUE_PER_CORE`] per
@@ -190,6 +192,14 @@ impl Authenticator {
         hasher.finalize().into()
     }
 
+    /// Whether (user, client) has used up its failures in this window.
+    async fn braked(&self, user: &str, client: IpAddr) -> bool {
+        self.failures
+            .get(&format!("user:{user}\0{client}"))
+            .await
+            .is_some_and(|counter| counter.load(Ordering::Acquire) >= MAX_FAILURES)
+    }
+
     /// Reserves a failure slot of (user, client) and of the client address,
     /// or 429 when either is used up in this window.
     async fn reserve_failure(&self, user: &str, client: IpAddr) -> Result<FailureSlots, HttpError> {
@@ -272,6 +282,15 @@ impl Authenticator {
             return Err(HttpError::Unauthorized);
         };
         let user = normalize_address(&user);
+        // A braked (user, address) is refused before the cache is asked:
+        // were a cached right password let through while wrong guesses get
+        // 429, the brake would answer which guess is right, at no cost.
+        if self.braked(&user, client).await {
+            self.metrics.count_login_refusal("braked");
+            return Err(HttpError::TooManyAttempts {
+                retry_after: FAILURE_WINDOW.as_secs(),
+            });
+        }
         let key = (user.clone(), self.secret_digest(&user, &password));
         if let Some(verified) = self.verified.get(&key).await {
             if verified.checked_at.elapsed() < CREDENTIAL_TTL {

@@ -260,7 +260,10 @@ mod tests {
             .await
             .unwrap();
         // At least WORK_NICENESS (more if the tests themselves run niced).
-        assert!(job >= WORK_NICENESS && job >= caller, "job {job}, caller {caller}");
+        assert!(
+            job >= WORK_NICENESS && job >= caller,
+            "job {job}, caller {caller}"
+        );
         assert_eq!(rustix::process::getpriority_process(None).unwrap(), caller);
     }
 

@@ -81,6 +81,21 @@ async fn an_unknown_user_costs_and_counts_like_a_known_one() {
     assert_eq!(braked, 250 - MAX_FAILURES as usize);
 }
 
+/// A credential verified (and cached) before the guessing starts is braked
+/// like any other: were it let through while wrong guesses get 429, the brake
+/// would tell the attacker which guess is right, without argon2.
+#[tokio::test]
+async fn a_cached_right_password_is_braked_too_so_the_brake_is_no_oracle() {
+    let app = spawn_app().await;
+    app.account("bob@example.com").await;
+    assert_eq!(login(&app, "bob@example.com", PASSWORD, None).await, 200);
+    for _ in 0..MAX_FAILURES {
+        assert_eq!(login(&app, "bob@example.com", "guess", None).await, 401);
+    }
+    assert_eq!(login(&app, "bob@example.com", "guess", None).await, 429);
+    assert_eq!(login(&app, "bob@example.com", PASSWORD, None).await, 429);
+}
+
 #[tokio::test]
 async fn a_braked_user_locks_out_no_one_else_behind_the_same_proxy() {
     let app = spawn_app_with(ServeOptions {
