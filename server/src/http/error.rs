@@ -22,6 +22,10 @@ pub enum HttpError {
     /// Too many requests in flight: 429 with Retry-After.
     #[error("too many concurrent requests")]
     Overloaded,
+    /// The account already has [`super::eventsource::MAX_STREAMS_PER_ACCOUNT`]
+    /// event streams open on this node: 429 with Retry-After.
+    #[error("too many event streams")]
+    TooManyStreams,
     /// Too many logins already wait for a password verification: 503 with
     /// Retry-After (the verifications in progress bound memory and CPU).
     #[error("too many logins being verified")]
@@ -113,6 +117,17 @@ impl IntoResponse for HttpError {
                 response
                     .headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                response
+            }
+            HttpError::TooManyStreams => {
+                let mut response = problem(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "about:blank",
+                    "too many event streams open for this account; close one first",
+                );
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
                 response
             }
             HttpError::LoginBusy => {

@@ -45,6 +45,11 @@ pub const MIN_PING: u64 = 1;
 /// maximum may not be under 300).
 pub const MAX_PING: u64 = 3600;
 
+/// Event streams one account may have open on one node at once (a client
+/// keeps one per device or tab); one more is 429. Streams are never idle, so
+/// without this one account could hold every connection of the cap.
+pub const MAX_STREAMS_PER_ACCOUNT: usize = 8;
+
 /// Query parameters of the event source URL.
 #[derive(Debug, Deserialize)]
 pub struct EventSourceQuery {
@@ -100,6 +105,16 @@ pub async fn event_source(
     Query(query): Query<EventSourceQuery>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, HttpError> {
+    let slots = state
+        .stream_slots
+        .get_with(account.id, async {
+            Arc::new(tokio::sync::Semaphore::new(MAX_STREAMS_PER_ACCOUNT))
+        })
+        .await;
+    // Held by the stream's task: given back when the client goes.
+    let slot = slots
+        .try_acquire_owned()
+        .map_err(|_| HttpError::TooManyStreams)?;
     let store = state.jmap.store.clone();
     let current = store
         .states(account.id)
@@ -124,6 +139,7 @@ pub async fn event_source(
     };
     let account_id = ids::account_id(account.id);
     let stream = async_stream(move |sender| async move {
+        let _slot = slot;
         let mut last_sent = tokio::time::Instant::now();
         let mut now = Some(current);
         loop {

@@ -56,6 +56,10 @@ pub struct AppState {
     /// One semaphore per account bounding its uploads in flight
     /// (RFC 8620 `maxConcurrentUpload`, [`blob::upload`]).
     pub upload_slots: moka::future::Cache<i64, Arc<tokio::sync::Semaphore>>,
+    /// One semaphore per account bounding its open event streams on this
+    /// node ([`eventsource::MAX_STREAMS_PER_ACCOUNT`]): a stream is never
+    /// idle, so the connection cap cannot shed it.
+    pub stream_slots: moka::future::Cache<i64, Arc<tokio::sync::Semaphore>>,
 }
 
 impl AppState {
@@ -88,6 +92,7 @@ impl AppState {
             upload_slots: moka::future::Cache::builder()
                 .time_to_idle(std::time::Duration::from_secs(600))
                 .build(),
+            stream_slots: moka::future::Cache::builder().build(),
         }
     }
 

@@ -347,3 +347,46 @@ async fn login_names_are_compared_in_one_normalised_form() {
         .unwrap();
     assert_eq!(session["username"], "kim@example.com");
 }
+
+/// An event stream is never idle, so the connection cap cannot shed it: one
+/// account may hold at most `MAX_STREAMS_PER_ACCOUNT` at once, the next is
+/// 429, another account is unaffected, and a closed stream frees its slot.
+#[tokio::test]
+async fn one_account_holds_at_most_its_share_of_event_streams() {
+    use fastview::http::eventsource::MAX_STREAMS_PER_ACCOUNT;
+    let app = spawn_app().await;
+    app.account("ann@example.com").await;
+    app.account("bob@example.com").await;
+    let open = |user: &'static str| {
+        app.client
+            .get(format!(
+                "{}/jmap/eventsource?types=*&closeafter=no&ping=0",
+                app.base
+            ))
+            .basic_auth(user, Some(PASSWORD))
+            .send()
+    };
+    let mut streams = Vec::new();
+    for _ in 0..MAX_STREAMS_PER_ACCOUNT {
+        let stream = open("ann@example.com").await.unwrap();
+        assert_eq!(stream.status(), 200);
+        streams.push(stream);
+    }
+    let refused = open("ann@example.com").await.unwrap();
+    assert_eq!(refused.status(), 429);
+    assert!(refused.headers().contains_key("retry-after"));
+    assert_eq!(open("bob@example.com").await.unwrap().status(), 200);
+    // Closing one gives its slot back (the stream's task sees it within a poll).
+    drop(streams.pop());
+    let mut status = 0;
+    for _ in 0..50 {
+        let stream = open("ann@example.com").await.unwrap();
+        status = stream.status().as_u16();
+        if status == 200 {
+            streams.push(stream);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, 200);
+}
