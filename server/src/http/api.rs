@@ -76,10 +76,17 @@ pub async fn post_api(
     if declared.is_some_and(|length| length > limits.max_size_request) {
         return Err(RequestError::Limit("maxSizeRequest").into());
     }
-    let bytes = match read_limited(body, limits.max_size_request).await {
-        Ok(bytes) => bytes,
-        Err(Some(())) => return Err(RequestError::Limit("maxSizeRequest").into()),
-        Err(None) => return Err(HttpError::ClientDisconnected),
+    // A body that trickles in holds a connection the cap cannot shed (it is
+    // not idle): it has `body_deadline` to arrive in full.
+    let read = tokio::time::timeout(
+        state.body_deadline,
+        read_limited(body, limits.max_size_request),
+    );
+    let bytes = match read.await {
+        Err(_elapsed) => return Err(HttpError::BodyTimeout),
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(Some(()))) => return Err(RequestError::Limit("maxSizeRequest").into()),
+        Ok(Err(None)) => return Err(HttpError::ClientDisconnected),
     };
     let request = Request::parse(&bytes, limits.max_calls_in_request as usize)?;
     let response = dispatch::handle(&state.jmap, &account, request).await?;

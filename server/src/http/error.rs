@@ -22,6 +22,10 @@ pub enum HttpError {
     /// Too many requests in flight: 429 with Retry-After.
     #[error("too many concurrent requests")]
     Overloaded,
+    /// An API request body did not arrive in full within the body deadline
+    /// (twice `--header-read-timeout`): 408, the connection closed.
+    #[error("the request body took too long")]
+    BodyTimeout,
     /// The account already has [`super::eventsource::MAX_STREAMS_PER_ACCOUNT`]
     /// event streams open on this node: 429 with Retry-After.
     #[error("too many event streams")]
@@ -117,6 +121,17 @@ impl IntoResponse for HttpError {
                 response
                     .headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                response
+            }
+            HttpError::BodyTimeout => {
+                let mut response = problem(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "about:blank",
+                    "the request body did not arrive in time",
+                );
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
                 response
             }
             HttpError::TooManyStreams => {

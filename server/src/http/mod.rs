@@ -60,6 +60,9 @@ pub struct AppState {
     /// node ([`eventsource::MAX_STREAMS_PER_ACCOUNT`]): a stream is never
     /// idle, so the connection cap cannot shed it.
     pub stream_slots: moka::future::Cache<i64, Arc<tokio::sync::Semaphore>>,
+    /// How long an API request body may take to arrive in full: twice the
+    /// header-read timeout (60 s by default); then 408.
+    pub body_deadline: std::time::Duration,
 }
 
 impl AppState {
@@ -93,6 +96,7 @@ impl AppState {
                 .time_to_idle(std::time::Duration::from_secs(600))
                 .build(),
             stream_slots: moka::future::Cache::builder().build(),
+            body_deadline: options.connections.header_read_timeout.saturating_mul(2),
         }
     }
 

@@ -390,3 +390,45 @@ async fn one_account_holds_at_most_its_share_of_event_streams() {
     }
     assert_eq!(status, 200);
 }
+
+/// An authenticated API body that trickles in is in a request, so neither
+/// the idle timeout nor the cap's shedding touches it: it gets twice the
+/// header-read timeout to arrive, then 408 and the connection closes.
+#[tokio::test]
+async fn an_api_body_that_trickles_in_gets_408_after_the_body_deadline() {
+    let app = spawn_app_with(options_with(ConnectionLimits {
+        header_read_timeout: Duration::from_secs(1),
+        idle_timeout: NEVER,
+        max_connections: 16,
+    }))
+    .await;
+    app.account("ann@example.com").await;
+    let mut stream = TcpStream::connect(app.base.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    let auth = base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        format!("ann@example.com:{PASSWORD}"),
+    );
+    let head = format!(
+        "POST /jmap/api HTTP/1.1\r\nHost: a\r\nAuthorization: Basic {auth}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    // One byte a second: never idle, never complete.
+    let trickle = async {
+        for _ in 0..30 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            if stream.write_all(b" ").await.is_err() {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(3), trickle).await;
+    let received = read_until_closed(&mut stream).await;
+    assert!(
+        received.starts_with(b"HTTP/1.1 408"),
+        "{}",
+        String::from_utf8_lossy(&received)
+    );
+}
