@@ -6,7 +6,7 @@ use fastview::app::App;
 use serde_json::{Value, json};
 
 use crate::support::{
-    PASSWORD, TestAccount, TestApp, TestDatabase, demo_messages, spawn_app_on, spawn_sqlite_app,
+    TestAccount, TestApp, TestDatabase, demo_messages, spawn_app_on, spawn_sqlite_app,
 };
 
 /// Every Email property (RFC 8621 §4.1) with every body part property.
@@ -31,17 +31,9 @@ fn email_get(account: &TestAccount, ids: &Value) -> Value {
 }
 
 pub async fn upload(app: &TestApp, account: &TestAccount, bytes: Vec<u8>) -> Value {
-    app.client
-        .post(format!("{}/jmap/upload/{}/", app.base, account.account_id))
-        .basic_auth(&account.email, Some(PASSWORD))
-        .header("Content-Type", "message/rfc822")
-        .body(bytes)
-        .send()
-        .await
-        .expect("upload")
-        .json()
-        .await
-        .expect("upload JSON")
+    let (status, body) = app.upload(account, bytes).await;
+    assert_eq!(status, 201, "{body}");
+    body
 }
 
 /// Everything a client sees of an account: all emails with all properties,

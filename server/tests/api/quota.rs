@@ -51,16 +51,7 @@ fn set_quota(app: &TestApp, email: &str, quota: &str) {
 async fn quota_get_reports_usage_and_limit_and_quota_changes_follow_them() {
     let app = spawn_app().await;
     let user = app.account("ann@example.com").await;
-    let session: Value = app
-        .client
-        .get(format!("{}/jmap/session", app.base))
-        .basic_auth(&user.email, Some(PASSWORD))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let session = app.session(&user).await;
     assert_eq!(session["capabilities"][QUOTA], json!({}));
     assert_eq!(
         session["accounts"][&user.account_id]["accountCapabilities"][QUOTA],

@@ -268,6 +268,35 @@ impl TestApp {
             .collect()
     }
 
+    /// Uploads `bytes` as `account` (RFC 8620 §6.1): (status, body, `Null`
+    /// when the body is not JSON).
+    pub async fn upload(&self, account: &TestAccount, bytes: Vec<u8>) -> (u16, Value) {
+        let response = self
+            .client
+            .post(format!("{}/jmap/upload/{}/", self.base, account.account_id))
+            .basic_auth(&account.email, Some(PASSWORD))
+            .header("Content-Type", "application/octet-stream")
+            .body(bytes)
+            .send()
+            .await
+            .expect("upload");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// The Session object `account` is given (RFC 8620 §2).
+    pub async fn session(&self, account: &TestAccount) -> Value {
+        self.client
+            .get(format!("{}/jmap/session", self.base))
+            .basic_auth(&account.email, Some(PASSWORD))
+            .send()
+            .await
+            .expect("session")
+            .json()
+            .await
+            .expect("session JSON")
+    }
+
     /// POSTs a JMAP request as `account`; returns (status, body).
     pub async fn api_raw(&self, account: &TestAccount, body: &Value) -> (u16, Value) {
         let response = self

@@ -96,17 +96,7 @@ async fn sync(
 }
 
 async fn upload(app: &TestApp, user: &TestAccount, raw: &[u8]) -> String {
-    let uploaded: Value = app
-        .client
-        .post(format!("{}/jmap/upload/{}/", app.base, user.account_id))
-        .basic_auth(&user.email, Some(PASSWORD))
-        .body(raw.to_vec())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, uploaded) = app.upload(user, raw.to_vec()).await;
     uploaded["blobId"].as_str().unwrap().to_string()
 }
 

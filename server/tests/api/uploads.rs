@@ -18,17 +18,7 @@ use crate::support::{PASSWORD, TestAccount, TestApp, require, spawn_app, spawn_a
 
 /// Uploads `bytes` as `account`: (status, body).
 pub async fn upload(app: &TestApp, account: &TestAccount, bytes: Vec<u8>) -> (u16, Value) {
-    let response = app
-        .client
-        .post(format!("{}/jmap/upload/{}/", app.base, account.account_id))
-        .basic_auth(&account.email, Some(PASSWORD))
-        .header("Content-Type", "application/octet-stream")
-        .body(bytes)
-        .send()
-        .await
-        .expect("upload");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
+    app.upload(account, bytes).await
 }
 
 /// The local directory of a test server's blob store.
