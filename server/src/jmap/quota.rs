@@ -19,7 +19,7 @@ use serde_json::{Map, Value, json};
 use super::args;
 use super::dispatch::CallContext;
 use super::error::MethodError;
-use super::mail::get::{parse_properties, requested_ids};
+use super::mail::get::{GetArgs, parse_properties, requested_ids};
 use crate::store::Quota;
 
 /// The id of an account's one Quota object.
@@ -70,21 +70,13 @@ fn quota_object(quota: &Quota, limit: i64) -> Value {
     })
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct GetRequest {
-    account_id: String,
-    ids: Option<Vec<String>>,
-    properties: Option<Vec<String>>,
-}
-
 /// Handles one Quota/get call (RFC 9425 §4.2; `ids: null` lists every quota).
 #[tracing::instrument(skip_all, fields(account = ctx.account.id))]
 pub async fn quota_get(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,
 ) -> Result<Value, MethodError> {
-    let request: GetRequest = args::parse(arguments)?;
+    let request: GetArgs = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
     // Plan.
     let requested = match request.ids {

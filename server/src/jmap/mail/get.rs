@@ -4,9 +4,20 @@
 
 use std::collections::HashSet;
 
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::jmap::error::MethodError;
+
+/// The arguments of a Foo/get (RFC 8620 §5.1) with no others: `ids` and
+/// `properties` null mean all.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GetArgs {
+    pub account_id: String,
+    pub ids: Option<Vec<String>>,
+    pub properties: Option<Vec<String>>,
+}
 
 /// The ids of a Foo/get in request order without repeats:
 /// `requestTooLarge` when more than `limit` (`maxObjectsInGet`) were sent.

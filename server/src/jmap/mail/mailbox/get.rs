@@ -1,22 +1,13 @@
 //! Mailbox/get (RFC 8621 §2.1, RFC 8620 §5.1).
 
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{MAILBOX_PROPERTIES, mailbox_json};
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
-use crate::jmap::mail::get::{found, get_response, requested_ids};
+use crate::jmap::mail::get::{GetArgs, found, get_response, requested_ids};
 use crate::jmap::{args, ids};
 use crate::store::MailboxRow;
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct GetRequest {
-    account_id: String,
-    ids: Option<Vec<String>>,
-    properties: Option<Vec<String>>,
-}
 
 /// Handles one Mailbox/get call: all mailboxes when `ids` is null.
 #[tracing::instrument(skip_all, fields(account = ctx.account.id))]
@@ -24,7 +15,7 @@ pub async fn mailbox_get(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,
 ) -> Result<Value, MethodError> {
-    let request: GetRequest = args::parse(arguments)?;
+    let request: GetArgs = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
     // Plan.
     let properties = mailbox_properties(request.properties.as_deref())?;
