@@ -16,6 +16,7 @@ pub enum AccountCommand {
     /// Create an account with the role mailboxes inbox, drafts, sent, trash, junk, archive.
     /// The address is stored in the one form logins are compared in (NFKC, lowercase).
     Add {
+        #[arg(value_parser = parse_address)]
         email: String,
         /// The password (visible in the process list: prefer --password-stdin).
         #[arg(
@@ -36,6 +37,7 @@ pub enum AccountCommand {
     },
     /// Change an account's settings.
     Set {
+        #[arg(value_parser = parse_address)]
         email: String,
         /// Storage quota, as for `add` (`none` lifts it). Lowering it below
         /// what the account holds deletes nothing; new mail is refused.
@@ -46,13 +48,29 @@ pub enum AccountCommand {
     List,
     /// Change an account's password (read from standard input).
     Passwd {
+        #[arg(value_parser = parse_address)]
         email: String,
-        #[arg(long, env = "FASTVIEW_PASSWORD")]
+        /// The new password (visible in the process list); without it, the
+        /// first line of standard input.
+        #[arg(long, env = "FASTVIEW_PASSWORD", conflicts_with = "password_stdin")]
         password: Option<String>,
+        /// Read the password from the first line of standard input (the
+        /// default; accepted as for `add`).
+        #[arg(long)]
+        password_stdin: bool,
     },
     /// Remove an account and all its mail (rows at once, and the blobs no
     /// other account shares).
-    Remove { email: String },
+    Remove {
+        #[arg(value_parser = parse_address)]
+        email: String,
+    },
+}
+
+/// An account address as typed, in the one form logins are compared in
+/// ([`normalize_address`]): every subcommand names accounts this way.
+fn parse_address(value: &str) -> Result<String, String> {
+    Ok(normalize_address(value))
 }
 
 /// A `--quota` value: octets, or `None` for no limit.
@@ -120,11 +138,7 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
                 _ => bail!("the password is empty"),
             };
             let hash = tokio::task::spawn_blocking(move || hash_password(&password)).await??;
-            match app
-                .store
-                .create_account(&normalize_address(&email), &hash)
-                .await
-            {
+            match app.store.create_account(&email, &hash).await {
                 Ok(account) => println!(
                     "created {} ({})",
                     account.email,
@@ -157,17 +171,15 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
                 );
             }
         }
-        AccountCommand::Passwd { email, password } => {
+        AccountCommand::Passwd {
+            email, password, ..
+        } => {
             let password = match password {
                 Some(password) if !password.is_empty() => password,
                 _ => read_password_line()?,
             };
             let hash = tokio::task::spawn_blocking(move || hash_password(&password)).await??;
-            match app
-                .store
-                .set_password(&normalize_address(&email), &hash)
-                .await
-            {
+            match app.store.set_password(&email, &hash).await {
                 Ok(()) => println!(
                     "password changed for {email} (servers that cached the old one accept it for up to {} s)",
                     crate::http::auth::CREDENTIAL_TTL.as_secs()
@@ -176,11 +188,7 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
                 Err(error) => return Err(error.into()),
             }
         }
-        AccountCommand::Remove { email } => match app
-            .store
-            .remove_account(&normalize_address(&email))
-            .await
-        {
+        AccountCommand::Remove { email } => match app.store.remove_account(&email).await {
             Ok(blobs) => {
                 let deleted =
                     crate::mail::gc::delete_unreferenced(app.store.as_ref(), &app.blobs, &blobs)

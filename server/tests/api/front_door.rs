@@ -432,3 +432,45 @@ async fn an_api_body_that_trickles_in_gets_408_after_the_body_deadline() {
         String::from_utf8_lossy(&received)
     );
 }
+
+/// Every `fastview account` subcommand names an account in the one form
+/// (found by a new user: `--quota` and `account set` compared the address
+/// as typed, so `Éva@` got an account but not its quota).
+#[tokio::test]
+async fn every_account_subcommand_takes_the_address_in_any_case() {
+    let app = spawn_app().await;
+    let run = |args: &[&str]| {
+        let output = app.cli().args(args).output().expect("run fastview");
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).to_string()
+                + &String::from_utf8_lossy(&output.stderr),
+        )
+    };
+    let (ok, out) = run(&[
+        "account",
+        "add",
+        "Éva@Example.com",
+        "--password",
+        PASSWORD,
+        "--quota",
+        "1G",
+    ]);
+    assert!(ok, "{out}");
+    let (ok, out) = run(&["account", "set", "ÉVA@example.com", "--quota", "2G"]);
+    assert!(ok, "{out}");
+    assert!(out.contains("éva@example.com"), "{out}");
+    let account = app
+        .app
+        .store
+        .account_by_email("éva@example.com")
+        .await
+        .unwrap()
+        .expect("stored in the one form");
+    assert_eq!(
+        app.app.store.quota(account.id).await.unwrap().limit,
+        Some(2 << 30)
+    );
+    let (ok, out) = run(&["account", "remove", "éVA@EXAMPLE.COM"]);
+    assert!(ok, "{out}");
+}
