@@ -82,7 +82,8 @@ pub struct ServeOptions {
 }
 
 /// Bounds on the connections of one serving instance (`serve` flags
-/// `--header-read-timeout`, `--idle-timeout`, `--max-connections`).
+/// `--header-read-timeout`, `--idle-timeout`, `--max-connections`,
+/// `--min-upload-rate`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionLimits {
     /// How long a request's header may take to arrive in full, counted from
@@ -98,6 +99,13 @@ pub struct ConnectionLimits {
     /// (no request in progress) is closed for the new one; when none is idle
     /// the new one waits in the listen backlog until one closes.
     pub max_connections: usize,
+    /// The slowest an upload body may arrive, in octets per second, once
+    /// the body deadline (twice `header_read_timeout`) has passed: at any
+    /// time `t` after the upload began, at least `min_upload_rate × (t −
+    /// deadline)` octets must have arrived, else 408 and the upload is
+    /// dropped. An upload is never idle, so without a rate a trickling one
+    /// would hold its connection and upload slot for ever. 0: no minimum.
+    pub min_upload_rate: u64,
 }
 
 impl Default for ConnectionLimits {
@@ -106,6 +114,7 @@ impl Default for ConnectionLimits {
             header_read_timeout: std::time::Duration::from_secs(30),
             idle_timeout: std::time::Duration::from_secs(15),
             max_connections: 4096,
+            min_upload_rate: 8 << 10,
         }
     }
 }

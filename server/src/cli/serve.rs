@@ -70,6 +70,11 @@ pub struct ServeArgs {
     /// the database pool.
     #[arg(long, env = "FASTVIEW_MAX_CONNECTIONS", default_value_t = ConnectionLimits::default().max_connections, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_connections: usize,
+    /// The slowest an upload may arrive once twice the header-read timeout
+    /// has passed, in KiB per second (the average since that time); slower
+    /// uploads get 408. 0: no minimum.
+    #[arg(long, env = "FASTVIEW_MIN_UPLOAD_RATE", default_value_t = ConnectionLimits::default().min_upload_rate >> 10)]
+    pub min_upload_rate: u64,
     /// Reverse proxies (IP or CIDR, repeatable or comma-separated) whose
     /// `X-Forwarded-For` names the client; from other peers it is ignored.
     #[arg(long = "trusted-proxy", env = "FASTVIEW_TRUSTED_PROXY", value_delimiter = ',', value_parser = parse_trusted_proxy)]
@@ -120,6 +125,7 @@ impl ServeArgs {
                 header_read_timeout: Duration::from_secs(self.header_read_timeout),
                 idle_timeout: Duration::from_secs(self.idle_timeout),
                 max_connections: self.max_connections,
+                min_upload_rate: self.min_upload_rate.saturating_mul(1024),
             },
             trusted_proxies: self.trusted_proxy.clone(),
             ..ServeOptions::default()

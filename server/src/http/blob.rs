@@ -9,7 +9,9 @@
 //! uploads of one account run at once on a node (429 with the `limit`
 //! problem beyond). The grant (`account_blobs`, which also checks that the
 //! account still exists and its quota) is written before the staging object
-//! is renamed into place, so a refused upload leaves nothing behind.
+//! is renamed into place, so a refused upload leaves nothing behind. An
+//! upload is never idle, so it has a pace to keep ([`UploadPace`]): after
+//! the body deadline it must average `--min-upload-rate`, else 408.
 
 use std::sync::Arc;
 
@@ -71,7 +73,12 @@ pub async fn upload(
     if declared.is_some_and(|length| length > limits.max_size_upload) {
         return Err(HttpError::UploadTooLarge);
     }
-    let staged = stream_to_staging(&state, body, limits.max_size_upload).await?;
+    let pace = UploadPace {
+        started: tokio::time::Instant::now(),
+        grace: state.body_deadline,
+        min_rate: state.min_upload_rate,
+    };
+    let staged = stream_to_staging(&state, body, limits.max_size_upload, pace).await?;
     let (blob_id, size) = (staged.id.clone(), staged.size);
     grant_and_commit(&state, account.id, staged).await?;
     let content_type = headers
@@ -83,14 +90,48 @@ pub async fn upload(
     Ok((axum::http::StatusCode::CREATED, axum::Json(body)).into_response())
 }
 
-/// Streams `body` into a staging object, hashing it; 413 past `limit` octets.
+/// The pace an upload body must keep: after `grace`, at least `min_rate`
+/// octets per second on average since then (0: any pace).
+#[derive(Debug, Clone, Copy)]
+struct UploadPace {
+    started: tokio::time::Instant,
+    grace: std::time::Duration,
+    min_rate: u64,
+}
+
+impl UploadPace {
+    /// When the next octet must have arrived, `received` having arrived:
+    /// the moment the average since the grace would fall under the rate.
+    fn deadline(&self, received: u64) -> tokio::time::Instant {
+        // About 30 years: as good as no deadline, and no overflow.
+        let far = std::time::Duration::from_secs(1 << 30);
+        let allowed = match self.min_rate {
+            0 => far,
+            rate => std::time::Duration::from_secs_f64(received as f64 / rate as f64).min(far),
+        };
+        self.started + self.grace.min(far) + allowed
+    }
+}
+
+/// Streams `body` into a staging object, hashing it; 413 past `limit`
+/// octets, 408 when it falls behind `pace`.
 async fn stream_to_staging(
     state: &AppState,
     mut body: Body,
     limit: u64,
+    pace: UploadPace,
 ) -> Result<StagedBlob, HttpError> {
     let mut upload = state.jmap.blobs.begin_upload().await.map_err(blob_error)?;
-    while let Some(frame) = body.frame().await {
+    loop {
+        let next = tokio::time::timeout_at(pace.deadline(upload.size()), body.frame()).await;
+        let frame = match next {
+            Err(_behind) => {
+                upload.abort().await;
+                return Err(HttpError::BodyTimeout);
+            }
+            Ok(None) => break,
+            Ok(Some(frame)) => frame,
+        };
         let refused = match frame.map(|frame| frame.into_data()) {
             Err(_) => Some(HttpError::ClientDisconnected),
             Ok(Err(_trailers)) => None,

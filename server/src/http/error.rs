@@ -23,7 +23,8 @@ pub enum HttpError {
     #[error("too many concurrent requests")]
     Overloaded,
     /// An API request body did not arrive in full within the body deadline
-    /// (twice `--header-read-timeout`): 408, the connection closed.
+    /// (twice `--header-read-timeout`), or an upload arrived slower than
+    /// `--min-upload-rate` after it: 408, the connection closed.
     #[error("the request body took too long")]
     BodyTimeout,
     /// The account already has [`super::eventsource::MAX_STREAMS_PER_ACCOUNT`]

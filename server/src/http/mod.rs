@@ -63,6 +63,9 @@ pub struct AppState {
     /// How long an API request body may take to arrive in full: twice the
     /// header-read timeout (60 s by default); then 408.
     pub body_deadline: std::time::Duration,
+    /// The slowest an upload may arrive after `body_deadline`, in octets per
+    /// second (`--min-upload-rate`); 0: no minimum.
+    pub min_upload_rate: u64,
 }
 
 impl AppState {
@@ -97,6 +100,7 @@ impl AppState {
                 .build(),
             stream_slots: moka::future::Cache::builder().build(),
             body_deadline: options.connections.header_read_timeout.saturating_mul(2),
+            min_upload_rate: options.connections.min_upload_rate,
         }
     }
 

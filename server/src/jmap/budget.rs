@@ -8,7 +8,7 @@
 //!   resolved or produced, against [`Limits::max_size_built`] (four times
 //!   `maxSizeRequest`). A `#` reference copies a whole earlier response and
 //!   Core/echo returns its arguments, so without this bound a 4 KB request
-//!   doubles its data per call. Exceeding it is [`OverBudget`]: the
+//!   doubles its data per call. Exceeding it is [`OverBudget::Request`]: the
 //!   dispatcher answers the request-level `limit` error (see
 //!   [`super::dispatch`] for why that error and when a method-level one).
 //! - **Render work**: header field values and properties rendered by
@@ -16,33 +16,79 @@
 //!   [`crate::mail::work::WorkMeter`]. Exceeding it is `requestTooLarge`
 //!   for the call that would exceed it.
 
+//! - **Octets parsed**: messages read and parsed whole (Email/get at the
+//!   full level, Email/parse), against [`Limits::max_parse_bytes`], charged
+//!   from their stored sizes before a blob is read.
+//!
+//! Beside its own budget, every request of a serving instance takes what it
+//! holds from [`Holdings`]: the JSON it built (until the request ends) and the
+//! messages it parses (until the call ends), at most
+//! [`Limits::max_held_per_account`] for all requests of one account in
+//! flight and [`Limits::max_held_per_node`] for all of them. Each request's
+//! own budget bounds one request; this bounds how many may hold it at once, so
+//! one account's concurrent heavy requests cannot fill the server's memory.
+//! A charge the holdings refuse is [`OverBudget::Server`]: the call gets
+//! `serverUnavailable` (RFC 8620 §3.6.2: "some internal server resource was
+//! temporarily unavailable"), which a retry after the other requests end
+//! passes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
 use serde_json::Value;
 
 use super::Limits;
 
 /// The budget of one request; see the module doc.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct RequestBudget {
     /// JSON octets the request may still make the server build.
     bytes_left: u64,
     /// Render work units the request may still spend.
     pub work_left: u64,
     /// Octets of messages the request may still have parsed.
-    pub parse_bytes_left: u64,
+    parse_bytes_left: u64,
+    /// Its share of the server's [`Holdings`], when it has one.
+    hold: Option<Hold>,
 }
 
-/// The request would make the server build more JSON than
-/// [`Limits::max_size_built`] allows.
+/// Why a charge was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OverBudget;
+pub enum OverBudget {
+    /// The request's own budget ([`Limits::max_size_built`] or
+    /// [`Limits::max_parse_bytes`]) is spent.
+    Request,
+    /// The account's or the server's requests in flight hold as much as
+    /// [`Holdings`] allows: `serverUnavailable`, a retry may pass.
+    Server,
+}
 
 impl RequestBudget {
-    /// A fresh budget under `limits`.
+    /// A fresh budget under `limits`, holding nothing of any server's
+    /// [`Holdings`] (for a request outside a serving instance, and tests).
     pub fn new(limits: &Limits) -> Self {
         Self {
             bytes_left: limits.max_size_built(),
             work_left: limits.max_render_work,
             parse_bytes_left: limits.max_parse_bytes(),
+            hold: None,
+        }
+    }
+
+    /// A fresh budget under `limits` for a request of `account` that takes
+    /// what it holds from `holdings` and gives it back when dropped.
+    pub fn held(limits: &Limits, holdings: &Arc<Holdings>, account: i64) -> Self {
+        Self {
+            hold: Some(Hold {
+                holder: Holder {
+                    holdings: holdings.clone(),
+                    account,
+                },
+                request: 0,
+                call: 0,
+                prepaid: 0,
+            }),
+            ..Self::new(limits)
         }
     }
 
@@ -51,17 +97,180 @@ impl RequestBudget {
         self.bytes_left
     }
 
-    /// Takes `octets` from the byte budget, or fails leaving it unchanged.
+    /// What a render on another thread takes its JSON from as it builds
+    /// it: the request's share of the holdings (`None` without one). What it
+    /// took is handed back with [`RequestBudget::prepaid`].
+    pub fn holder(&self) -> Option<Holder> {
+        self.hold.as_ref().map(|hold| hold.holder.clone())
+    }
+
+    /// Records `octets` a [`Holder`] of this request already took for the
+    /// response being built: charging that response takes only the rest,
+    /// and the request gives them back when it ends.
+    pub fn prepaid(&mut self, octets: u64) {
+        if let Some(hold) = &mut self.hold {
+            hold.request += octets;
+            hold.prepaid += octets;
+        }
+    }
+
+    /// Takes `octets` from the byte budget and holds them until the request
+    /// ends, or fails leaving both unchanged.
     pub fn charge_bytes(&mut self, octets: u64) -> Result<(), OverBudget> {
-        self.bytes_left = self.bytes_left.checked_sub(octets).ok_or(OverBudget)?;
+        let left = self
+            .bytes_left
+            .checked_sub(octets)
+            .ok_or(OverBudget::Request)?;
+        if let Some(hold) = &mut self.hold {
+            let owed = octets.saturating_sub(std::mem::take(&mut hold.prepaid));
+            if !hold.holder.take(owed) {
+                return Err(OverBudget::Server);
+            }
+            hold.request += owed;
+        }
+        self.bytes_left = left;
         Ok(())
     }
 
     /// Takes the serialized size of `value` from the byte budget: counted
     /// without allocating, and stopping as soon as it is over.
     pub fn charge_json(&mut self, value: &Value) -> Result<(), OverBudget> {
-        let size = json_size_within(value, self.bytes_left).ok_or(OverBudget)?;
+        let size = json_size_within(value, self.bytes_left).ok_or(OverBudget::Request)?;
         self.charge_bytes(size)
+    }
+
+    /// Takes `octets` of messages about to be read and parsed whole from the
+    /// parse budget and holds them until [`RequestBudget::end_call`], or
+    /// fails leaving both unchanged. Charged before the messages are read.
+    pub fn charge_parse(&mut self, octets: u64) -> Result<(), OverBudget> {
+        let left = self
+            .parse_bytes_left
+            .checked_sub(octets)
+            .ok_or(OverBudget::Request)?;
+        if let Some(hold) = &mut self.hold {
+            if !hold.holder.take(octets) {
+                return Err(OverBudget::Server);
+            }
+            hold.call += octets;
+        }
+        self.parse_bytes_left = left;
+        Ok(())
+    }
+
+    /// A call ended: the messages it parsed are no longer held.
+    pub fn end_call(&mut self) {
+        if let Some(hold) = &mut self.hold {
+            hold.holder.give(std::mem::take(&mut hold.call));
+            // A prepaid render whose response was not charged (the call
+            // failed): its octets stay held with the request's.
+            hold.prepaid = 0;
+        }
+    }
+}
+
+/// What one request holds of its server's [`Holdings`]; given back on drop.
+#[derive(Debug)]
+struct Hold {
+    holder: Holder,
+    /// JSON octets held until the request ends.
+    request: u64,
+    /// Message octets held until the call ends.
+    call: u64,
+    /// Octets a [`Holder`] took for the response being built, not yet charged.
+    prepaid: u64,
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.holder.give(self.request + self.call);
+    }
+}
+
+/// A request's handle on the [`Holdings`] of its account, which a render on
+/// another thread can take octets with (`Send`, cheap to clone).
+#[derive(Debug, Clone)]
+pub struct Holder {
+    holdings: Arc<Holdings>,
+    account: i64,
+}
+
+impl Holder {
+    /// Takes `octets` for the account, or nothing if either cap would pass.
+    pub fn take(&self, octets: u64) -> bool {
+        self.holdings.take(self.account, octets)
+    }
+
+    /// Gives back `octets` taken before.
+    pub fn give(&self, octets: u64) {
+        self.holdings.give(self.account, octets)
+    }
+}
+
+/// What the requests in flight of one serving instance hold, in octets (JSON
+/// built, messages being parsed), per account and in all; see the module doc.
+#[derive(Debug)]
+pub struct Holdings {
+    per_account: u64,
+    per_node: u64,
+    held: Mutex<Held>,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    node: u64,
+    accounts: HashMap<i64, u64>,
+}
+
+impl Holdings {
+    /// Holdings of at most `per_account` octets per account and `per_node`
+    /// in all (from [`Limits::max_held_per_account`] and
+    /// [`Limits::max_held_per_node`]).
+    pub fn new(per_account: u64, per_node: u64) -> Self {
+        Self {
+            per_account,
+            per_node,
+            held: Mutex::new(Held::default()),
+        }
+    }
+
+    /// Octets held now by the requests of `account`, and by all.
+    pub fn held(&self, account: i64) -> (u64, u64) {
+        let held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        (held.accounts.get(&account).copied().unwrap_or(0), held.node)
+    }
+
+    fn take(&self, account: i64, octets: u64) -> bool {
+        if octets == 0 {
+            return true;
+        }
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let mine = held.accounts.get(&account).copied().unwrap_or(0);
+        let fits = mine
+            .checked_add(octets)
+            .is_some_and(|total| total <= self.per_account)
+            && held
+                .node
+                .checked_add(octets)
+                .is_some_and(|total| total <= self.per_node);
+        if fits {
+            held.node += octets;
+            *held.accounts.entry(account).or_insert(0) += octets;
+        }
+        fits
+    }
+
+    fn give(&self, account: i64, octets: u64) {
+        if octets == 0 {
+            return;
+        }
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        held.node = held.node.saturating_sub(octets);
+        if let Some(mine) = held.accounts.get_mut(&account) {
+            *mine = mine.saturating_sub(octets);
+            if *mine == 0 {
+                held.accounts.remove(&account);
+            }
+        }
     }
 }
 
@@ -118,9 +327,44 @@ mod tests {
         assert_eq!(budget.bytes_left(), limits.max_size_built());
         budget.charge_json(&json!("x".repeat(298))).unwrap();
         assert_eq!(budget.bytes_left(), 100);
-        assert_eq!(budget.charge_json(&json!("y".repeat(99))), Err(OverBudget));
+        assert_eq!(
+            budget.charge_json(&json!("y".repeat(99))),
+            Err(OverBudget::Request)
+        );
         assert_eq!(budget.bytes_left(), 100);
         budget.charge_bytes(100).unwrap();
-        assert_eq!(budget.charge_bytes(1), Err(OverBudget));
+        assert_eq!(budget.charge_bytes(1), Err(OverBudget::Request));
+    }
+
+    #[test]
+    fn holdings_bound_each_account_and_all_and_are_given_back() {
+        let limits = Limits::default();
+        let holdings = Arc::new(Holdings::new(1_000, 1_500));
+        let mut ann = RequestBudget::held(&limits, &holdings, 1);
+        ann.charge_bytes(600).unwrap();
+        ann.charge_parse(300).unwrap();
+        assert_eq!(holdings.held(1), (900, 900));
+        // Over ann's share: refused, nothing taken, her request budget kept.
+        let left = ann.bytes_left();
+        assert_eq!(ann.charge_bytes(101), Err(OverBudget::Server));
+        assert_eq!(ann.bytes_left(), left);
+        assert_eq!(holdings.held(1), (900, 900));
+        // Another account has its own share, under the node's.
+        let mut bob = RequestBudget::held(&limits, &holdings, 2);
+        bob.charge_bytes(600).unwrap();
+        assert_eq!(bob.charge_bytes(1), Err(OverBudget::Server), "node full");
+        // The end of a call gives back the messages it parsed.
+        ann.end_call();
+        assert_eq!(holdings.held(1), (600, 1_200));
+        // A render that took octets itself: the response is charged the rest.
+        let holder = ann.holder().unwrap();
+        assert!(holder.take(250));
+        ann.prepaid(250);
+        ann.charge_bytes(300).unwrap();
+        assert_eq!(holdings.held(1), (900, 1_500));
+        drop(ann);
+        drop(bob);
+        assert_eq!(holdings.held(1), (0, 0));
+        assert_eq!(holdings.held(2), (0, 0));
     }
 }

@@ -33,7 +33,7 @@ use std::time::Instant;
 use futures::FutureExt;
 use serde_json::{Map, Value};
 
-use super::budget::RequestBudget;
+use super::budget::{OverBudget, RequestBudget};
 use super::error::{MethodError, RequestError};
 use super::mail::{email, mailbox, thread};
 use super::reference::ReferenceError;
@@ -164,7 +164,7 @@ pub async fn handle(
     let mut responses: Vec<(String, Value, String)> =
         Vec::with_capacity(request.method_calls.len());
     let mut created_ids = request.created_ids.clone().unwrap_or_default();
-    let mut budget = RequestBudget::new(&jmap.limits);
+    let mut budget = RequestBudget::held(&jmap.limits, &jmap.holdings, account.id);
     let mut changed_state = false;
     for Invocation(method, mut arguments, call_id) in request.method_calls {
         let started = Instant::now();
@@ -180,17 +180,21 @@ pub async fn handle(
                     budget: &mut budget,
                 };
                 let result = guarded(&method, call(&mut ctx, &method, arguments)).await;
-                match result {
+                let result = match result {
                     Ok(value) => match budget.charge_json(&value) {
                         Ok(()) => Ok(Ok(value)),
-                        Err(_) => Err(()),
+                        Err(OverBudget::Request) => Err(()),
+                        Err(OverBudget::Server) => Ok(Err(server_busy())),
                     },
                     Err(MethodError::TooMuchBuilt(_)) => Err(()),
                     Err(error) => Ok(Err(error)),
-                }
+                };
+                budget.end_call();
+                result
             }
             Err(ReferenceError::Method(error)) => Ok(Err(error)),
-            Err(ReferenceError::OverBudget) => Err(()),
+            Err(ReferenceError::OverBudget(OverBudget::Request)) => Err(()),
+            Err(ReferenceError::OverBudget(OverBudget::Server)) => Ok(Err(server_busy())),
         };
         observe_duration(jmap, &method, started);
         let result = match result {
@@ -224,6 +228,17 @@ pub async fn handle(
         created_ids: request.created_ids.map(|_| created_ids),
         session_state: super::session::session_state(account),
     })
+}
+
+/// `serverUnavailable` for a call the server's [`super::budget::Holdings`]
+/// have no room for now: this account's (or every account's) requests in
+/// flight hold as much as they may.
+pub fn server_busy() -> MethodError {
+    MethodError::ServerUnavailable(
+        "the requests in flight hold as much memory as the server gives them; \
+         retry when they have ended"
+            .into(),
+    )
 }
 
 /// Records a call's latency under its method name (`unknown` for a name not in [`METHODS`]).

@@ -62,6 +62,11 @@ pub const BUILT_BYTES_PER_REQUEST_BYTE: u64 = 4;
 /// messages the server accepts (and the same one from two calls).
 pub const PARSED_BYTES_PER_UPLOAD_BYTE: u64 = 5;
 
+/// How many accounts' worth of [`Limits::max_held_per_account`] all requests
+/// of a node may hold at once (about 3.5 GB of memory at the defaults, as
+/// JSON values take a few times their serialized size).
+pub const HELD_ACCOUNTS_PER_NODE: u64 = 4;
+
 impl Limits {
     /// Not advertised: octets of messages one request may have parsed whole
     /// (Email/get at the full level, Email/parse), more is `requestTooLarge`:
@@ -78,6 +83,22 @@ impl Limits {
     pub fn max_size_built(&self) -> u64 {
         self.max_size_request
             .saturating_mul(BUILT_BYTES_PER_REQUEST_BYTE)
+    }
+
+    /// Not advertised: octets the requests in flight of one account may hold
+    /// together ([`budget::Holdings`]: JSON built, messages being parsed), one
+    /// request's whole budgets ([`Limits::max_size_built`] +
+    /// [`Limits::max_parse_bytes`], 290 MiB by default), so the largest
+    /// request always fits when it runs alone.
+    pub fn max_held_per_account(&self) -> u64 {
+        self.max_size_built().saturating_add(self.max_parse_bytes())
+    }
+
+    /// Not advertised: octets all requests in flight may hold together,
+    /// [`HELD_ACCOUNTS_PER_NODE`] × [`Limits::max_held_per_account`].
+    pub fn max_held_per_node(&self) -> u64 {
+        self.max_held_per_account()
+            .saturating_mul(HELD_ACCOUNTS_PER_NODE)
     }
 }
 
@@ -110,6 +131,9 @@ pub struct Jmap {
     pub switches: ReadSwitches,
     /// The bounded pool heavy parsing and rendering run on (shared with the loader).
     pub work: Arc<WorkPool>,
+    /// What the requests in flight hold (JSON built, messages being parsed),
+    /// per account and in all; see [`budget`].
+    pub holdings: Arc<budget::Holdings>,
 }
 
 impl Jmap {
@@ -142,6 +166,10 @@ impl Jmap {
             limits,
             switches,
             work,
+            holdings: Arc::new(budget::Holdings::new(
+                limits.max_held_per_account(),
+                limits.max_held_per_node(),
+            )),
         }
     }
 }

@@ -12,8 +12,10 @@ use super::error::MethodError;
 pub enum ReferenceError {
     /// The call's own error: `invalidResultReference`, `invalidArguments`.
     Method(MethodError),
-    /// The resolved values would not fit in the request's byte budget.
-    OverBudget,
+    /// The resolved values would not fit in the request's byte budget
+    /// ([`OverBudget::Request`]) or in what the server holds for requests in
+    /// flight ([`OverBudget::Server`]).
+    OverBudget(OverBudget),
 }
 
 impl From<MethodError> for ReferenceError {
@@ -23,8 +25,8 @@ impl From<MethodError> for ReferenceError {
 }
 
 impl From<OverBudget> for ReferenceError {
-    fn from(_: OverBudget) -> Self {
-        ReferenceError::OverBudget
+    fn from(over: OverBudget) -> Self {
+        ReferenceError::OverBudget(over)
     }
 }
 
@@ -86,7 +88,7 @@ fn evaluate(
     let mut size = 2;
     for value in selected.values() {
         let left = budget.bytes_left().saturating_sub(size);
-        size += json_size_within(value, left).ok_or(OverBudget)? + 1;
+        size += json_size_within(value, left).ok_or(OverBudget::Request)? + 1;
     }
     budget.charge_bytes(size)?;
     Ok(selected.into_value())
@@ -239,7 +241,7 @@ mod tests {
         small.charge_bytes(limits.max_size_built() - whole).unwrap();
         assert_eq!(
             resolve(&mut arguments, &responses(), &mut small),
-            Err(ReferenceError::OverBudget)
+            Err(ReferenceError::OverBudget(OverBudget::Request))
         );
         assert_eq!(small.bytes_left(), whole);
         assert!(!arguments.contains_key("a"));

@@ -131,9 +131,21 @@ impl EmailLoader {
         ids: &[i64],
         plan: ReadPlan,
     ) -> Result<(Vec<LoadedEmail>, i64), LoadError> {
+        let (mut loaded, email_state) = self.load_meta(account, ids).await?;
+        self.complete(account, &mut loaded, plan).await?;
+        Ok((loaded, email_state))
+    }
+
+    /// The first step of [`EmailLoader::load`]: the metadata of the ids in
+    /// the account (with each message's stored size, so a caller can weigh
+    /// a full read before it happens) and the account's Email state.
+    pub async fn load_meta(
+        &self,
+        account: i64,
+        ids: &[i64],
+    ) -> Result<(Vec<LoadedEmail>, i64), LoadError> {
         let (metas, email_state) = self.store.email_meta_and_state(account, ids).await?;
-        let found: Vec<i64> = metas.iter().map(|m| m.id).collect();
-        let mut loaded: Vec<LoadedEmail> = metas
+        let loaded = metas
             .into_iter()
             .map(|meta| LoadedEmail {
                 meta,
@@ -142,8 +154,20 @@ impl EmailLoader {
                 raw: None,
             })
             .collect();
+        Ok((loaded, email_state))
+    }
+
+    /// The rest of [`EmailLoader::load`]: what the plan's level needs of
+    /// emails whose metadata [`EmailLoader::load_meta`] read.
+    pub async fn complete(
+        &self,
+        account: i64,
+        loaded: &mut [LoadedEmail],
+        plan: ReadPlan,
+    ) -> Result<(), LoadError> {
+        let found: Vec<i64> = loaded.iter().map(|email| email.meta.id).collect();
         if plan.full {
-            self.load_raw(&mut loaded).await?;
+            self.load_raw(loaded).await?;
         }
         if plan.header {
             let headers = self.load_headers(account, &found).await?;
@@ -152,12 +176,12 @@ impl EmailLoader {
             }
         }
         if plan.fast_view {
-            let views = self.load_fast_views(account, &loaded).await?;
+            let views = self.load_fast_views(account, loaded).await?;
             for (email, view) in loaded.iter_mut().zip(views) {
                 email.fast_view = Some(view);
             }
         }
-        Ok((loaded, email_state))
+        Ok(())
     }
 
     /// Reads every email's message, each checked against its id; the first

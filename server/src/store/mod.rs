@@ -570,7 +570,12 @@ pub trait Store: Send + Sync + 'static {
     /// over its [`Quota`]. A grant already there changes nothing.
     async fn add_blob(&self, account: i64, blob_id: &str, size: i64) -> StoreResult<()>;
     /// Whether the account may read a message or uploaded blob.
-    async fn has_blob(&self, account: i64, blob_id: &str) -> StoreResult<bool>;
+    async fn has_blob(&self, account: i64, blob_id: &str) -> StoreResult<bool> {
+        Ok(self.blob_size(account, blob_id).await?.is_some())
+    }
+    /// The size in octets of a message or uploaded blob the account may
+    /// read, `None` when it may not.
+    async fn blob_size(&self, account: i64, blob_id: &str) -> StoreResult<Option<i64>>;
     /// Which of `blob_ids` an email or a grant of any account refers to (one query).
     async fn referenced_blobs(&self, blob_ids: &[String]) -> StoreResult<HashSet<String>>;
     /// Deletes the upload grants created before `created_before` (unix

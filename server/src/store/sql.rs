@@ -1267,15 +1267,14 @@ where
         .await?)
     }
 
-    async fn has_blob(&self, account: i64, blob_id: &str) -> StoreResult<bool> {
-        let found: Option<i64> = sqlx::query_scalar(
+    async fn blob_size(&self, account: i64, blob_id: &str) -> StoreResult<Option<i64>> {
+        Ok(sqlx::query_scalar(
             "SELECT size FROM account_blobs WHERE account_id = $1 AND blob_id = $2",
         )
         .bind(account)
         .bind(blob_id)
         .fetch_optional(&self.reader)
-        .await?;
-        Ok(found.is_some())
+        .await?)
     }
 
     async fn export_raw(

@@ -237,3 +237,106 @@ async fn another_accounts_list_view_completes_while_heavy_requests_run() {
         );
     }
 }
+
+/// The full-level Email/get of `ids`: bodyValues and the three partitions.
+fn full_get(user: &TestAccount, ids: &[String]) -> Vec<Value> {
+    vec![json!(["Email/get", {
+        "accountId": user.account_id, "ids": ids,
+        "properties": ["id", "bodyValues", "textBody", "htmlBody", "attachments"],
+        "fetchAllBodyValues": true,
+    }, "g"])]
+}
+
+/// The octets of messages parsed whole are weighed from their stored sizes
+/// before a blob is read: a request over the parse budget reads nothing.
+#[tokio::test]
+async fn a_full_read_over_the_parse_budget_is_refused_before_any_blob_is_read() {
+    let limits = fastview::jmap::Limits {
+        max_size_upload: 2_000,
+        ..fastview::jmap::Limits::default()
+    };
+    let app = crate::support::spawn_app_with(fastview::app::ServeOptions {
+        limits,
+        ..fastview::app::ServeOptions::default()
+    })
+    .await;
+    let ann = app.account("ann@example.com").await;
+    let big = format!(
+        "From: a@example.com\r\nSubject: big\r\n\r\n{}\r\n",
+        "word ".repeat(2_500)
+    );
+    assert!(big.len() as u64 > limits.max_parse_bytes());
+    let ids = app.ingest(&ann, &[big.into_bytes()], 1_700_000_000).await;
+    let (status, response) = request(&app, &ann, full_get(&ann, &ids)).await;
+    assert_eq!(status, 200);
+    let error = &response["methodResponses"][0];
+    assert_eq!(error[0], "error");
+    assert_eq!(error[1]["type"], "requestTooLarge", "{error}");
+    assert_eq!(app.metric("fastview_blob_reads_total").await, 0.0);
+    // A small message of the same account is read and answered.
+    let small = app
+        .ingest(&ann, &crate::support::demo_messages()[..1], 1_700_000_100)
+        .await;
+    let (_, response) = request(&app, &ann, full_get(&ann, &small)).await;
+    assert_eq!(response["methodResponses"][0][0], "Email/get");
+    assert_eq!(app.metric("fastview_blob_reads_total").await, 1.0);
+}
+
+/// What one account's requests in flight hold is bounded: while they hold
+/// the account's whole share, its next heavy call gets `serverUnavailable`
+/// (and nothing of the earlier ones is lost), another account is served,
+/// and once they end the same call is answered.
+#[tokio::test]
+async fn an_account_whose_requests_hold_their_share_gets_server_unavailable_and_others_go_on() {
+    let app = spawn_app().await;
+    let ann = app.account("ann@example.com").await;
+    let bob = app.account("bob@example.com").await;
+    let messages = crate::support::demo_messages();
+    let ann_ids = app.ingest(&ann, &messages, 1_700_000_000).await;
+    let bob_ids = app.ingest(&bob, &messages, 1_700_000_000).await;
+    let jmap = &app.state.jmap;
+    let share = jmap.limits.max_held_per_account();
+    // Requests of ann in flight elsewhere hold all but 1,000 octets of her share.
+    let mut in_flight =
+        fastview::jmap::budget::RequestBudget::held(&jmap.limits, &jmap.holdings, ann.id);
+    in_flight
+        .charge_bytes(jmap.limits.max_size_built())
+        .unwrap();
+    in_flight
+        .charge_parse(share - jmap.limits.max_size_built() - 1_000)
+        .unwrap();
+    assert_eq!(jmap.holdings.held(ann.id).0, share - 1_000);
+
+    let (status, response) = request(&app, &ann, full_get(&ann, &ann_ids)).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        response["methodResponses"][0][1]["type"],
+        "serverUnavailable"
+    );
+    // A light call of hers (under 1,000 octets held) still runs.
+    let light = app
+        .call1(
+            &ann,
+            "Email/get",
+            json!({"accountId": ann.account_id, "ids": [], "properties": ["id"]}),
+        )
+        .await;
+    assert_eq!(light["list"], json!([]));
+    // Bob is served whole.
+    let (_, response) = request(&app, &bob, full_get(&bob, &bob_ids)).await;
+    assert_eq!(response["methodResponses"][0][0], "Email/get");
+    assert_eq!(
+        response["methodResponses"][0][1]["list"]
+            .as_array()
+            .unwrap()
+            .len(),
+        bob_ids.len()
+    );
+    // Every finished request gave back what it held.
+    assert_eq!(jmap.holdings.held(bob.id).0, 0);
+    drop(in_flight);
+    assert_eq!(jmap.holdings.held(ann.id), (0, 0));
+    let (_, response) = request(&app, &ann, full_get(&ann, &ann_ids)).await;
+    assert_eq!(response["methodResponses"][0][0], "Email/get");
+    assert_eq!(jmap.holdings.held(ann.id), (0, 0));
+}

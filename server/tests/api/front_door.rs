@@ -203,6 +203,7 @@ async fn a_connection_that_sends_nothing_is_closed_after_the_idle_timeout() {
         header_read_timeout: NEVER,
         idle_timeout: Duration::from_secs(1),
         max_connections: 16,
+        ..ConnectionLimits::default()
     }))
     .await;
     let mut silent = TcpStream::connect(app.base.trim_start_matches("http://"))
@@ -217,6 +218,7 @@ async fn a_kept_alive_connection_is_closed_after_the_idle_timeout() {
         header_read_timeout: NEVER,
         idle_timeout: Duration::from_secs(1),
         max_connections: 16,
+        ..ConnectionLimits::default()
     }))
     .await;
     let mut stream = TcpStream::connect(app.base.trim_start_matches("http://"))
@@ -240,6 +242,7 @@ async fn half_a_header_is_closed_after_the_header_read_timeout() {
         header_read_timeout: Duration::from_secs(1),
         idle_timeout: NEVER,
         max_connections: 16,
+        ..ConnectionLimits::default()
     }))
     .await;
     let mut stream = TcpStream::connect(app.base.trim_start_matches("http://"))
@@ -264,6 +267,7 @@ async fn at_the_connection_cap_the_longest_idle_connection_is_shed_for_a_new_cli
         header_read_timeout: NEVER,
         idle_timeout: NEVER,
         max_connections: 3,
+        ..ConnectionLimits::default()
     }))
     .await;
     let address = app.base.trim_start_matches("http://").to_string();
@@ -400,6 +404,7 @@ async fn an_api_body_that_trickles_in_gets_408_after_the_body_deadline() {
         header_read_timeout: Duration::from_secs(1),
         idle_timeout: NEVER,
         max_connections: 16,
+        ..ConnectionLimits::default()
     }))
     .await;
     app.account("ann@example.com").await;

@@ -288,3 +288,42 @@ async fn an_upload_to_a_full_disk_is_507_and_uploads_work_again_when_space_frees
     assert_eq!(status, 201);
     drop(app);
 }
+
+/// An upload is never idle, so it must keep a pace: after the body deadline
+/// (twice the header-read timeout) it must average `--min-upload-rate`,
+/// else 408, the connection closes and nothing is staged; a quick upload on
+/// the same server is unaffected.
+#[tokio::test]
+async fn an_upload_that_trickles_in_gets_408_and_leaves_nothing() {
+    let app = crate::support::spawn_app_with(fastview::app::ServeOptions {
+        connections: fastview::app::ConnectionLimits {
+            header_read_timeout: Duration::from_secs(1),
+            min_upload_rate: 1 << 20,
+            ..fastview::app::ConnectionLimits::default()
+        },
+        ..fastview::app::ServeOptions::default()
+    })
+    .await;
+    let user = app.account("slow@example.com").await;
+    let mut stream = open_upload(&app, &user, 64 << 10, 10).await;
+    // Ten octets a quarter second: never idle, far under 1 MiB/s.
+    let trickle = async {
+        for _ in 0..40 {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            if stream.write_all(&[b'x'; 10]).await.is_err() {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(4), trickle).await;
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response).await;
+    assert!(
+        response.starts_with(b"HTTP/1.1 408"),
+        "{}",
+        String::from_utf8_lossy(&response)
+    );
+    assert_eq!(staged(&app.app.blobs).await, 0);
+    let (status, uploaded) = upload(&app, &user, vec![b'y'; 256 << 10]).await;
+    assert_eq!(status, 201, "{uploaded}");
+}

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::render::{BodyOptions, EmailSources, render_email};
-use crate::jmap::budget::json_size_within;
+use crate::jmap::budget::{Holder, OverBudget, json_size_within};
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::mail::get::{found, get_response, parse_properties, requested_ids};
@@ -142,9 +142,15 @@ pub async fn email_get(
         })
         .inc();
 
-    // Load: once, for all ids, at that level.
-    let (loaded, state) = jmap.loader.load(ctx.account.id, &numeric, plan).await?;
-    charge_parse_bytes(ctx, &loaded)?;
+    // Load: once, for all ids, at that level; whole messages are charged
+    // from their stored sizes before any is read.
+    let (mut loaded, state) = jmap.loader.load_meta(ctx.account.id, &numeric).await?;
+    if plan.full {
+        charge_parse_bytes(ctx, &loaded)?;
+    }
+    jmap.loader
+        .complete(ctx.account.id, &mut loaded, plan)
+        .await?;
 
     // Render: inline for the list view, on the work pool when heavier.
     let job = RenderJob {
@@ -156,16 +162,24 @@ pub async fn email_get(
         metrics: jmap.metrics.clone(),
         work_left: ctx.budget.work_left,
         bytes_left: ctx.budget.bytes_left(),
+        holder: ctx.budget.holder(),
     };
     let rendered = match job.heavy {
         true => jmap.work.run(ctx.account.id, move || job.run()).await,
         false => job.run(),
     };
-    let (list, not_found, work_left) = rendered.map_err(|error| match error {
+    let Rendered {
+        list,
+        not_found,
+        work_left,
+        held,
+    } = rendered.map_err(|error| match error {
         RenderError::Work => over_work(&jmap.limits),
         RenderError::Bytes => MethodError::TooMuchBuilt(jmap.limits.max_size_built()),
+        RenderError::Busy => crate::jmap::dispatch::server_busy(),
     })?;
     ctx.budget.work_left = work_left;
+    ctx.budget.prepaid(held);
     Ok(get_response(request.account_id, state, list, not_found))
 }
 
@@ -179,26 +193,24 @@ fn over_work(limits: &Limits) -> MethodError {
     ))
 }
 
-/// Takes the octets of the messages loaded whole (the full level) from the
-/// request's parse budget, before any is parsed.
+/// Takes the stored sizes of the messages about to be read whole (the full
+/// level) from the request's parse budget, before any is read.
 fn charge_parse_bytes(
     ctx: &mut CallContext<'_>,
     loaded: &[LoadedEmail],
 ) -> Result<(), MethodError> {
-    let octets: u64 = loaded
+    let octets = loaded
         .iter()
-        .filter_map(|email| email.raw.as_ref())
-        .map(|raw| raw.len() as u64)
-        .sum();
-    let left = &mut ctx.budget.parse_bytes_left;
-    *left = left.checked_sub(octets).ok_or_else(|| {
-        MethodError::OverBudget(format!(
+        .map(|email| email.meta.size.max(0) as u64)
+        .fold(0u64, u64::saturating_add);
+    ctx.budget.charge_parse(octets).map_err(|over| match over {
+        OverBudget::Request => MethodError::OverBudget(format!(
             "parsing these messages would pass the request's {} octets of messages parsed; \
              ask for fewer ids at once",
             ctx.jmap.limits.max_parse_bytes()
-        ))
-    })?;
-    Ok(())
+        )),
+        OverBudget::Server => crate::jmap::dispatch::server_busy(),
+    })
 }
 
 /// An upper bound of the render work of the loaded emails, known without
@@ -239,6 +251,19 @@ struct RenderJob {
     metrics: Arc<Metrics>,
     work_left: u64,
     bytes_left: u64,
+    /// The request's share of the server's holdings, taken from per email
+    /// as a heavy render builds it.
+    holder: Option<Holder>,
+}
+
+/// What a render built.
+struct Rendered {
+    list: Vec<Value>,
+    not_found: Vec<String>,
+    /// Render work units left.
+    work_left: u64,
+    /// Octets taken from the holdings while building (the request's now).
+    held: u64,
 }
 
 /// Why a render stopped.
@@ -247,15 +272,18 @@ enum RenderError {
     Work,
     /// The request's budget of JSON octets built (counted per email on the pool).
     Bytes,
+    /// The holdings of the account's or the server's requests in flight.
+    Busy,
 }
 
 impl RenderJob {
-    /// Renders each requested email: `(list, notFound, render work left)`.
-    fn run(self) -> Result<(Vec<Value>, Vec<String>, u64), RenderError> {
+    /// Renders each requested email.
+    fn run(self) -> Result<Rendered, RenderError> {
         let meter = WorkMeter::new(self.work_left);
         let by_id: HashMap<i64, &LoadedEmail> =
             self.loaded.iter().map(|e| (e.meta.id, e)).collect();
         let mut bytes_left = self.bytes_left;
+        let mut held = 0u64;
         let mut failure = None;
         let (list, not_found) = found(&self.requested, |id| {
             let email = by_id.get(&ids::parse_email_id(id)?)?;
@@ -269,6 +297,12 @@ impl RenderJob {
                     if self.heavy {
                         let size =
                             json_size_within(&object, bytes_left).ok_or(RenderError::Bytes)?;
+                        if let Some(holder) = &self.holder {
+                            if !holder.take(size) {
+                                return Err(RenderError::Busy);
+                            }
+                            held += size;
+                        }
                         bytes_left -= size;
                     }
                     Ok(object)
@@ -281,9 +315,19 @@ impl RenderJob {
                 }
             }
         });
-        match failure {
-            Some(error) => Err(error),
-            None => Ok((list, not_found, meter.left())),
+        match (failure, &self.holder) {
+            (Some(error), Some(holder)) => {
+                // Nothing of it is answered: give back what it took.
+                holder.give(held);
+                Err(error)
+            }
+            (Some(error), None) => Err(error),
+            (None, _) => Ok(Rendered {
+                list,
+                not_found,
+                work_left: meter.left(),
+                held,
+            }),
         }
     }
 }

@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 
 use super::get::{BodyValueArgs, EmailShape};
 use super::render::{EmailSources, render_email};
+use crate::jmap::budget::OverBudget;
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::mail::get::requested_ids;
@@ -90,18 +91,28 @@ impl ParseRequest {
 }
 
 /// The bytes of the message a blob id names and the part path within it,
-/// if the account may read that blob; `None` otherwise.
+/// if the account may read that blob; `None` otherwise. Its stored size is
+/// taken from the request's parse budget before it is read.
 async fn read_blob(
-    ctx: &CallContext<'_>,
+    ctx: &mut CallContext<'_>,
     blob_id: &str,
 ) -> Result<Option<(Vec<u8>, Option<String>)>, MethodError> {
     let jmap = ctx.jmap;
     let Some((message, part)) = ids::parse_blob_id(blob_id) else {
         return Ok(None);
     };
-    if !jmap.store.has_blob(ctx.account.id, message).await? {
+    let Some(size) = jmap.store.blob_size(ctx.account.id, message).await? else {
         return Ok(None);
-    }
+    };
+    ctx.budget
+        .charge_parse(size.max(0) as u64)
+        .map_err(|over| match over {
+            OverBudget::Request => MethodError::OverBudget(format!(
+                "parsing {blob_id} would pass the request's {} octets of messages parsed",
+                jmap.limits.max_parse_bytes()
+            )),
+            OverBudget::Server => crate::jmap::dispatch::server_busy(),
+        })?;
     // The account holds the blob: missing or corrupt bytes are the server's
     // fault (serverFail, cause logged), never parsed as an empty message.
     let raw = jmap
@@ -114,8 +125,7 @@ async fn read_blob(
 }
 
 /// Parses the message (or the part at `part` within it) and renders it on
-/// the work pool, charging the octets to parse and the render work to the
-/// request's budget.
+/// the work pool, charging the render work to the request's budget.
 async fn parse_blob(
     ctx: &mut CallContext<'_>,
     raw: Vec<u8>,
@@ -124,15 +134,6 @@ async fn parse_blob(
     shape: &Arc<EmailShape>,
 ) -> Result<Parsed, MethodError> {
     let budget = &mut *ctx.budget;
-    budget.parse_bytes_left = budget
-        .parse_bytes_left
-        .checked_sub(raw.len() as u64)
-        .ok_or_else(|| {
-            MethodError::OverBudget(format!(
-                "parsing {blob_id} would pass the request's {} octets of messages parsed",
-                ctx.jmap.limits.max_parse_bytes()
-            ))
-        })?;
     let (id, shape) = (blob_id.to_string(), shape.clone());
     let metrics = ctx.jmap.metrics.clone();
     let work = budget.work_left;
