@@ -376,6 +376,30 @@ impl<'a> BodyPart<'a> {
 
     /// The EmailBodyPart object with the requested properties.
     pub(crate) fn render(&self, properties: &[BodyProperty], raw: &[u8], blob_id: &str) -> Value {
+        self.render_part(properties, raw, blob_id, false)
+    }
+
+    /// The `bodyStructure` of a message rooted at this part: "the full MIME
+    /// structure of the message body" (RFC 8621 §4.1.4), so every multipart
+    /// part carries its `subParts` whether or not `bodyProperties` names it
+    /// (a client walks the tree through them); the other properties are the
+    /// requested ones.
+    pub(crate) fn render_structure(
+        &self,
+        properties: &[BodyProperty],
+        raw: &[u8],
+        blob_id: &str,
+    ) -> Value {
+        self.render_part(properties, raw, blob_id, true)
+    }
+
+    fn render_part(
+        &self,
+        properties: &[BodyProperty],
+        raw: &[u8],
+        blob_id: &str,
+        whole_tree: bool,
+    ) -> Value {
         let mut object = Map::new();
         let string = |value: &Option<String>| value.clone().map_or(Value::Null, Value::String);
         for property in properties {
@@ -398,18 +422,35 @@ impl<'a> BodyPart<'a> {
                     Value::Array(tags.iter().cloned().map(Value::String).collect())
                 }),
                 BodyProperty::Location => string(&self.location),
-                BodyProperty::SubParts => self.sub_parts.as_ref().map_or(Value::Null, |parts| {
-                    Value::Array(
-                        parts
-                            .iter()
-                            .map(|part| part.render(properties, raw, blob_id))
-                            .collect(),
-                    )
-                }),
+                BodyProperty::SubParts => {
+                    self.render_sub_parts(properties, raw, blob_id, whole_tree)
+                }
             };
             object.insert(property.name().to_string(), value);
         }
+        if whole_tree && self.sub_parts.is_some() && !properties.contains(&BodyProperty::SubParts) {
+            let sub_parts = self.render_sub_parts(properties, raw, blob_id, whole_tree);
+            object.insert(BodyProperty::SubParts.name().to_string(), sub_parts);
+        }
         Value::Object(object)
+    }
+
+    /// `subParts`: each child rendered alike; `null` for a leaf part.
+    fn render_sub_parts(
+        &self,
+        properties: &[BodyProperty],
+        raw: &[u8],
+        blob_id: &str,
+        whole_tree: bool,
+    ) -> Value {
+        self.sub_parts.as_ref().map_or(Value::Null, |parts| {
+            Value::Array(
+                parts
+                    .iter()
+                    .map(|part| part.render_part(properties, raw, blob_id, whole_tree))
+                    .collect(),
+            )
+        })
     }
 
     /// The text of a text part: transfer- and charset-decoded, CRLF replaced

@@ -730,8 +730,9 @@ fn raw_value(
     Some(String::from_utf8_lossy(bytes).into_owned())
 }
 
-/// The date after the last `;` of the first Received header.
-fn top_received_time(parsed: &mail_parser::Message<'_>) -> Option<i64> {
+/// The date (unix seconds) after the last `;` of the first (most recent)
+/// Received header; `None` without one or when it does not parse.
+pub fn top_received_time(parsed: &mail_parser::Message<'_>) -> Option<i64> {
     let header = parsed
         .headers()
         .iter()

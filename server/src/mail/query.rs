@@ -38,6 +38,12 @@ pub enum Filter {
     Subject(String),
     /// `[name]` or `[name, value]`: the header exists (and its value contains `value`).
     Header(String, Option<String>),
+    /// At least one email of the email's thread has the keyword.
+    SomeInThreadHaveKeyword(String),
+    /// Every email of the email's thread has the keyword.
+    AllInThreadHaveKeyword(String),
+    /// No email of the email's thread has the keyword.
+    NoneInThreadHaveKeyword(String),
 }
 
 impl Filter {
@@ -49,17 +55,80 @@ impl Filter {
             _ => false,
         }
     }
+
+    /// Whether evaluating this filter needs the keywords of whole threads
+    /// ([`ThreadKeywords`]).
+    pub fn needs_threads(&self) -> bool {
+        match self {
+            Filter::And(c) | Filter::Or(c) | Filter::Not(c) => c.iter().any(Filter::needs_threads),
+            Filter::SomeInThreadHaveKeyword(_)
+            | Filter::AllInThreadHaveKeyword(_)
+            | Filter::NoneInThreadHaveKeyword(_) => true,
+            _ => false,
+        }
+    }
 }
 
-/// Whether `row` matches `filter`; `headers` holds the header blocks of rows,
-/// split into fields, when the filter needs them.
-pub fn matches(filter: &Filter, row: &QueryRow, headers: &HashMap<i64, HeaderFields>) -> bool {
+/// What a filter or sort may read beside the row itself: the header blocks
+/// split into fields (for `header`), and the keywords of each thread (for
+/// the `…InThreadHaveKeyword` filters and sorts), each loaded only when
+/// needed ([`Filter::needs_headers`], [`Filter::needs_threads`]).
+#[derive(Debug, Default)]
+pub struct QueryFacts {
+    pub headers: HashMap<i64, HeaderFields>,
+    pub threads: ThreadKeywords,
+}
+
+/// Per thread: how many emails it has and how many of them carry each
+/// keyword (lowercase), over every email of the account (RFC 8621 §4.4.1:
+/// "the thread" is all of it, whatever mailbox the query is in).
+#[derive(Debug, Default)]
+pub struct ThreadKeywords {
+    threads: HashMap<i64, (usize, HashMap<String, usize>)>,
+}
+
+impl ThreadKeywords {
+    /// Counts the keywords of `rows`, which must be every email of the account.
+    pub fn count(rows: &[QueryRow]) -> Self {
+        let mut threads: HashMap<i64, (usize, HashMap<String, usize>)> = HashMap::new();
+        for row in rows {
+            let (emails, keywords) = threads.entry(row.meta.thread_id).or_default();
+            *emails += 1;
+            for keyword in &row.meta.keywords {
+                *keywords.entry(keyword.to_ascii_lowercase()).or_default() += 1;
+            }
+        }
+        Self { threads }
+    }
+
+    /// (emails of `thread` with `keyword`, emails of `thread`).
+    fn with(&self, thread: i64, keyword: &str) -> (usize, usize) {
+        self.threads
+            .get(&thread)
+            .map_or((0, 0), |(emails, keywords)| {
+                (keywords.get(keyword).copied().unwrap_or(0), *emails)
+            })
+    }
+
+    fn some(&self, thread: i64, keyword: &str) -> bool {
+        self.with(thread, keyword).0 > 0
+    }
+
+    fn all(&self, thread: i64, keyword: &str) -> bool {
+        let (with, emails) = self.with(thread, keyword);
+        emails > 0 && with == emails
+    }
+}
+
+/// Whether `row` matches `filter`; `facts` holds what the filter needs
+/// beyond the row.
+pub fn matches(filter: &Filter, row: &QueryRow, facts: &QueryFacts) -> bool {
     let meta = &row.meta;
     let index = &row.index;
     match filter {
-        Filter::And(conditions) => conditions.iter().all(|c| matches(c, row, headers)),
-        Filter::Or(conditions) => conditions.iter().any(|c| matches(c, row, headers)),
-        Filter::Not(conditions) => !conditions.iter().any(|c| matches(c, row, headers)),
+        Filter::And(conditions) => conditions.iter().all(|c| matches(c, row, facts)),
+        Filter::Or(conditions) => conditions.iter().any(|c| matches(c, row, facts)),
+        Filter::Not(conditions) => !conditions.iter().any(|c| matches(c, row, facts)),
         Filter::InMailbox(id) => meta.mailbox_ids.contains(id),
         Filter::InMailboxUnknown => false,
         Filter::InMailboxOtherThan(ids) => meta.mailbox_ids.iter().any(|m| !ids.contains(m)),
@@ -75,9 +144,13 @@ pub fn matches(filter: &Filter, row: &QueryRow, headers: &HashMap<i64, HeaderFie
         Filter::Cc(text) => text_matches(&index.cc_text, text),
         Filter::Bcc(text) => text_matches(&index.bcc_text, text),
         Filter::Subject(text) => text_matches(&index.subject, text),
-        Filter::Header(name, value) => headers
+        Filter::Header(name, value) => facts
+            .headers
             .get(&meta.id)
             .is_some_and(|fields| header_matches(fields, name, value.as_deref())),
+        Filter::SomeInThreadHaveKeyword(k) => facts.threads.some(meta.thread_id, k),
+        Filter::AllInThreadHaveKeyword(k) => facts.threads.all(meta.thread_id, k),
+        Filter::NoneInThreadHaveKeyword(k) => !facts.threads.some(meta.thread_id, k),
     }
 }
 
@@ -125,8 +198,10 @@ fn header_matches(fields: &HeaderFields, name: &str, text: Option<&str>) -> bool
     }
 }
 
-/// A sort property (RFC 8621 §4.4.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A sort property (RFC 8621 §4.4.2). The keyword sorts compare a boolean
+/// (false before true when ascending): whether the email has the keyword
+/// (lowercase), or some or all emails of its thread have it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SortProperty {
     ReceivedAt,
     SentAt,
@@ -134,17 +209,61 @@ pub enum SortProperty {
     From,
     To,
     Subject,
+    HasKeyword(String),
+    SomeInThreadHaveKeyword(String),
+    AllInThreadHaveKeyword(String),
+}
+
+impl SortProperty {
+    /// Whether an update of an email (its keywords) can move it in this order.
+    pub fn is_mutable(&self) -> bool {
+        !matches!(
+            self,
+            SortProperty::ReceivedAt
+                | SortProperty::SentAt
+                | SortProperty::Size
+                | SortProperty::From
+                | SortProperty::To
+                | SortProperty::Subject
+        )
+    }
+
+    /// Whether it reads the keywords of whole threads ([`ThreadKeywords`]).
+    pub fn needs_threads(&self) -> bool {
+        matches!(
+            self,
+            SortProperty::SomeInThreadHaveKeyword(_) | SortProperty::AllInThreadHaveKeyword(_)
+        )
+    }
 }
 
 /// One comparator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Comparator {
     pub property: SortProperty,
     pub ascending: bool,
 }
 
-fn compare(a: &QueryRow, b: &QueryRow, property: SortProperty) -> Ordering {
+fn compare(
+    a: &QueryRow,
+    b: &QueryRow,
+    property: &SortProperty,
+    threads: &ThreadKeywords,
+) -> Ordering {
+    let has = |row: &QueryRow, keyword: &str| {
+        row.meta
+            .keywords
+            .iter()
+            .any(|k| k.eq_ignore_ascii_case(keyword))
+    };
     match property {
+        SortProperty::HasKeyword(k) => has(a, k).cmp(&has(b, k)),
+        SortProperty::SomeInThreadHaveKeyword(k) => threads
+            .some(a.meta.thread_id, k)
+            .cmp(&threads.some(b.meta.thread_id, k)),
+        SortProperty::AllInThreadHaveKeyword(k) => threads
+            .all(a.meta.thread_id, k)
+            .cmp(&threads.all(b.meta.thread_id, k)),
         SortProperty::ReceivedAt => a.meta.received_at.cmp(&b.meta.received_at),
         // Emails without a valid Date sort as if sent when received.
         SortProperty::SentAt => a
@@ -160,11 +279,12 @@ fn compare(a: &QueryRow, b: &QueryRow, property: SortProperty) -> Ordering {
 
 /// Sorts rows by the comparators, then by id (the same direction as the
 /// first comparator), so equal keys have a stable, documented order.
-pub fn sort(rows: &mut [QueryRow], comparators: &[Comparator]) {
+/// `threads` serves the thread keyword sorts (empty when none is used).
+pub fn sort(rows: &mut [QueryRow], comparators: &[Comparator], threads: &ThreadKeywords) {
     let tie_ascending = comparators.first().is_none_or(|c| c.ascending);
     rows.sort_by(|a, b| {
         for comparator in comparators {
-            let order = compare(a, b, comparator.property);
+            let order = compare(a, b, &comparator.property, threads);
             let order = if comparator.ascending {
                 order
             } else {
@@ -300,7 +420,7 @@ mod tests {
             row(2, 1, 200, 1500, &[], "bob@example.com"),
             row(3, 3, 150, 50, &["$flagged"], "cy@example.com"),
         ];
-        let none = HashMap::new();
+        let none = QueryFacts::default();
         let ids = |filter: &Filter| -> Vec<i64> {
             rows.iter()
                 .filter(|r| matches(filter, r, &none))
@@ -331,6 +451,7 @@ mod tests {
                 property: SortProperty::ReceivedAt,
                 ascending: false,
             }],
+            &none.threads,
         );
         assert_eq!(
             sorted.iter().map(|r| r.meta.id).collect::<Vec<_>>(),
@@ -342,6 +463,7 @@ mod tests {
                 property: SortProperty::Size,
                 ascending: true,
             }],
+            &none.threads,
         );
         assert_eq!(
             sorted.iter().map(|r| r.meta.id).collect::<Vec<_>>(),
@@ -353,11 +475,71 @@ mod tests {
                 property: SortProperty::ReceivedAt,
                 ascending: false,
             }],
+            &none.threads,
         );
         let collapsed = collapse_threads(sorted);
         assert_eq!(
             collapsed.iter().map(|r| r.meta.id).collect::<Vec<_>>(),
             vec![2, 3]
+        );
+    }
+
+    #[test]
+    fn keyword_filters_and_sorts_read_the_email_or_its_whole_thread() {
+        // Thread 1: emails 1 ($seen) and 2 (none); thread 3: email 3
+        // ($seen, $flagged); thread 4: email 4 ($seen).
+        let rows = vec![
+            row(1, 1, 100, 500, &["$seen"], "a@example.com"),
+            row(2, 1, 200, 500, &[], "b@example.com"),
+            row(3, 3, 300, 500, &["$seen", "$Flagged"], "c@example.com"),
+            row(4, 4, 400, 500, &["$seen"], "d@example.com"),
+        ];
+        let facts = QueryFacts {
+            threads: ThreadKeywords::count(&rows),
+            ..QueryFacts::default()
+        };
+        let ids = |filter: Filter| -> Vec<i64> {
+            rows.iter()
+                .filter(|r| matches(&filter, r, &facts))
+                .map(|r| r.meta.id)
+                .collect()
+        };
+        let seen = || "$seen".to_string();
+        assert_eq!(ids(Filter::SomeInThreadHaveKeyword(seen())), [1, 2, 3, 4]);
+        assert_eq!(ids(Filter::AllInThreadHaveKeyword(seen())), [3, 4]);
+        assert_eq!(
+            ids(Filter::NoneInThreadHaveKeyword("$flagged".into())),
+            [1, 2, 4]
+        );
+        assert_eq!(ids(Filter::SomeInThreadHaveKeyword("$flagged".into())), [3]);
+        let order = |property: SortProperty, ascending: bool| -> Vec<i64> {
+            let mut sorted = rows.clone();
+            let by = [
+                Comparator {
+                    property,
+                    ascending,
+                },
+                Comparator {
+                    property: SortProperty::ReceivedAt,
+                    ascending: true,
+                },
+            ];
+            sort(&mut sorted, &by, &facts.threads);
+            sorted.iter().map(|r| r.meta.id).collect()
+        };
+        // false sorts before true when ascending; then receivedAt.
+        assert_eq!(order(SortProperty::HasKeyword(seen()), true), [2, 1, 3, 4]);
+        assert_eq!(order(SortProperty::HasKeyword(seen()), false), [1, 3, 4, 2]);
+        assert_eq!(
+            order(SortProperty::AllInThreadHaveKeyword(seen()), false),
+            [3, 4, 1, 2]
+        );
+        assert_eq!(
+            order(
+                SortProperty::SomeInThreadHaveKeyword("$flagged".into()),
+                false
+            ),
+            [3, 1, 2, 4]
         );
     }
 

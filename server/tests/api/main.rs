@@ -9,6 +9,7 @@ mod blob_gc;
 mod blob_integrity;
 mod budget;
 mod client;
+mod client_features;
 mod core;
 mod corpus;
 mod crash;

@@ -13,6 +13,7 @@ use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::mail::set::{check_request, set_error_map};
 use crate::jmap::{args, ids};
+use crate::mail::import_source::top_received_time;
 use crate::mail::ingest::{IngestError, prepare, store_batch};
 use crate::store::{Inserted, StoreError};
 
@@ -29,7 +30,8 @@ struct EmailImport<'a> {
     blob_id: &'a str,
     mailbox_ids: BTreeSet<i64>,
     keywords: BTreeSet<String>,
-    received_at: i64,
+    /// `None`: the message's top Received header, else now (§4.8).
+    received_at: Option<i64>,
 }
 
 /// Handles one Email/import call: the emails in creation id order.
@@ -84,7 +86,8 @@ pub async fn email_import(
 }
 
 /// Checks one EmailImport object: `blobId` given, `mailboxIds` of this
-/// account (at least one), `keywords`, `receivedAt` (default: now).
+/// account (at least one), `keywords`, `receivedAt` (default: decided when
+/// the message is read, [`store_message`]).
 fn parse_import<'a>(
     object: &'a Map<String, Value>,
     owned_mailboxes: &[i64],
@@ -113,14 +116,16 @@ fn parse_import<'a>(
         .transpose()?
         .unwrap_or_default();
     let received_at = match object.get("receivedAt") {
-        None | Some(Value::Null) => chrono::Utc::now().timestamp(),
-        Some(value) => value
-            .as_str()
-            .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
-            .ok_or_else(|| {
-                SetError::invalid_properties(&["receivedAt"], "receivedAt must be a UTCDate")
-            })?
-            .timestamp(),
+        None | Some(Value::Null) => None,
+        Some(value) => Some(
+            value
+                .as_str()
+                .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+                .ok_or_else(|| {
+                    SetError::invalid_properties(&["receivedAt"], "receivedAt must be a UTCDate")
+                })?
+                .timestamp(),
+        ),
     };
     Ok(EmailImport {
         blob_id,
@@ -137,10 +142,11 @@ async fn import_one(
     ctx: &CallContext<'_>,
     import: EmailImport<'_>,
 ) -> Result<Result<Value, SetError>, MethodError> {
-    // Load.
+    // Load. RFC 8621 §4.8: a blobId that is not found "MUST" be
+    // invalidProperties (not blobNotFound, which Email/set uses).
     let Some(raw) = read_message_blob(ctx, import.blob_id).await? else {
-        return Ok(Err(SetError::new(
-            "blobNotFound",
+        return Ok(Err(SetError::invalid_properties(
+            &["blobId"],
             format!("no blob {} in this account", import.blob_id),
         )));
     };
@@ -168,7 +174,9 @@ async fn import_one(
 }
 
 /// Stores a message as `fastview import` does (parsed once, off the async
-/// threads; blob, then its rows in one transaction). Returns the outcome,
+/// threads; blob, then its rows in one transaction); without a `receivedAt`
+/// it is the date of the message's most recent (topmost) Received header,
+/// else the import time (RFC 8621 §4.8). Returns the outcome,
 /// the blob id and the size, or `overQuota` (RFC 8621 §4.8) when the
 /// account would end over its quota.
 async fn store_message(
@@ -187,7 +195,11 @@ async fn store_message(
             raw,
             mailbox_ids.into_iter().collect(),
             keywords.into_iter().collect(),
-            |_| received_at,
+            |parsed| {
+                received_at
+                    .or_else(|| parsed.and_then(top_received_time))
+                    .unwrap_or_else(|| chrono::Utc::now().timestamp())
+            },
         )
     })
     .await

@@ -22,7 +22,7 @@ use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::{args, ids};
 use crate::mail::header::HeaderFields;
-use crate::mail::query::{self, Comparator, Filter, SortProperty};
+use crate::mail::query::{self, Comparator, Filter, QueryFacts, SortProperty, ThreadKeywords};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -50,6 +50,9 @@ pub(crate) struct SortArgument {
     is_ascending: bool,
     #[serde(default)]
     collation: Option<String>,
+    /// The keyword of the keyword sorts (RFC 8621 §4.4.2).
+    #[serde(default)]
+    keyword: Option<String>,
 }
 
 fn yes() -> bool {
@@ -123,6 +126,15 @@ pub(crate) fn parse_filter(value: &Value) -> Result<Filter, MethodError> {
             "maxSize" => Filter::MaxSize(number(value, name)?),
             "hasKeyword" => Filter::HasKeyword(text(value, name)?.to_lowercase()),
             "notKeyword" => Filter::NotKeyword(text(value, name)?.to_lowercase()),
+            "someInThreadHaveKeyword" => {
+                Filter::SomeInThreadHaveKeyword(text(value, name)?.to_lowercase())
+            }
+            "allInThreadHaveKeyword" => {
+                Filter::AllInThreadHaveKeyword(text(value, name)?.to_lowercase())
+            }
+            "noneInThreadHaveKeyword" => {
+                Filter::NoneInThreadHaveKeyword(text(value, name)?.to_lowercase())
+            }
             "hasAttachment" => Filter::HasAttachment(
                 value
                     .as_bool()
@@ -176,6 +188,14 @@ pub(crate) fn parse_sort(sort: Option<Vec<SortArgument>>) -> Result<Vec<Comparat
                     "unknown collation {collation}"
                 )));
             }
+            let keyword = || {
+                s.keyword
+                    .as_deref()
+                    .and_then(super::set::valid_keyword)
+                    .ok_or_else(|| {
+                        invalid(format!("sorting by {} needs a valid keyword", s.property))
+                    })
+            };
             let property = match s.property.as_str() {
                 "receivedAt" => SortProperty::ReceivedAt,
                 "sentAt" => SortProperty::SentAt,
@@ -183,6 +203,9 @@ pub(crate) fn parse_sort(sort: Option<Vec<SortArgument>>) -> Result<Vec<Comparat
                 "from" => SortProperty::From,
                 "to" => SortProperty::To,
                 "subject" => SortProperty::Subject,
+                "hasKeyword" => SortProperty::HasKeyword(keyword()?),
+                "someInThreadHaveKeyword" => SortProperty::SomeInThreadHaveKeyword(keyword()?),
+                "allInThreadHaveKeyword" => SortProperty::AllInThreadHaveKeyword(keyword()?),
                 other => {
                     return Err(MethodError::UnsupportedSort(format!(
                         "cannot sort by {other}"
@@ -224,17 +247,33 @@ pub async fn email_query(
     let mut response = json!({
         "accountId": request.account_id,
         "queryState": state.to_string(),
-        "canCalculateChanges": !request.collapse_threads,
+        "canCalculateChanges": can_calculate_changes(filter.as_ref(), &comparators, request.collapse_threads),
         "position": page.position,
         "ids": page.ids.into_iter().map(ids::email_id).collect::<Vec<_>>(),
     });
     if request.calculate_total {
         response["total"] = json!(page.total);
     }
-    if request.limit.is_some_and(|l| l > max_limit) {
+    // RFC 8620 §5.5: a limit over the server's maximum, or none, is clamped
+    // to it "and the new limit is returned with the response".
+    if request.limit.is_none_or(|l| l > max_limit) {
         response["limit"] = json!(max_limit);
     }
     Ok(response)
+}
+
+/// Whether Email/queryChanges can follow this query ([`super::query_changes`]):
+/// not with `collapseThreads`, nor with a filter or sort over whole threads
+/// (an update of one email moves others of its thread, which the change log
+/// does not name).
+pub(crate) fn can_calculate_changes(
+    filter: Option<&Filter>,
+    comparators: &[Comparator],
+    collapse_threads: bool,
+) -> bool {
+    !collapse_threads
+        && !filter.is_some_and(Filter::needs_threads)
+        && !comparators.iter().any(|c| c.property.needs_threads())
 }
 
 /// One page of an Email/query's results.
@@ -355,32 +394,40 @@ pub(crate) async fn matching_rows(
         }),
         _ => None,
     };
-    let mut rows = ctx
-        .jmap
-        .store
-        .query_rows(ctx.account.id, in_mailbox)
-        .await?;
-    if let Some(filter) = filter {
-        let headers = if filter.needs_headers() {
-            load_header_fields(ctx, &rows).await?
-        } else {
-            HashMap::new()
+    let store = &ctx.jmap.store;
+    let mut rows = store.query_rows(ctx.account.id, in_mailbox).await?;
+    let mut facts = QueryFacts::default();
+    if filter.is_some_and(Filter::needs_threads)
+        || comparators.iter().any(|c| c.property.needs_threads())
+    {
+        // A thread is all of it, not only its emails in the mailbox.
+        facts.threads = match in_mailbox {
+            None => ThreadKeywords::count(&rows),
+            Some(_) => ThreadKeywords::count(&store.query_rows(ctx.account.id, None).await?),
         };
-        rows.retain(|row| query::matches(filter, row, &headers));
     }
-    query::sort(&mut rows, comparators);
+    if let Some(filter) = filter {
+        if filter.needs_headers() {
+            facts.headers = load_header_fields(ctx, &rows).await?;
+        }
+        rows.retain(|row| query::matches(filter, row, &facts));
+    }
+    query::sort(&mut rows, comparators, &facts.threads);
     Ok(rows)
 }
 
 /// Whether a filter reads a property an email's update can change
-/// (mailboxIds, keywords); every sort property is immutable.
+/// (mailboxIds, keywords).
 pub(crate) fn is_mutable(filter: &Filter) -> bool {
     match filter {
         Filter::And(c) | Filter::Or(c) | Filter::Not(c) => c.iter().any(is_mutable),
         Filter::InMailbox(_)
         | Filter::InMailboxOtherThan(_)
         | Filter::HasKeyword(_)
-        | Filter::NotKeyword(_) => true,
+        | Filter::NotKeyword(_)
+        | Filter::SomeInThreadHaveKeyword(_)
+        | Filter::AllInThreadHaveKeyword(_)
+        | Filter::NoneInThreadHaveKeyword(_) => true,
         _ => false,
     }
 }

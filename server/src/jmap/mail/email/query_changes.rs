@@ -2,21 +2,25 @@
 //!
 //! The query state is the Email state. Every email changed since
 //! `sinceQueryState` may have entered, left or moved in the results: when
-//! the filter reads a mutable property (mailboxIds, keywords) each updated or
+//! the filter or a sort reads a mutable property (mailboxIds, keywords) each updated or
 //! destroyed email is `removed` and each created or updated one still in the
 //! results is `added` again at its index (RFC 8620 §5.6 allows extra
 //! removals); otherwise only destroyed emails are removed, created ones
 //! added, and `upToId` bounds the additions. The list view (inMailbox +
 //! receivedAt) finds indexes on the (mailbox, receivedAt) index; other
 //! queries are evaluated as Email/query evaluates them. `collapseThreads`
-//! is `cannotCalculateChanges`, as Email/query's `canCalculateChanges` says.
+//! and the filters and sorts over the keywords of whole threads are
+//! `cannotCalculateChanges`, as Email/query's `canCalculateChanges` says.
 
 use std::collections::HashMap;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::query::{SortArgument, is_mutable, listing, matching_rows, parse_filter, parse_sort};
+use super::query::{
+    SortArgument, can_calculate_changes, is_mutable, listing, matching_rows, parse_filter,
+    parse_sort,
+};
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::mail::query_changes::{
@@ -46,7 +50,7 @@ struct QueryChangesRequest {
 struct Query {
     filter: Option<Filter>,
     comparators: Vec<Comparator>,
-    /// Whether the filter reads a property an update can change.
+    /// Whether the filter or the sort reads a property an update can change.
     mutable: bool,
     /// `upToId` as a row id (ignored when `mutable`).
     up_to_id: Option<i64>,
@@ -64,14 +68,17 @@ pub async fn email_query_changes(
     check_max_changes(request.args.max_changes)?;
     let filter = request.filter.as_ref().map(parse_filter).transpose()?;
     let comparators = parse_sort(request.sort)?;
-    if request.collapse_threads {
+    if !can_calculate_changes(filter.as_ref(), &comparators, request.collapse_threads) {
         return Err(MethodError::CannotCalculateChanges(
-            "changes of a query with collapseThreads cannot be calculated".into(),
+            "changes of a query with collapseThreads, or filtered or sorted by the keywords \
+             of whole threads, cannot be calculated"
+                .into(),
         ));
     }
     let since = parse_query_state(&request.args.since_query_state)?;
     let query = Query {
-        mutable: filter.as_ref().is_some_and(is_mutable),
+        mutable: filter.as_ref().is_some_and(is_mutable)
+            || comparators.iter().any(|c| c.property.is_mutable()),
         filter,
         comparators,
         up_to_id: request.up_to_id.as_deref().and_then(ids::parse_email_id),

@@ -185,7 +185,9 @@ pub fn render_email(
             ),
             BodyStructure => body().map_or_else(
                 || missing(property),
-                |(full, tree, _)| tree.render(body_properties, &full.raw_message, &meta.blob_id),
+                |(full, tree, _)| {
+                    tree.render_structure(body_properties, &full.raw_message, &meta.blob_id)
+                },
             ),
             TextBody => list(property, |lists| &lists.text_body),
             HtmlBody => list(property, |lists| &lists.html_body),
@@ -727,14 +729,38 @@ mod tests {
             &BodyProperty::default_list(),
             &FETCH_ALL,
         );
-        // Without `subParts` in bodyProperties the tree is not expanded (RFC 8621 §4.2).
+        // Without `subParts` in bodyProperties a multipart part still carries
+        // its subParts (RFC 8621 §4.1.4: the full structure); a leaf part has
+        // only the requested properties.
+        let structure = &got["bodyStructure"];
+        assert_eq!(structure["type"], "multipart/mixed");
+        assert_eq!(structure["partId"], Value::Null);
+        let types = |parts: &Value| -> Vec<String> {
+            parts
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["type"].as_str().unwrap().to_string())
+                .collect()
+        };
         assert_eq!(
-            got["bodyStructure"],
-            json!({
-                "partId": null, "blobId": null, "size": 556, "name": null, "type": "multipart/mixed",
-                "charset": null, "disposition": null, "cid": null, "language": null, "location": null,
-            })
+            types(&structure["subParts"]),
+            ["multipart/alternative", "text/plain"]
         );
+        let alternative = &structure["subParts"][0];
+        assert_eq!(
+            types(&alternative["subParts"]),
+            ["text/plain", "multipart/related"]
+        );
+        assert_eq!(
+            types(&alternative["subParts"][1]["subParts"]),
+            ["text/html", "image/gif"]
+        );
+        // Leaves: the ten default properties, no subParts key.
+        let leaf = &alternative["subParts"][0];
+        assert_eq!(leaf.as_object().unwrap().len(), 10, "{leaf}");
+        assert!(leaf.get("subParts").is_none());
+        assert_eq!(leaf["partId"], "2");
         let got = render(
             &raw,
             &properties(&["bodyStructure"]),

@@ -167,6 +167,11 @@ pub async fn mailbox_query(
     if request.calculate_total {
         response["total"] = json!(total);
     }
+    // RFC 8620 §5.5: a clamped limit is returned with the response.
+    let max_limit = ctx.jmap.limits.max_objects_in_get;
+    if request.limit.is_none_or(|l| l > max_limit) {
+        response["limit"] = json!(max_limit);
+    }
     Ok(response)
 }
 
