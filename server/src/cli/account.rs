@@ -69,7 +69,7 @@ pub enum AccountCommand {
 
 /// An account address as typed, in the one form logins are compared in
 /// ([`normalize_address`]): every subcommand names accounts this way.
-fn parse_address(value: &str) -> Result<String, String> {
+pub(super) fn parse_address(value: &str) -> Result<String, String> {
     Ok(normalize_address(value))
 }
 

@@ -12,6 +12,7 @@ mod migrate_store;
 mod reproject;
 mod seed;
 mod serve;
+mod token;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -76,6 +77,9 @@ pub enum Command {
     /// Manage accounts.
     #[command(subcommand)]
     Account(account::AccountCommand),
+    /// Manage API tokens (`Authorization: Bearer`).
+    #[command(subcommand)]
+    Token(token::TokenCommand),
     /// Import Maildir folders, .mbox files and .eml files into an account.
     Import(import::ImportArgs),
     /// Create demo@example.com with the shipped demo mail (if missing) and serve.
@@ -123,6 +127,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(args) => serve::serve(&global, args).await,
         Command::Account(command) => account::run(&global, command).await,
+        Command::Token(command) => token::run(&global, command).await,
         Command::Import(args) => import::import(&global, args).await,
         Command::Demo(args) => demo::demo(&global, args).await,
         Command::Reproject(args) => reproject::reproject(&global, args).await,

@@ -1,4 +1,11 @@
-//! HTTP Basic authentication (RFC 7617) against argon2 password hashes.
+//! HTTP Basic authentication (RFC 7617) against argon2 password hashes, and
+//! `Authorization: Bearer` (RFC 6750) with API tokens (`fastview token`).
+//!
+//! An API token is `fvt_` and 43 base64url characters (32 random octets);
+//! the store keeps only its SHA-256, by which a Bearer credential is looked
+//! up (one indexed read; a token has too much entropy to guess, so no argon2
+//! and no brake). A looked-up token is trusted for [`TOKEN_RECHECK`], so a
+//! revoked or expired token stops working within that time on every node.
 //!
 //! Verified credentials are cached (moka) for up to [`VERIFIED_TTL`], keyed
 //! by the user and a keyed SHA-256 of the password (the key is random per
@@ -57,6 +64,11 @@ use crate::store::{Account, Store};
 
 /// How long a verified credential is trusted without looking at the database.
 pub const CREDENTIAL_TTL: Duration = Duration::from_secs(60);
+/// How long a looked-up API token is trusted without looking again; also how
+/// often an open event stream checks that its credential still stands.
+pub const TOKEN_RECHECK: Duration = Duration::from_secs(5);
+/// The prefix of an API token's secret.
+pub const TOKEN_PREFIX: &str = "fvt_";
 /// How long a verified credential is kept at most (then argon2 again).
 pub const VERIFIED_TTL: Duration = Duration::from_secs(3600);
 /// The window failed attempts are counted in.
@@ -134,6 +146,33 @@ pub fn verify_password(password: &str, hash: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// What a request authenticated with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// Basic: the account's password, verified against this hash.
+    Password { password_hash: String },
+    /// Bearer: an API token, by id.
+    Token { id: i64 },
+}
+
+/// A new API token's secret: [`TOKEN_PREFIX`] and 32 random octets in
+/// base64url; shown once, stored only as [`token_digest`].
+pub fn new_token_secret() -> String {
+    let secret: [u8; 32] = rand::random();
+    format!(
+        "{TOKEN_PREFIX}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret)
+    )
+}
+
+/// What the store keeps of a token secret: its SHA-256, lowercase hex.
+pub fn token_digest(secret: &str) -> String {
+    Sha256::digest(secret.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// Authenticates requests for one server instance.
 pub struct Authenticator {
     store: Arc<dyn Store>,
@@ -147,6 +186,10 @@ pub struct Authenticator {
     verify_slots: Arc<Semaphore>,
     verify_waiting: AtomicUsize,
     max_verify_waiting: usize,
+    /// Tokens looked up in the last [`TOKEN_RECHECK`], by secret digest.
+    tokens: Cache<String, (Account, i64)>,
+    /// The deployment's push access key, read once.
+    push_key: tokio::sync::OnceCell<Vec<u8>>,
 }
 
 impl Authenticator {
@@ -175,7 +218,59 @@ impl Authenticator {
             verify_slots: Arc::new(Semaphore::new(cores)),
             verify_waiting: AtomicUsize::new(0),
             max_verify_waiting: cores * VERIFY_QUEUE_PER_CORE,
+            tokens: Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(TOKEN_RECHECK)
+                .build(),
+            push_key: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// The deployment's key for push access ([`super::push_access`]).
+    pub async fn push_key(&self) -> Result<&[u8], HttpError> {
+        self.push_key
+            .get_or_try_init(|| self.store.server_key(super::push_access::KEY_NAME))
+            .await
+            .map(Vec::as_slice)
+            .map_err(|error| HttpError::Internal(error.to_string()))
+    }
+
+    /// Whether `credential` still stands for `account` (the account exists,
+    /// its password hash is unchanged, or the token exists unexpired): an
+    /// open event stream asks every [`TOKEN_RECHECK`].
+    pub async fn still_valid(&self, account: i64, credential: &Credential) -> bool {
+        match credential {
+            Credential::Password { password_hash } => {
+                matches!(self.store.account_by_id(account).await,
+                    Ok(Some(current)) if current.password_hash == *password_hash)
+            }
+            Credential::Token { id } => {
+                let now = chrono::Utc::now().timestamp();
+                matches!(self.store.tokens(account).await,
+                    Ok(tokens) if tokens.iter().any(|token| token.id == *id
+                        && token.expires_at.is_none_or(|at| at > now)))
+            }
+        }
+    }
+
+    /// The account of a Bearer API token; 401 for an unknown, revoked or
+    /// expired one.
+    async fn bearer(&self, secret: &str) -> Result<(Account, Credential), HttpError> {
+        let digest = token_digest(secret);
+        if let Some((account, id)) = self.tokens.get(&digest).await {
+            return Ok((account, Credential::Token { id }));
+        }
+        let now = chrono::Utc::now().timestamp();
+        let found = self
+            .store
+            .account_by_token(&digest, now)
+            .await
+            .map_err(|error| HttpError::Internal(error.to_string()))?;
+        let (account, token) = found.ok_or(HttpError::Unauthorized)?;
+        self.tokens
+            .insert(digest, (account.clone(), token.id))
+            .await;
+        Ok((account, Credential::Token { id: token.id }))
     }
 
     /// The client address of a request from TCP peer `peer` ([`client_address`]).
@@ -269,15 +364,19 @@ impl Authenticator {
         Ok(current.filter(|a| a.id == cached.id && a.password_hash == cached.password_hash))
     }
 
-    /// The account of a request's `Authorization: Basic` header, from client
-    /// address `client`; 401 for a missing or malformed header, an unknown
-    /// user or a wrong password alike; 429 after too many failures; 503 when
+    /// The account of a request's `Authorization` header (Basic, or Bearer
+    /// with an API token) and the credential it used, from client address
+    /// `client`; 401 for a missing or malformed header, an unknown user or
+    /// token or a wrong password alike; 429 after too many failures; 503 when
     /// too many verifications wait.
     pub async fn authenticate(
         &self,
         headers: &HeaderMap,
         client: IpAddr,
-    ) -> Result<Account, HttpError> {
+    ) -> Result<(Account, Credential), HttpError> {
+        if let Some(secret) = bearer_token(headers) {
+            return self.bearer(&secret).await;
+        }
         let Some((user, password)) = basic_credentials(headers) else {
             return Err(HttpError::Unauthorized);
         };
@@ -294,13 +393,13 @@ impl Authenticator {
         let key = (user.clone(), self.secret_digest(&user, &password));
         if let Some(verified) = self.verified.get(&key).await {
             if verified.checked_at.elapsed() < CREDENTIAL_TTL {
-                return Ok(verified.account);
+                return Ok(with_password(verified.account));
             }
             if let Some(account) = self.recheck(&user, &verified.account).await? {
                 self.verified
                     .insert(key, Verified::now(account.clone()))
                     .await;
-                return Ok(account);
+                return Ok(with_password(account));
             }
             self.verified.invalidate(&key).await;
         }
@@ -322,7 +421,7 @@ impl Authenticator {
                 self.verified
                     .insert(key, Verified::now(account.clone()))
                     .await;
-                Ok(account)
+                Ok(with_password(account))
             }
             _ => {
                 slots.keep();
@@ -330,6 +429,14 @@ impl Authenticator {
             }
         }
     }
+}
+
+/// An account authenticated by its password, with the hash it was verified against.
+fn with_password(account: Account) -> (Account, Credential) {
+    let credential = Credential::Password {
+        password_hash: account.password_hash.clone(),
+    };
+    (account, credential)
 }
 
 /// Failure slots reserved for one login: given back when dropped, kept
@@ -387,10 +494,14 @@ impl Verified {
 }
 
 /// The authenticated account of a request (an axum extractor): reads the
-/// Basic credentials and the client address, rejects with 401 or 429.
+/// Basic or Bearer credentials and the client address, rejects with 401 or 429.
 pub struct Authenticated(pub Account);
 
-impl axum::extract::FromRequestParts<Arc<super::AppState>> for Authenticated {
+/// [`Authenticated`] with the credential it used (for the session's push
+/// access and the event source's recheck).
+pub struct AuthenticatedWith(pub Account, pub Credential);
+
+impl axum::extract::FromRequestParts<Arc<super::AppState>> for AuthenticatedWith {
     type Rejection = HttpError;
 
     async fn from_request_parts(
@@ -402,17 +513,40 @@ impl axum::extract::FromRequestParts<Arc<super::AppState>> for Authenticated {
             .get::<axum::extract::ConnectInfo<SocketAddr>>()
             .map_or(IpAddr::from([0, 0, 0, 0]), |info| info.0.ip());
         let client = state.auth.client_address(peer, &parts.headers);
-        state
-            .auth
-            .authenticate(&parts.headers, client)
-            .await
-            .map(Authenticated)
+        let (account, credential) = state.auth.authenticate(&parts.headers, client).await?;
+        Ok(AuthenticatedWith(account, credential))
+    }
+}
+
+impl axum::extract::FromRequestParts<Arc<super::AppState>> for Authenticated {
+    type Rejection = HttpError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &Arc<super::AppState>,
+    ) -> Result<Self, Self::Rejection> {
+        let AuthenticatedWith(account, _) =
+            AuthenticatedWith::from_request_parts(parts, state).await?;
+        Ok(Authenticated(account))
     }
 }
 
 /// A well-formed argon2id hash with the default parameters, verified for
 /// unknown users if hashing a random password at start-up ever failed.
 const FALLBACK_DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$9sTkzLBSbwBNC8z3r8Fz2/rqQWzS5k0Hb0M4l9B6v1c";
+
+/// The token of `Authorization: Bearer <token>` (RFC 6750 §2.1).
+fn bearer_token(headers: &HeaderMap) -> Option<String> {
+    let value = headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim().to_string())
+        .filter(|token| !token.is_empty())
+}
 
 /// `(user, password)` from `Authorization: Basic base64(user:password)`.
 fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {

@@ -16,6 +16,13 @@
 //!   (`email.mailbox.thread`); a client reconnecting with `Last-Event-ID`
 //!   gets a StateChange at once for what changed while it was away. Pings
 //!   set no id.
+//! - `access`: without an `Authorization` header (a browser's EventSource
+//!   cannot send one), the push access the session's `eventSourceUrl`
+//!   carries ([`super::push_access`]) authenticates the stream.
+//!
+//! An open stream checks every [`TOKEN_RECHECK`] that the credential it was
+//! opened with still stands ([`super::auth::Authenticator::still_valid`]): a
+//! changed password, a revoked token or a removed account ends it.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -29,8 +36,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::AppState;
-use super::auth::Authenticated;
+use super::auth::{AuthenticatedWith, Credential, TOKEN_RECHECK};
 use super::error::HttpError;
+use super::push_access::{CredentialTag, PushAccess, password_tag};
 use crate::jmap::ids;
 use crate::store::States;
 
@@ -62,6 +70,50 @@ pub struct EventSourceQuery {
     /// Seconds between pings; 0 sends none.
     #[serde(default)]
     ping: Option<u64>,
+    /// A push access ([`super::push_access`]), used without an `Authorization` header.
+    #[serde(default)]
+    access: Option<String>,
+}
+
+/// The account and credential of an event source request: its
+/// `Authorization` header when it has one, else its push access; 401 when
+/// neither stands (the access altered, expired, or its credential changed).
+async fn stream_account(
+    state: &AppState,
+    headers: &HeaderMap,
+    access: Option<&str>,
+    authorized: Option<AuthenticatedWith>,
+) -> Result<(crate::store::Account, Credential), HttpError> {
+    if let Some(AuthenticatedWith(account, credential)) = authorized {
+        return Ok((account, credential));
+    }
+    if headers.contains_key(axum::http::header::AUTHORIZATION) {
+        return Err(HttpError::Unauthorized);
+    }
+    let access = access.ok_or(HttpError::Unauthorized)?;
+    let now = chrono::Utc::now().timestamp();
+    let key = state.auth.push_key().await?;
+    let granted = PushAccess::verify(access, key, now).ok_or(HttpError::Unauthorized)?;
+    let account = state
+        .jmap
+        .store
+        .account_by_id(granted.account)
+        .await
+        .map_err(|e| HttpError::Internal(e.to_string()))?
+        .ok_or(HttpError::Unauthorized)?;
+    let credential = match granted.credential {
+        CredentialTag::Password(tag) if tag == password_tag(&account.password_hash) => {
+            Credential::Password {
+                password_hash: account.password_hash.clone(),
+            }
+        }
+        CredentialTag::Token(id) => Credential::Token { id },
+        CredentialTag::Password(_) => return Err(HttpError::Unauthorized),
+    };
+    if !state.auth.still_valid(account.id, &credential).await {
+        return Err(HttpError::Unauthorized);
+    }
+    Ok((account, credential))
 }
 
 fn changed_types(
@@ -101,10 +153,19 @@ fn parse_event_id(id: &str) -> Option<States> {
 /// Opens the event stream for the authenticated account.
 pub async fn event_source(
     State(state): State<Arc<AppState>>,
-    Authenticated(account): Authenticated,
     Query(query): Query<EventSourceQuery>,
     headers: HeaderMap,
+    authorized: Result<AuthenticatedWith, HttpError>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, HttpError> {
+    // A request with an Authorization header stands or falls by it (429 and
+    // 503 of the login brake included); one without uses its push access.
+    let authorized = match authorized {
+        Ok(authorized) => Some(authorized),
+        Err(_) if !headers.contains_key(axum::http::header::AUTHORIZATION) => None,
+        Err(error) => return Err(error),
+    };
+    let (account, credential) =
+        stream_account(&state, &headers, query.access.as_deref(), authorized).await?;
     let slots = state
         .stream_slots
         .get_with(account.id, async {
@@ -138,9 +199,12 @@ pub async fn event_source(
         seconds => Some(seconds.clamp(MIN_PING, MAX_PING)),
     };
     let account_id = ids::account_id(account.id);
+    let state_for_stream = state.clone();
     let stream = async_stream(move |sender| async move {
         let _slot = slot;
+        let state = state_for_stream;
         let mut last_sent = tokio::time::Instant::now();
+        let mut last_checked = tokio::time::Instant::now();
         let mut now = Some(current);
         loop {
             let states = match now.take() {
@@ -149,6 +213,12 @@ pub async fn event_source(
                     tokio::time::sleep(POLL_INTERVAL).await;
                     if sender.is_closed() {
                         break;
+                    }
+                    if last_checked.elapsed() >= TOKEN_RECHECK {
+                        if !state.auth.still_valid(account.id, &credential).await {
+                            break;
+                        }
+                        last_checked = tokio::time::Instant::now();
                     }
                     let Ok(states) = store.states(account.id).await else {
                         break;

@@ -23,6 +23,7 @@ pub mod auth;
 pub mod blob;
 pub mod error;
 pub mod eventsource;
+pub mod push_access;
 mod serve;
 pub mod session;
 

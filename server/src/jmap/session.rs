@@ -9,16 +9,42 @@ use super::request::{CAPABILITY_CORE, CAPABILITY_MAIL, CAPABILITY_QUOTA};
 use crate::store::Account;
 
 /// Sort properties Email/query accepts (RFC 8621 §4.4.2 `emailQuerySortOptions`).
-pub const EMAIL_SORT_OPTIONS: &[&str] = &["receivedAt", "sentAt", "size", "from", "to", "subject"];
+pub const EMAIL_SORT_OPTIONS: &[&str] = &[
+    "receivedAt",
+    "sentAt",
+    "size",
+    "from",
+    "to",
+    "subject",
+    "hasKeyword",
+    "someInThreadHaveKeyword",
+    "allInThreadHaveKeyword",
+];
 
 /// The session state string (RFC 8620 §2 `state`): it changes only if the
-/// session object would (the account or the server's capabilities).
+/// session object would: the account, the server's capabilities, or the
+/// day (UTC) its event source's push access is issued on
+/// ([`push_access_day`]), so a client that watches `sessionState` fetches a
+/// fresh one daily.
 pub fn session_state(account: &Account) -> String {
-    format!("{}-{}", env!("CARGO_PKG_VERSION"), account.id)
+    format!(
+        "{}-{}-{}",
+        env!("CARGO_PKG_VERSION"),
+        account.id,
+        push_access_day(chrono::Utc::now().timestamp())
+    )
 }
 
-/// Builds the session for an account. `base_url` is absolute, without a trailing slash.
-pub fn session(account: &Account, limits: &Limits, base_url: &str) -> Value {
+/// The day (UTC, days since 1970) of `now` (unix seconds): a session's push
+/// access is the same all day, so the session object (and its state) is too.
+pub fn push_access_day(now: i64) -> i64 {
+    now.div_euclid(86_400)
+}
+
+/// Builds the session for an account. `base_url` is absolute, without a
+/// trailing slash; `push_access` is the signed access its `eventSourceUrl`
+/// carries for a browser (`crate::http::push_access`).
+pub fn session(account: &Account, limits: &Limits, base_url: &str, push_access: &str) -> Value {
     let account_id = ids::account_id(account.id);
     json!({
         "capabilities": {
@@ -63,7 +89,7 @@ pub fn session(account: &Account, limits: &Limits, base_url: &str) -> Value {
         "apiUrl": format!("{base_url}/jmap/api"),
         "downloadUrl": format!("{base_url}/jmap/download/{{accountId}}/{{blobId}}/{{name}}?type={{type}}"),
         "uploadUrl": format!("{base_url}/jmap/upload/{{accountId}}/"),
-        "eventSourceUrl": format!("{base_url}/jmap/eventsource?types={{types}}&closeafter={{closeafter}}&ping={{ping}}"),
+        "eventSourceUrl": format!("{base_url}/jmap/eventsource?types={{types}}&closeafter={{closeafter}}&ping={{ping}}&access={push_access}"),
         "state": session_state(account),
     })
 }

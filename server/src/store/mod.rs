@@ -120,6 +120,20 @@ pub struct Account {
     pub password_hash: String,
 }
 
+/// An API token of an account (`fastview token`; migration
+/// `0302_api_tokens.sql`). The secret itself is never stored, only its
+/// SHA-256 (hex), by which a `Bearer` credential is looked up.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ApiToken {
+    pub id: i64,
+    pub account_id: i64,
+    pub name: String,
+    /// Unix seconds.
+    pub created_at: i64,
+    /// Unix seconds; `None` never expires.
+    pub expires_at: Option<i64>,
+}
+
 /// An account's storage quota and usage (RFC 9425 resource type `octets`).
 ///
 /// `used` counts each distinct blob the account holds once: its emails'
@@ -457,6 +471,32 @@ pub trait Store: Send + Sync + 'static {
     async fn set_quota(&self, email: &str, octets: Option<i64>) -> StoreResult<()>;
     /// The account's quota and usage; `NotFound` when there is no account.
     async fn quota(&self, account: i64) -> StoreResult<Quota>;
+    /// The account by id, `None` when it no longer exists.
+    async fn account_by_id(&self, account: i64) -> StoreResult<Option<Account>>;
+    /// Records a new API token of the account whose secret hashes to
+    /// `secret_sha256` (hex); `NotFound` when the account does not exist.
+    async fn create_token(
+        &self,
+        account: i64,
+        secret_sha256: &str,
+        name: &str,
+        created_at: i64,
+        expires_at: Option<i64>,
+    ) -> StoreResult<ApiToken>;
+    /// The account's API tokens, by id (expired ones too).
+    async fn tokens(&self, account: i64) -> StoreResult<Vec<ApiToken>>;
+    /// Deletes one API token of the account; `NotFound` when it has none of that id.
+    async fn revoke_token(&self, account: i64, token: i64) -> StoreResult<()>;
+    /// The account and token a `Bearer` secret (by its SHA-256, hex) names,
+    /// if the token exists and has not expired at `now` (unix seconds).
+    async fn account_by_token(
+        &self,
+        secret_sha256: &str,
+        now: i64,
+    ) -> StoreResult<Option<(Account, ApiToken)>>;
+    /// The key named `name` (32 random octets), made on first use and the
+    /// same on every node of the database.
+    async fn server_key(&self, name: &str) -> StoreResult<Vec<u8>>;
     /// The account's current state counters.
     async fn states(&self, account: i64) -> StoreResult<States>;
 

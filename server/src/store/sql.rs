@@ -26,9 +26,9 @@ use super::dialect::{Column, Dialect};
 use super::insert_plan::{self, InsertPlan, ThreadRef};
 use super::raw::{EmailRecord, RawCursor, RawRows, RawTable, RowCounts};
 use super::{
-    Account, ChangeKind, ChangeType, Changes, EmailIndex, EmailLists, EmailMeta, EmailUpdate,
-    FastView, Inserted, LogPosition, MailboxPatch, MailboxRow, NewEmail, NewMailbox, QueryRow,
-    Quota, ROLE_MAILBOXES, States, Store, StoreError, StoreResult, UpdateOutcome,
+    Account, ApiToken, ChangeKind, ChangeType, Changes, EmailIndex, EmailLists, EmailMeta,
+    EmailUpdate, FastView, Inserted, LogPosition, MailboxPatch, MailboxRow, NewEmail, NewMailbox,
+    QueryRow, Quota, ROLE_MAILBOXES, States, Store, StoreError, StoreResult, UpdateOutcome,
 };
 
 /// Bound values per multi-row statement: below SQLite's 32,766 host
@@ -605,12 +605,127 @@ where
             "DELETE FROM mailboxes WHERE account_id = $1",
             "DELETE FROM thread_refs WHERE account_id = $1",
             "DELETE FROM account_blobs WHERE account_id = $1",
+            "DELETE FROM api_tokens WHERE account_id = $1",
             "DELETE FROM accounts WHERE id = $1",
         ] {
             sqlx::query(statement).bind(id).execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(blobs)
+    }
+
+    async fn account_by_id(&self, account: i64) -> StoreResult<Option<Account>> {
+        Ok(
+            sqlx::query_as("SELECT id, email, password_hash FROM accounts WHERE id = $1")
+                .bind(account)
+                .fetch_optional(&self.reader)
+                .await?,
+        )
+    }
+
+    async fn create_token(
+        &self,
+        account: i64,
+        secret_sha256: &str,
+        name: &str,
+        created_at: i64,
+        expires_at: Option<i64>,
+    ) -> StoreResult<ApiToken> {
+        if name.contains('\0') {
+            return Err(StoreError::Conflict("a token name cannot hold NUL".into()));
+        }
+        let mut tx = self.write(Some(account)).await?;
+        let token: ApiToken = sqlx::query_as(
+            "INSERT INTO api_tokens (account_id, secret_sha256, name, created_at, expires_at) \
+             SELECT id, $2, $3, $4, $5 FROM accounts WHERE id = $1 \
+             RETURNING id, account_id, name, created_at, expires_at",
+        )
+        .bind(account)
+        .bind(secret_sha256)
+        .bind(name)
+        .bind(created_at)
+        .bind(expires_at)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+        tx.commit().await?;
+        Ok(token)
+    }
+
+    async fn tokens(&self, account: i64) -> StoreResult<Vec<ApiToken>> {
+        Ok(sqlx::query_as(
+            "SELECT id, account_id, name, created_at, expires_at FROM api_tokens \
+             WHERE account_id = $1 ORDER BY id",
+        )
+        .bind(account)
+        .fetch_all(&self.reader)
+        .await?)
+    }
+
+    async fn revoke_token(&self, account: i64, token: i64) -> StoreResult<()> {
+        let done = sqlx::query("DELETE FROM api_tokens WHERE account_id = $1 AND id = $2")
+            .bind(account)
+            .bind(token)
+            .execute(&self.writer)
+            .await?;
+        match D::rows_affected(&done) {
+            0 => Err(StoreError::NotFound),
+            _ => Ok(()),
+        }
+    }
+
+    async fn account_by_token(
+        &self,
+        secret_sha256: &str,
+        now: i64,
+    ) -> StoreResult<Option<(Account, ApiToken)>> {
+        let row: Option<(i64, String, String, i64, String, i64, Option<i64>)> = sqlx::query_as(
+            "SELECT a.id, a.email, a.password_hash, t.id, t.name, t.created_at, t.expires_at \
+             FROM api_tokens t JOIN accounts a ON a.id = t.account_id \
+             WHERE t.secret_sha256 = $1 AND (t.expires_at IS NULL OR t.expires_at > $2)",
+        )
+        .bind(secret_sha256)
+        .bind(now)
+        .fetch_optional(&self.reader)
+        .await?;
+        Ok(row.map(
+            |(id, email, password_hash, token, name, created_at, expires_at)| {
+                (
+                    Account {
+                        id,
+                        email,
+                        password_hash,
+                    },
+                    ApiToken {
+                        id: token,
+                        account_id: id,
+                        name,
+                        created_at,
+                        expires_at,
+                    },
+                )
+            },
+        ))
+    }
+
+    async fn server_key(&self, name: &str) -> StoreResult<Vec<u8>> {
+        let read = || {
+            sqlx::query_scalar::<_, Vec<u8>>("SELECT key FROM server_keys WHERE name = $1")
+                .bind(name)
+        };
+        if let Some(key) = read().fetch_optional(&self.reader).await? {
+            return Ok(key);
+        }
+        // Two nodes may race to make it: the first insert wins, both read it.
+        let fresh: [u8; 32] = rand::random();
+        sqlx::query(
+            "INSERT INTO server_keys (name, key) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(fresh.to_vec())
+        .execute(&self.writer)
+        .await?;
+        Ok(read().fetch_one(&self.writer).await?)
     }
 
     async fn set_quota(&self, email: &str, octets: Option<i64>) -> StoreResult<()> {

@@ -28,4 +28,5 @@ mod scale_out;
 mod security;
 mod storage_full;
 mod sync;
+mod tokens;
 mod uploads;

@@ -580,7 +580,7 @@ async fn twenty_concurrent_keyword_patches_all_land() {
 
 /// Reads server-sent events from a response until `done` says stop or the
 /// deadline passes; returns (event, data, id) triples.
-async fn read_events(
+pub(crate) async fn read_events(
     response: reqwest::Response,
     deadline: Duration,
     done: impl Fn(&[(String, String, String)]) -> bool,
