@@ -12,6 +12,7 @@ mod client;
 mod core;
 mod corpus;
 mod crash;
+mod drafts;
 mod email;
 mod front_door;
 mod header_index;
