@@ -498,6 +498,9 @@ async fn a_draft_over_max_size_upload_is_too_large() {
     let user = app.account("ann@example.com").await;
     let blob = upload(&app, &user, &[7u8; 5 << 10]).await;
     let inbox = json!({user.inbox.clone(): true});
+    let many: Vec<Value> = (0..257)
+        .map(|i| json!({"blobId": format!("{i:064x}")}))
+        .collect();
     let response = app
         .call1(&user, "Email/set", json!({"accountId": user.account_id, "create": {
             // 5 KiB of octets is 6.8 KiB of base64: twice is over 8 KiB.
@@ -506,8 +509,15 @@ async fn a_draft_over_max_size_upload_is_too_large() {
             "built": {"mailboxIds": inbox, "bodyValues": {"1": {"value": "é".repeat(1 << 10)}},
                 "textBody": [{"partId": "1"}], "attachments": [{"blobId": blob}]},
             "fits": {"mailboxIds": inbox, "attachments": [{"blobId": blob}]},
+            // More blobs than one Email may name: refused before any lookup.
+            "many": {"mailboxIds": inbox, "attachments": many},
         }}))
         .await;
+    assert_eq!(
+        response["notCreated"]["many"]["type"],
+        json!("tooLarge"),
+        "{response}"
+    );
     assert_eq!(
         response["notCreated"]["blobs"]["type"],
         json!("tooLarge"),

@@ -92,7 +92,7 @@ pub struct LoadedBlob {
 /// compose, store. `Ok(Err(_))` is the SetError for `notCreated`; `Err` is a
 /// method-level failure (the store or blob store).
 pub async fn create_email(
-    ctx: &CallContext<'_>,
+    ctx: &mut CallContext<'_>,
     object: &Map<String, Value>,
     owned_mailboxes: &[i64],
 ) -> Result<Result<Value, SetError>, MethodError> {
@@ -156,30 +156,34 @@ fn too_large(max: u64) -> SetError {
     )
 }
 
+/// The most distinct blob ids one created Email may name: each is a store
+/// lookup and a read.
+pub const MAX_BLOBS_PER_EMAIL: usize = 256;
+
 /// Reads every blob the parts name (RFC 8621 §4.6): an upload or a message
 /// of the account (`{blobId}`), or a part of one (`{blobId}_{partId}`,
 /// decoded). `blobNotFound` with `notFound` listing each id the account does
-/// not hold; `tooLarge` once their octets pass `max`.
+/// not hold; `tooLarge` over [`MAX_BLOBS_PER_EMAIL`] ids, once their octets
+/// pass `max`, or once the messages parsed for their parts pass the
+/// request's octets parsed ([`crate::jmap::Limits::max_parse_bytes`]).
 pub async fn load_blobs(
-    ctx: &CallContext<'_>,
+    ctx: &mut CallContext<'_>,
     blob_ids: BTreeSet<String>,
     max: u64,
 ) -> Result<Result<HashMap<String, LoadedBlob>, SetError>, MethodError> {
-    let (store, account) = (&ctx.jmap.store, ctx.account.id);
-    // The distinct stored blobs named, each checked once (a draft names a few).
-    let mut held: HashMap<&str, bool> = HashMap::new();
-    for id in &blob_ids {
-        if let Some((blob, _)) = ids::parse_blob_id(id)
-            && !held.contains_key(blob)
-        {
-            held.insert(blob, store.has_blob(account, blob).await?);
-        }
+    if blob_ids.len() > MAX_BLOBS_PER_EMAIL {
+        return Ok(Err(SetError::new(
+            "tooLarge",
+            format!("an Email may name at most {MAX_BLOBS_PER_EMAIL} blobs"),
+        )));
     }
+    let held = held_blobs(ctx, &blob_ids).await?;
     let mut not_found = Vec::new();
     let mut raw_blobs: HashMap<&str, Vec<u8>> = HashMap::new();
     let (mut loaded, mut total) = (HashMap::new(), 0u64);
     for id in &blob_ids {
-        let Some((blob, part)) = ids::parse_blob_id(id).filter(|(blob, _)| held[blob]) else {
+        let Some((blob, part)) = ids::parse_blob_id(id).filter(|(blob, _)| held.contains(*blob))
+        else {
             not_found.push(id.clone());
             continue;
         };
@@ -188,6 +192,7 @@ pub async fn load_blobs(
                 ctx.jmap.blobs.read(blob).await.map_err(|e| {
                     MethodError::server_fail(format_args!("reading blob {blob}"), e)
                 })?;
+            ctx.jmap.metrics.count_blob_read(bytes.len());
             raw_blobs.insert(blob, bytes);
         }
         let raw = &raw_blobs[blob];
@@ -196,16 +201,26 @@ pub async fn load_blobs(
                 bytes: raw.clone(),
                 media_type: None,
             },
-            Some(path) => match resolve_part_blocking(raw.clone(), path.to_string()).await? {
-                Some(content) => LoadedBlob {
-                    bytes: content.bytes,
-                    media_type: Some(content.content_type),
-                },
-                None => {
-                    not_found.push(id.clone());
-                    continue;
+            Some(path) => {
+                let left = &mut ctx.budget.parse_bytes_left;
+                let Some(after) = left.checked_sub(raw.len() as u64) else {
+                    return Ok(Err(SetError::new(
+                        "tooLarge",
+                        "parsing the messages its parts come from would pass the request's octets parsed",
+                    )));
+                };
+                *left = after;
+                match resolve_part_blocking(raw.clone(), path.to_string()).await? {
+                    Some(content) => LoadedBlob {
+                        bytes: content.bytes,
+                        media_type: Some(content.content_type),
+                    },
+                    None => {
+                        not_found.push(id.clone());
+                        continue;
+                    }
                 }
-            },
+            }
         };
         total = total.saturating_add(blob_loaded.bytes.len() as u64);
         if total > max {
@@ -217,6 +232,26 @@ pub async fn load_blobs(
         return Ok(Err(blob_not_found(not_found)));
     }
     Ok(Ok(loaded))
+}
+
+/// The message blob ids among `blob_ids` that the account holds (an upload
+/// or a message of it), each distinct one looked up once (at most
+/// [`MAX_BLOBS_PER_EMAIL`]: the store has no list form of this lookup).
+async fn held_blobs<'b>(
+    ctx: &CallContext<'_>,
+    blob_ids: &'b BTreeSet<String>,
+) -> Result<BTreeSet<&'b str>, MethodError> {
+    let distinct: BTreeSet<&str> = blob_ids
+        .iter()
+        .filter_map(|id| ids::parse_blob_id(id).map(|(blob, _)| blob))
+        .collect();
+    let mut held = BTreeSet::new();
+    for blob in distinct {
+        if ctx.jmap.store.has_blob(ctx.account.id, blob).await? {
+            held.insert(blob);
+        }
+    }
+    Ok(held)
 }
 
 /// A part of a message, decoded, on the blocking pool (a whole parse).
