@@ -640,3 +640,96 @@ async fn a_draft_over_the_quota_is_refused_and_leaves_nothing() {
     let fits = app.call1(&user, "Email/set", create("small".into())).await;
     assert!(fits["created"]["d"]["id"].is_string(), "{fits}");
 }
+
+#[tokio::test]
+async fn a_body_structure_and_every_header_form_round_trip() {
+    let app = spawn_app().await;
+    let user = app.account("ann@example.com").await;
+    let pdf = upload(&app, &user, PDF).await;
+    let headers = json!({
+        "header:X-Raw": " kept  as\r\n  written",
+        "header:X-Text:asText": "Ünïcode text",
+        "header:X-Addresses:asAddresses": [{"name": "Zoë", "email": "zoe@example.org"}],
+        "header:X-Groups:asGroupedAddresses": [
+            {"name": "Team", "addresses": [{"name": "Ann", "email": "ann@example.com"}, {"name": null, "email": "bob@example.com"}]},
+            {"name": null, "addresses": [{"name": null, "email": "cy@example.com"}]},
+        ],
+        "header:X-Ids:asMessageIds": ["a@example.com", "b@example.com"],
+        "header:X-When:asDate": "2024-02-29T23:59:59-05:00",
+        "header:List-Unsubscribe:asURLs": ["https://example.com/u", "mailto:u@example.com"],
+        "header:Comments:asText:all": ["first", "second"],
+    });
+    let mut create = json!({
+        "mailboxIds": {user.inbox.clone(): true},
+        "bodyValues": {"a": {"value": "plain part\n"}, "b": {"value": "<b>html</b>"}},
+        "bodyStructure": {"type": "multipart/mixed", "subParts": [
+            {"type": "multipart/alternative", "subParts": [
+                {"partId": "a", "type": "text/plain", "language": ["en", "de"], "header:X-Part:asText": "on a part"},
+                {"partId": "b", "type": "text/html", "location": "https://example.com/b.html"},
+            ]},
+            {"blobId": pdf, "type": "application/pdf", "disposition": "attachment", "name": "p.pdf", "size": 999999},
+        ]},
+    });
+    for (key, value) in headers.as_object().unwrap() {
+        create[key] = value.clone();
+    }
+    let response = app
+        .call1(
+            &user,
+            "Email/set",
+            json!({"accountId": user.account_id, "create": {"s": create}}),
+        )
+        .await;
+    let id = &response["created"]["s"]["id"];
+    assert!(id.is_string(), "{response}");
+    let properties: Vec<&String> = headers.as_object().unwrap().keys().collect();
+    let got = get(&app, &user, id, json!({"properties": properties})).await;
+    // Every form reads back as given; the raw value with its leading space
+    // and its folding.
+    let mut expected = headers.clone();
+    expected["id"] = id.clone();
+    assert_eq!(got, expected);
+    let structure = get(
+        &app,
+        &user,
+        id,
+        json!({"properties": ["bodyStructure"], "bodyProperties":
+            ["partId", "type", "size", "name", "disposition", "language", "location", "header:X-Part:asText", "subParts"]}),
+    )
+    .await;
+    let leaf = |part_id: &str, kind: &str, size: usize, extra: Value| {
+        let mut part = json!({"partId": part_id, "type": kind, "size": size, "name": null,
+            "disposition": null, "language": null, "location": null, "header:X-Part:asText": null, "subParts": null});
+        for (key, value) in extra.as_object().unwrap() {
+            part[key] = value.clone();
+        }
+        part
+    };
+    let sub_parts = |value: &Value| value["subParts"].clone();
+    assert_eq!(
+        sub_parts(&sub_parts(&structure["bodyStructure"])[0]),
+        json!([
+            leaf(
+                "2",
+                "text/plain",
+                "plain part\r\n".len(),
+                json!({"language": ["en", "de"], "header:X-Part:asText": "on a part"})
+            ),
+            leaf(
+                "3",
+                "text/html",
+                "<b>html</b>".len(),
+                json!({"location": "https://example.com/b.html"})
+            ),
+        ])
+    );
+    assert_eq!(
+        sub_parts(&structure["bodyStructure"])[1],
+        leaf(
+            "4",
+            "application/pdf",
+            PDF.len(),
+            json!({"name": "p.pdf", "disposition": "attachment"})
+        )
+    );
+}
