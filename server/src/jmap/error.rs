@@ -243,6 +243,8 @@ pub struct SetError {
     pub properties: Vec<String>,
     /// The id of the existing object, for `alreadyExists` (RFC 8620 §5.4).
     pub existing_id: Option<String>,
+    /// The blob ids not found, for `blobNotFound` (RFC 8621 §4.6 `notFound`).
+    pub not_found: Vec<String>,
 }
 
 impl SetError {
@@ -253,6 +255,7 @@ impl SetError {
             description: description.into(),
             properties: Vec::new(),
             existing_id: None,
+            not_found: Vec::new(),
         }
     }
 
@@ -263,6 +266,7 @@ impl SetError {
             description: description.into(),
             properties: properties.iter().map(|p| p.to_string()).collect(),
             existing_id: None,
+            not_found: Vec::new(),
         }
     }
 
@@ -282,6 +286,9 @@ impl SetError {
         }
         if let Some(id) = &self.existing_id {
             value["existingId"] = json!(id);
+        }
+        if !self.not_found.is_empty() {
+            value["notFound"] = json!(self.not_found);
         }
         value
     }

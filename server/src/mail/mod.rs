@@ -2,6 +2,7 @@
 //! of HTTP and of the database.
 
 pub mod body;
+pub mod compose;
 pub mod fast_view;
 pub mod fsck;
 pub mod gc;

@@ -13,6 +13,7 @@ mod client_features;
 mod core;
 mod corpus;
 mod crash;
+mod drafts;
 mod email;
 mod front_door;
 mod header_index;

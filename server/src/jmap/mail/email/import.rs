@@ -1,6 +1,7 @@
 //! Email/import (RFC 8621 §4.8): store uploaded blobs as emails, with
 //! mailboxIds, keywords and receivedAt, through the same ingest path as
-//! `fastview import` (projection row in the same transaction).
+//! `fastview import` (projection row in the same transaction). Email/set
+//! `create` stores the message it composes through the same [`ingest_one`].
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -115,18 +116,7 @@ fn parse_import<'a>(
         .map(parse_keywords)
         .transpose()?
         .unwrap_or_default();
-    let received_at = match object.get("receivedAt") {
-        None | Some(Value::Null) => None,
-        Some(value) => Some(
-            value
-                .as_str()
-                .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
-                .ok_or_else(|| {
-                    SetError::invalid_properties(&["receivedAt"], "receivedAt must be a UTCDate")
-                })?
-                .timestamp(),
-        ),
-    };
+    let received_at = parse_received_at(object.get("receivedAt"))?;
     Ok(EmailImport {
         blob_id,
         mailbox_ids,
@@ -135,9 +125,25 @@ fn parse_import<'a>(
     })
 }
 
+/// `receivedAt` (RFC 8621 §4.1.1) as unix seconds: a UTCDate, or `None`
+/// when absent or null (the caller's default).
+pub(super) fn parse_received_at(value: Option<&Value>) -> Result<Option<i64>, SetError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => Ok(Some(
+            value
+                .as_str()
+                .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+                .ok_or_else(|| {
+                    SetError::invalid_properties(&["receivedAt"], "receivedAt must be a UTCDate")
+                })?
+                .timestamp(),
+        )),
+    }
+}
+
 /// Imports one checked EmailImport: its blob (the account's, whole
-/// messages only) read, stored through the ingest path, and the `created`
-/// entry rendered, or `alreadyExists` naming the email with those bytes.
+/// messages only) read and stored through [`ingest_one`].
 async fn import_one(
     ctx: &CallContext<'_>,
     import: EmailImport<'_>,
@@ -150,8 +156,30 @@ async fn import_one(
             format!("no blob {} in this account", import.blob_id),
         )));
     };
+    let EmailImport {
+        mailbox_ids,
+        keywords,
+        received_at,
+        ..
+    } = import;
+    ingest_one(ctx, raw, mailbox_ids, keywords, received_at).await
+}
+
+/// Stores one message as an email of the account, the path Email/import
+/// and Email/set `create` share: stored as `fastview import` does, then its
+/// `created` entry rendered (RFC 8621 §4.6, §4.8: `id`, `blobId`,
+/// `threadId`, `size`), or `alreadyExists` naming the email with those
+/// bytes, or `overQuota`.
+pub(super) async fn ingest_one(
+    ctx: &CallContext<'_>,
+    raw: Vec<u8>,
+    mailbox_ids: BTreeSet<i64>,
+    keywords: BTreeSet<String>,
+    received_at: Option<i64>,
+) -> Result<Result<Value, SetError>, MethodError> {
     // Store.
-    let (inserted, blob, size) = match store_message(ctx, raw, import).await? {
+    let stored = store_message(ctx, raw, mailbox_ids, keywords, received_at).await?;
+    let (inserted, blob, size) = match stored {
         Ok(stored) => stored,
         Err(error) => return Ok(Err(error)),
     };
@@ -176,20 +204,16 @@ async fn import_one(
 /// Stores a message as `fastview import` does (parsed once, off the async
 /// threads; blob, then its rows in one transaction); without a `receivedAt`
 /// it is the date of the message's most recent (topmost) Received header,
-/// else the import time (RFC 8621 §4.8). Returns the outcome,
-/// the blob id and the size, or `overQuota` (RFC 8621 §4.8) when the
+/// else now (RFC 8621 §4.8). Returns the outcome, the blob id and the size,
+/// or `overQuota` (RFC 8621 §4.6, §4.8) when the
 /// account would end over its quota.
 async fn store_message(
     ctx: &CallContext<'_>,
     raw: Vec<u8>,
-    import: EmailImport<'_>,
+    mailbox_ids: BTreeSet<i64>,
+    keywords: BTreeSet<String>,
+    received_at: Option<i64>,
 ) -> Result<Result<(Inserted, String, i64), SetError>, MethodError> {
-    let EmailImport {
-        mailbox_ids,
-        keywords,
-        received_at,
-        ..
-    } = import;
     let prepared = tokio::task::spawn_blocking(move || {
         prepare(
             raw,
@@ -213,7 +237,7 @@ async fn store_message(
         Err(IngestError::Store(StoreError::OverQuota)) => {
             return Ok(Err(SetError::new(
                 "overQuota",
-                "importing this message would take the account over its quota",
+                "storing this message would take the account over its quota",
             )));
         }
         Err(IngestError::Store(full @ StoreError::StorageFull(_))) => {

@@ -1,6 +1,7 @@
 //! The Email data type (RFC 8621 §4).
 
 pub mod changes;
+pub mod create;
 pub mod get;
 pub mod import;
 pub mod parse;

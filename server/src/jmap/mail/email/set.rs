@@ -1,7 +1,10 @@
-//! Email/set (RFC 8621 §4.6, RFC 8620 §5.3): update `keywords` and
-//! `mailboxIds` (whole or by patch path such as `keywords/$seen`) and
-//! destroy. Creating an email from JSON is not offered: Email/import stores
-//! a message from an uploaded blob.
+//! Email/set (RFC 8621 §4.6, RFC 8620 §5.3): create (a draft: the Email
+//! object as JSON, composed into a MIME message and stored like
+//! Email/import, see [`super::create`]), update `keywords` and `mailboxIds`
+//! (whole or by patch path such as `keywords/$seen`) and destroy, in that
+//! order (RFC 8620 §5.3), so "replace a draft" is one call. Each created
+//! email's creation id is recorded for the rest of the request: update and
+//! destroy here, and later calls, may name it as `#creationId`.
 //!
 //! A patch is parsed into [`ListPatch`] operations that the store applies to
 //! the current values inside its write transaction, so two concurrent
@@ -14,6 +17,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::super::mailbox::set::resolve_mailbox_id;
+use super::create::create_email;
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::mail::set::{SetOutcome, check_request};
@@ -177,7 +181,7 @@ fn parse_patch(
     Ok(update)
 }
 
-/// Handles one Email/set call: updates, then destroys (creates are refused).
+/// Handles one Email/set call: creates, then updates, then destroys.
 #[tracing::instrument(skip_all, fields(account = ctx.account.id))]
 pub async fn email_set(
     ctx: &mut CallContext<'_>,
@@ -195,19 +199,61 @@ pub async fn email_set(
     let limit = ctx.jmap.limits.max_objects_in_set;
     check_request(request.if_in_state.as_deref(), old_state, objects, limit)?;
     let mut outcome = SetOutcome::default();
-    for creation_id in creates.keys() {
-        outcome.not_created.push((
-            creation_id.clone(),
-            SetError::new(
-                "forbidden",
-                "creating emails from JSON is not supported; use Email/import",
-            ),
-        ));
-    }
+    create_emails(ctx, creates, &mut outcome).await?;
     update_emails(ctx, &updates, &mut outcome).await?;
     destroy_emails(ctx, destroy, &mut outcome).await?;
     let new_state = store.states(account).await?.email;
     Ok(outcome.into_response(request.account_id, old_state, new_state))
+}
+
+/// Creates each email in creation id order ([`create_email`]) and records
+/// each creation id → email id for the rest of the request (RFC 8620 §5.3).
+async fn create_emails(
+    ctx: &mut CallContext<'_>,
+    creates: Map<String, Value>,
+    outcome: &mut SetOutcome,
+) -> Result<(), MethodError> {
+    if creates.is_empty() {
+        return Ok(());
+    }
+    let owned_mailboxes: Vec<i64> = ctx
+        .jmap
+        .store
+        .mailboxes(ctx.account.id)
+        .await?
+        .iter()
+        .map(|m| m.id)
+        .collect();
+    for (creation_id, object) in creates {
+        let Some(object) = object.as_object() else {
+            outcome.not_created.push((
+                creation_id,
+                SetError::new("invalidProperties", "an Email to create must be an object"),
+            ));
+            continue;
+        };
+        match create_email(ctx, object, &owned_mailboxes).await? {
+            Ok(created) => {
+                if let Some(id) = created.get("id").and_then(Value::as_str) {
+                    ctx.created_ids.insert(creation_id.clone(), id.to_string());
+                }
+                outcome.created.insert(creation_id, created);
+            }
+            Err(error) => outcome.not_created.push((creation_id, error)),
+        }
+    }
+    Ok(())
+}
+
+/// An Email id, or `#creationId` of an email created earlier in the
+/// request (RFC 8620 §5.3), as a row id.
+fn resolve_email_id(id: &str, created_ids: &HashMap<String, String>) -> Option<i64> {
+    match id.strip_prefix('#') {
+        Some(creation_id) => created_ids
+            .get(creation_id)
+            .and_then(|id| ids::parse_email_id(id)),
+        None => ids::parse_email_id(id),
+    }
 }
 
 /// Parses every patch (one that does not parse is `notUpdated` at once),
@@ -219,13 +265,14 @@ async fn update_emails(
 ) -> Result<(), MethodError> {
     let (mut valid, mut valid_ids) = (Vec::new(), Vec::new());
     for (id, patch) in updates {
-        let parsed = ids::parse_email_id(id)
+        let parsed = resolve_email_id(id, ctx.created_ids)
             .ok_or_else(SetError::not_found)
             .and_then(|numeric| parse_patch(numeric, patch, ctx.created_ids));
         match parsed {
             Ok(update) => {
+                // A `#creationId` is answered with the id it stands for.
+                valid_ids.push(ids::email_id(update.id));
                 valid.push(update);
-                valid_ids.push(id.clone());
             }
             Err(error) => outcome.not_updated.push((id.clone(), error)),
         }
@@ -259,7 +306,7 @@ async fn destroy_emails(
 ) -> Result<(), MethodError> {
     let numeric: Vec<i64> = destroy
         .iter()
-        .filter_map(|id| ids::parse_email_id(id))
+        .filter_map(|id| resolve_email_id(id, ctx.created_ids))
         .collect();
     let gone = ctx
         .jmap
@@ -267,10 +314,9 @@ async fn destroy_emails(
         .destroy_emails(ctx.account.id, &numeric)
         .await?;
     for id in destroy {
-        if ids::parse_email_id(&id).is_some_and(|n| gone.contains(&n)) {
-            outcome.destroyed.push(id);
-        } else {
-            outcome.not_destroyed.push((id, SetError::not_found()));
+        match resolve_email_id(&id, ctx.created_ids).filter(|n| gone.contains(n)) {
+            Some(numeric) => outcome.destroyed.push(ids::email_id(numeric)),
+            None => outcome.not_destroyed.push((id, SetError::not_found())),
         }
     }
     Ok(())

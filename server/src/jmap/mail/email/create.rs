@@ -1,0 +1,1176 @@
+//! Email/set `create` (RFC 8621 §4.6): one Email object given as JSON,
+//! checked against the §4.6 rules, turned into a [`compose::Message`],
+//! written as MIME and stored through the same ingest path as Email/import
+//! ([`super::import::ingest_one`]).
+//!
+//! Plan ([`parse_draft`]: every property checked; what is wrong is one
+//! `invalidProperties` naming each offending property, nested ones as JSON
+//! Pointer paths such as `textBody/0/type`) → load ([`load_blobs`]: the
+//! blobs the body parts name, `blobNotFound` with `notFound`) → compose (off
+//! the async workers; `tooLarge` over `maxSizeUpload`) → store.
+//!
+//! Accepted: `mailboxIds` (required), `keywords`, `receivedAt`, the header
+//! properties of §4.1.3 (`subject`, `from`, …, and `header:{name}[:as{Form}][:all]`
+//! in every §4.1.2 form), and a body as `bodyStructure` or as `textBody` /
+//! `htmlBody` / `attachments` (§4.1.4 EmailBodyPart objects whose content is
+//! a `partId` of `bodyValues` or a `blobId`: an upload or a part of a
+//! message of the account). Refused: server-set properties (`id`, `blobId`,
+//! `threadId`, `size`, `hasAttachment`, `preview`), `headers` (§4.6: each
+//! field is its own property), a field defined twice, `Content-*` fields on
+//! the Email, a Content-Transfer-Encoding on a part, a truncated or
+//! mis-decoded body value. A part's Content-Type, Content-Disposition,
+//! Content-ID, Content-Language and Content-Location are written from its
+//! `type`/`charset`/`name`, `disposition`, `cid`, `language` and `location`,
+//! so `header:` properties for them are refused too.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use chrono::DateTime;
+use serde_json::{Map, Value};
+
+use super::import::{ingest_one, parse_received_at};
+use super::set::{parse_keywords, parse_mailbox_ids};
+use crate::jmap::budget::OverBudget;
+use crate::jmap::dispatch::CallContext;
+use crate::jmap::error::{MethodError, SetError};
+use crate::jmap::ids;
+use crate::mail::body::resolve_part;
+use crate::mail::compose::{self, ComposeError, Content, Field, FieldValue, Group, Mailbox, Part};
+use crate::mail::property::{EmailProperty, HeaderForm, HeaderProperty};
+
+/// An Email to create, checked: where it goes and the message to write,
+/// with the blobs its parts name not yet read.
+#[derive(Debug)]
+pub struct Draft {
+    pub mailbox_ids: BTreeSet<i64>,
+    pub keywords: BTreeSet<String>,
+    /// Unix seconds.
+    pub received_at: i64,
+    pub headers: Vec<Field>,
+    pub body: DraftBody,
+}
+
+/// The body as the client gave it (RFC 8621 §4.6: one or the other).
+#[derive(Debug)]
+pub enum DraftBody {
+    Structure(Box<DraftPart>),
+    Lists {
+        text: Option<Box<DraftPart>>,
+        html: Option<Box<DraftPart>>,
+        attachments: Vec<DraftPart>,
+    },
+}
+
+/// One EmailBodyPart to write: its fields (a leaf's `media_type` is empty
+/// when the client gave no `type` for a blob; the blob's own type is used)
+/// and where its content comes from.
+#[derive(Debug)]
+pub struct DraftPart {
+    pub part: Part,
+    pub source: Source,
+}
+
+/// Where a part's content comes from.
+#[derive(Debug)]
+pub enum Source {
+    /// A `bodyValues` text.
+    Value(String),
+    /// A blob id as the client gave it.
+    Blob(String),
+    /// The sub-parts of a `multipart/*` part.
+    Children(Vec<DraftPart>),
+}
+
+/// A blob read for a part: its octets and, for a part of a stored message,
+/// its type.
+#[derive(Debug)]
+pub struct LoadedBlob {
+    pub bytes: Vec<u8>,
+    pub media_type: Option<String>,
+}
+
+/// Creates one Email (RFC 8621 §4.6): parse, read the blobs it names,
+/// compose, store. `Ok(Err(_))` is the SetError for `notCreated`; `Err` is a
+/// method-level failure (the store or blob store).
+pub async fn create_email(
+    ctx: &mut CallContext<'_>,
+    object: &Map<String, Value>,
+    owned_mailboxes: &[i64],
+) -> Result<Result<Value, SetError>, MethodError> {
+    // Plan.
+    let draft = match parse_draft(object, owned_mailboxes, ctx.created_ids) {
+        Ok(draft) => draft,
+        Err(error) => return Ok(Err(error)),
+    };
+    let max = ctx.jmap.limits.max_size_upload;
+    // Load.
+    let blobs = match load_blobs(ctx, draft.blob_ids(), max).await? {
+        Ok(blobs) => blobs,
+        Err(error) => return Ok(Err(error)),
+    };
+    let Draft {
+        mailbox_ids,
+        keywords,
+        received_at,
+        headers,
+        body,
+    } = draft;
+    let message = compose::Message {
+        headers,
+        body: body.into_part(&blobs),
+    };
+    drop(blobs);
+    let raw = match compose_message(message, max).await? {
+        Ok(raw) => raw,
+        Err(error) => return Ok(Err(error)),
+    };
+    // Store and render.
+    ingest_one(ctx, raw, mailbox_ids, keywords, Some(received_at)).await
+}
+
+/// Writes the message off the async workers (base64 of large blobs is CPU
+/// work); `tooLarge` (RFC 8620 §5.3) when it is over `max` octets
+/// (`maxSizeUpload`: no larger message could be uploaded and imported),
+/// `invalidProperties` when a header field cannot be folded under 998 octets.
+async fn compose_message(
+    message: compose::Message,
+    max: u64,
+) -> Result<Result<Vec<u8>, SetError>, MethodError> {
+    let composed =
+        tokio::task::spawn_blocking(move || compose::compose(message, chrono::Utc::now()))
+            .await
+            .map_err(|e| MethodError::server_fail("composing the message", e))?;
+    Ok(match composed {
+        Ok(raw) if raw.len() as u64 > max => Err(too_large(max)),
+        Ok(raw) => Ok(raw),
+        Err(ComposeError::LineTooLong { field }) => Err(SetError::invalid_properties(
+            &[format!("header:{field}").as_str()],
+            format!("the {field} header field has a line over 998 octets that cannot be folded"),
+        )),
+    })
+}
+
+fn too_large(max: u64) -> SetError {
+    SetError::new(
+        "tooLarge",
+        format!("the message would be larger than maxSizeUpload ({max} octets)"),
+    )
+}
+
+/// The most distinct blob ids one created Email may name: each is a store
+/// lookup and a read.
+pub const MAX_BLOBS_PER_EMAIL: usize = 256;
+
+/// Reads every blob the parts name (RFC 8621 §4.6): an upload or a message
+/// of the account (`{blobId}`), or a part of one (`{blobId}_{partId}`,
+/// decoded). `blobNotFound` with `notFound` listing each id the account does
+/// not hold; `tooLarge` over [`MAX_BLOBS_PER_EMAIL`] ids, once their octets
+/// pass `max`, or once the messages parsed for their parts pass the
+/// request's octets parsed ([`crate::jmap::Limits::max_parse_bytes`]).
+pub async fn load_blobs(
+    ctx: &mut CallContext<'_>,
+    blob_ids: BTreeSet<String>,
+    max: u64,
+) -> Result<Result<HashMap<String, LoadedBlob>, SetError>, MethodError> {
+    if blob_ids.len() > MAX_BLOBS_PER_EMAIL {
+        return Ok(Err(SetError::new(
+            "tooLarge",
+            format!("an Email may name at most {MAX_BLOBS_PER_EMAIL} blobs"),
+        )));
+    }
+    let held = held_blobs(ctx, &blob_ids).await?;
+    let mut not_found = Vec::new();
+    let mut raw_blobs: HashMap<&str, Vec<u8>> = HashMap::new();
+    let (mut loaded, mut total) = (HashMap::new(), 0u64);
+    for id in &blob_ids {
+        let Some((blob, part)) = ids::parse_blob_id(id).filter(|(blob, _)| held.contains(*blob))
+        else {
+            not_found.push(id.clone());
+            continue;
+        };
+        if !raw_blobs.contains_key(blob) {
+            let bytes =
+                ctx.jmap.blobs.read(blob).await.map_err(|e| {
+                    MethodError::server_fail(format_args!("reading blob {blob}"), e)
+                })?;
+            ctx.jmap.metrics.count_blob_read(bytes.len());
+            raw_blobs.insert(blob, bytes);
+        }
+        let raw = &raw_blobs[blob];
+        let blob_loaded = match part {
+            None => LoadedBlob {
+                bytes: raw.clone(),
+                media_type: None,
+            },
+            Some(path) => {
+                match ctx.budget.charge_parse(raw.len() as u64) {
+                    Ok(()) => {}
+                    Err(OverBudget::Request) => {
+                        return Ok(Err(SetError::new(
+                            "tooLarge",
+                            "parsing the messages its parts come from would pass the request's \
+                             octets parsed",
+                        )));
+                    }
+                    Err(OverBudget::Server) => return Err(crate::jmap::dispatch::server_busy()),
+                }
+                match resolve_part_blocking(raw.clone(), path.to_string()).await? {
+                    Some(content) => LoadedBlob {
+                        bytes: content.bytes,
+                        media_type: Some(content.content_type),
+                    },
+                    None => {
+                        not_found.push(id.clone());
+                        continue;
+                    }
+                }
+            }
+        };
+        total = total.saturating_add(blob_loaded.bytes.len() as u64);
+        if total > max {
+            return Ok(Err(too_large(max)));
+        }
+        loaded.insert(id.clone(), blob_loaded);
+    }
+    if !not_found.is_empty() {
+        return Ok(Err(blob_not_found(not_found)));
+    }
+    Ok(Ok(loaded))
+}
+
+/// The message blob ids among `blob_ids` that the account holds (an upload
+/// or a message of it), each distinct one looked up once (at most
+/// [`MAX_BLOBS_PER_EMAIL`]: the store has no list form of this lookup).
+async fn held_blobs<'b>(
+    ctx: &CallContext<'_>,
+    blob_ids: &'b BTreeSet<String>,
+) -> Result<BTreeSet<&'b str>, MethodError> {
+    let distinct: BTreeSet<&str> = blob_ids
+        .iter()
+        .filter_map(|id| ids::parse_blob_id(id).map(|(blob, _)| blob))
+        .collect();
+    let mut held = BTreeSet::new();
+    for blob in distinct {
+        if ctx.jmap.store.has_blob(ctx.account.id, blob).await? {
+            held.insert(blob);
+        }
+    }
+    Ok(held)
+}
+
+/// A part of a message, decoded, on the blocking pool (a whole parse).
+async fn resolve_part_blocking(
+    raw: Vec<u8>,
+    path: String,
+) -> Result<Option<crate::mail::body::PartContent>, MethodError> {
+    tokio::task::spawn_blocking(move || resolve_part(&raw, &path))
+        .await
+        .map_err(|e| MethodError::server_fail("reading a body part", e))
+}
+
+fn blob_not_found(not_found: Vec<String>) -> SetError {
+    let mut error = SetError::new(
+        "blobNotFound",
+        "a blobId of a body part is not a blob of this account",
+    );
+    error.not_found = not_found;
+    error
+}
+
+/// The `invalidProperties` problems of one create object, gathered so that
+/// one answer names every property at fault.
+#[derive(Debug, Default)]
+struct Problems {
+    properties: Vec<String>,
+    reasons: Vec<String>,
+}
+
+impl Problems {
+    fn add(&mut self, path: impl Into<String>, reason: impl Into<String>) {
+        let path = path.into();
+        let reason = reason.into();
+        self.reasons.push(format!("{path}: {reason}"));
+        self.properties.push(path);
+    }
+
+    /// Adds the properties of a SetError from a shared parser.
+    fn add_error(&mut self, error: SetError) {
+        self.reasons.push(error.description);
+        self.properties.extend(error.properties);
+    }
+
+    fn into_result<T>(self, value: T) -> Result<T, SetError> {
+        if self.properties.is_empty() {
+            return Ok(value);
+        }
+        let properties: Vec<&str> = self.properties.iter().map(String::as_str).collect();
+        Err(SetError::invalid_properties(
+            &properties,
+            self.reasons.join("; "),
+        ))
+    }
+}
+
+/// A JSON Pointer path (RFC 6901): `parent/token`, `~` and `/` escaped.
+fn path(parent: &str, token: &str) -> String {
+    let token = token.replace('~', "~0").replace('/', "~1");
+    if parent.is_empty() {
+        token
+    } else {
+        format!("{parent}/{token}")
+    }
+}
+
+/// Email properties the server sets (RFC 8621 §4.1.1, §4.1.4): never given
+/// on create.
+const SERVER_SET: &[&str] = &[
+    "id",
+    "blobId",
+    "threadId",
+    "size",
+    "hasAttachment",
+    "preview",
+];
+
+/// Body properties of the Email (RFC 8621 §4.1.4), read by [`parse_body`].
+const BODY: &[&str] = &[
+    "bodyStructure",
+    "bodyValues",
+    "textBody",
+    "htmlBody",
+    "attachments",
+];
+
+/// Checks one create object against RFC 8621 §4.6 and plans what to write.
+pub fn parse_draft(
+    object: &Map<String, Value>,
+    owned_mailboxes: &[i64],
+    created_ids: &HashMap<String, String>,
+) -> Result<Draft, SetError> {
+    let mut problems = Problems::default();
+    let mut definitions = Vec::new();
+    for (key, value) in object {
+        match key.as_str() {
+            "mailboxIds" | "keywords" | "receivedAt" => {}
+            key if BODY.contains(&key) => {}
+            key if SERVER_SET.contains(&key) => problems.add(key, "set by the server"),
+            "headers" => {
+                if !is_empty_list(value) {
+                    problems.add(
+                        "headers",
+                        "set each header field as its own property (RFC 8621 §4.6)",
+                    );
+                }
+            }
+            key => match EmailProperty::parse(key) {
+                Some(EmailProperty::Header(header)) => definitions.push((key, header, value)),
+                Some(property) => match property.header_property() {
+                    Some(header) => definitions.push((key, header, value)),
+                    None => problems.add(key, "not settable"),
+                },
+                None => problems.add(
+                    key,
+                    "unknown property, or a header form not allowed for that field",
+                ),
+            },
+        }
+    }
+    for (key, header, _) in &definitions {
+        if header.name.starts_with("content-") {
+            problems.add(
+                *key,
+                "Content-* header fields belong on body parts (RFC 8621 §4.6)",
+            );
+        }
+    }
+    let headers = header_fields("", &definitions, &mut problems);
+    let mailbox_ids = match object
+        .get("mailboxIds")
+        .map(|v| parse_mailbox_ids(v, created_ids))
+    {
+        Some(Ok(set)) if !set.is_empty() && set.iter().all(|m| owned_mailboxes.contains(m)) => set,
+        Some(Err(error)) => {
+            problems.add_error(error);
+            BTreeSet::new()
+        }
+        _ => {
+            problems.add(
+                "mailboxIds",
+                "at least one mailbox of this account is required",
+            );
+            BTreeSet::new()
+        }
+    };
+    let keywords = match object.get("keywords").map(parse_keywords).transpose() {
+        Ok(keywords) => keywords.unwrap_or_default(),
+        Err(error) => {
+            problems.add_error(error);
+            BTreeSet::new()
+        }
+    };
+    let received_at = parse_received_at(object.get("receivedAt"))
+        .map(|at| at.unwrap_or_else(|| chrono::Utc::now().timestamp()))
+        .unwrap_or_else(|error| {
+            problems.add_error(error);
+            0
+        });
+    let top_level: BTreeSet<String> = definitions.iter().map(|(_, h, _)| h.name.clone()).collect();
+    let body = parse_body(object, &top_level, &mut problems);
+    problems.into_result(Draft {
+        mailbox_ids,
+        keywords,
+        received_at,
+        headers,
+        body,
+    })
+}
+
+fn is_empty_list(value: &Value) -> bool {
+    value.is_null() || value.as_array().is_some_and(Vec::is_empty)
+}
+
+/// The fields written for header-defining properties (of the Email, or of a
+/// part at `at`): each field name defined once (RFC 8621 §4.6), each value in
+/// its property's form; a null value (or an empty list) writes nothing.
+fn header_fields(
+    at: &str,
+    definitions: &[(&str, HeaderProperty, &Value)],
+    problems: &mut Problems,
+) -> Vec<Field> {
+    let mut by_name: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (key, header, _) in definitions {
+        by_name.entry(header.name.as_str()).or_default().push(*key);
+    }
+    for keys in by_name.values().filter(|keys| keys.len() > 1) {
+        for key in keys {
+            problems.add(
+                path(at, key),
+                "the same header field is defined twice (RFC 8621 §4.6)",
+            );
+        }
+    }
+    let mut fields = Vec::new();
+    for (key, header, value) in definitions {
+        let name = field_name(key, &header.name);
+        let here = path(at, key);
+        let values: Vec<(String, &Value)> = match (header.all, value) {
+            (_, Value::Null) => Vec::new(),
+            (true, Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| (path(&here, &i.to_string()), item))
+                .collect(),
+            (true, _) => {
+                problems.add(here, "an :all header property takes a list of values");
+                continue;
+            }
+            (false, value) => vec![(here, *value)],
+        };
+        for (here, value) in values {
+            match field_value(value, header.form) {
+                Ok(Some(value)) => fields.push(Field {
+                    name: name.clone(),
+                    value,
+                }),
+                Ok(None) => {}
+                Err(reason) => problems.add(here, reason),
+            }
+        }
+    }
+    fields
+}
+
+/// The name to write: a known field in its usual spelling, any other as the
+/// client spelled it in `header:{name}`.
+fn field_name(key: &str, lowercase: &str) -> String {
+    const KNOWN: &[&str] = &[
+        "From",
+        "Sender",
+        "Reply-To",
+        "To",
+        "Cc",
+        "Bcc",
+        "Message-ID",
+        "In-Reply-To",
+        "References",
+        "Subject",
+        "Date",
+        "MIME-Version",
+        "Comments",
+        "Keywords",
+        "List-Help",
+        "List-Unsubscribe",
+        "List-Subscribe",
+        "List-Post",
+        "List-Owner",
+        "List-Archive",
+        "Content-Description",
+    ];
+    if let Some(known) = KNOWN.iter().find(|k| k.eq_ignore_ascii_case(lowercase)) {
+        return known.to_string();
+    }
+    key.strip_prefix("header:")
+        .and_then(|rest| rest.split(':').next())
+        .unwrap_or(lowercase)
+        .to_string()
+}
+
+/// One header value in `form` (RFC 8621 §4.1.2); `None` writes no field.
+fn field_value(value: &Value, form: HeaderForm) -> Result<Option<FieldValue>, String> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    let string = || value.as_str().ok_or_else(|| "must be a String".to_string());
+    let list = |what: &str| {
+        value
+            .as_array()
+            .ok_or_else(|| format!("must be a list of {what}"))
+    };
+    let field = match form {
+        HeaderForm::Raw => {
+            let raw = string()?;
+            if !is_folded_raw(raw) {
+                return Err(
+                    "a raw value may hold CR and LF only as folding (CRLF then a space or tab)"
+                        .into(),
+                );
+            }
+            FieldValue::Raw(raw.to_string())
+        }
+        HeaderForm::Text => FieldValue::Text(string()?.to_string()),
+        HeaderForm::Addresses => {
+            let addresses = list("EmailAddress objects")?
+                .iter()
+                .map(mailbox)
+                .collect::<Result<Vec<_>, _>>()?;
+            if addresses.is_empty() {
+                return Ok(None);
+            }
+            FieldValue::Addresses(addresses)
+        }
+        HeaderForm::GroupedAddresses => {
+            let groups = list("EmailAddressGroup objects")?
+                .iter()
+                .map(group)
+                .collect::<Result<Vec<_>, _>>()?;
+            if groups.is_empty() {
+                return Ok(None);
+            }
+            FieldValue::GroupedAddresses(groups)
+        }
+        HeaderForm::MessageIds | HeaderForm::Urls => {
+            let items = list("Strings")?
+                .iter()
+                .map(|item| match item.as_str() {
+                    Some(item) if is_token_like(item) => Ok(item.to_string()),
+                    _ => Err("each must be a String without white space, control characters or angle brackets".to_string()),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            match (items.is_empty(), form) {
+                (true, _) => return Ok(None),
+                (false, HeaderForm::MessageIds) => FieldValue::MessageIds(items),
+                (false, _) => FieldValue::Urls(items),
+            }
+        }
+        HeaderForm::Date => FieldValue::Date(
+            DateTime::parse_from_rfc3339(string()?)
+                .map_err(|_| "must be an RFC 3339 date".to_string())?,
+        ),
+    };
+    Ok(Some(field))
+}
+
+/// An EmailAddress object (RFC 8621 §4.1.2.3): `email` a String, `name` a
+/// String or null.
+fn mailbox(value: &Value) -> Result<Mailbox, String> {
+    let object = value
+        .as_object()
+        .ok_or_else(|| "each address must be an EmailAddress object".to_string())?;
+    let email = match object.get("email").and_then(Value::as_str) {
+        Some(email) if is_token_like(email) => email.to_string(),
+        _ => return Err("an address's email must be a String without white space, control characters or angle brackets".into()),
+    };
+    let name = optional_string(object.get("name"))
+        .map_err(|_| "an address's name must be a String or null".to_string())?;
+    Ok(Mailbox { name, email })
+}
+
+/// An EmailAddressGroup object (RFC 8621 §4.1.2.4).
+fn group(value: &Value) -> Result<Group, String> {
+    let object = value
+        .as_object()
+        .ok_or_else(|| "each group must be an EmailAddressGroup object".to_string())?;
+    let name = optional_string(object.get("name"))
+        .map_err(|_| "a group's name must be a String or null".to_string())?;
+    let addresses = object
+        .get("addresses")
+        .and_then(Value::as_array)
+        .ok_or_else(|| "a group's addresses must be a list".to_string())?
+        .iter()
+        .map(mailbox)
+        .collect::<Result<_, _>>()?;
+    Ok(Group { name, addresses })
+}
+
+/// A String or null (absent is null).
+fn optional_string(value: Option<&Value>) -> Result<Option<String>, ()> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(()),
+    }
+}
+
+/// Non-empty, and no white space, control character or angle bracket: what
+/// an addr-spec, msg-id, URL, Content-ID or Content-Location can be written
+/// as without changing the field's structure.
+fn is_token_like(value: &str) -> bool {
+    !value.is_empty()
+        && !value
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '<' || c == '>')
+}
+
+/// A Raw value (RFC 8621 §4.1.2.1) is written as given: a CR or LF in it
+/// must be folding white space (CRLF then a space or tab), never a line of
+/// its own, which would start a new field.
+fn is_folded_raw(raw: &str) -> bool {
+    let bytes = raw.as_bytes();
+    bytes.iter().enumerate().all(|(i, &b)| match b {
+        b'\r' => bytes.get(i + 1) == Some(&b'\n') && matches!(bytes.get(i + 2), Some(b' ' | b'\t')),
+        b'\n' => i > 0 && bytes[i - 1] == b'\r',
+        0 => false,
+        _ => true,
+    })
+}
+
+/// The body properties (RFC 8621 §4.6): `bodyStructure`, or `textBody` /
+/// `htmlBody` / `attachments`, with `bodyValues`. `top_level` names the
+/// fields the Email defines, which the root part must not define again.
+fn parse_body(
+    object: &Map<String, Value>,
+    top_level: &BTreeSet<String>,
+    problems: &mut Problems,
+) -> DraftBody {
+    let values = body_values(object.get("bodyValues"), problems);
+    let mut parser = PartParser {
+        values: &values,
+        problems,
+    };
+    let lists = ["textBody", "htmlBody", "attachments"];
+    if let Some(structure) = object.get("bodyStructure").filter(|v| !v.is_null()) {
+        for list in lists
+            .iter()
+            .filter(|l| object.get(**l).is_some_and(|v| !v.is_null()))
+        {
+            parser.problems.add(
+                *list,
+                "not allowed together with bodyStructure (RFC 8621 §4.6)",
+            );
+        }
+        let root = parser.part("bodyStructure", structure, true, Some(top_level));
+        return DraftBody::Structure(Box::new(root));
+    }
+    let mut single = |key: &str, media_type: &str| -> Option<Box<DraftPart>> {
+        let list = object.get(key).filter(|v| !v.is_null())?;
+        match list.as_array().map(Vec::as_slice) {
+            Some([one]) => {
+                let part = parser.part(&path(key, "0"), one, false, None);
+                if part.part.media_type != media_type {
+                    parser.problems.add(
+                        path(&path(key, "0"), "type"),
+                        format!("must be {media_type} (RFC 8621 §4.6)"),
+                    );
+                }
+                Some(Box::new(part))
+            }
+            _ => {
+                parser
+                    .problems
+                    .add(key, "must hold exactly one body part (RFC 8621 §4.6)");
+                None
+            }
+        }
+    };
+    let text = single("textBody", "text/plain");
+    let html = single("htmlBody", "text/html");
+    let attachments = match object.get("attachments") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .enumerate()
+            .map(|(i, part)| parser.part(&path("attachments", &i.to_string()), part, false, None))
+            .collect(),
+        Some(_) => {
+            parser
+                .problems
+                .add("attachments", "must be a list of body parts");
+            Vec::new()
+        }
+    };
+    DraftBody::Lists {
+        text,
+        html,
+        attachments,
+    }
+}
+
+/// `bodyValues`: partId → text. `isEncodingProblem` and `isTruncated` must
+/// be false or absent (RFC 8621 §4.6).
+fn body_values(value: Option<&Value>, problems: &mut Problems) -> HashMap<String, String> {
+    let mut values = HashMap::new();
+    let Some(map) = value.filter(|v| !v.is_null()) else {
+        return values;
+    };
+    let Some(map) = map.as_object() else {
+        problems.add("bodyValues", "must be a map of partId to EmailBodyValue");
+        return values;
+    };
+    for (part_id, body_value) in map {
+        let here = path("bodyValues", part_id);
+        let Some(text) = body_value.get("value").and_then(Value::as_str) else {
+            problems.add(path(&here, "value"), "must be a String");
+            continue;
+        };
+        for flag in ["isEncodingProblem", "isTruncated"] {
+            match body_value.get(flag) {
+                None | Some(Value::Bool(false)) => {}
+                Some(_) => {
+                    problems.add(path(&here, flag), "must be false or absent (RFC 8621 §4.6)")
+                }
+            }
+        }
+        values.insert(part_id.clone(), text.to_string());
+    }
+    values
+}
+
+/// The EmailBodyPart parser of one create object.
+struct PartParser<'p> {
+    values: &'p HashMap<String, String>,
+    problems: &'p mut Problems,
+}
+
+/// EmailBodyPart properties (RFC 8621 §4.1.4) a created part may have.
+const PART_PROPERTIES: &[&str] = &[
+    "partId",
+    "blobId",
+    "size",
+    "type",
+    "charset",
+    "disposition",
+    "name",
+    "cid",
+    "language",
+    "location",
+    "subParts",
+    "headers",
+];
+
+/// Part header fields written from the part's own properties.
+const PART_CONTENT_FIELDS: &[&str] = &[
+    "content-type",
+    "content-disposition",
+    "content-id",
+    "content-language",
+    "content-location",
+];
+
+impl PartParser<'_> {
+    /// One EmailBodyPart at `at`. `multipart_allowed` in `bodyStructure`
+    /// only; `top_level`: the Email's fields, for the root part.
+    fn part(
+        &mut self,
+        at: &str,
+        value: &Value,
+        multipart_allowed: bool,
+        top_level: Option<&BTreeSet<String>>,
+    ) -> DraftPart {
+        let empty = DraftPart {
+            part: Part::new("text/plain", Content::Text(String::new())),
+            source: Source::Value(String::new()),
+        };
+        let Some(object) = value.as_object() else {
+            self.problems.add(at, "must be an EmailBodyPart object");
+            return empty;
+        };
+        let mut definitions = Vec::new();
+        for (key, value) in object {
+            if PART_PROPERTIES.contains(&key.as_str()) {
+                continue;
+            }
+            match HeaderProperty::parse(key) {
+                Some(header) if header.name == "content-transfer-encoding" => self.problems.add(
+                    path(at, key),
+                    "the server chooses the Content-Transfer-Encoding (RFC 8621 §4.6)",
+                ),
+                Some(header) if PART_CONTENT_FIELDS.contains(&header.name.as_str()) => {
+                    self.problems.add(
+                        path(at, key),
+                        "set with type, charset, name, disposition, cid, language or location",
+                    )
+                }
+                Some(header) if top_level.is_some_and(|names| names.contains(&header.name)) => {
+                    self.problems.add(
+                        path(at, key),
+                        "already defined on the Email (RFC 8621 §4.6)",
+                    )
+                }
+                Some(header) => definitions.push((key.as_str(), header, value)),
+                None => self.problems.add(
+                    path(at, key),
+                    "unknown EmailBodyPart property or header form",
+                ),
+            }
+        }
+        if !object.get("headers").is_none_or(is_empty_list) {
+            self.problems.add(
+                path(at, "headers"),
+                "set each header field as its own property (RFC 8621 §4.6)",
+            );
+        }
+        let mut part = Part::new("", Content::Multipart(Vec::new()));
+        part.headers = header_fields(at, &definitions, self.problems);
+        self.describe(at, object, &mut part);
+        let source = self.source(at, object, &mut part, multipart_allowed);
+        DraftPart { part, source }
+    }
+
+    /// `type`, `charset`, `disposition`, `name`, `cid`, `language`, `location`.
+    fn describe(&mut self, at: &str, object: &Map<String, Value>, part: &mut Part) {
+        let mut text = |key: &str, valid: fn(&str) -> bool| -> Option<String> {
+            match optional_string(object.get(key)) {
+                Ok(Some(value)) if valid(&value) => Some(value),
+                Ok(None) => None,
+                _ => {
+                    self.problems.add(path(at, key), "invalid value");
+                    None
+                }
+            }
+        };
+        part.media_type =
+            text("type", is_media_type).map_or_else(String::new, |t| t.to_ascii_lowercase());
+        part.charset = text("charset", is_mime_token);
+        part.disposition = text("disposition", is_mime_token).map(|d| d.to_ascii_lowercase());
+        part.name = text("name", |name| !name.chars().any(char::is_control));
+        part.cid = text("cid", is_token_like);
+        part.location = text("location", is_token_like);
+        part.language = match object.get("language") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(tags))
+                if tags.iter().all(|t| t.as_str().is_some_and(is_mime_token)) =>
+            {
+                tags.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            }
+            Some(_) => {
+                self.problems
+                    .add(path(at, "language"), "must be a list of language tags");
+                Vec::new()
+            }
+        };
+    }
+
+    /// Where the content comes from: `subParts` for a multipart, else
+    /// exactly one of `partId` (a text of `bodyValues`; no `charset` or
+    /// `size`) and `blobId`.
+    fn source(
+        &mut self,
+        at: &str,
+        object: &Map<String, Value>,
+        part: &mut Part,
+        multipart_allowed: bool,
+    ) -> Source {
+        let given = |key: &str| object.get(key).is_some_and(|v| !v.is_null());
+        if part.media_type.starts_with("multipart/") {
+            if !multipart_allowed {
+                self.problems.add(
+                    path(at, "type"),
+                    "a multipart is allowed in bodyStructure only",
+                );
+            }
+            for key in ["partId", "blobId", "charset"]
+                .into_iter()
+                .filter(|k| given(k))
+            {
+                self.problems
+                    .add(path(at, key), "not allowed on a multipart part");
+            }
+            let Some(children) = object.get("subParts").and_then(Value::as_array) else {
+                self.problems
+                    .add(path(at, "subParts"), "a multipart part needs subParts");
+                return Source::Children(Vec::new());
+            };
+            let at_children = path(at, "subParts");
+            return Source::Children(
+                children
+                    .iter()
+                    .enumerate()
+                    .map(|(i, child)| {
+                        self.part(&path(&at_children, &i.to_string()), child, true, None)
+                    })
+                    .collect(),
+            );
+        }
+        if given("subParts") {
+            self.problems
+                .add(path(at, "subParts"), "only a multipart part has subParts");
+        }
+        match (
+            object.get("partId").and_then(Value::as_str),
+            object.get("blobId").and_then(Value::as_str),
+        ) {
+            (Some(part_id), None) => {
+                for key in ["charset", "size"].into_iter().filter(|k| given(k)) {
+                    self.problems.add(
+                        path(at, key),
+                        "must be omitted when partId is given (RFC 8621 §4.6)",
+                    );
+                }
+                if part.media_type.is_empty() {
+                    part.media_type = "text/plain".to_string();
+                }
+                if !part.media_type.starts_with("text/") {
+                    self.problems
+                        .add(path(at, "type"), "a part from bodyValues must be text/*");
+                }
+                match self.values.get(part_id) {
+                    Some(text) => Source::Value(text.clone()),
+                    None => {
+                        self.problems
+                            .add(path(at, "partId"), "not in bodyValues (RFC 8621 §4.6)");
+                        Source::Value(String::new())
+                    }
+                }
+            }
+            (None, Some(blob_id)) => Source::Blob(blob_id.to_string()),
+            (Some(_), Some(_)) => {
+                self.problems.add(
+                    path(at, "partId"),
+                    "partId or blobId, not both (RFC 8621 §4.6)",
+                );
+                Source::Value(String::new())
+            }
+            (None, None) => {
+                self.problems.add(
+                    path(at, "partId"),
+                    "a part needs a partId or a blobId (RFC 8621 §4.6)",
+                );
+                Source::Value(String::new())
+            }
+        }
+    }
+}
+
+/// `type/subtype` of RFC 2045 tokens.
+fn is_media_type(value: &str) -> bool {
+    value
+        .split_once('/')
+        .is_some_and(|(kind, sub)| is_mime_token(kind) && is_mime_token(sub))
+}
+
+/// An RFC 2045 §5.1 token.
+fn is_mime_token(value: &str) -> bool {
+    !value.is_empty()
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?=".contains(&b))
+}
+
+impl Draft {
+    /// Every blob id the parts name.
+    pub fn blob_ids(&self) -> BTreeSet<String> {
+        fn walk(part: &DraftPart, out: &mut BTreeSet<String>) {
+            match &part.source {
+                Source::Blob(id) => {
+                    out.insert(id.clone());
+                }
+                Source::Children(children) => children.iter().for_each(|c| walk(c, out)),
+                Source::Value(_) => {}
+            }
+        }
+        let mut out = BTreeSet::new();
+        match &self.body {
+            DraftBody::Structure(root) => walk(root, &mut out),
+            DraftBody::Lists {
+                text,
+                html,
+                attachments,
+            } => text
+                .iter()
+                .chain(html)
+                .map(|part| &**part)
+                .chain(attachments)
+                .for_each(|part| walk(part, &mut out)),
+        }
+        out
+    }
+}
+
+impl DraftBody {
+    /// The body to write, with the blobs read ([`load_blobs`] found each).
+    fn into_part(self, blobs: &HashMap<String, LoadedBlob>) -> Part {
+        match self {
+            DraftBody::Structure(root) => root.into_part(blobs),
+            DraftBody::Lists {
+                text,
+                html,
+                attachments,
+            } => compose::body_from_lists(
+                text.map(|part| part.into_part(blobs)),
+                html.map(|part| part.into_part(blobs)),
+                attachments
+                    .into_iter()
+                    .map(|part| part.into_part(blobs))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+impl DraftPart {
+    fn into_part(self, blobs: &HashMap<String, LoadedBlob>) -> Part {
+        let DraftPart { mut part, source } = self;
+        part.content = match source {
+            Source::Value(text) => Content::Text(text),
+            Source::Children(children) => {
+                Content::Multipart(children.into_iter().map(|c| c.into_part(blobs)).collect())
+            }
+            Source::Blob(id) => {
+                let blob = blobs.get(&id);
+                if part.media_type.is_empty() {
+                    part.media_type = blob
+                        .and_then(|b| b.media_type.clone())
+                        .unwrap_or_else(|| "application/octet-stream".to_string());
+                }
+                Content::Bytes(blob.map(|b| b.bytes.clone()).unwrap_or_default())
+            }
+        };
+        part
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn parse(object: Value) -> Result<Draft, SetError> {
+        parse_draft(object.as_object().unwrap(), &[1], &HashMap::new())
+    }
+
+    fn invalid(object: Value) -> Vec<String> {
+        let error = parse(object).expect_err("invalid");
+        assert_eq!(error.kind, "invalidProperties");
+        error.properties
+    }
+
+    #[test]
+    fn a_draft_plans_its_fields_and_parts() {
+        let draft = parse(json!({
+            "mailboxIds": {"m1": true},
+            "keywords": {"$draft": true},
+            "subject": "Grüße",
+            "from": [{"name": "Ann", "email": "ann@example.com"}],
+            "header:X-Mailer:asText": "test",
+            "header:Comments:all": ["one", "two"],
+            "bodyValues": {"t": {"value": "hi"}},
+            "textBody": [{"partId": "t"}],
+            "attachments": [{"blobId": "b", "type": "image/png", "disposition": "inline", "cid": "c@x"}],
+        }))
+        .unwrap();
+        assert_eq!(draft.mailbox_ids, BTreeSet::from([1]));
+        assert_eq!(draft.keywords, BTreeSet::from(["$draft".to_string()]));
+        let names: Vec<&str> = draft.headers.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["From", "Comments", "Comments", "X-Mailer", "Subject"]
+        );
+        assert_eq!(draft.blob_ids(), BTreeSet::from(["b".to_string()]));
+    }
+
+    #[test]
+    fn every_rule_of_rfc_8621_section_4_6_names_its_property() {
+        let check = |object: Value, expected: &[&str]| {
+            let mut object = object;
+            object["mailboxIds"] = json!({"m1": true});
+            assert_eq!(invalid(object.clone()), expected, "{object}");
+        };
+        check(json!({"id": "e1", "size": 3}), &["id", "size"]);
+        check(
+            json!({"headers": [{"name": "X", "value": "y"}]}),
+            &["headers"],
+        );
+        check(
+            json!({"from": [], "header:From:asAddresses": []}),
+            &["from", "header:From:asAddresses"],
+        );
+        check(
+            json!({"header:Content-Type": "text/plain"}),
+            &["header:Content-Type"],
+        );
+        check(
+            json!({"header:Subject:asURLs": "x"}),
+            &["header:Subject:asURLs"],
+        );
+        check(
+            json!({"header:X:asRaw": "a\r\nBcc: evil@example.com"}),
+            &["header:X:asRaw"],
+        );
+        check(json!({"sentAt": "yesterday"}), &["sentAt"]);
+        check(json!({"to": [{"email": "a b@example.com"}]}), &["to"]);
+        check(
+            json!({"bodyStructure": {"partId": "1"}, "bodyValues": {"1": {"value": "x"}}, "textBody": []}),
+            &["textBody"],
+        );
+        check(
+            json!({"bodyValues": {"1": {"value": "x", "isTruncated": true}}, "textBody": [{"partId": "1"}]}),
+            &["bodyValues/1/isTruncated"],
+        );
+        check(
+            json!({"textBody": [{"partId": "1", "type": "text/html"}], "bodyValues": {"1": {"value": "x"}}}),
+            &["textBody/0/type"],
+        );
+        check(
+            json!({"htmlBody": [{"partId": "1"}, {"partId": "1"}], "bodyValues": {"1": {"value": "x"}}}),
+            &["htmlBody"],
+        );
+        check(
+            json!({"textBody": [{"partId": "nope"}]}),
+            &["textBody/0/partId"],
+        );
+        check(
+            json!({"attachments": [{"blobId": "b", "header:Content-Transfer-Encoding": "base64"}]}),
+            &["attachments/0/header:Content-Transfer-Encoding"],
+        );
+        check(
+            json!({"textBody": [{"partId": "1", "charset": "utf-8", "size": 1}], "bodyValues": {"1": {"value": "x"}}}),
+            &["textBody/0/charset", "textBody/0/size"],
+        );
+        check(
+            json!({"subject": "s", "bodyStructure": {"partId": "1", "header:Subject:asText": "t"}, "bodyValues": {"1": {"value": "x"}}}),
+            &["bodyStructure/header:Subject:asText"],
+        );
+        check(
+            json!({"bodyStructure": {"type": "multipart/mixed", "subParts": [{"blobId": "b", "partId": "1"}]}}),
+            &["bodyStructure/subParts/0/partId"],
+        );
+        let mut no_mailbox = json!({"subject": "x"});
+        no_mailbox["mailboxIds"] = json!({"m2": true});
+        assert_eq!(invalid(no_mailbox), ["mailboxIds"]);
+        assert_eq!(invalid(json!({"subject": "x"})), ["mailboxIds"]);
+    }
+
+    #[test]
+    fn raw_values_may_fold_but_not_start_a_line() {
+        assert!(is_folded_raw(" a\r\n b"));
+        assert!(is_folded_raw("a\r\n\tb"));
+        assert!(!is_folded_raw("a\r\nb"));
+        assert!(!is_folded_raw("a\nb"));
+        assert!(!is_folded_raw("a\rb"));
+        assert!(!is_folded_raw("a\r\n"));
+    }
+}
