@@ -55,6 +55,7 @@ pub struct CallContext<'a> {
 /// Every method this server answers, with the name used as the metrics label.
 const METHODS: &[&str] = &[
     "Core/echo",
+    "Blob/copy",
     "Mailbox/get",
     "Mailbox/changes",
     "Mailbox/query",
@@ -67,16 +68,17 @@ const METHODS: &[&str] = &[
     "Email/set",
     "Email/import",
     "Email/parse",
+    "Email/copy",
     "Thread/get",
     "Thread/changes",
     "Quota/get",
     "Quota/changes",
 ];
 
-/// The capability a method belongs to: `Core/*` to core, `Quota/*` to
-/// quota (RFC 9425), the rest to mail.
+/// The capability a method belongs to: `Core/*` and `Blob/copy` (RFC 8620
+/// §6.3) to core, `Quota/*` to quota (RFC 9425), the rest to mail.
 fn capability_of(method: &str) -> &'static str {
-    if method.starts_with("Core/") {
+    if method.starts_with("Core/") || method == "Blob/copy" {
         super::request::CAPABILITY_CORE
     } else if method.starts_with("Quota/") {
         super::request::CAPABILITY_QUOTA
@@ -92,6 +94,7 @@ async fn call(
 ) -> Result<Value, MethodError> {
     match method {
         "Core/echo" => Ok(core::echo(arguments)),
+        "Blob/copy" => super::copy::blob_copy(ctx, arguments).await,
         "Mailbox/get" => mailbox::get::mailbox_get(ctx, arguments).await,
         "Mailbox/changes" => mailbox::changes::mailbox_changes(ctx, arguments).await,
         "Mailbox/query" => mailbox::query::mailbox_query(ctx, arguments).await,
@@ -106,6 +109,7 @@ async fn call(
         "Email/set" => email::set::email_set(ctx, arguments).await,
         "Email/import" => email::import::email_import(ctx, arguments).await,
         "Email/parse" => email::parse::email_parse(ctx, arguments).await,
+        "Email/copy" => super::copy::email_copy(ctx, arguments).await,
         "Thread/get" => thread::get::thread_get(ctx, arguments).await,
         "Thread/changes" => thread::changes::thread_changes(ctx, arguments).await,
         "Quota/get" => super::quota::quota_get(ctx, arguments).await,

@@ -108,6 +108,10 @@ pub enum MethodError {
     InvalidResultReference(String),
     #[error("account not found")]
     AccountNotFound,
+    /// Foo/copy and Blob/copy: the `fromAccountId` is not an account this
+    /// user can read (RFC 8620 §5.4, §6.3).
+    #[error("the account to copy from is not found")]
+    FromAccountNotFound,
     #[error("{0}")]
     Forbidden(String),
     #[error("too many objects in the request (limit {0})")]
@@ -160,6 +164,7 @@ impl MethodError {
             MethodError::InvalidArguments(_) => "invalidArguments",
             MethodError::InvalidResultReference(_) => "invalidResultReference",
             MethodError::AccountNotFound => "accountNotFound",
+            MethodError::FromAccountNotFound => "fromAccountNotFound",
             MethodError::Forbidden(_) => "forbidden",
             MethodError::RequestTooLarge(_)
             | MethodError::OverBudget(_)

@@ -621,9 +621,17 @@ fn base64_value(byte: u8) -> Option<u8> {
     })
 }
 
-/// RFC 2047 §4.1 "B" encoding: base64 (RFC 2045 §6.8); padding may be missing.
+/// RFC 2047 §4.1 "B" encoding: base64 exactly as RFC 2045 §6.8 writes it,
+/// in whole 4-character groups with at most two `=` of padding at the end;
+/// anything else is not an encoded word (it stays literal text).
 fn decode_b(text: &str) -> Option<Vec<u8>> {
+    if text.is_empty() || !text.len().is_multiple_of(4) {
+        return None;
+    }
     let data = text.trim_end_matches('=');
+    if text.len() - data.len() > 2 {
+        return None;
+    }
     let mut out = Vec::with_capacity(data.len() * 3 / 4);
     let mut acc: u32 = 0;
     let mut bits = 0;
@@ -644,8 +652,11 @@ fn hex_value(byte: u8) -> Option<u8> {
 }
 
 /// RFC 2047 §4.2 "Q" encoding: `_` is SP, `=XX` an octet, other printable
-/// ASCII itself.
+/// ASCII itself; the encoded text is at least one character (§2).
 fn decode_q(text: &str) -> Option<Vec<u8>> {
+    if text.is_empty() {
+        return None;
+    }
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -1417,6 +1428,24 @@ mod tests {
     #[test]
     fn text_form_unfolds_and_decodes_only_well_placed_words() {
         assert_eq!(text_form(" Hello\r\n  world  "), "Hello  world  ");
+        // Only what matches RFC 2047's grammar exactly is decoded; the rest
+        // stays literal text: empty encoded text, base64 not in whole groups
+        // or with stray padding, an unknown encoding, a word glued to text.
+        for literal in [
+            "=?utf-8?q??=",
+            "=?utf-8?b??=",
+            "=?utf-8?b?Y2Fmw6k?=",
+            "=?utf-8?b?Y2Fm===?=",
+            "=?utf-8?b?Y2=mw6k=?=",
+            "=?utf-8?x?abc?=",
+            "=?utf-8?q?caf=C3=A9?=s",
+            "x=?utf-8?q?caf=C3=A9?=",
+            "=?utf-8?q?a b?=",
+        ] {
+            assert_eq!(text_form(&format!(" {literal}")), literal, "{literal}");
+        }
+        assert_eq!(text_form(" =?utf-8?b?Y2Fmw6k=?="), "café");
+        assert_eq!(text_form(" =?utf-8?B?Y2Fmw6lz?="), "cafés");
         // Adjacent encoded words are joined; a character split over two words survives.
         assert_eq!(text_form(" =?utf-8?q?=E2=82?= =?utf-8?q?=AC?= x"), "€ x");
         assert_eq!(

@@ -14,6 +14,20 @@ use std::borrow::Cow;
 
 use mail_parser::{Encoding, Message, MessageParser, MessagePart, PartType};
 
+/// Whether `bytes` open with an RFC 5322 header field (`name:` with a name
+/// of printable ASCII other than `:`), as a message does; mail-parser
+/// itself reads almost anything as a message. What Email/parse calls
+/// `notParsable` and Email/import refuses as `invalidEmail` (RFC 8621 §4.8,
+/// §4.9): a JMAP client gets a clear error for a blob that is no message,
+/// while `fastview import` still stores such a file as one text part.
+pub fn opens_with_header_field(bytes: &[u8]) -> bool {
+    let line = bytes.split(|b| *b == b'\n').next().unwrap_or_default();
+    match line.iter().position(|b| *b == b':') {
+        Some(colon) if colon > 0 => line[..colon].iter().all(|b| (33..=126).contains(b)),
+        _ => false,
+    }
+}
+
 /// Parses a whole message; a message mail-parser cannot read is one
 /// `text/plain` part with no header field whose body is all of `raw`.
 pub fn parse_message(raw: &[u8]) -> Message<'_> {

@@ -256,3 +256,86 @@ async fn keyword_sorts_and_thread_keyword_filters_follow_rfc8621_section_4_4() {
         .await;
     assert_eq!(refused[0][1]["type"], "cannotCalculateChanges");
 }
+
+/// Email/copy and Blob/copy (RFC 8620 §5.4, §6.3): the same account twice is
+/// `invalidArguments`; a login sees only its own account, so another source
+/// is `fromAccountNotFound` and another destination `accountNotFound`.
+#[tokio::test]
+async fn copies_name_their_accounts_as_rfc8620_section_5_4_says() {
+    let app = spawn_app().await;
+    let ann = app.account("ann@example.com").await;
+    let bob = app.account("bob@example.com").await;
+    for (method, extra) in [
+        (
+            "Email/copy",
+            json!({"create": {"x": {"id": "e1", "mailboxIds": {(ann.inbox.clone()): true}}}}),
+        ),
+        ("Blob/copy", json!({"blobIds": ["placeholder"]})),
+    ] {
+        let call = |from: &str, to: &str| {
+            let mut arguments = extra.clone();
+            arguments["fromAccountId"] = json!(from);
+            arguments["accountId"] = json!(to);
+            json!([[method, arguments, "c"]])
+        };
+        let same = app.call(&ann, call(&ann.account_id, &ann.account_id)).await;
+        assert_eq!(same[0][1]["type"], "invalidArguments", "{method}: {same:?}");
+        let from_other = app.call(&ann, call(&bob.account_id, &ann.account_id)).await;
+        assert_eq!(from_other[0][1]["type"], "fromAccountNotFound", "{method}");
+        let to_other = app.call(&ann, call(&ann.account_id, &bob.account_id)).await;
+        assert_eq!(to_other[0][1]["type"], "accountNotFound", "{method}");
+        let missing = app
+            .call(&ann, json!([[method, {"accountId": ann.account_id}, "c"]]))
+            .await;
+        assert_eq!(missing[0][1]["type"], "invalidArguments", "{method}");
+    }
+}
+
+/// RFC 8621 §4.8: a blob that does not even open with a header field is no
+/// message: `invalidEmail`, and the upload stays for a retry. RFC 8620
+/// §5.3: a second sibling mailbox of one name is `alreadyExists` naming the first.
+#[tokio::test]
+async fn a_blob_that_is_no_message_and_a_duplicate_mailbox_name_are_refused_by_name() {
+    let app = spawn_app().await;
+    let user = app.account("ann@example.com").await;
+    let (_, upload) = app.upload(&user, b"this is not an email".to_vec()).await;
+    let response = app
+        .call1(
+            &user,
+            "Email/import",
+            json!({"accountId": user.account_id, "emails": {
+                "bad": {"blobId": upload["blobId"], "mailboxIds": {(user.inbox.clone()): true}}}}),
+        )
+        .await;
+    assert_eq!(
+        response["notCreated"]["bad"]["type"], "invalidEmail",
+        "{response}"
+    );
+    assert_eq!(response["created"], Value::Null);
+    let parsed = app
+        .call1(
+            &user,
+            "Email/parse",
+            json!({"accountId": user.account_id, "blobIds": [upload["blobId"]]}),
+        )
+        .await;
+    assert_eq!(parsed["notParsable"], json!([upload["blobId"]]));
+
+    let created = app
+        .call1(
+            &user,
+            "Mailbox/set",
+            json!({"accountId": user.account_id, "create": {"a": {"name": "Projects"}}}),
+        )
+        .await;
+    let first = created["created"]["a"]["id"].clone();
+    let again = app
+        .call1(
+            &user,
+            "Mailbox/set",
+            json!({"accountId": user.account_id, "create": {"b": {"name": "projects"}}}),
+        )
+        .await;
+    assert_eq!(again["notCreated"]["b"]["type"], "alreadyExists", "{again}");
+    assert_eq!(again["notCreated"]["b"]["existingId"], first);
+}

@@ -269,9 +269,10 @@ async fn email_import_stores_an_upload_and_threads_join() {
     let created = &responses[0][1]["created"]["r"];
     assert_eq!(created["size"], json!(reply.len()));
     assert_eq!(created["blobId"], uploaded["blobId"]);
+    // RFC 8621 §4.8: a blobId not found MUST be invalidProperties.
     assert_eq!(
         responses[0][1]["notCreated"]["bad"]["type"],
-        json!("blobNotFound")
+        json!("invalidProperties")
     );
     assert_eq!(
         responses[1][1]["notCreated"]["again"]["type"],
@@ -346,10 +347,12 @@ async fn mailbox_set_creates_renames_moves_and_destroys() {
             }}),
         )
         .await;
+    // A sibling of the same name: alreadyExists naming the inbox (RFC 8620 §5.3).
     assert_eq!(
         response["notCreated"]["dup"]["type"],
-        json!("invalidProperties")
+        json!("alreadyExists")
     );
+    assert_eq!(response["notCreated"]["dup"]["existingId"], json!(user.inbox));
     assert_eq!(
         response["notCreated"]["nameless"]["properties"],
         json!(["name"])

@@ -56,7 +56,7 @@ async fn another_accounts_ids_are_never_served_or_changed() {
     );
     assert_eq!(
         responses[9][1]["notCreated"]["i"]["type"],
-        json!("blobNotFound")
+        json!("invalidProperties")
     );
     assert_eq!(
         responses[10],

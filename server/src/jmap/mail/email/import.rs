@@ -16,6 +16,7 @@ use crate::jmap::mail::set::{check_request, set_error_map};
 use crate::jmap::{args, ids};
 use crate::mail::import_source::top_received_time;
 use crate::mail::ingest::{IngestError, prepare, store_batch};
+use crate::mail::message::opens_with_header_field;
 use crate::store::{Inserted, StoreError};
 
 #[derive(Debug, Deserialize)]
@@ -156,6 +157,17 @@ async fn import_one(
             format!("no blob {} in this account", import.blob_id),
         )));
     };
+    // RFC 8621 §4.8: a blob that is no RFC 5322 message MAY be refused
+    // with invalidEmail; one that does not even open with a header field is.
+    if !opens_with_header_field(&raw) {
+        return Ok(Err(SetError::new(
+            "invalidEmail",
+            format!(
+                "blob {} is not an RFC 5322 message: it does not open with a header field",
+                import.blob_id
+            ),
+        )));
+    }
     let EmailImport {
         mailbox_ids,
         keywords,

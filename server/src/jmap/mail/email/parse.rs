@@ -21,6 +21,7 @@ use crate::jmap::error::MethodError;
 use crate::jmap::mail::get::requested_ids;
 use crate::jmap::{args, ids};
 use crate::mail::body::resolve_part;
+use crate::mail::message::opens_with_header_field;
 use crate::mail::property::EmailProperty;
 use crate::mail::work::WorkMeter;
 use crate::store::EmailMeta;
@@ -196,21 +197,10 @@ impl ParseResponse {
     }
 }
 
-/// Whether `bytes` open with an RFC 5322 header field (`name:` with a name
-/// of printable ASCII other than `:`), as a message does; mail-parser
-/// itself reads almost anything as a message.
-fn starts_with_header_field(bytes: &[u8]) -> bool {
-    let line = bytes.split(|b| *b == b'\n').next().unwrap_or_default();
-    match line.iter().position(|b| *b == b':') {
-        Some(colon) if colon > 0 => line[..colon].iter().all(|b| (33..=126).contains(b)),
-        _ => false,
-    }
-}
-
 /// Parses `bytes` as a message and renders the requested properties,
 /// charging `meter`.
 fn render(bytes: &[u8], blob_id: &str, shape: &EmailShape, meter: &WorkMeter) -> Parsed {
-    if !starts_with_header_field(bytes) {
+    if !opens_with_header_field(bytes) {
         return Parsed::NotParsable;
     }
     let Some(message) = mail_parser::MessageParser::default()

@@ -142,7 +142,7 @@ fn height_below(mailboxes: &[MailboxRow], id: i64, limit: u64) -> u64 {
         .unwrap_or(0)
 }
 
-/// Checks sibling-name uniqueness, role uniqueness, parent existence, cycles
+/// Checks sibling-name uniqueness (`alreadyExists` with `existingId`), role uniqueness, parent existence, cycles
 /// and `maxMailboxDepth` (RFC 8621 §1.3.1: a top-level mailbox is depth 1).
 fn check_tree(
     mailboxes: &[MailboxRow],
@@ -192,14 +192,15 @@ fn check_tree(
                 .and_then(|m| m.parent_id);
         }
     }
-    if mailboxes
+    // RFC 8620 §5.3 `alreadyExists`: the server forbids two siblings of one
+    // name, and names the one there is.
+    if let Some(sibling) = mailboxes
         .iter()
-        .any(|m| Some(m.id) != id && m.parent_id == parent && m.name.eq_ignore_ascii_case(name))
+        .find(|m| Some(m.id) != id && m.parent_id == parent && m.name.eq_ignore_ascii_case(name))
     {
-        return Err(SetError::invalid_properties(
-            &["name"],
-            "a sibling mailbox has this name",
-        ));
+        let mut error = SetError::new("alreadyExists", "a sibling mailbox has this name");
+        error.existing_id = Some(crate::jmap::ids::mailbox_id(sibling.id));
+        return Err(error);
     }
     if let Some(role) = role
         && mailboxes
