@@ -108,6 +108,8 @@ pub struct Statements {
     /// `$1` text list of blob ids → those an email or a grant of any
     /// account refers to (the garbage collector's check).
     pub referenced_blobs: &'static str,
+    /// Which of the text list `$2` the account `$1` may read (its `account_blobs`).
+    pub held_blobs: &'static str,
     /// `$1` list of email ids: their memberships deleted.
     pub delete_memberships: &'static str,
     /// `$1` list → the ids of those emails that exist, held against

@@ -616,6 +616,8 @@ pub trait Store: Send + Sync + 'static {
     /// The size in octets of a message or uploaded blob the account may
     /// read, `None` when it may not.
     async fn blob_size(&self, account: i64, blob_id: &str) -> StoreResult<Option<i64>>;
+    /// Which of `blob_ids` the account may read (one query).
+    async fn held_blobs(&self, account: i64, blob_ids: &[String]) -> StoreResult<HashSet<String>>;
     /// Which of `blob_ids` an email or a grant of any account refers to (one query).
     async fn referenced_blobs(&self, blob_ids: &[String]) -> StoreResult<HashSet<String>>;
     /// Deletes the upload grants created before `created_before` (unix

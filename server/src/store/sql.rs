@@ -1342,6 +1342,20 @@ where
         Ok(())
     }
 
+    async fn held_blobs(&self, account: i64, blob_ids: &[String]) -> StoreResult<HashSet<String>> {
+        if blob_ids.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let ids: Vec<&str> = blob_ids.iter().map(String::as_str).collect();
+        Ok(sqlx::query_scalar(D::SQL.held_blobs)
+            .bind(account)
+            .bind(D::texts(&ids))
+            .fetch_all(&self.reader)
+            .await?
+            .into_iter()
+            .collect())
+    }
+
     async fn referenced_blobs(&self, blob_ids: &[String]) -> StoreResult<HashSet<String>> {
         if blob_ids.is_empty() {
             return Ok(HashSet::new());

@@ -122,6 +122,10 @@ impl Dialect for SqliteDialect {
             " UNION SELECT blob_id FROM account_blobs WHERE blob_id ",
             in_list!(1)
         ),
+        held_blobs: concat!(
+            "SELECT blob_id FROM account_blobs WHERE account_id = $1 AND blob_id ",
+            in_list!(2)
+        ),
         delete_memberships: concat!("DELETE FROM email_mailboxes WHERE email_id ", in_list!(1)),
         live_emails: concat!("SELECT id FROM emails WHERE id ", in_list!(1)),
         email_meta: concat!(

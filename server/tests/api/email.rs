@@ -352,7 +352,10 @@ async fn mailbox_set_creates_renames_moves_and_destroys() {
         response["notCreated"]["dup"]["type"],
         json!("alreadyExists")
     );
-    assert_eq!(response["notCreated"]["dup"]["existingId"], json!(user.inbox));
+    assert_eq!(
+        response["notCreated"]["dup"]["existingId"],
+        json!(user.inbox)
+    );
     assert_eq!(
         response["notCreated"]["nameless"]["properties"],
         json!(["name"])

@@ -693,6 +693,21 @@ pub async fn blob_grants(store: Arc<dyn Store>) {
     insert(store, ann.id, &[email(&raw, &[roles.inbox], &[], 1)]).await;
     assert!(store.has_blob(ann.id, &blob_id_of(&raw)).await.unwrap());
     assert!(!store.has_blob(bob.id, &blob_id_of(&raw)).await.unwrap());
+    assert_eq!(store.blob_size(ann.id, "upload-1").await.unwrap(), Some(10));
+    // The list form: one query, only what the account holds.
+    let asked = vec![
+        "upload-1".to_string(),
+        blob_id_of(&raw),
+        "upload-2".to_string(),
+    ];
+    let held = store.held_blobs(ann.id, &asked).await.unwrap();
+    let mut held: Vec<String> = held.into_iter().collect();
+    held.sort();
+    let mut expected = vec!["upload-1".to_string(), blob_id_of(&raw)];
+    expected.sort();
+    assert_eq!(held, expected);
+    assert!(store.held_blobs(bob.id, &asked).await.unwrap().is_empty());
+    assert!(store.held_blobs(ann.id, &[]).await.unwrap().is_empty());
     // An upload of bytes that later arrive as a message: one grant, kept.
     let uploaded = plain("uploaded then imported");
     store

@@ -157,8 +157,8 @@ fn too_large(max: u64) -> SetError {
     )
 }
 
-/// The most distinct blob ids one created Email may name: each is a store
-/// lookup and a read.
+/// The most distinct blob ids one created Email may name: each is a read
+/// (they are looked up in one store query).
 pub const MAX_BLOBS_PER_EMAIL: usize = 256;
 
 /// Reads every blob the parts name (RFC 8621 §4.6): an upload or a message
@@ -239,8 +239,7 @@ pub async fn load_blobs(
 }
 
 /// The message blob ids among `blob_ids` that the account holds (an upload
-/// or a message of it), each distinct one looked up once (at most
-/// [`MAX_BLOBS_PER_EMAIL`]: the store has no list form of this lookup).
+/// or a message of it), in one store query.
 async fn held_blobs<'b>(
     ctx: &CallContext<'_>,
     blob_ids: &'b BTreeSet<String>,
@@ -249,13 +248,12 @@ async fn held_blobs<'b>(
         .iter()
         .filter_map(|id| ids::parse_blob_id(id).map(|(blob, _)| blob))
         .collect();
-    let mut held = BTreeSet::new();
-    for blob in distinct {
-        if ctx.jmap.store.has_blob(ctx.account.id, blob).await? {
-            held.insert(blob);
-        }
-    }
-    Ok(held)
+    let asked: Vec<String> = distinct.iter().map(|blob| blob.to_string()).collect();
+    let held = ctx.jmap.store.held_blobs(ctx.account.id, &asked).await?;
+    Ok(distinct
+        .into_iter()
+        .filter(|blob| held.contains(*blob))
+        .collect())
 }
 
 /// A part of a message, decoded, on the blocking pool (a whole parse).
