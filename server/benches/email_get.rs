@@ -161,7 +161,7 @@ async fn main() {
                         "fetchAllBodyValues": *level == "full"}, "0"]],
                 });
                 let request = Request::parse(body.to_string().as_bytes(), 64).expect("request");
-                let response = dispatch::handle(&state.jmap, &account, request)
+                let response = dispatch::handle(&state.jmap, &account, request, "bench")
                     .await
                     .expect("within the request's budget");
                 assert_eq!(response.method_responses[0].0, "Email/get");

@@ -10,8 +10,9 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, Limited};
 
 use super::AppState;
-use super::auth::Authenticated;
+use super::auth::AuthenticatedWith;
 use super::error::HttpError;
+use super::push_access::CredentialTag;
 use crate::jmap::dispatch;
 use crate::jmap::error::RequestError;
 use crate::jmap::request::Request;
@@ -44,7 +45,7 @@ fn is_json(headers: &HeaderMap) -> bool {
 /// Handles one API request.
 pub async fn post_api(
     State(state): State<Arc<AppState>>,
-    Authenticated(account): Authenticated,
+    AuthenticatedWith(account, credential): AuthenticatedWith,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, HttpError> {
@@ -89,7 +90,8 @@ pub async fn post_api(
         Ok(Err(None)) => return Err(HttpError::ClientDisconnected),
     };
     let request = Request::parse(&bytes, limits.max_calls_in_request as usize)?;
-    let response = dispatch::handle(&state.jmap, &account, request).await?;
+    let tag = CredentialTag::of(&credential).state_tag();
+    let response = dispatch::handle(&state.jmap, &account, request, &tag).await?;
     Ok(axum::Json(response).into_response())
 }
 

@@ -96,9 +96,14 @@ impl IntoResponse for HttpError {
                     "about:blank",
                     "authentication required",
                 );
+                // Both schemes it accepts (RFC 7617, RFC 6750 §3).
                 response.headers_mut().insert(
                     header::WWW_AUTHENTICATE,
                     HeaderValue::from_static("Basic realm=\"Fastview\", charset=\"UTF-8\""),
+                );
+                response.headers_mut().append(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"Fastview\""),
                 );
                 response
             }

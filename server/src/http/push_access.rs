@@ -62,6 +62,18 @@ pub fn password_tag(password_hash: &str) -> [u8; 8] {
 }
 
 impl CredentialTag {
+    /// A short text for the session state: `p` and 6 octets of the password
+    /// tag in hex, or `t` and the token id.
+    pub fn state_tag(&self) -> String {
+        match self {
+            CredentialTag::Password(tag) => {
+                let hex: String = tag[..6].iter().map(|b| format!("{b:02x}")).collect();
+                format!("p{hex}")
+            }
+            CredentialTag::Token(id) => format!("t{id}"),
+        }
+    }
+
     /// The tag of the credential a request authenticated with.
     pub fn of(credential: &Credential) -> Self {
         match credential {

@@ -29,11 +29,13 @@ pub async fn get_session(
         expires_at: (day + 1) * 86_400 + PUSH_ACCESS_TTL.as_secs() as i64,
         credential: CredentialTag::of(&credential),
     };
+    let tag = access.credential.state_tag();
     let access = access.sign(state.auth.push_key().await?);
     Ok(Json(session(
         &account,
         &state.jmap.limits,
         &state.base_url(&headers),
         &access,
+        &tag,
     )))
 }

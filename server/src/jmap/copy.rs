@@ -2,7 +2,8 @@
 //! §4.7), and Blob/copy (RFC 8620 §6.3).
 //!
 //! Both copy from `fromAccountId` into `accountId`, which "MUST be
-//! different" (§5.4, §6.3): the same account twice is `invalidArguments`.
+//! different" (§5.4, §6.3): the same account twice is `invalidArguments`,
+//! as are arguments of the wrong shape or unknown.
 //! In Fastview a login sees exactly one account, its own (the Session lists
 //! no other, `isPersonal` true, nothing shared), so the account to copy into
 //! must be the authenticated one (`accountNotFound` otherwise, as every
@@ -17,52 +18,71 @@ use super::args;
 use super::dispatch::CallContext;
 use super::error::MethodError;
 
-/// The arguments both copies check first.
+/// Email/copy arguments (RFC 8620 §5.4).
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct CopyAccounts {
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // Parsed so that a malformed call is invalidArguments.
+struct EmailCopyRequest {
     from_account_id: String,
+    if_from_in_state: Option<String>,
     account_id: String,
+    if_in_state: Option<String>,
+    create: Map<String, Value>,
+    #[serde(default)]
+    on_success_destroy_original: bool,
+    destroy_from_if_in_state: Option<String>,
 }
 
-/// Checks `fromAccountId` and `accountId` of an Email/copy or Blob/copy
-/// call (module doc): `invalidArguments` when they are the same or missing,
-/// `accountNotFound` for a destination that is not the user's account,
+/// Blob/copy arguments (RFC 8620 §6.3).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // Parsed so that a malformed call is invalidArguments.
+struct BlobCopyRequest {
+    from_account_id: String,
+    account_id: String,
+    blob_ids: Vec<String>,
+}
+
+/// Checks the two accounts of a copy (module doc), once its arguments
+/// parsed: `accountNotFound` for a destination that is not the user's
+/// account, `invalidArguments` when the source is the same account, and
 /// `fromAccountNotFound` for any other source.
-fn check_accounts(ctx: &CallContext<'_>, arguments: &Map<String, Value>) -> MethodError {
-    let accounts: CopyAccounts = match args::parse(
-        arguments
-            .iter()
-            .filter(|(name, _)| matches!(name.as_str(), "fromAccountId" | "accountId"))
-            .map(|(name, value)| (name.clone(), value.clone()))
-            .collect(),
-    ) {
-        Ok(accounts) => accounts,
-        Err(error) => return error,
-    };
-    if accounts.from_account_id == accounts.account_id {
+fn check_accounts(ctx: &CallContext<'_>, from_account_id: &str, account_id: &str) -> MethodError {
+    if let Err(error) = args::check_account(ctx.account, account_id) {
+        return error;
+    }
+    if from_account_id == account_id {
         return MethodError::InvalidArguments(
             "fromAccountId and accountId must be different accounts (RFC 8620 §5.4)".into(),
         );
     }
-    if let Err(error) = args::check_account(ctx.account, &accounts.account_id) {
-        return error;
-    }
     MethodError::FromAccountNotFound
 }
 
-/// Email/copy (RFC 8621 §4.7): the accounts checked (module doc).
+/// Email/copy (RFC 8621 §4.7): the arguments parsed (`invalidArguments`),
+/// then the accounts checked (module doc).
 pub async fn email_copy(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,
 ) -> Result<Value, MethodError> {
-    Err(check_accounts(ctx, &arguments))
+    let request: EmailCopyRequest = args::parse(arguments)?;
+    Err(check_accounts(
+        ctx,
+        &request.from_account_id,
+        &request.account_id,
+    ))
 }
 
-/// Blob/copy (RFC 8620 §6.3): the accounts checked (module doc).
+/// Blob/copy (RFC 8620 §6.3): the arguments parsed (`invalidArguments`),
+/// then the accounts checked (module doc).
 pub async fn blob_copy(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,
 ) -> Result<Value, MethodError> {
-    Err(check_accounts(ctx, &arguments))
+    let request: BlobCopyRequest = args::parse(arguments)?;
+    Err(check_accounts(
+        ctx,
+        &request.from_account_id,
+        &request.account_id,
+    ))
 }

@@ -157,13 +157,16 @@ pub fn error_response(method: &str, call_id: &str, error: &MethodError) -> Value
     error.to_json()
 }
 
-/// Runs a validated request for an authenticated account. The error is the
-/// request-level `limit` for a request over its build budget (module doc).
+/// Runs a validated request for an authenticated account. `credential` tags
+/// what it authenticated with, for the response's `sessionState`
+/// ([`super::session::session_state`]). The error is the request-level
+/// `limit` for a request over its build budget (module doc).
 #[tracing::instrument(skip_all, fields(account = account.id, calls = request.method_calls.len()))]
 pub async fn handle(
     jmap: &Jmap,
     account: &Account,
     request: Request,
+    credential: &str,
 ) -> Result<Response, RequestError> {
     let mut responses: Vec<(String, Value, String)> =
         Vec::with_capacity(request.method_calls.len());
@@ -230,7 +233,7 @@ pub async fn handle(
     Ok(Response {
         method_responses: responses,
         created_ids: request.created_ids.map(|_| created_ids),
-        session_state: super::session::session_state(account),
+        session_state: super::session::session_state(account, credential),
     })
 }
 

@@ -21,14 +21,16 @@ pub const EMAIL_SORT_OPTIONS: &[&str] = &[
     "allInThreadHaveKeyword",
 ];
 
-/// The session state string (RFC 8620 §2 `state`): it changes only if the
-/// session object would: the account, the server's capabilities, or the
-/// day (UTC) its event source's push access is issued on
-/// ([`push_access_day`]), so a client that watches `sessionState` fetches a
-/// fresh one daily.
-pub fn session_state(account: &Account) -> String {
+/// The session state string (RFC 8620 §2 `state`): it changes exactly when
+/// the session object would: the account, the server's capabilities, or its
+/// event source's push access, which names the day (UTC) it is issued on
+/// ([`push_access_day`]) and the credential the session is fetched with
+/// (`credential`, a short tag the HTTP layer gives: a changed password or
+/// another token is another session). A client that watches `sessionState`
+/// therefore fetches a fresh session, and push access, after either changes.
+pub fn session_state(account: &Account, credential: &str) -> String {
     format!(
-        "{}-{}-{}",
+        "{}-{}-{}-{credential}",
         env!("CARGO_PKG_VERSION"),
         account.id,
         push_access_day(chrono::Utc::now().timestamp())
@@ -43,8 +45,15 @@ pub fn push_access_day(now: i64) -> i64 {
 
 /// Builds the session for an account. `base_url` is absolute, without a
 /// trailing slash; `push_access` is the signed access its `eventSourceUrl`
-/// carries for a browser (`crate::http::push_access`).
-pub fn session(account: &Account, limits: &Limits, base_url: &str, push_access: &str) -> Value {
+/// carries for a browser (`crate::http::push_access`), `credential` the tag
+/// of the credential it was made for ([`session_state`]).
+pub fn session(
+    account: &Account,
+    limits: &Limits,
+    base_url: &str,
+    push_access: &str,
+    credential: &str,
+) -> Value {
     let account_id = ids::account_id(account.id);
     json!({
         "capabilities": {
@@ -90,6 +99,6 @@ pub fn session(account: &Account, limits: &Limits, base_url: &str, push_access: 
         "downloadUrl": format!("{base_url}/jmap/download/{{accountId}}/{{blobId}}/{{name}}?type={{type}}"),
         "uploadUrl": format!("{base_url}/jmap/upload/{{accountId}}/"),
         "eventSourceUrl": format!("{base_url}/jmap/eventsource?types={{types}}&closeafter={{closeafter}}&ping={{ping}}&access={push_access}"),
-        "state": session_state(account),
+        "state": session_state(account, credential),
     })
 }

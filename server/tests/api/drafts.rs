@@ -393,6 +393,11 @@ async fn invalid_drafts_name_each_offending_property() {
             "htmlAsText": {"mailboxIds": inbox(), "bodyValues": {"1": {"value": "x"}}, "textBody": [{"partId": "1", "type": "text/html"}]},
             "both": {"mailboxIds": inbox(), "bodyValues": {"1": {"value": "x"}}, "bodyStructure": {"partId": "1"}, "htmlBody": [{"partId": "1", "type": "text/html"}]},
             "injection": {"mailboxIds": inbox(), "header:X-A:asRaw": "x\r\nBcc: evil@example.com"},
+            // Not an addr-spec: would be read back as another address list.
+            "badAddress": {"mailboxIds": inbox(), "to": [{"email": "a(@x.com"}, {"email": "victim@example.com"}]},
+            "quoteAddress": {"mailboxIds": inbox(), "cc": [{"email": "a\"@x.com"}]},
+            "badMessageId": {"mailboxIds": inbox(), "messageId": ["a\"b@c"]},
+            "notUtc": {"mailboxIds": inbox(), "receivedAt": "2024-01-01T00:00:00+01:00"},
         }}))
         .await;
     let properties = |id: &str| {
@@ -418,6 +423,10 @@ async fn invalid_drafts_name_each_offending_property() {
     assert_eq!(properties("htmlAsText"), json!(["textBody/0/type"]));
     assert_eq!(properties("both"), json!(["htmlBody"]));
     assert_eq!(properties("injection"), json!(["header:X-A:asRaw"]));
+    assert_eq!(properties("badAddress"), json!(["to"]));
+    assert_eq!(properties("quoteAddress"), json!(["cc"]));
+    assert_eq!(properties("badMessageId"), json!(["messageId"]));
+    assert_eq!(properties("notUtc"), json!(["receivedAt"]));
     assert_eq!(response["created"], Value::Null);
     // Nothing was stored.
     let query = app

@@ -24,6 +24,7 @@
 //! so `header:` properties for them are refused too.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use chrono::DateTime;
 use serde_json::{Map, Value};
@@ -73,8 +74,9 @@ pub struct DraftPart {
 /// Where a part's content comes from.
 #[derive(Debug)]
 pub enum Source {
-    /// A `bodyValues` text.
-    Value(String),
+    /// A `bodyValues` text, shared by every part that names its partId
+    /// (a text named 100 times is held once until the size is checked).
+    Value(Arc<str>),
     /// A blob id as the client gave it.
     Blob(String),
     /// The sub-parts of a `multipart/*` part.
@@ -115,6 +117,11 @@ pub async fn create_email(
         headers,
         body,
     } = draft;
+    // Every part writes its content: a blob or text named by many parts is
+    // counted each time, before any copy is made.
+    if body.content_octets(&blobs) > max {
+        return Ok(Err(too_large(max)));
+    }
     let message = compose::Message {
         headers,
         body: body.into_part(&blobs),
@@ -560,7 +567,9 @@ fn field_value(value: &Value, form: HeaderForm) -> Result<Option<FieldValue>, St
             let items = list("Strings")?
                 .iter()
                 .map(|item| match item.as_str() {
-                    Some(item) if is_token_like(item) => Ok(item.to_string()),
+                    Some(item) if form == HeaderForm::MessageIds && is_msg_id(item) => Ok(item.to_string()),
+                    Some(item) if form == HeaderForm::Urls && is_token_like(item) => Ok(item.to_string()),
+                    Some(_) if form == HeaderForm::MessageIds => Err("each must be a msg-id without its angle brackets: id-left@id-right, dot-separated atoms (RFC 5322 §3.6.4)".to_string()),
                     _ => Err("each must be a String without white space, control characters or angle brackets".to_string()),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
@@ -585,8 +594,8 @@ fn mailbox(value: &Value) -> Result<Mailbox, String> {
         .as_object()
         .ok_or_else(|| "each address must be an EmailAddress object".to_string())?;
     let email = match object.get("email").and_then(Value::as_str) {
-        Some(email) if is_token_like(email) => email.to_string(),
-        _ => return Err("an address's email must be a String without white space, control characters or angle brackets".into()),
+        Some(email) if is_addr_spec(email) => email.to_string(),
+        _ => return Err("an address's email must be an addr-spec: local-part@domain, each dot-separated atoms (RFC 5322 §3.4.1; UTF-8 allowed, RFC 6532)".into()),
     };
     let name = optional_string(object.get("name"))
         .map_err(|_| "an address's name must be a String or null".to_string())?;
@@ -617,6 +626,34 @@ fn optional_string(value: Option<&Value>) -> Result<Option<String>, ()> {
         Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(_) => Err(()),
     }
+}
+
+/// RFC 5322 `atext`, with any non-ASCII character (RFC 6532 §3.2).
+fn is_atext(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'*+-/=?^_`{|}~".contains(c) || !c.is_ascii()
+}
+
+/// A dot-atom: atoms of [`is_atext`] joined by single dots (RFC 5322 §3.2.3).
+fn is_dot_atom(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .split('.')
+            .all(|atom| !atom.is_empty() && atom.chars().all(|c| is_atext(c) && !c.is_control()))
+}
+
+/// An addr-spec written as a dot-atom on both sides of one `@` (RFC 5322
+/// §3.4.1): what Email/get reads back as the same `email`. Quoted local
+/// parts and domain literals are not accepted.
+fn is_addr_spec(email: &str) -> bool {
+    email
+        .rsplit_once('@')
+        .is_some_and(|(local, domain)| is_dot_atom(local) && is_dot_atom(domain))
+}
+
+/// A msg-id's inside (RFC 5322 §3.6.4: `id-left "@" id-right`, written
+/// here as dot-atoms): what Email/get reads back as the same id.
+fn is_msg_id(id: &str) -> bool {
+    is_addr_spec(id)
 }
 
 /// Non-empty, and no white space, control character or angle bracket: what
@@ -715,7 +752,7 @@ fn parse_body(
 
 /// `bodyValues`: partId → text. `isEncodingProblem` and `isTruncated` must
 /// be false or absent (RFC 8621 §4.6).
-fn body_values(value: Option<&Value>, problems: &mut Problems) -> HashMap<String, String> {
+fn body_values(value: Option<&Value>, problems: &mut Problems) -> HashMap<String, Arc<str>> {
     let mut values = HashMap::new();
     let Some(map) = value.filter(|v| !v.is_null()) else {
         return values;
@@ -738,14 +775,14 @@ fn body_values(value: Option<&Value>, problems: &mut Problems) -> HashMap<String
                 }
             }
         }
-        values.insert(part_id.clone(), text.to_string());
+        values.insert(part_id.clone(), Arc::from(text));
     }
     values
 }
 
 /// The EmailBodyPart parser of one create object.
 struct PartParser<'p> {
-    values: &'p HashMap<String, String>,
+    values: &'p HashMap<String, Arc<str>>,
     problems: &'p mut Problems,
 }
 
@@ -786,7 +823,7 @@ impl PartParser<'_> {
     ) -> DraftPart {
         let empty = DraftPart {
             part: Part::new("text/plain", Content::Text(String::new())),
-            source: Source::Value(String::new()),
+            source: Source::Value(Arc::from("")),
         };
         let Some(object) = value.as_object() else {
             self.problems.add(at, "must be an EmailBodyPart object");
@@ -935,11 +972,11 @@ impl PartParser<'_> {
                         .add(path(at, "type"), "a part from bodyValues must be text/*");
                 }
                 match self.values.get(part_id) {
-                    Some(text) => Source::Value(text.clone()),
+                    Some(text) => Source::Value(Arc::clone(text)),
                     None => {
                         self.problems
                             .add(path(at, "partId"), "not in bodyValues (RFC 8621 §4.6)");
-                        Source::Value(String::new())
+                        Source::Value(Arc::from(""))
                     }
                 }
             }
@@ -949,14 +986,14 @@ impl PartParser<'_> {
                     path(at, "partId"),
                     "partId or blobId, not both (RFC 8621 §4.6)",
                 );
-                Source::Value(String::new())
+                Source::Value(Arc::from(""))
             }
             (None, None) => {
                 self.problems.add(
                     path(at, "partId"),
                     "a part needs a partId or a blobId (RFC 8621 §4.6)",
                 );
-                Source::Value(String::new())
+                Source::Value(Arc::from(""))
             }
         }
     }
@@ -1008,6 +1045,37 @@ impl Draft {
 }
 
 impl DraftBody {
+    /// The octets of content the body's leaf parts write, before transfer
+    /// encoding: each part counted, however many name the same blob or text.
+    fn content_octets(&self, blobs: &HashMap<String, LoadedBlob>) -> u64 {
+        let mut total = 0u64;
+        let mut stack: Vec<&DraftPart> = match self {
+            DraftBody::Structure(root) => vec![root],
+            DraftBody::Lists {
+                text,
+                html,
+                attachments,
+            } => text
+                .iter()
+                .chain(html)
+                .map(|part| &**part)
+                .chain(attachments)
+                .collect(),
+        };
+        while let Some(part) = stack.pop() {
+            let octets = match &part.source {
+                Source::Value(text) => text.len(),
+                Source::Blob(id) => blobs.get(id).map_or(0, |blob| blob.bytes.len()),
+                Source::Children(children) => {
+                    stack.extend(children);
+                    0
+                }
+            };
+            total = total.saturating_add(octets as u64);
+        }
+        total
+    }
+
     /// The body to write, with the blobs read ([`load_blobs`] found each).
     fn into_part(self, blobs: &HashMap<String, LoadedBlob>) -> Part {
         match self {
@@ -1032,7 +1100,7 @@ impl DraftPart {
     fn into_part(self, blobs: &HashMap<String, LoadedBlob>) -> Part {
         let DraftPart { mut part, source } = self;
         part.content = match source {
-            Source::Value(text) => Content::Text(text),
+            Source::Value(text) => Content::Text(text.to_string()),
             Source::Children(children) => {
                 Content::Multipart(children.into_iter().map(|c| c.into_part(blobs)).collect())
             }
@@ -1064,6 +1132,27 @@ mod tests {
         let error = parse(object).expect_err("invalid");
         assert_eq!(error.kind, "invalidProperties");
         error.properties
+    }
+
+    #[test]
+    fn content_is_counted_per_part_and_a_text_is_held_once() {
+        let parts: Vec<Value> = (0..100).map(|_| json!({"partId": "1"})).collect();
+        let draft = parse(json!({"mailboxIds": {"m1": true},
+            "bodyValues": {"1": {"value": "x".repeat(1000)}},
+            "bodyStructure": {"type": "multipart/mixed", "subParts": parts}}))
+        .unwrap();
+        // A hundred parts name one text: counted a hundred times, held once.
+        assert_eq!(draft.body.content_octets(&HashMap::new()), 100_000);
+        let DraftBody::Structure(root) = &draft.body else {
+            panic!("a bodyStructure draft");
+        };
+        let Source::Children(children) = &root.source else {
+            panic!("a multipart root");
+        };
+        let Source::Value(text) = &children[0].source else {
+            panic!("a text part");
+        };
+        assert_eq!(Arc::strong_count(text), 100);
     }
 
     #[test]

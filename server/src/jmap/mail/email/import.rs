@@ -126,14 +126,16 @@ fn parse_import<'a>(
     })
 }
 
-/// `receivedAt` (RFC 8621 §4.1.1) as unix seconds: a UTCDate, or `None`
-/// when absent or null (the caller's default).
+/// `receivedAt` (RFC 8621 §4.1.1) as unix seconds: a UTCDate (RFC 8620
+/// §1.4: its time-offset MUST be `Z`), or `None` when absent or null (the
+/// caller's default).
 pub(super) fn parse_received_at(value: Option<&Value>) -> Result<Option<i64>, SetError> {
     match value {
         None | Some(Value::Null) => Ok(None),
         Some(value) => Ok(Some(
             value
                 .as_str()
+                .filter(|s| s.ends_with(['Z', 'z']))
                 .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
                 .ok_or_else(|| {
                     SetError::invalid_properties(&["receivedAt"], "receivedAt must be a UTCDate")
