@@ -54,17 +54,10 @@ pub async fn post_api(
         .in_flight
         .try_acquire()
         .map_err(|_| HttpError::Overloaded)?;
-    let slots = state
+    let _account_permit = state
         .account_slots
-        .get_with(account.id, async {
-            Arc::new(tokio::sync::Semaphore::new(
-                limits.max_concurrent_requests as usize,
-            ))
-        })
-        .await;
-    let _account_permit = slots
-        .try_acquire_owned()
-        .map_err(|_| HttpError::Overloaded)?;
+        .try_acquire(account.id)
+        .ok_or(HttpError::Overloaded)?;
     if !is_json(&headers) {
         return Err(
             RequestError::NotJson("the Content-Type must be application/json".into()).into(),

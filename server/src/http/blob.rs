@@ -55,17 +55,10 @@ pub async fn upload(
 ) -> Result<Response, HttpError> {
     check_account(&account_id, account.id)?;
     let limits = state.jmap.limits;
-    let slots = state
+    let _upload_permit = state
         .upload_slots
-        .get_with(account.id, async {
-            Arc::new(tokio::sync::Semaphore::new(
-                limits.max_concurrent_upload as usize,
-            ))
-        })
-        .await;
-    let _upload_permit = slots
-        .try_acquire_owned()
-        .map_err(|_| HttpError::TooManyUploads)?;
+        .try_acquire(account.id)
+        .ok_or(HttpError::TooManyUploads)?;
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -91,7 +84,8 @@ pub async fn upload(
 }
 
 /// The pace an upload body must keep: after `grace`, at least `min_rate`
-/// octets per second on average since then (0: any pace).
+/// octets per second on average since then (0: any pace), and never a
+/// silence longer than `grace`.
 #[derive(Debug, Clone, Copy)]
 struct UploadPace {
     started: tokio::time::Instant,
@@ -101,7 +95,9 @@ struct UploadPace {
 
 impl UploadPace {
     /// When the next octet must have arrived, `received` having arrived:
-    /// the moment the average since the grace would fall under the rate.
+    /// the moment the average since the grace would fall under the rate,
+    /// and never more than the grace after now (a burst cannot buy an hour
+    /// of silence on a connection the cap cannot shed).
     fn deadline(&self, received: u64) -> tokio::time::Instant {
         // About 30 years: as good as no deadline, and no overflow.
         let far = std::time::Duration::from_secs(1 << 30);
@@ -109,7 +105,9 @@ impl UploadPace {
             0 => far,
             rate => std::time::Duration::from_secs_f64(received as f64 / rate as f64).min(far),
         };
-        self.started + self.grace.min(far) + allowed
+        let average = self.started + self.grace.min(far) + allowed;
+        let silence = tokio::time::Instant::now() + self.grace.min(far);
+        average.min(silence)
     }
 }
 

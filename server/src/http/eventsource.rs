@@ -166,16 +166,11 @@ pub async fn event_source(
     };
     let (account, credential) =
         stream_account(&state, &headers, query.access.as_deref(), authorized).await?;
-    let slots = state
-        .stream_slots
-        .get_with(account.id, async {
-            Arc::new(tokio::sync::Semaphore::new(MAX_STREAMS_PER_ACCOUNT))
-        })
-        .await;
     // Held by the stream's task: given back when the client goes.
-    let slot = slots
-        .try_acquire_owned()
-        .map_err(|_| HttpError::TooManyStreams)?;
+    let slot = state
+        .stream_slots
+        .try_acquire(account.id)
+        .ok_or(HttpError::TooManyStreams)?;
     let store = state.jmap.store.clone();
     let current = store
         .states(account.id)

@@ -36,6 +36,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::app::{App, ServeOptions};
 use crate::jmap::Jmap;
+use crate::mail::work::AccountSlots;
 use auth::Authenticator;
 pub use serve::serve;
 
@@ -53,14 +54,14 @@ pub struct AppState {
     pub in_flight: tokio::sync::Semaphore,
     /// One semaphore per account bounding its API requests in flight
     /// (RFC 8620 `maxConcurrentRequests`).
-    pub account_slots: moka::future::Cache<i64, Arc<tokio::sync::Semaphore>>,
+    pub account_slots: AccountSlots,
     /// One semaphore per account bounding its uploads in flight
     /// (RFC 8620 `maxConcurrentUpload`, [`blob::upload`]).
-    pub upload_slots: moka::future::Cache<i64, Arc<tokio::sync::Semaphore>>,
+    pub upload_slots: AccountSlots,
     /// One semaphore per account bounding its open event streams on this
     /// node ([`eventsource::MAX_STREAMS_PER_ACCOUNT`]): a stream is never
     /// idle, so the connection cap cannot shed it.
-    pub stream_slots: moka::future::Cache<i64, Arc<tokio::sync::Semaphore>>,
+    pub stream_slots: AccountSlots,
     /// How long an API request body may take to arrive in full: twice the
     /// header-read timeout (60 s by default); then 408.
     pub body_deadline: std::time::Duration,
@@ -85,6 +86,7 @@ impl AppState {
             max => max,
         };
         let metrics = jmap.metrics.clone();
+        let limits = jmap.limits;
         Self {
             jmap: Arc::new(jmap),
             auth: Authenticator::new(app.store.clone(), metrics, options.trusted_proxies.clone()),
@@ -93,13 +95,9 @@ impl AppState {
                 .as_ref()
                 .map(|u| u.trim_end_matches('/').to_string()),
             in_flight: tokio::sync::Semaphore::new(max_in_flight),
-            account_slots: moka::future::Cache::builder()
-                .time_to_idle(std::time::Duration::from_secs(600))
-                .build(),
-            upload_slots: moka::future::Cache::builder()
-                .time_to_idle(std::time::Duration::from_secs(600))
-                .build(),
-            stream_slots: moka::future::Cache::builder().build(),
+            account_slots: AccountSlots::new(limits.max_concurrent_requests as usize),
+            upload_slots: AccountSlots::new(limits.max_concurrent_upload as usize),
+            stream_slots: AccountSlots::new(eventsource::MAX_STREAMS_PER_ACCOUNT),
             body_deadline: options.connections.header_read_timeout.saturating_mul(2),
             min_upload_rate: options.connections.min_upload_rate,
         }

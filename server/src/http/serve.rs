@@ -9,7 +9,12 @@
 //!   request until its response body is sent or dropped) and notes when a
 //!   byte last arrived; a connection with no request in progress and nothing
 //!   arrived for `idle_timeout` is closed by its watchdog. A request in
-//!   progress (an event-source stream, a long download) is never idle.
+//!   progress (an event-source stream, a long download) is never idle, and
+//!   neither is a response still being written to a client that reads it
+//!   slowly: while the socket refuses more octets, the connection is cut only
+//!   after twice the header-read timeout with no octet accepted (a client
+//!   that stops reading cannot hold it for ever, and one that pauses does
+//!   not get a truncated response).
 //! - Connection cap: a semaphore of `max_connections` permits, one per open
 //!   connection. At the cap the connection idle the longest is shed for the
 //!   new one; when every connection has a request in progress the accept
@@ -26,7 +31,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -105,6 +110,10 @@ pub async fn serve(
                 connection,
                 open: open.clone(),
                 idle_timeout: limits.idle_timeout,
+                stall_timeout: limits
+                    .header_read_timeout
+                    .saturating_mul(2)
+                    .max(limits.idle_timeout),
                 stopping: stopping.clone(),
                 _permit: permit,
             },
@@ -122,6 +131,8 @@ struct ConnectionTask {
     connection: Arc<Connection>,
     open: Arc<OpenConnections>,
     idle_timeout: Duration,
+    /// How long a response may wait on a client that reads none of it.
+    stall_timeout: Duration,
     stopping: watch::Receiver<bool>,
     /// The connection's slot under the cap, released when the task ends.
     _permit: OwnedSemaphorePermit,
@@ -178,7 +189,7 @@ async fn serve_connection(
                     served.as_mut().graceful_shutdown();
                 }
             }
-            () = task.connection.until_idle_for(task.idle_timeout) => {
+            () = task.connection.until_idle_for(task.idle_timeout, task.stall_timeout) => {
                 tracing::debug!(%peer, "closing an idle connection");
                 break;
             }
@@ -200,6 +211,7 @@ impl OpenConnections {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             opened: Instant::now(),
             requests_in_progress: AtomicUsize::new(0),
+            write_blocked: AtomicBool::new(false),
             last_activity_ms: AtomicU64::new(0),
             shed: Notify::new(),
         });
@@ -217,7 +229,10 @@ impl OpenConnections {
         let open = self.lock();
         let idle = open
             .values()
-            .filter(|c| c.requests_in_progress.load(Ordering::Acquire) == 0)
+            .filter(|c| {
+                c.requests_in_progress.load(Ordering::Acquire) == 0
+                    && !c.write_blocked.load(Ordering::Acquire)
+            })
             .min_by_key(|c| c.opened + c.last_activity());
         if let Some(connection) = idle {
             tracing::debug!(
@@ -241,7 +256,11 @@ struct Connection {
     id: u64,
     opened: Instant,
     requests_in_progress: AtomicUsize,
-    /// When a byte last arrived or a request ended, in ms since `opened`.
+    /// The socket refused the last write (the client is not reading): the
+    /// response is not yet sent, whatever hyper holds of it.
+    write_blocked: AtomicBool,
+    /// When a byte last arrived or was accepted for sending, or a request
+    /// ended, in ms since `opened`.
     last_activity_ms: AtomicU64,
     /// Notified to close the connection at once (shed at the cap).
     shed: Notify,
@@ -257,11 +276,18 @@ impl Connection {
         Duration::from_millis(self.last_activity_ms.load(Ordering::Relaxed))
     }
 
-    /// Completes when the connection is shed, or when it has had no request
-    /// in progress and nothing arriving for `idle_timeout`.
-    async fn until_idle_for(&self, idle_timeout: Duration) {
+    /// Completes when the connection is shed, when it has had no request
+    /// in progress and nothing arriving for `idle_timeout`, or when a
+    /// response has waited on a client reading none of it for `stall_timeout`.
+    async fn until_idle_for(&self, idle_timeout: Duration, stall_timeout: Duration) {
         loop {
-            let wake = if self.requests_in_progress.load(Ordering::Acquire) > 0 {
+            let wake = if self.write_blocked.load(Ordering::Acquire) {
+                let deadline = self.opened + self.last_activity() + stall_timeout;
+                if Instant::now() >= deadline {
+                    return;
+                }
+                deadline.min(Instant::now() + idle_timeout)
+            } else if self.requests_in_progress.load(Ordering::Acquire) > 0 {
                 // Never idle while a request is in progress: look again later.
                 Instant::now() + idle_timeout
             } else {
@@ -321,13 +347,31 @@ impl AsyncRead for TrackedStream {
     }
 }
 
+impl TrackedStream {
+    /// Notes on the connection whether the socket took the write.
+    fn note_write(&self, result: &Poll<io::Result<usize>>) {
+        match result {
+            Poll::Pending => self.connection.write_blocked.store(true, Ordering::Release),
+            Poll::Ready(Ok(written)) if *written > 0 => {
+                self.connection
+                    .write_blocked
+                    .store(false, Ordering::Release);
+                self.connection.touch();
+            }
+            Poll::Ready(_) => {}
+        }
+    }
+}
+
 impl AsyncWrite for TrackedStream {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let result = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.note_write(&result);
+        result
     }
 
     fn poll_write_vectored(
@@ -335,7 +379,9 @@ impl AsyncWrite for TrackedStream {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        let result = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.note_write(&result);
+        result
     }
 
     fn is_write_vectored(&self) -> bool {

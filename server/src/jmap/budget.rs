@@ -98,19 +98,29 @@ impl RequestBudget {
     }
 
     /// What a render on another thread takes its JSON from as it builds
-    /// it: the request's share of the holdings (`None` without one). What it
-    /// took is handed back with [`RequestBudget::prepaid`].
-    pub fn holder(&self) -> Option<Holder> {
-        self.hold.as_ref().map(|hold| hold.holder.clone())
+    /// it: a [`Taken`] on the request's share of the holdings (taking
+    /// nothing without one). What it took is handed to the request with
+    /// [`RequestBudget::prepaid`], or given back when it is dropped (the
+    /// render failed, panicked, or its request is gone).
+    pub fn taker(&self) -> Taken {
+        Taken {
+            holder: self.hold.as_ref().map(|hold| hold.holder.clone()),
+            octets: 0,
+        }
     }
 
-    /// Records `octets` a [`Holder`] of this request already took for the
-    /// response being built: charging that response takes only the rest,
-    /// and the request gives them back when it ends.
-    pub fn prepaid(&mut self, octets: u64) {
-        if let Some(hold) = &mut self.hold {
-            hold.request += octets;
-            hold.prepaid += octets;
+    /// Hands the octets a [`Taken`] of this request took for the response
+    /// being built to the request: charging that response takes only the
+    /// rest, and the request gives them back when it ends.
+    pub fn prepaid(&mut self, mut taken: Taken) {
+        let octets = std::mem::take(&mut taken.octets);
+        match &mut self.hold {
+            Some(hold) => {
+                hold.request += octets;
+                hold.prepaid += octets;
+            }
+            // Not ours to keep: give them back.
+            None => taken.octets = octets,
         }
     }
 
@@ -186,8 +196,44 @@ impl Drop for Hold {
     }
 }
 
-/// A request's handle on the [`Holdings`] of its account, which a render on
-/// another thread can take octets with (`Send`, cheap to clone).
+/// Octets a render took from its request's share of the [`Holdings`] as it
+/// built a response (`Send`): given back when dropped, unless handed to the
+/// request with [`RequestBudget::prepaid`]. So a render whose request was
+/// dropped mid-way (the client hung up) or that panicked leaks nothing.
+#[derive(Debug)]
+pub struct Taken {
+    holder: Option<Holder>,
+    octets: u64,
+}
+
+impl Taken {
+    /// Takes `octets` more, or nothing if a cap would pass (`false`).
+    pub fn take(&mut self, octets: u64) -> bool {
+        let Some(holder) = &self.holder else {
+            return true;
+        };
+        let taken = holder.take(octets);
+        if taken {
+            self.octets += octets;
+        }
+        taken
+    }
+
+    /// Octets taken so far.
+    pub fn octets(&self) -> u64 {
+        self.octets
+    }
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        if let Some(holder) = &self.holder {
+            holder.give(self.octets);
+        }
+    }
+}
+
+/// A request's handle on the [`Holdings`] of its account (`Send`, cheap to clone).
 #[derive(Debug, Clone)]
 pub struct Holder {
     holdings: Arc<Holdings>,
@@ -357,13 +403,19 @@ mod tests {
         ann.end_call();
         assert_eq!(holdings.held(1), (600, 1_200));
         // A render that took octets itself: the response is charged the rest.
-        let holder = ann.holder().unwrap();
-        assert!(holder.take(250));
-        ann.prepaid(250);
+        let mut taken = ann.taker();
+        assert!(taken.take(250));
+        ann.prepaid(taken);
         ann.charge_bytes(300).unwrap();
         assert_eq!(holdings.held(1), (900, 1_500));
-        drop(ann);
         drop(bob);
+        // A render whose request is gone gives back what it took.
+        let mut orphan = ann.taker();
+        assert!(orphan.take(100));
+        assert_eq!(holdings.held(1), (1_000, 1_000));
+        drop(orphan);
+        assert_eq!(holdings.held(1), (900, 900));
+        drop(ann);
         assert_eq!(holdings.held(1), (0, 0));
         assert_eq!(holdings.held(2), (0, 0));
     }

@@ -35,6 +35,52 @@ pub const INLINE_RENDER_WORK: u64 = 4_000;
 /// to the async workers about nine times in ten.
 pub const WORK_NICENESS: i32 = 10;
 
+/// A bound per account: at most `per_account` permits of one account out at
+/// once (its API requests, uploads, event streams or heavy jobs). An
+/// account's semaphore lives exactly as long as a permit of it is out (the
+/// map keeps a weak reference; a permit holds the semaphore), so it can never
+/// be dropped and made anew while permits are out, which would let the
+/// account past its bound; entries of accounts with no permit out are pruned
+/// as the map grows.
+pub struct AccountSlots {
+    per_account: usize,
+    accounts: Mutex<HashMap<i64, Weak<Semaphore>>>,
+}
+
+impl AccountSlots {
+    /// At most `per_account` permits per account.
+    pub fn new(per_account: usize) -> Self {
+        Self {
+            per_account,
+            accounts: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The account's semaphore, shared by every permit of it out now.
+    pub fn of(&self, account: i64) -> Arc<Semaphore> {
+        let mut accounts = self.accounts.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(slots) = accounts.get(&account).and_then(Weak::upgrade) {
+            return slots;
+        }
+        if accounts.len() >= 1024 {
+            accounts.retain(|_, slots| slots.strong_count() > 0);
+        }
+        let slots = Arc::new(Semaphore::new(self.per_account));
+        accounts.insert(account, Arc::downgrade(&slots));
+        slots
+    }
+
+    /// A permit of the account now, or `None` when all of its are out.
+    pub fn try_acquire(&self, account: i64) -> Option<OwnedSemaphorePermit> {
+        self.of(account).try_acquire_owned().ok()
+    }
+
+    /// Permits of the account out now.
+    pub fn in_use(&self, account: i64) -> usize {
+        self.per_account - self.of(account).available_permits()
+    }
+}
+
 /// A job of the pool, run on one of its threads.
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -46,7 +92,7 @@ pub struct WorkPool {
     threads: Arc<Semaphore>,
     capacity: usize,
     per_account: usize,
-    accounts: Mutex<HashMap<i64, Weak<Semaphore>>>,
+    accounts: AccountSlots,
 }
 
 impl WorkPool {
@@ -76,7 +122,7 @@ impl WorkPool {
             threads: Arc::new(Semaphore::new(threads)),
             capacity: threads,
             per_account,
-            accounts: Mutex::new(HashMap::new()),
+            accounts: AccountSlots::new(per_account),
         }
     }
 
@@ -93,7 +139,7 @@ impl WorkPool {
     ) -> T {
         // The semaphores are never closed, so acquiring cannot fail; were it
         // to, the job would run without a permit rather than not at all.
-        let account_permit = self.account_slots(account).acquire_owned().await.ok();
+        let account_permit = self.accounts.of(account).acquire_owned().await.ok();
         let thread_permit = self.threads.clone().acquire_owned().await.ok();
         let permits: (Option<OwnedSemaphorePermit>, Option<OwnedSemaphorePermit>) =
             (account_permit, thread_permit);
@@ -133,21 +179,6 @@ impl WorkPool {
     /// Heavy jobs one account may have at once.
     pub fn per_account(&self) -> usize {
         self.per_account
-    }
-
-    /// The account's semaphore, shared by every job of the account alive now;
-    /// entries of accounts with no job left are dropped as the map grows.
-    fn account_slots(&self, account: i64) -> Arc<Semaphore> {
-        let mut accounts = self.accounts.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(slots) = accounts.get(&account).and_then(Weak::upgrade) {
-            return slots;
-        }
-        if accounts.len() >= 1024 {
-            accounts.retain(|_, slots| slots.strong_count() > 0);
-        }
-        let slots = Arc::new(Semaphore::new(self.per_account));
-        accounts.insert(account, Arc::downgrade(&slots));
-        slots
     }
 }
 
@@ -212,6 +243,23 @@ impl WorkMeter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_accounts_slots_live_while_a_permit_is_out_however_many_accounts_come() {
+        let slots = AccountSlots::new(2);
+        let held = [slots.try_acquire(1).unwrap(), slots.try_acquire(1).unwrap()];
+        assert!(slots.try_acquire(1).is_none());
+        // Thousands of other accounts come and go: the map is pruned, but
+        // the semaphore with permits out is the same one.
+        for account in 2..3_000 {
+            drop(slots.try_acquire(account));
+        }
+        assert!(slots.try_acquire(1).is_none());
+        assert_eq!(slots.in_use(1), 2);
+        drop(held);
+        assert_eq!(slots.in_use(1), 0);
+        assert!(slots.try_acquire(1).is_some());
+    }
 
     #[test]
     fn a_meter_refuses_what_it_cannot_pay_and_stays_spent() {

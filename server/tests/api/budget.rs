@@ -340,3 +340,59 @@ async fn an_account_whose_requests_hold_their_share_gets_server_unavailable_and_
     assert_eq!(response["methodResponses"][0][0], "Email/get");
     assert_eq!(jmap.holdings.held(ann.id), (0, 0));
 }
+
+/// A client that hangs up while its full-level render runs on the pool
+/// leaves nothing held: the render's octets are given back when its result
+/// finds no one waiting (found by a fresh reviewer: 28 hang-ups locked an
+/// account out until restart).
+#[tokio::test]
+async fn a_client_that_hangs_up_mid_render_leaves_nothing_held() {
+    use tokio::io::AsyncWriteExt;
+    let app = spawn_app().await;
+    let ann = app.account("ann@example.com").await;
+    let big = format!(
+        "From: a@example.com\r\nSubject: big\r\n\r\n{}\r\n",
+        "many words in a long body\r\n".repeat(120_000)
+    );
+    let ids = app
+        .ingest(&ann, &vec![big.into_bytes(); 1], 1_700_000_000)
+        .await;
+    let body = json!({"using": [CORE, MAIL], "methodCalls": [["Email/get", {
+        "accountId": ann.account_id, "ids": [&ids[0], &ids[0], &ids[0]],
+        "properties": ["id", "bodyValues", "textBody"], "fetchAllBodyValues": true}, "g"]]})
+    .to_string();
+    let auth = base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        format!("{}:{}", ann.email, crate::support::PASSWORD),
+    );
+    let pool = app.state.jmap.work.clone();
+    for _ in 0..3 {
+        let mut stream = tokio::net::TcpStream::connect(app.base.trim_start_matches("http://"))
+            .await
+            .unwrap();
+        let request = format!(
+            "POST /jmap/api HTTP/1.1\r\nHost: a\r\nAuthorization: Basic {auth}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        // Hang up once the render runs on the pool.
+        for _ in 0..2_000 {
+            if pool.busy_threads() > 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        drop(stream);
+    }
+    // Once the pool is idle, nothing of ann's is held.
+    for _ in 0..2_000 {
+        if pool.busy_threads() == 0 && app.state.jmap.holdings.held(ann.id) == (0, 0) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert_eq!(app.state.jmap.holdings.held(ann.id), (0, 0));
+    let (_, response) = request(&app, &ann, full_get(&ann, &ids)).await;
+    assert_eq!(response["methodResponses"][0][0], "Email/get");
+}

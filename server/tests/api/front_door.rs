@@ -479,3 +479,61 @@ async fn every_account_subcommand_takes_the_address_in_any_case() {
     let (ok, out) = run(&["account", "remove", "éVA@EXAMPLE.COM"]);
     assert!(ok, "{out}");
 }
+
+/// A client that pauses reading a large response for longer than the idle
+/// timeout still gets all of it: a response waiting on the socket is not an
+/// idle connection (found by a fresh reviewer: 4 of 8 MB arrived). One that
+/// stops reading is cut off after twice the header-read timeout.
+#[tokio::test]
+async fn a_slow_reader_gets_the_whole_response_and_a_stalled_one_is_cut_off() {
+    let app = spawn_app_with(options_with(ConnectionLimits {
+        header_read_timeout: Duration::from_secs(2),
+        idle_timeout: Duration::from_secs(1),
+        max_connections: 16,
+        ..ConnectionLimits::default()
+    }))
+    .await;
+    app.account("ann@example.com").await;
+    let auth = base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        format!("ann@example.com:{PASSWORD}"),
+    );
+    let body = serde_json::json!({"using": ["urn:ietf:params:jmap:core"],
+        "methodCalls": [["Core/echo", {"data": "x".repeat(6 << 20)}, "e"]]})
+    .to_string();
+    let request = format!(
+        "POST /jmap/api HTTP/1.1\r\nHost: a\r\nAuthorization: Basic {auth}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let connect = || async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let address = app.base.trim_start_matches("http://").parse().unwrap();
+        let mut stream = socket.connect(address).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        stream
+    };
+    // Paused 2.5 s (past the idle timeout), then read: all of it arrives.
+    let mut slow = connect().await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let received = read_until_closed(&mut slow).await;
+    let text = String::from_utf8_lossy(&received);
+    let (head, rest) = text.split_once("\r\n\r\n").expect("a response head");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let length: usize = head
+        .lines()
+        .find_map(|line| {
+            line.to_ascii_lowercase()
+                .strip_prefix("content-length: ")
+                .map(str::to_string)
+        })
+        .and_then(|value| value.trim().parse().ok())
+        .expect("content-length");
+    assert_eq!(rest.len(), length, "the whole response arrived");
+    // Never read: closed once 4 s pass with nothing accepted.
+    let mut stalled = connect().await;
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let received = read_until_closed(&mut stalled).await;
+    assert!(received.len() < length, "a stalled reader is cut off");
+}

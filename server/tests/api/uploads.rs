@@ -94,8 +94,7 @@ async fn a_fifth_concurrent_upload_of_one_account_is_refused_with_the_limit_erro
     // asserted: the loop only lets the four requests arrive).
     let mut waited = 0;
     loop {
-        let slots = app.state.upload_slots.get(&user.id).await;
-        if slots.is_some_and(|s| s.available_permits() == 0) {
+        if app.state.upload_slots.in_use(user.id) == limit {
             break;
         }
         waited += 1;
@@ -326,4 +325,33 @@ async fn an_upload_that_trickles_in_gets_408_and_leaves_nothing() {
     assert_eq!(staged(&app.app.blobs).await, 0);
     let (status, uploaded) = upload(&app, &user, vec![b'y'; 256 << 10]).await;
     assert_eq!(status, 201, "{uploaded}");
+}
+
+/// A burst then silence: however much arrived, a silence longer than the
+/// body deadline (twice the header-read timeout) is 408 (found by a fresh
+/// reviewer: a 50 MiB burst bought almost two hours of silence).
+#[tokio::test]
+async fn an_upload_that_bursts_then_goes_silent_gets_408() {
+    let app = crate::support::spawn_app_with(fastview::app::ServeOptions {
+        connections: fastview::app::ConnectionLimits {
+            header_read_timeout: Duration::from_secs(1),
+            min_upload_rate: 1,
+            ..fastview::app::ConnectionLimits::default()
+        },
+        ..fastview::app::ServeOptions::default()
+    })
+    .await;
+    let user = app.account("burst@example.com").await;
+    // 256 KiB at 1 octet/s would allow days of silence by the average alone.
+    let mut stream = open_upload(&app, &user, 512 << 10, 256 << 10).await;
+    let mut response = Vec::new();
+    let read =
+        tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response)).await;
+    assert!(read.is_ok(), "the silent upload was never cut off");
+    assert!(
+        response.starts_with(b"HTTP/1.1 408"),
+        "{}",
+        String::from_utf8_lossy(&response)
+    );
+    assert_eq!(staged(&app.app.blobs).await, 0);
 }

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::render::{BodyOptions, EmailSources, render_email};
-use crate::jmap::budget::{Holder, OverBudget, json_size_within};
+use crate::jmap::budget::{OverBudget, Taken, json_size_within};
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::mail::get::{found, get_response, parse_properties, requested_ids};
@@ -162,7 +162,7 @@ pub async fn email_get(
         metrics: jmap.metrics.clone(),
         work_left: ctx.budget.work_left,
         bytes_left: ctx.budget.bytes_left(),
-        holder: ctx.budget.holder(),
+        taken: ctx.budget.taker(),
     };
     let rendered = match job.heavy {
         true => jmap.work.run(ctx.account.id, move || job.run()).await,
@@ -251,9 +251,9 @@ struct RenderJob {
     metrics: Arc<Metrics>,
     work_left: u64,
     bytes_left: u64,
-    /// The request's share of the server's holdings, taken from per email
-    /// as a heavy render builds it.
-    holder: Option<Holder>,
+    /// What a heavy render takes from the request's share of the server's
+    /// holdings, per email as it builds it (given back if it is dropped).
+    taken: Taken,
 }
 
 /// What a render built.
@@ -262,8 +262,8 @@ struct Rendered {
     not_found: Vec<String>,
     /// Render work units left.
     work_left: u64,
-    /// Octets taken from the holdings while building (the request's now).
-    held: u64,
+    /// Octets taken from the holdings while building, for the request.
+    held: Taken,
 }
 
 /// Why a render stopped.
@@ -278,12 +278,11 @@ enum RenderError {
 
 impl RenderJob {
     /// Renders each requested email.
-    fn run(self) -> Result<Rendered, RenderError> {
+    fn run(mut self) -> Result<Rendered, RenderError> {
         let meter = WorkMeter::new(self.work_left);
         let by_id: HashMap<i64, &LoadedEmail> =
             self.loaded.iter().map(|e| (e.meta.id, e)).collect();
         let mut bytes_left = self.bytes_left;
-        let mut held = 0u64;
         let mut failure = None;
         let (list, not_found) = found(&self.requested, |id| {
             let email = by_id.get(&ids::parse_email_id(id)?)?;
@@ -297,11 +296,8 @@ impl RenderJob {
                     if self.heavy {
                         let size =
                             json_size_within(&object, bytes_left).ok_or(RenderError::Bytes)?;
-                        if let Some(holder) = &self.holder {
-                            if !holder.take(size) {
-                                return Err(RenderError::Busy);
-                            }
-                            held += size;
+                        if !self.taken.take(size) {
+                            return Err(RenderError::Busy);
                         }
                         bytes_left -= size;
                     }
@@ -315,18 +311,14 @@ impl RenderJob {
                 }
             }
         });
-        match (failure, &self.holder) {
-            (Some(error), Some(holder)) => {
-                // Nothing of it is answered: give back what it took.
-                holder.give(held);
-                Err(error)
-            }
-            (Some(error), None) => Err(error),
-            (None, _) => Ok(Rendered {
+        // On failure, `self.taken` is dropped: what it took is given back.
+        match failure {
+            Some(error) => Err(error),
+            None => Ok(Rendered {
                 list,
                 not_found,
                 work_left: meter.left(),
-                held,
+                held: self.taken,
             }),
         }
     }
