@@ -10,10 +10,9 @@
 //! it: they ignore a Content-Disposition filename, and list every non-text
 //! part as an attachment).
 
-use std::cell::OnceCell;
 use std::collections::BTreeMap;
 
-use mail_parser::{Message, MessagePart, PartType};
+use mail_parser::{Message, PartType};
 use serde_json::{Map, Value};
 
 use super::header::{self, decode_bytes, decode_words, lookup_charset};
@@ -122,12 +121,19 @@ enum TransferEncoding {
     Unknown,
 }
 
-/// One EmailBodyPart, resolved from a mail-parser part.
+/// One EmailBodyPart, resolved from a mail-parser part into values of its
+/// own: it holds no reference into the parse, only its header octets and
+/// where its body lies in the raw message, so the tree stands on its own
+/// (what the structure read level keeps; issue 15).
 #[derive(Debug)]
-pub(crate) struct BodyPart<'a> {
+pub(crate) struct BodyPart {
     /// mail-parser's index of the part; the partId is its decimal form.
     index: usize,
-    part: &'a MessagePart<'a>,
+    /// The part's header fields as written: the octets from its first field
+    /// to the end of its last (what [`header::fields`] splits).
+    header: Box<[u8]>,
+    /// The octet range of its body in the raw message.
+    body: (usize, usize),
     /// `type`: lowercase, parameters stripped, with the MIME defaults.
     content_type: String,
     charset: Option<String>,
@@ -138,16 +144,17 @@ pub(crate) struct BodyPart<'a> {
     location: Option<String>,
     encoding: TransferEncoding,
     /// `Some` exactly for `multipart/*` parts.
-    sub_parts: Option<Vec<BodyPart<'a>>>,
-    size: OnceCell<usize>,
+    sub_parts: Option<Vec<BodyPart>>,
+    /// `size`: octets after transfer decoding (for a multipart, its raw body).
+    size: usize,
 }
 
 /// The three flat lists of RFC 8621 §4.1.4, in order.
 #[derive(Debug, Default)]
-pub(crate) struct Partition<'t, 'a> {
-    pub text_body: Vec<&'t BodyPart<'a>>,
-    pub html_body: Vec<&'t BodyPart<'a>>,
-    pub attachments: Vec<&'t BodyPart<'a>>,
+pub(crate) struct Partition<'t> {
+    pub text_body: Vec<&'t BodyPart>,
+    pub html_body: Vec<&'t BodyPart>,
+    pub attachments: Vec<&'t BodyPart>,
 }
 
 /// The deepest `multipart/*` nesting rendered as a tree. mail-parser does
@@ -180,14 +187,14 @@ fn leaves_below(message: &Message<'_>, index: usize) -> Vec<usize> {
     leaves
 }
 
-impl<'a> BodyPart<'a> {
+impl BodyPart {
     /// The `bodyStructure` tree of a fully parsed message.
-    pub(crate) fn tree(message: &'a Message<'a>) -> Option<Self> {
+    pub(crate) fn tree(message: &Message<'_>) -> Option<Self> {
         Self::build(message, 0, None, 0)
     }
 
     fn build(
-        message: &'a Message<'a>,
+        message: &Message<'_>,
         index: usize,
         parent_type: Option<&str>,
         depth: usize,
@@ -296,9 +303,30 @@ impl<'a> BodyPart<'a> {
             Some("quoted-printable") => TransferEncoding::QuotedPrintable,
             Some(_) => TransferEncoding::Unknown,
         };
+        let header = match (part.headers.first(), part.headers.last()) {
+            (Some(first), Some(last)) => {
+                let start = (first.offset_field as usize).min(raw.len());
+                let end = (last.offset_end as usize).clamp(start, raw.len());
+                raw[start..end].into()
+            }
+            _ => Box::default(),
+        };
+        let body_start = (part.offset_body as usize).min(raw.len());
+        let body = (
+            body_start,
+            (part.offset_end as usize).clamp(body_start, raw.len()),
+        );
+        let size = if sub_parts.is_some() {
+            body.1 - body.0
+        } else {
+            let mut count = Count(0);
+            transfer_decode(encoding, &raw[body.0..body.1], &mut count);
+            count.0
+        };
         Some(Self {
             index,
-            part,
+            header,
+            body,
             content_type,
             charset,
             disposition,
@@ -308,7 +336,7 @@ impl<'a> BodyPart<'a> {
             location,
             encoding,
             sub_parts,
-            size: OnceCell::new(),
+            size,
         })
     }
 
@@ -336,14 +364,9 @@ impl<'a> BodyPart<'a> {
         self.sub_parts.is_none().then(|| self.index.to_string())
     }
 
-    fn is_multipart(&self) -> bool {
-        self.sub_parts.is_some()
-    }
-
     /// The raw body octets of the part (before transfer decoding).
     fn raw_body<'r>(&self, raw: &'r [u8]) -> &'r [u8] {
-        raw.get(self.part.offset_body as usize..self.part.offset_end as usize)
-            .unwrap_or_default()
+        raw.get(self.body.0..self.body.1).unwrap_or_default()
     }
 
     /// The octets after transfer decoding, and whether the encoding was
@@ -354,29 +377,16 @@ impl<'a> BodyPart<'a> {
         (out, problem)
     }
 
-    /// `size`: octets after transfer decoding (for a multipart, its raw body).
-    fn size(&self, raw: &[u8]) -> usize {
-        *self.size.get_or_init(|| {
-            if self.is_multipart() {
-                self.raw_body(raw).len()
-            } else {
-                let mut count = Count(0);
-                transfer_decode(self.encoding, self.raw_body(raw), &mut count);
-                count.0
-            }
-        })
-    }
-
     /// The RFC 8621 §4.1.4 partition of this tree (called on the root).
-    pub(crate) fn partition(&self) -> Partition<'_, 'a> {
+    pub(crate) fn partition(&self) -> Partition<'_> {
         let mut lists = Partition::default();
         parse_structure(&[self], "mixed", false, true, true, &mut lists);
         lists
     }
 
     /// The EmailBodyPart object with the requested properties.
-    pub(crate) fn render(&self, properties: &[BodyProperty], raw: &[u8], blob_id: &str) -> Value {
-        self.render_part(properties, raw, blob_id, false)
+    pub(crate) fn render(&self, properties: &[BodyProperty], blob_id: &str) -> Value {
+        self.render_part(properties, blob_id, false)
     }
 
     /// The `bodyStructure` of a message rooted at this part: "the full MIME
@@ -384,22 +394,11 @@ impl<'a> BodyPart<'a> {
     /// part carries its `subParts` whether or not `bodyProperties` names it
     /// (a client walks the tree through them); the other properties are the
     /// requested ones.
-    pub(crate) fn render_structure(
-        &self,
-        properties: &[BodyProperty],
-        raw: &[u8],
-        blob_id: &str,
-    ) -> Value {
-        self.render_part(properties, raw, blob_id, true)
+    pub(crate) fn render_structure(&self, properties: &[BodyProperty], blob_id: &str) -> Value {
+        self.render_part(properties, blob_id, true)
     }
 
-    fn render_part(
-        &self,
-        properties: &[BodyProperty],
-        raw: &[u8],
-        blob_id: &str,
-        whole_tree: bool,
-    ) -> Value {
+    fn render_part(&self, properties: &[BodyProperty], blob_id: &str, whole_tree: bool) -> Value {
         let mut object = Map::new();
         let string = |value: &Option<String>| value.clone().map_or(Value::Null, Value::String);
         for property in properties {
@@ -408,10 +407,10 @@ impl<'a> BodyPart<'a> {
                 BodyProperty::BlobId => {
                     string(&self.part_id().map(|id| part_blob_id(blob_id, &id)))
                 }
-                BodyProperty::Size => Value::from(self.size(raw)),
-                BodyProperty::Headers => header::header_list(&self.part.headers, raw),
+                BodyProperty::Size => Value::from(self.size),
+                BodyProperty::Headers => header::list_in(&header::block_fields(&self.header)),
                 BodyProperty::Header(header) => {
-                    header::header_value(&self.part.headers, raw, header)
+                    header::value_in(&header::block_fields(&self.header), header)
                 }
                 BodyProperty::Name => string(&self.name),
                 BodyProperty::Type => Value::String(self.content_type.clone()),
@@ -422,14 +421,12 @@ impl<'a> BodyPart<'a> {
                     Value::Array(tags.iter().cloned().map(Value::String).collect())
                 }),
                 BodyProperty::Location => string(&self.location),
-                BodyProperty::SubParts => {
-                    self.render_sub_parts(properties, raw, blob_id, whole_tree)
-                }
+                BodyProperty::SubParts => self.render_sub_parts(properties, blob_id, whole_tree),
             };
             object.insert(property.name().to_string(), value);
         }
         if whole_tree && self.sub_parts.is_some() && !properties.contains(&BodyProperty::SubParts) {
-            let sub_parts = self.render_sub_parts(properties, raw, blob_id, whole_tree);
+            let sub_parts = self.render_sub_parts(properties, blob_id, whole_tree);
             object.insert(BodyProperty::SubParts.name().to_string(), sub_parts);
         }
         Value::Object(object)
@@ -439,7 +436,6 @@ impl<'a> BodyPart<'a> {
     fn render_sub_parts(
         &self,
         properties: &[BodyProperty],
-        raw: &[u8],
         blob_id: &str,
         whole_tree: bool,
     ) -> Value {
@@ -447,7 +443,7 @@ impl<'a> BodyPart<'a> {
             Value::Array(
                 parts
                     .iter()
-                    .map(|part| part.render_part(properties, raw, blob_id, whole_tree))
+                    .map(|part| part.render_part(properties, blob_id, whole_tree))
                     .collect(),
             )
         })
@@ -484,13 +480,13 @@ impl<'a> BodyPart<'a> {
 /// `bodyValues` (RFC 8621 §4.1.4, §4.2): the `text/*` parts the flags select,
 /// by partId.
 pub(crate) fn body_values(
-    tree: &BodyPart<'_>,
-    lists: &Partition<'_, '_>,
+    tree: &BodyPart,
+    lists: &Partition<'_>,
     raw: &[u8],
     flags: BodyValueFlags,
     max_bytes: usize,
 ) -> Value {
-    let mut selected: Vec<&BodyPart<'_>> = Vec::new();
+    let mut selected: Vec<&BodyPart> = Vec::new();
     if flags.fetch_all {
         tree.walk(&mut selected);
     } else {
@@ -544,13 +540,13 @@ fn is_inline_media_type(content_type: &str) -> bool {
 /// The RFC 8621 §4.1.4 `parseStructure` function, transcribed. `text_on` and
 /// `html_on` are the function's local `textBody`/`htmlBody` being non-null;
 /// the lists themselves are shared, as the JavaScript arrays are.
-fn parse_structure<'t, 'a>(
-    parts: &[&'t BodyPart<'a>],
+fn parse_structure<'t>(
+    parts: &[&'t BodyPart],
     multipart_type: &str,
     in_alternative: bool,
     mut html_on: bool,
     mut text_on: bool,
-    lists: &mut Partition<'t, 'a>,
+    lists: &mut Partition<'t>,
 ) {
     let text_length = text_on.then_some(lists.text_body.len());
     let html_length = html_on.then_some(lists.html_body.len());
@@ -566,7 +562,7 @@ fn parse_structure<'t, 'a>(
                         || part.name.as_deref().is_none_or(str::is_empty))));
         if let Some(sub_parts) = &part.sub_parts {
             let sub_multi_type = content_type.split('/').nth(1).unwrap_or_default();
-            let children: Vec<&'t BodyPart<'a>> = sub_parts.iter().collect();
+            let children: Vec<&'t BodyPart> = sub_parts.iter().collect();
             parse_structure(
                 &children,
                 sub_multi_type,

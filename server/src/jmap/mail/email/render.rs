@@ -113,23 +113,20 @@ pub fn render_email(
         1 + fields as u64
     };
 
-    let list =
-        |property: &EmailProperty,
-         pick: for<'t, 'b> fn(&'t body::Partition<'t, 'b>) -> &'t [&'t BodyPart<'b>]| {
-            body().map_or_else(
-                || missing(property),
-                |(full, _, lists)| {
-                    Value::Array(
-                        pick(lists)
-                            .iter()
-                            .map(|part| {
-                                part.render(body_properties, &full.raw_message, &meta.blob_id)
-                            })
-                            .collect(),
-                    )
-                },
-            )
-        };
+    let list = |property: &EmailProperty,
+                pick: for<'t> fn(&'t body::Partition<'t>) -> &'t [&'t BodyPart]| {
+        body().map_or_else(
+            || missing(property),
+            |(_, _, lists)| {
+                Value::Array(
+                    pick(lists)
+                        .iter()
+                        .map(|part| part.render(body_properties, &meta.blob_id))
+                        .collect(),
+                )
+            },
+        )
+    };
 
     let mut object = Map::new();
     for property in properties {
@@ -185,9 +182,7 @@ pub fn render_email(
             ),
             BodyStructure => body().map_or_else(
                 || missing(property),
-                |(full, tree, _)| {
-                    tree.render_structure(body_properties, &full.raw_message, &meta.blob_id)
-                },
+                |(_, tree, _)| tree.render_structure(body_properties, &meta.blob_id),
             ),
             TextBody => list(property, |lists| &lists.text_body),
             HtmlBody => list(property, |lists| &lists.html_body),
