@@ -18,15 +18,12 @@ pub enum AccountCommand {
     Add {
         #[arg(value_parser = parse_address)]
         email: String,
-        /// The password (visible in the process list: prefer --password-stdin).
-        #[arg(
-            long,
-            env = "FASTVIEW_PASSWORD",
-            conflicts_with = "password_stdin",
-            required_unless_present = "password_stdin"
-        )]
+        /// The password (visible in the process list); without it, the first
+        /// line of standard input (as with --password-stdin).
+        #[arg(long, env = "FASTVIEW_PASSWORD", conflicts_with = "password_stdin")]
         password: Option<String>,
-        /// Read the password from the first line of standard input.
+        /// Read the password from the first line of standard input (the
+        /// default; accepted for scripts that say so).
         #[arg(long)]
         password_stdin: bool,
         /// Storage quota: octets, or with a binary suffix (`500M`, `2G`, `1T`),
@@ -134,8 +131,8 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
         } => {
             let password = match (password, password_stdin) {
                 (Some(password), false) if !password.is_empty() => password,
-                (_, true) => read_password_line()?,
-                _ => bail!("the password is empty"),
+                (Some(_), false) => bail!("the password is empty"),
+                _ => read_password_line()?,
             };
             let hash = tokio::task::spawn_blocking(move || hash_password(&password)).await??;
             match app.store.create_account(&email, &hash).await {

@@ -62,12 +62,34 @@ pub async fn demo(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCo
         store_batch(app.store.as_ref(), &app.blobs, account.id, batch).await?;
         println!("created {DEMO_ACCOUNT} with {count} messages");
     }
-    let password = std::fs::read_to_string(&password_file)
-        .map(|p| p.trim().to_string())
-        .unwrap_or_else(|_| {
-            "(set earlier; change it with `fastview account passwd demo@example.com`)".into()
-        });
-    println!("log in as {DEMO_ACCOUNT} with password {password}");
+    // The file holds the password demo made; after `account passwd` it no
+    // longer logs in, and saying so beats printing a password that fails.
+    let stored = std::fs::read_to_string(&password_file).map(|p| p.trim().to_string());
+    let current_hash = app
+        .store
+        .account_by_email(DEMO_ACCOUNT)
+        .await?
+        .map(|account| account.password_hash);
+    let still_valid = match (&stored, current_hash) {
+        (Ok(password), Some(hash)) => {
+            let password = password.clone();
+            tokio::task::spawn_blocking(move || {
+                crate::http::auth::verify_password(&password, &hash)
+            })
+            .await?
+        }
+        _ => false,
+    };
+    match stored {
+        Ok(password) if still_valid => {
+            println!("log in as {DEMO_ACCOUNT} with password {password}")
+        }
+        _ => println!(
+            "log in as {DEMO_ACCOUNT} with the password set with `fastview account passwd \
+             {DEMO_ACCOUNT}` (the one in {} no longer applies)",
+            password_file.display()
+        ),
+    }
     println!("session: http://{}/.well-known/jmap", args.listen);
     serve_app(&app, &args).await
 }

@@ -27,14 +27,19 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "FASTVIEW_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// Absolute URL clients reach this server at (for session URLs); default: from the Host header.
-    #[arg(long, env = "FASTVIEW_PUBLIC_URL")]
+    /// Absolute URL clients reach this server at (for session URLs), e.g.
+    /// `https://mail.example.com`: `http(s)://host[:port][/path]`, no query;
+    /// default: from the Host header.
+    #[arg(long, env = "FASTVIEW_PUBLIC_URL", value_parser = parse_public_url)]
     pub public_url: Option<String>,
-    /// Browser origins allowed by CORS (repeatable, or comma-separated).
+    /// Browser origins allowed by CORS, each `http(s)://host[:port]` as the
+    /// browser sends it (repeatable, or comma-separated); `*` is refused,
+    /// since requests carry credentials.
     #[arg(
         long = "cors-origin",
         env = "FASTVIEW_CORS_ORIGIN",
-        value_delimiter = ','
+        value_delimiter = ',',
+        value_parser = parse_cors_origin
     )]
     pub cors_origin: Vec<String>,
     /// `off` reads and parses the full message for every Email/get (the "before" of ADR 0002).
@@ -195,7 +200,13 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
     });
     let address = listener.local_addr()?;
     tracing::info!(%address, read_levels = ?args.read_levels, fast_view = ?args.fast_view, "serving JMAP");
-    eprintln!("serving JMAP at http://{address}/.well-known/jmap");
+    match &args.public_url {
+        Some(public) => eprintln!(
+            "serving JMAP on {address}, for clients at {}/.well-known/jmap",
+            public.trim_end_matches('/')
+        ),
+        None => eprintln!("serving JMAP at http://{address}/.well-known/jmap"),
+    }
     crate::http::serve(listener, router, options.connections, shutdown).await?;
     if let Some(metrics) = metrics {
         metrics.await??;
@@ -207,4 +218,71 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
 pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let app = global.open().await?;
     serve_app(&app, &args).await
+}
+
+/// `--public-url`: an absolute `http` or `https` URL with a host and no
+/// query or fragment (the session's URLs are built by appending to it).
+fn parse_public_url(value: &str) -> Result<String, String> {
+    let rest = value
+        .strip_prefix("https://")
+        .or_else(|| value.strip_prefix("http://"))
+        .ok_or_else(|| format!("{value:?} must start with https:// or http://"))?;
+    let host = rest.split('/').next().unwrap_or_default();
+    if host.is_empty() || host.contains(['@', ' ']) {
+        return Err(format!("{value:?} has no host"));
+    }
+    if value.contains(['?', '#']) {
+        return Err(format!("{value:?} must have no query or fragment"));
+    }
+    Ok(value.trim_end_matches('/').to_string())
+}
+
+/// `--cors-origin`: an origin as a browser sends it, `http(s)://host[:port]`
+/// (no path); `*` is refused (with credentials, CORS forbids it, and it
+/// would let any site act for a logged-in user).
+fn parse_cors_origin(value: &str) -> Result<String, String> {
+    let value = value.trim();
+    if value == "*" {
+        return Err(
+            "`*` cannot be used: name each origin, e.g. https://webmail.example.com".into(),
+        );
+    }
+    let rest = value
+        .strip_prefix("https://")
+        .or_else(|| value.strip_prefix("http://"))
+        .ok_or_else(|| format!("{value:?} must be an origin: https://host[:port]"))?;
+    let host = rest.trim_end_matches('/');
+    if host.is_empty() || host.contains(['/', '?', '#', '@', ' ', '*']) {
+        return Err(format!(
+            "{value:?} must be an origin: https://host[:port], no path"
+        ));
+    }
+    Ok(value.trim_end_matches('/').to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn public_urls_and_origins_are_checked_when_parsed() {
+        assert_eq!(
+            parse_public_url("https://mail.example.com/").unwrap(),
+            "https://mail.example.com"
+        );
+        assert_eq!(
+            parse_public_url("http://127.0.0.1:8080/jmap").unwrap(),
+            "http://127.0.0.1:8080/jmap"
+        );
+        assert!(parse_public_url("mail.example.net").is_err());
+        assert!(parse_public_url("https://x.example/?a").is_err());
+        assert!(parse_public_url("https:///path").is_err());
+        assert_eq!(
+            parse_cors_origin("http://127.0.0.1:8795").unwrap(),
+            "http://127.0.0.1:8795"
+        );
+        assert!(parse_cors_origin("*").is_err());
+        assert!(parse_cors_origin("webmail.example.com").is_err());
+        assert!(parse_cors_origin("https://a.example/app").is_err());
+    }
 }

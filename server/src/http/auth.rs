@@ -254,10 +254,10 @@ impl Authenticator {
     }
 
     /// The account of a Bearer API token; 401 for an unknown, revoked or
-    /// expired one.
-    async fn bearer(&self, secret: &str) -> Result<(Account, Credential), HttpError> {
+    /// expired one. `fresh`: looked up in the store even if recently seen.
+    async fn bearer(&self, secret: &str, fresh: bool) -> Result<(Account, Credential), HttpError> {
         let digest = token_digest(secret);
-        if let Some((account, id)) = self.tokens.get(&digest).await {
+        if !fresh && let Some((account, id)) = self.tokens.get(&digest).await {
             return Ok((account, Credential::Token { id }));
         }
         let now = chrono::Utc::now().timestamp();
@@ -369,13 +369,19 @@ impl Authenticator {
     /// `client`; 401 for a missing or malformed header, an unknown user or
     /// token or a wrong password alike; 429 after too many failures; 503 when
     /// too many verifications wait.
+    ///
+    /// `fresh`: the credential is checked against the store now, not trusted
+    /// from the last [`CREDENTIAL_TTL`] or [`TOKEN_RECHECK`] (a changed
+    /// password is verified again): what the Session and the event source
+    /// ask, so a session never carries a push access already dead.
     pub async fn authenticate(
         &self,
         headers: &HeaderMap,
         client: IpAddr,
+        fresh: bool,
     ) -> Result<(Account, Credential), HttpError> {
         if let Some(secret) = bearer_token(headers) {
-            return self.bearer(&secret).await;
+            return self.bearer(&secret, fresh).await;
         }
         let Some((user, password)) = basic_credentials(headers) else {
             return Err(HttpError::Unauthorized);
@@ -392,7 +398,7 @@ impl Authenticator {
         }
         let key = (user.clone(), self.secret_digest(&user, &password));
         if let Some(verified) = self.verified.get(&key).await {
-            if verified.checked_at.elapsed() < CREDENTIAL_TTL {
+            if !fresh && verified.checked_at.elapsed() < CREDENTIAL_TTL {
                 return Ok(with_password(verified.account));
             }
             if let Some(account) = self.recheck(&user, &verified.account).await? {
@@ -497,9 +503,28 @@ impl Verified {
 /// Basic or Bearer credentials and the client address, rejects with 401 or 429.
 pub struct Authenticated(pub Account);
 
-/// [`Authenticated`] with the credential it used (for the session's push
-/// access and the event source's recheck).
+/// [`Authenticated`] with the credential it used (for the response's
+/// session state).
 pub struct AuthenticatedWith(pub Account, pub Credential);
+
+/// [`AuthenticatedWith`], the credential checked against the store now
+/// (`fresh`, [`Authenticator::authenticate`]): for the Session, whose push
+/// access must work, and the event source.
+pub struct FreshlyAuthenticated(pub Account, pub Credential);
+
+/// The account and credential of a request's Authorization header.
+async fn authenticate_parts(
+    parts: &axum::http::request::Parts,
+    state: &super::AppState,
+    fresh: bool,
+) -> Result<(Account, Credential), HttpError> {
+    let peer = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::from([0, 0, 0, 0]), |info| info.0.ip());
+    let client = state.auth.client_address(peer, &parts.headers);
+    state.auth.authenticate(&parts.headers, client, fresh).await
+}
 
 impl axum::extract::FromRequestParts<Arc<super::AppState>> for AuthenticatedWith {
     type Rejection = HttpError;
@@ -508,13 +533,20 @@ impl axum::extract::FromRequestParts<Arc<super::AppState>> for AuthenticatedWith
         parts: &mut axum::http::request::Parts,
         state: &Arc<super::AppState>,
     ) -> Result<Self, Self::Rejection> {
-        let peer = parts
-            .extensions
-            .get::<axum::extract::ConnectInfo<SocketAddr>>()
-            .map_or(IpAddr::from([0, 0, 0, 0]), |info| info.0.ip());
-        let client = state.auth.client_address(peer, &parts.headers);
-        let (account, credential) = state.auth.authenticate(&parts.headers, client).await?;
+        let (account, credential) = authenticate_parts(parts, state, false).await?;
         Ok(AuthenticatedWith(account, credential))
+    }
+}
+
+impl axum::extract::FromRequestParts<Arc<super::AppState>> for FreshlyAuthenticated {
+    type Rejection = HttpError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &Arc<super::AppState>,
+    ) -> Result<Self, Self::Rejection> {
+        let (account, credential) = authenticate_parts(parts, state, true).await?;
+        Ok(FreshlyAuthenticated(account, credential))
     }
 }
 

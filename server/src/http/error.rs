@@ -16,6 +16,11 @@ pub enum HttpError {
     /// the same for an unknown user and a wrong password.
     #[error("authentication required")]
     Unauthorized,
+    /// An event source request without an Authorization header whose push
+    /// access is missing, altered, expired or made for a credential that no
+    /// longer stands: 401, saying to fetch the session again.
+    #[error("the push access is not valid")]
+    PushAccessInvalid,
     /// Too many failed logins: 429 with Retry-After (seconds).
     #[error("too many failed attempts")]
     TooManyAttempts { retry_after: u64 },
@@ -129,11 +134,18 @@ impl IntoResponse for HttpError {
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
                 response
             }
+            HttpError::PushAccessInvalid => problem(
+                StatusCode::UNAUTHORIZED,
+                "about:blank",
+                "this event source URL's access is not valid (expired, or the password or token \
+                 it was made for changed): fetch the session again for a new eventSourceUrl",
+            ),
             HttpError::BodyTimeout => {
                 let mut response = problem(
                     StatusCode::REQUEST_TIMEOUT,
                     "about:blank",
-                    "the request body did not arrive in time",
+                    "the request body did not arrive in time: an API body has twice \
+                     --header-read-timeout, an upload must keep --min-upload-rate",
                 );
                 response
                     .headers_mut()

@@ -36,7 +36,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::AppState;
-use super::auth::{AuthenticatedWith, Credential, TOKEN_RECHECK};
+use super::auth::{Credential, FreshlyAuthenticated, TOKEN_RECHECK};
 use super::error::HttpError;
 use super::push_access::{CredentialTag, PushAccess, password_tag};
 use crate::jmap::ids;
@@ -82,25 +82,25 @@ async fn stream_account(
     state: &AppState,
     headers: &HeaderMap,
     access: Option<&str>,
-    authorized: Option<AuthenticatedWith>,
+    authorized: Option<FreshlyAuthenticated>,
 ) -> Result<(crate::store::Account, Credential), HttpError> {
-    if let Some(AuthenticatedWith(account, credential)) = authorized {
+    if let Some(FreshlyAuthenticated(account, credential)) = authorized {
         return Ok((account, credential));
     }
     if headers.contains_key(axum::http::header::AUTHORIZATION) {
         return Err(HttpError::Unauthorized);
     }
-    let access = access.ok_or(HttpError::Unauthorized)?;
+    let access = access.ok_or(HttpError::PushAccessInvalid)?;
     let now = chrono::Utc::now().timestamp();
     let key = state.auth.push_key().await?;
-    let granted = PushAccess::verify(access, key, now).ok_or(HttpError::Unauthorized)?;
+    let granted = PushAccess::verify(access, key, now).ok_or(HttpError::PushAccessInvalid)?;
     let account = state
         .jmap
         .store
         .account_by_id(granted.account)
         .await
         .map_err(|e| HttpError::Internal(e.to_string()))?
-        .ok_or(HttpError::Unauthorized)?;
+        .ok_or(HttpError::PushAccessInvalid)?;
     let credential = match granted.credential {
         CredentialTag::Password(tag) if tag == password_tag(&account.password_hash) => {
             Credential::Password {
@@ -108,10 +108,10 @@ async fn stream_account(
             }
         }
         CredentialTag::Token(id) => Credential::Token { id },
-        CredentialTag::Password(_) => return Err(HttpError::Unauthorized),
+        CredentialTag::Password(_) => return Err(HttpError::PushAccessInvalid),
     };
     if !state.auth.still_valid(account.id, &credential).await {
-        return Err(HttpError::Unauthorized);
+        return Err(HttpError::PushAccessInvalid);
     }
     Ok((account, credential))
 }
@@ -155,7 +155,7 @@ pub async fn event_source(
     State(state): State<Arc<AppState>>,
     Query(query): Query<EventSourceQuery>,
     headers: HeaderMap,
-    authorized: Result<AuthenticatedWith, HttpError>,
+    authorized: Result<FreshlyAuthenticated, HttpError>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, HttpError> {
     // A request with an Authorization header stands or falls by it (429 and
     // 503 of the login brake included); one without uses its push access.

@@ -8,17 +8,19 @@ use axum::http::HeaderMap;
 use serde_json::Value;
 
 use super::AppState;
-use super::auth::AuthenticatedWith;
+use super::auth::FreshlyAuthenticated;
 use super::error::HttpError;
 use super::push_access::{CredentialTag, PUSH_ACCESS_TTL, PushAccess};
 use crate::jmap::session::{push_access_day, session};
 
 /// Returns the authenticated user's session, its `eventSourceUrl` carrying
 /// a push access for the credential it was fetched with
-/// ([`super::push_access`]).
+/// ([`super::push_access`]), checked against the store now: a password
+/// changed within the credential cache's minute is verified again, so the
+/// access handed out is one that works.
 pub async fn get_session(
     State(state): State<Arc<AppState>>,
-    AuthenticatedWith(account, credential): AuthenticatedWith,
+    FreshlyAuthenticated(account, credential): FreshlyAuthenticated,
     headers: HeaderMap,
 ) -> Result<Json<Value>, HttpError> {
     // Issued per day, so the session object is the same all day

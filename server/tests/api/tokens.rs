@@ -236,3 +236,60 @@ async fn revoking_a_token_ends_the_push_its_session_opened() {
     );
     assert_eq!(app.client.get(&url).send().await.unwrap().status(), 401);
 }
+
+/// The Session checks its credential against the store, not the credential
+/// cache: within the minute after a password change the old password gets
+/// 401 there (not a session whose push access is already dead), and the new
+/// one a session whose access works (found by a new-user trial).
+#[tokio::test]
+async fn a_session_fetched_after_a_password_change_carries_a_working_access() {
+    let app = spawn_app().await;
+    let user = app.account("ann@example.com").await;
+    // The old password is cached by this server.
+    assert_eq!(app.session(&user).await["username"], "ann@example.com");
+    let hash = hash_password("the new one").unwrap();
+    app.app
+        .store
+        .set_password(&user.email, &hash)
+        .await
+        .unwrap();
+    let stale = app
+        .client
+        .get(format!("{}/.well-known/jmap", app.base))
+        .basic_auth(&user.email, Some(crate::support::PASSWORD))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stale.status(), 401);
+    let fresh: Value = app
+        .client
+        .get(format!("{}/.well-known/jmap", app.base))
+        .basic_auth(&user.email, Some("the new one"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let url = event_url(&fresh);
+    let open = app.client.get(&url).send().await.unwrap();
+    assert_eq!(open.status(), 200);
+    drop(open);
+    // An access that no longer stands says what to do.
+    let third = hash_password("third").unwrap();
+    app.app
+        .store
+        .set_password(&user.email, &third)
+        .await
+        .unwrap();
+    let refused = app.client.get(&url).send().await.unwrap();
+    assert_eq!(refused.status(), 401);
+    let problem: Value = refused.json().await.unwrap();
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("fetch the session again"),
+        "{problem}"
+    );
+}
