@@ -52,8 +52,15 @@ pub struct Request {
 
 impl Request {
     /// Parses and validates a request body: `notJSON`, `notRequest`,
-    /// `unknownCapability` and the `maxCallsInRequest` limit.
+    /// `unknownCapability`, the `maxCallsInRequest` limit, and the
+    /// `maxSizeRequest` limit for more than [`MAX_JSON_VALUES`] values.
     pub fn parse(body: &[u8], max_calls: usize) -> Result<Self, RequestError> {
+        // A JSON value takes 32 octets or more in memory and may be written
+        // in two (`0,`): counted before parsing, so a 10 MiB body of tiny
+        // values cannot take hundreds of MB (found by a fresh reviewer).
+        if json_values_over(body, MAX_JSON_VALUES) {
+            return Err(RequestError::Limit("maxSizeRequest"));
+        }
         let value: Value = serde_json::from_slice(body).map_err(|error| {
             RequestError::NotJson(format!("the body is not valid JSON: {error}"))
         })?;
@@ -82,6 +89,42 @@ pub struct Response {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created_ids: Option<HashMap<String, String>>,
     pub session_state: String,
+}
+
+/// The most JSON values (numbers, strings, arrays, objects, literals) one
+/// request may hold: far more than any JMAP request needs (an Email/set of
+/// `maxObjectsInSet` emails of ~100 values each), few enough that parsing
+/// it holds tens of MB, not hundreds. More is the `limit` error.
+pub const MAX_JSON_VALUES: usize = 200_000;
+
+/// Whether `body` holds more than `max` JSON values, counted without parsing
+/// it: one per `,` and per `[` or `{` outside strings, plus one (an upper
+/// bound of the values a valid document of those octets holds, give or take
+/// the empty `[]` and `{}`).
+pub fn json_values_over(body: &[u8], max: usize) -> bool {
+    let (mut count, mut in_string, mut escaped) = (1usize, false, false);
+    for &byte in body {
+        if in_string {
+            match (escaped, byte) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b',' | b'[' | b'{' => {
+                count += 1;
+                if count > max {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -126,5 +169,18 @@ mod tests {
             &format!(r#"{{{core},"methodCalls":[["a",{{}},"1"],["b",{{}},"2"],["c",{{}},"3"]]}}"#),
             Err("limit"),
         );
+    }
+
+    #[test]
+    fn json_values_are_counted_outside_strings_before_parsing() {
+        assert!(!json_values_over(b"[1,2,3]", 4));
+        assert!(json_values_over(b"[1,2,3]", 3));
+        // Commas and brackets inside strings (escaped quotes too) do not count.
+        assert!(!json_values_over(br#"["a,b,[c{", "\",,,"]"#, 3));
+        let tiny = format!("[{}0]", "0,".repeat(MAX_JSON_VALUES));
+        assert!(matches!(
+            Request::parse(tiny.as_bytes(), 64),
+            Err(RequestError::Limit("maxSizeRequest"))
+        ));
     }
 }
