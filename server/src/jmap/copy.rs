@@ -18,29 +18,33 @@ use super::args;
 use super::dispatch::CallContext;
 use super::error::MethodError;
 
-/// Email/copy arguments (RFC 8620 §5.4).
+/// Email/copy arguments (RFC 8620 §5.4): all parsed, so that a call of the
+/// wrong shape is `invalidArguments`; only the accounts are read after.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[allow(dead_code)] // Parsed so that a malformed call is invalidArguments.
 struct EmailCopyRequest {
     from_account_id: String,
-    if_from_in_state: Option<String>,
     account_id: String,
-    if_in_state: Option<String>,
-    create: Map<String, Value>,
-    #[serde(default)]
-    on_success_destroy_original: bool,
-    destroy_from_if_in_state: Option<String>,
+    #[serde(rename = "ifFromInState")]
+    _if_from_in_state: Option<String>,
+    #[serde(rename = "ifInState")]
+    _if_in_state: Option<String>,
+    #[serde(rename = "create")]
+    _create: Map<String, Value>,
+    #[serde(rename = "onSuccessDestroyOriginal", default)]
+    _on_success_destroy_original: bool,
+    #[serde(rename = "destroyFromIfInState")]
+    _destroy_from_if_in_state: Option<String>,
 }
 
-/// Blob/copy arguments (RFC 8620 §6.3).
+/// Blob/copy arguments (RFC 8620 §6.3), parsed likewise.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[allow(dead_code)] // Parsed so that a malformed call is invalidArguments.
 struct BlobCopyRequest {
     from_account_id: String,
     account_id: String,
-    blob_ids: Vec<String>,
+    #[serde(rename = "blobIds")]
+    _blob_ids: Vec<String>,
 }
 
 /// Checks the two accounts of a copy (module doc), once its arguments
