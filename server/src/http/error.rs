@@ -47,6 +47,10 @@ pub enum HttpError {
     /// The account in the URL is not the caller's, or the blob does not exist.
     #[error("not found")]
     NotFound,
+    /// A URL's query parameters of the wrong shape (the event source's
+    /// `ping`, say): 400 with a problem JSON naming what is wrong.
+    #[error("bad query parameters: {0}")]
+    BadQuery(String),
     /// An upload over maxSizeUpload.
     #[error("the upload exceeds maxSizeUpload")]
     UploadTooLarge,
@@ -183,6 +187,11 @@ impl IntoResponse for HttpError {
                 )
             }
             HttpError::NotFound => problem(StatusCode::NOT_FOUND, "about:blank", "not found"),
+            HttpError::BadQuery(why) => problem(
+                StatusCode::BAD_REQUEST,
+                "about:blank",
+                &format!("bad query parameters: {why}"),
+            ),
             HttpError::UploadTooLarge => problem(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "urn:ietf:params:jmap:error:limit",

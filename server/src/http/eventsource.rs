@@ -153,10 +153,11 @@ fn parse_event_id(id: &str) -> Option<States> {
 /// Opens the event stream for the authenticated account.
 pub async fn event_source(
     State(state): State<Arc<AppState>>,
-    Query(query): Query<EventSourceQuery>,
+    query: Result<Query<EventSourceQuery>, axum::extract::rejection::QueryRejection>,
     headers: HeaderMap,
     authorized: Result<FreshlyAuthenticated, HttpError>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, HttpError> {
+    let Query(query) = query.map_err(|rejection| HttpError::BadQuery(rejection.body_text()))?;
     // A request with an Authorization header stands or falls by it (429 and
     // 503 of the login brake included); one without uses its push access.
     let authorized = match authorized {

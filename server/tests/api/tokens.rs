@@ -293,3 +293,30 @@ async fn a_session_fetched_after_a_password_change_carries_a_working_access() {
         "{problem}"
     );
 }
+
+/// A malformed event source query is a 400 problem JSON like every other
+/// refusal (it was axum's text/plain; found by a new-user trial).
+#[tokio::test]
+async fn a_malformed_event_source_query_is_a_problem_json() {
+    let app = spawn_app().await;
+    let user = app.account("ann@example.com").await;
+    let response = app
+        .client
+        .get(format!("{}/jmap/eventsource?types=*&ping=abc", app.base))
+        .basic_auth(&user.email, Some(crate::support::PASSWORD))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .contains("problem+json")
+    );
+    let problem: Value = response.json().await.unwrap();
+    assert!(
+        problem["detail"].as_str().unwrap().contains("ping"),
+        "{problem}"
+    );
+}
