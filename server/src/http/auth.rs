@@ -149,8 +149,9 @@ pub fn verify_password(password: &str, hash: &str) -> bool {
 /// What a request authenticated with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Credential {
-    /// Basic: the account's password, verified against this hash.
-    Password { password_hash: String },
+    /// Basic: the account's password, by the [`password_tag`] of the hash it
+    /// was verified against (computed once per verification, not per request).
+    Password { tag: [u8; 8] },
     /// Bearer: an API token, by id.
     Token { id: i64 },
 }
@@ -240,9 +241,9 @@ impl Authenticator {
     /// open event stream asks every [`TOKEN_RECHECK`].
     pub async fn still_valid(&self, account: i64, credential: &Credential) -> bool {
         match credential {
-            Credential::Password { password_hash } => {
+            Credential::Password { tag } => {
                 matches!(self.store.account_by_id(account).await,
-                    Ok(Some(current)) if current.password_hash == *password_hash)
+                    Ok(Some(current)) if password_tag(&current.password_hash) == *tag)
             }
             Credential::Token { id } => {
                 let now = chrono::Utc::now().timestamp();
@@ -399,13 +400,12 @@ impl Authenticator {
         let key = (user.clone(), self.secret_digest(&user, &password));
         if let Some(verified) = self.verified.get(&key).await {
             if !fresh && verified.checked_at.elapsed() < CREDENTIAL_TTL {
-                return Ok(with_password(verified.account));
+                return Ok(verified.into_credential());
             }
             if let Some(account) = self.recheck(&user, &verified.account).await? {
-                self.verified
-                    .insert(key, Verified::now(account.clone()))
-                    .await;
-                return Ok(with_password(account));
+                let verified = Verified::now(account);
+                self.verified.insert(key, verified.clone()).await;
+                return Ok(verified.into_credential());
             }
             self.verified.invalidate(&key).await;
         }
@@ -424,10 +424,9 @@ impl Authenticator {
         match account {
             Some(account) if verified => {
                 drop(slots); // a valid login gives its slots back
-                self.verified
-                    .insert(key, Verified::now(account.clone()))
-                    .await;
-                Ok(with_password(account))
+                let verified = Verified::now(account);
+                self.verified.insert(key, verified.clone()).await;
+                Ok(verified.into_credential())
             }
             _ => {
                 slots.keep();
@@ -435,14 +434,6 @@ impl Authenticator {
             }
         }
     }
-}
-
-/// An account authenticated by its password, with the hash it was verified against.
-fn with_password(account: Account) -> (Account, Credential) {
-    let credential = Credential::Password {
-        password_hash: account.password_hash.clone(),
-    };
-    (account, credential)
 }
 
 /// Failure slots reserved for one login: given back when dropped, kept
@@ -488,15 +479,33 @@ impl Drop for WaitingTurn<'_> {
 struct Verified {
     account: Account,
     checked_at: std::time::Instant,
+    /// The [`password_tag`] of the hash it was verified against.
+    tag: [u8; 8],
 }
 
 impl Verified {
     fn now(account: Account) -> Self {
         Self {
+            tag: password_tag(&account.password_hash),
             account,
             checked_at: std::time::Instant::now(),
         }
     }
+
+    /// The account and the credential it authenticated with.
+    fn into_credential(self) -> (Account, Credential) {
+        (self.account, Credential::Password { tag: self.tag })
+    }
+}
+
+/// The tag of a password hash: the first 8 octets of its SHA-256. What a
+/// [`Credential::Password`] and a push access name a password by, so that
+/// a changed password (a new hash) is a different credential.
+pub fn password_tag(password_hash: &str) -> [u8; 8] {
+    let digest = Sha256::digest(password_hash.as_bytes());
+    let mut tag = [0; 8];
+    tag.copy_from_slice(&digest[..8]);
+    tag
 }
 
 /// The authenticated account of a request (an axum extractor): reads the

@@ -36,9 +36,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::AppState;
-use super::auth::{Credential, FreshlyAuthenticated, TOKEN_RECHECK};
+use super::auth::{Credential, FreshlyAuthenticated, TOKEN_RECHECK, password_tag};
 use super::error::HttpError;
-use super::push_access::{CredentialTag, PushAccess, password_tag};
+use super::push_access::{CredentialTag, PushAccess};
 use crate::jmap::ids;
 use crate::store::States;
 
@@ -103,9 +103,7 @@ async fn stream_account(
         .ok_or(HttpError::PushAccessInvalid)?;
     let credential = match granted.credential {
         CredentialTag::Password(tag) if tag == password_tag(&account.password_hash) => {
-            Credential::Password {
-                password_hash: account.password_hash.clone(),
-            }
+            Credential::Password { tag }
         }
         CredentialTag::Token(id) => Credential::Token { id },
         CredentialTag::Password(_) => return Err(HttpError::PushAccessInvalid),

@@ -21,9 +21,11 @@
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 
 use super::auth::Credential;
+#[cfg(test)]
+use super::auth::password_tag;
 
 /// How long a push access stays valid after the session that carried it
 /// was fetched: long enough for a web client left open for days, which
@@ -47,18 +49,10 @@ pub struct PushAccess {
 /// The credential a push access was made from, as far as it names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CredentialTag {
-    /// The account's password, as its hash was: [`password_tag`].
+    /// The account's password, as its hash was: [`super::auth::password_tag`].
     Password([u8; 8]),
     /// An API token, by id.
     Token(i64),
-}
-
-/// The tag of a password hash: the first 8 octets of its SHA-256.
-pub fn password_tag(password_hash: &str) -> [u8; 8] {
-    let digest = Sha256::digest(password_hash.as_bytes());
-    let mut tag = [0; 8];
-    tag.copy_from_slice(&digest[..8]);
-    tag
 }
 
 impl CredentialTag {
@@ -77,9 +71,7 @@ impl CredentialTag {
     /// The tag of the credential a request authenticated with.
     pub fn of(credential: &Credential) -> Self {
         match credential {
-            Credential::Password { password_hash } => {
-                CredentialTag::Password(password_tag(password_hash))
-            }
+            Credential::Password { tag } => CredentialTag::Password(*tag),
             Credential::Token { id } => CredentialTag::Token(*id),
         }
     }
