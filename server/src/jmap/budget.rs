@@ -38,6 +38,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde_json::Value;
 
 use super::Limits;
+use super::error::MethodError;
 
 /// The budget of one request; see the module doc.
 #[derive(Debug)]
@@ -167,6 +168,24 @@ impl RequestBudget {
         Ok(())
     }
 
+    /// [`RequestBudget::charge_parse`] for a method call: over the request's
+    /// parse budget is `requestTooLarge` saying so, over the holdings
+    /// [`server_busy`].
+    pub fn charge_parse_or_refuse(
+        &mut self,
+        octets: u64,
+        limits: &Limits,
+    ) -> Result<(), MethodError> {
+        self.charge_parse(octets).map_err(|over| match over {
+            OverBudget::Request => MethodError::OverBudget(format!(
+                "parsing these messages would pass the request's {} octets of messages \
+                 parsed; ask for fewer at once",
+                limits.max_parse_bytes()
+            )),
+            OverBudget::Server => server_busy(),
+        })
+    }
+
     /// A call ended: the messages it parsed are no longer held.
     pub fn end_call(&mut self) {
         if let Some(hold) = &mut self.hold {
@@ -176,6 +195,17 @@ impl RequestBudget {
             hold.prepaid = 0;
         }
     }
+}
+
+/// `serverUnavailable` for a call the server's [`Holdings`]
+/// have no room for now: this account's (or every account's) requests in
+/// flight hold as much as they may.
+pub fn server_busy() -> MethodError {
+    MethodError::ServerUnavailable(
+        "the requests in flight hold as much memory as the server gives them; \
+         retry when they have ended"
+            .into(),
+    )
 }
 
 /// What one request holds of its server's [`Holdings`]; given back on drop.

@@ -33,7 +33,7 @@ use std::time::Instant;
 use futures::FutureExt;
 use serde_json::{Map, Value};
 
-use super::budget::{OverBudget, RequestBudget};
+use super::budget::{OverBudget, RequestBudget, server_busy};
 use super::error::{MethodError, RequestError};
 use super::mail::{email, mailbox, thread};
 use super::reference::ReferenceError;
@@ -235,17 +235,6 @@ pub async fn handle(
         created_ids: request.created_ids.map(|_| created_ids),
         session_state: super::session::session_state(account, credential),
     })
-}
-
-/// `serverUnavailable` for a call the server's [`super::budget::Holdings`]
-/// have no room for now: this account's (or every account's) requests in
-/// flight hold as much as they may.
-pub fn server_busy() -> MethodError {
-    MethodError::ServerUnavailable(
-        "the requests in flight hold as much memory as the server gives them; \
-         retry when they have ended"
-            .into(),
-    )
 }
 
 /// Records a call's latency under its method name (`unknown` for a name not in [`METHODS`]).

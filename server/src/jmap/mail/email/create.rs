@@ -219,7 +219,7 @@ pub async fn load_blobs(
                              octets parsed",
                         )));
                     }
-                    Err(OverBudget::Server) => return Err(crate::jmap::dispatch::server_busy()),
+                    Err(OverBudget::Server) => return Err(crate::jmap::budget::server_busy()),
                 }
                 match resolve_part_blocking(raw.clone(), path.to_string()).await? {
                     Some(content) => LoadedBlob {
@@ -1017,30 +1017,14 @@ fn is_mime_token(value: &str) -> bool {
 impl Draft {
     /// Every blob id the parts name.
     pub fn blob_ids(&self) -> BTreeSet<String> {
-        fn walk(part: &DraftPart, out: &mut BTreeSet<String>) {
-            match &part.source {
-                Source::Blob(id) => {
-                    out.insert(id.clone());
-                }
-                Source::Children(children) => children.iter().for_each(|c| walk(c, out)),
-                Source::Value(_) => {}
-            }
-        }
-        let mut out = BTreeSet::new();
-        match &self.body {
-            DraftBody::Structure(root) => walk(root, &mut out),
-            DraftBody::Lists {
-                text,
-                html,
-                attachments,
-            } => text
-                .iter()
-                .chain(html)
-                .map(|part| &**part)
-                .chain(attachments)
-                .for_each(|part| walk(part, &mut out)),
-        }
-        out
+        self.body
+            .leaves()
+            .into_iter()
+            .filter_map(|part| match &part.source {
+                Source::Blob(id) => Some(id.clone()),
+                _ => None,
+            })
+            .collect()
     }
 }
 
@@ -1048,7 +1032,19 @@ impl DraftBody {
     /// The octets of content the body's leaf parts write, before transfer
     /// encoding: each part counted, however many name the same blob or text.
     fn content_octets(&self, blobs: &HashMap<String, LoadedBlob>) -> u64 {
-        let mut total = 0u64;
+        self.leaves()
+            .into_iter()
+            .map(|part| match &part.source {
+                Source::Value(text) => text.len() as u64,
+                Source::Blob(id) => blobs.get(id).map_or(0, |blob| blob.bytes.len() as u64),
+                Source::Children(_) => 0,
+            })
+            .fold(0u64, u64::saturating_add)
+    }
+
+    /// Every part with content (not `multipart/*`), in document order,
+    /// found without recursion.
+    fn leaves(&self) -> Vec<&DraftPart> {
         let mut stack: Vec<&DraftPart> = match self {
             DraftBody::Structure(root) => vec![root],
             DraftBody::Lists {
@@ -1062,18 +1058,15 @@ impl DraftBody {
                 .chain(attachments)
                 .collect(),
         };
+        stack.reverse();
+        let mut leaves = Vec::new();
         while let Some(part) = stack.pop() {
-            let octets = match &part.source {
-                Source::Value(text) => text.len(),
-                Source::Blob(id) => blobs.get(id).map_or(0, |blob| blob.bytes.len()),
-                Source::Children(children) => {
-                    stack.extend(children);
-                    0
-                }
-            };
-            total = total.saturating_add(octets as u64);
+            match &part.source {
+                Source::Children(children) => stack.extend(children.iter().rev()),
+                _ => leaves.push(part),
+            }
         }
-        total
+        leaves
     }
 
     /// The body to write, with the blobs read ([`load_blobs`] found each).

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::render::{BodyOptions, EmailSources, render_email};
-use crate::jmap::budget::{OverBudget, Taken, json_size_within};
+use crate::jmap::budget::{Taken, json_size_within};
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::mail::get::{found, get_response, parse_properties, requested_ids};
@@ -176,7 +176,7 @@ pub async fn email_get(
     } = rendered.map_err(|error| match error {
         RenderError::Work => over_work(&jmap.limits),
         RenderError::Bytes => MethodError::TooMuchBuilt(jmap.limits.max_size_built()),
-        RenderError::Busy => crate::jmap::dispatch::server_busy(),
+        RenderError::Busy => crate::jmap::budget::server_busy(),
     })?;
     ctx.budget.work_left = work_left;
     ctx.budget.prepaid(held);
@@ -203,14 +203,7 @@ fn charge_parse_bytes(
         .iter()
         .map(|email| email.meta.size.max(0) as u64)
         .fold(0u64, u64::saturating_add);
-    ctx.budget.charge_parse(octets).map_err(|over| match over {
-        OverBudget::Request => MethodError::OverBudget(format!(
-            "parsing these messages would pass the request's {} octets of messages parsed; \
-             ask for fewer ids at once",
-            ctx.jmap.limits.max_parse_bytes()
-        )),
-        OverBudget::Server => crate::jmap::dispatch::server_busy(),
-    })
+    ctx.budget.charge_parse_or_refuse(octets, &ctx.jmap.limits)
 }
 
 /// An upper bound of the render work of the loaded emails, known without

@@ -15,7 +15,6 @@ use serde_json::{Map, Value, json};
 
 use super::get::{BodyValueArgs, EmailShape};
 use super::render::{EmailSources, render_email};
-use crate::jmap::budget::OverBudget;
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::mail::get::requested_ids;
@@ -106,14 +105,7 @@ async fn read_blob(
         return Ok(None);
     };
     ctx.budget
-        .charge_parse(size.max(0) as u64)
-        .map_err(|over| match over {
-            OverBudget::Request => MethodError::OverBudget(format!(
-                "parsing {blob_id} would pass the request's {} octets of messages parsed",
-                jmap.limits.max_parse_bytes()
-            )),
-            OverBudget::Server => crate::jmap::dispatch::server_busy(),
-        })?;
+        .charge_parse_or_refuse(size.max(0) as u64, &jmap.limits)?;
     // The account holds the blob: missing or corrupt bytes are the server's
     // fault (serverFail, cause logged), never parsed as an empty message.
     let raw = jmap
