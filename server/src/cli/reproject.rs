@@ -1,5 +1,6 @@
 //! `fastview reproject [--account EMAIL]`: rebuilds the fast-view projection
-//! (ADR 0003) from the stored messages.
+//! (ADR 0003) and the stored part trees (`mail/structure.rs`, ADR 0002) from
+//! the stored messages: how mail stored before either existed gets them.
 //!
 //! Idempotent (it recomputes and replaces every row, so a second run gives
 //! the same table), resumable (the last finished email id is kept in
@@ -15,6 +16,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::GlobalArgs;
 use crate::mail::fast_view::FastView;
 use crate::mail::message::parse_message;
+use crate::mail::structure::BodyStructure;
 
 /// Emails recomputed per batch (one write transaction each).
 const BATCH: i64 = 256;
@@ -68,7 +70,11 @@ pub async fn reproject(global: &GlobalArgs, args: ReprojectArgs) -> anyhow::Resu
                 .into_iter()
                 .zip(raws)
                 .filter_map(|((id, blob_id), raw)| match raw {
-                    Ok(Some(raw)) => Some((id, FastView::compute(&parse_message(&raw)))),
+                    Ok(Some(raw)) => {
+                        let message = parse_message(&raw);
+                        let tree = BodyStructure::of_message(&message).encode();
+                        Some((id, FastView::compute(&message), tree))
+                    }
                     // Never a projection of nothing: `fastview fsck` reports it.
                     Ok(None) | Err(_) => {
                         tracing::warn!(email = id, %blob_id, "blob missing or corrupt; skipped");
@@ -79,7 +85,12 @@ pub async fn reproject(global: &GlobalArgs, args: ReprojectArgs) -> anyhow::Resu
         })
         .await?;
         rows_written += rows.len() as u64;
-        app.store.put_fast_views(&rows).await?;
+        let (views, trees): (Vec<_>, Vec<_>) = rows
+            .into_iter()
+            .map(|(id, view, tree)| ((id, view), (id, tree)))
+            .unzip();
+        app.store.put_fast_views(&views).await?;
+        app.store.put_body_structures(&trees).await?;
         after = last;
         std::fs::write(&checkpoint, after.to_string())?;
         progress.set_position(rows_written);

@@ -21,6 +21,8 @@ use crate::blob::blob_id_of;
 use crate::http::auth::hash_password;
 use crate::mail::import_source::{self, SourceItem};
 use crate::mail::ingest::{PreparedEmail, prepare, store_batch};
+use crate::mail::message::parse_message;
+use crate::mail::structure::BodyStructure;
 use crate::store::{Inserted, StoreError};
 
 /// Flags of `fastview seed`.
@@ -97,6 +99,13 @@ fn copy_for_user(source: &PreparedEmail, n: u32, pass: usize, inbox: i64) -> Pre
     raw.extend_from_slice(&source.raw[header_len..]);
     // Every `@`, as `rewrite_message_ids` does in the header.
     let rewrite_id = |id: &String| id.replace('@', &format!(".u{n}@"));
+    let rebased = BodyStructure::decode(&source.email.structure)
+        .and_then(|tree| tree.rebased(header_len, header.len(), pass > 0));
+    copy.email.structure = match rebased {
+        Some(tree) => tree.encode(),
+        // The root header is not in the block as expected: parse the copy.
+        None => BodyStructure::of_message(&parse_message(&raw)).encode(),
+    };
     copy.email.blob_id = blob_id_of(&raw);
     copy.email.size = raw.len() as i64;
     copy.email.header_block = header;
@@ -248,16 +257,25 @@ mod tests {
     #[test]
     fn a_copy_is_indexed_as_its_rewritten_bytes_parse() {
         let raw = b"From: a@example.com\r\nMessage-ID: <x@y@h>\r\nIn-Reply-To: <p@h>\r\nReferences: <r@h> <p@h>\r\nSubject: Re: t\r\n\r\nbody\r\n";
-        let source = prepare(raw.to_vec(), Vec::new(), Vec::new(), |_| 0);
-        for pass in [0, 1] {
+        let multipart = b"Message-ID: <m@h>\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nhello\r\n--b\r\nContent-Type: application/pdf\r\nContent-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQK\r\n--b--\r\n";
+        for (pass, raw) in [
+            (0, &raw[..]),
+            (1, &raw[..]),
+            (0, &multipart[..]),
+            (2, &multipart[..]),
+        ] {
+            let source = prepare(raw.to_vec(), Vec::new(), Vec::new(), |_| 0);
             let copy = copy_for_user(&source, 7, pass, 3);
             let parsed = prepare(copy.raw.clone(), vec![3], Vec::new(), |_| 0);
             assert_eq!(copy.email.index, parsed.email.index, "pass {pass}");
+            // The part tree moved with the header: as a parse of the copy gives it.
+            assert_eq!(copy.email.structure, parsed.email.structure, "pass {pass}");
             assert_eq!(copy.email.header_block, parsed.email.header_block);
             assert_eq!(copy.email.blob_id, parsed.email.blob_id);
             assert_eq!(copy.email.size, parsed.email.size);
             assert_eq!(copy.email.mailbox_ids, vec![3]);
         }
+        let source = prepare(raw.to_vec(), Vec::new(), Vec::new(), |_| 0);
         assert_eq!(
             copy_for_user(&source, 7, 0, 3)
                 .email

@@ -55,6 +55,9 @@ pub struct ServeArgs {
     /// Memory for fast-view projection rows, in MiB.
     #[arg(long, env = "FASTVIEW_FAST_VIEW_CACHE_MB", default_value_t = CacheSizes::default().fast_view_bytes >> 20)]
     pub fast_view_cache_mb: u64,
+    /// Stored part trees (the structure read level) cached in memory, MiB.
+    #[arg(long, env = "FASTVIEW_STRUCTURE_CACHE_MB", default_value_t = CacheSizes::default().structure_bytes >> 20)]
+    pub structure_cache_mb: u64,
     /// Minutes between runs of the blob garbage collector (as `fastview gc`;
     /// the first run starts with the server); 0 turns it off.
     #[arg(long, env = "FASTVIEW_GC_EVERY_MINUTES", default_value_t = 60)]
@@ -125,6 +128,7 @@ impl ServeArgs {
             cache_sizes: CacheSizes {
                 header_bytes: self.header_cache_mb << 20,
                 fast_view_bytes: self.fast_view_cache_mb << 20,
+                structure_bytes: self.structure_cache_mb << 20,
             },
             connections: ConnectionLimits {
                 header_read_timeout: Duration::from_secs(self.header_read_timeout),

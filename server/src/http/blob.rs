@@ -28,7 +28,7 @@ use super::auth::Authenticated;
 use super::error::HttpError;
 use crate::blob::{BlobError, StagedBlob};
 use crate::jmap::ids;
-use crate::mail::body::resolve_part;
+use crate::mail::load::LoadError;
 use crate::store::StoreError;
 
 fn check_account(account_id: &str, account: i64) -> Result<(), HttpError> {
@@ -215,18 +215,28 @@ pub async fn download(
     if !owned {
         return Err(HttpError::NotFound);
     }
-    let raw = state
-        .jmap
-        .blobs
-        .read(message_blob)
-        .await
-        .map_err(blob_error)?;
-    state.jmap.metrics.count_blob_read(raw.len());
     let (bytes, part_type) = match part {
-        None => (raw, None),
+        None => {
+            let raw = state
+                .jmap
+                .blobs
+                .read(message_blob)
+                .await
+                .map_err(blob_error)?;
+            state.jmap.metrics.count_blob_read(raw.len());
+            (raw, None)
+        }
         Some(part_id) => {
-            state.jmap.metrics.count_parse("full");
-            let content = resolve_part(&raw, part_id).ok_or(HttpError::NotFound)?;
+            let content = state
+                .jmap
+                .loader
+                .part_content(account.id, message_blob, part_id)
+                .await
+                .map_err(|error| match error {
+                    LoadError::Blob { error, .. } => blob_error(error),
+                    LoadError::Store(error) => store_error(error),
+                })?
+                .ok_or(HttpError::NotFound)?;
             (content.bytes, Some(content.content_type))
         }
     };

@@ -48,11 +48,7 @@ pub fn part_content(message: &mail_parser::Message<'_>, part_id: &str) -> Option
     if part.sub_parts.is_some() {
         return None;
     }
-    Some(PartContent {
-        bytes: part.decoded(&message.raw_message).0,
-        content_type: part.content_type.clone(),
-        name: part.name.clone(),
-    })
+    Some(part.content(part.raw_body(&message.raw_message)))
 }
 
 /// Resolves a part path as blob ids carry it: `3` is part 3 of `raw`;
@@ -104,14 +100,14 @@ pub fn text_body_texts(message: &Message<'_>) -> Vec<BodyText> {
         .filter(|part| part.content_type.starts_with("text/"))
         .map(|part| BodyText {
             html: part.content_type == "text/html",
-            text: part.text(raw).0,
+            text: part.text(part.raw_body(raw)).0,
         })
         .collect()
 }
 
 /// A Content-Transfer-Encoding (RFC 2045 §6.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TransferEncoding {
+pub(super) enum TransferEncoding {
     /// 7bit, 8bit, binary or absent.
     Identity,
     Base64,
@@ -125,28 +121,32 @@ enum TransferEncoding {
 /// own: it holds no reference into the parse, only its header octets and
 /// where its body lies in the raw message, so the tree stands on its own
 /// (what the structure read level keeps; issue 15).
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BodyPart {
     /// mail-parser's index of the part; the partId is its decimal form.
-    index: usize,
+    pub(super) index: usize,
     /// The part's header fields as written: the octets from its first field
     /// to the end of its last (what [`header::fields`] splits).
-    header: Box<[u8]>,
+    pub(super) header: Box<[u8]>,
     /// The octet range of its body in the raw message.
-    body: (usize, usize),
+    pub(super) body: (usize, usize),
     /// `type`: lowercase, parameters stripped, with the MIME defaults.
-    content_type: String,
-    charset: Option<String>,
-    disposition: Option<String>,
-    name: Option<String>,
-    cid: Option<String>,
-    language: Option<Vec<String>>,
-    location: Option<String>,
-    encoding: TransferEncoding,
+    pub(super) content_type: String,
+    pub(super) charset: Option<String>,
+    pub(super) disposition: Option<String>,
+    pub(super) name: Option<String>,
+    pub(super) cid: Option<String>,
+    pub(super) language: Option<Vec<String>>,
+    pub(super) location: Option<String>,
+    pub(super) encoding: TransferEncoding,
     /// `Some` exactly for `multipart/*` parts.
-    sub_parts: Option<Vec<BodyPart>>,
+    pub(super) sub_parts: Option<Vec<BodyPart>>,
     /// `size`: octets after transfer decoding (for a multipart, its raw body).
-    size: usize,
+    pub(super) size: usize,
+    /// For a leaf of a stored tree ([`crate::mail::structure`]): the digest
+    /// of its raw body octets taken at ingest, against which a range read of
+    /// them is checked. `None` in a tree built from a parse.
+    pub(super) digest: Option<[u8; 16]>,
 }
 
 /// The three flat lists of RFC 8621 §4.1.4, in order.
@@ -337,11 +337,12 @@ impl BodyPart {
             encoding,
             sub_parts,
             size,
+            digest: None,
         })
     }
 
     /// The part with this index, searching the tree depth-first.
-    fn find(&self, index: usize) -> Option<&Self> {
+    pub(super) fn find(&self, index: usize) -> Option<&Self> {
         if self.index == index {
             return Some(self);
         }
@@ -352,11 +353,16 @@ impl BodyPart {
     }
 
     /// Every part of the tree, depth-first, parents before children.
-    fn walk<'t>(&'t self, out: &mut Vec<&'t Self>) {
+    pub(super) fn walk<'t>(&'t self, out: &mut Vec<&'t Self>) {
         out.push(self);
         for child in self.sub_parts.iter().flatten() {
             child.walk(out);
         }
+    }
+
+    /// mail-parser's index of the part (its partId, for a leaf).
+    pub(crate) fn index(&self) -> usize {
+        self.index
     }
 
     /// The partId (`null` for multipart parts, RFC 8621 §4.1.4).
@@ -364,17 +370,37 @@ impl BodyPart {
         self.sub_parts.is_none().then(|| self.index.to_string())
     }
 
-    /// The raw body octets of the part (before transfer decoding).
+    /// The part's raw body octets (before transfer decoding) in the whole
+    /// message `raw`.
     fn raw_body<'r>(&self, raw: &'r [u8]) -> &'r [u8] {
         raw.get(self.body.0..self.body.1).unwrap_or_default()
     }
 
-    /// The octets after transfer decoding, and whether the encoding was
-    /// unknown or the encoded data malformed.
-    fn decoded(&self, raw: &[u8]) -> (Vec<u8>, bool) {
+    /// The octet range of the part's raw body in the message, and the digest
+    /// it is checked against: `Some` for a leaf of a stored tree, what a
+    /// range read of its body value or download asks the blob store for.
+    pub(crate) fn stored_range(&self) -> Option<(std::ops::Range<u64>, [u8; 16])> {
+        let digest = self.digest?;
+        Some((self.body.0 as u64..self.body.1 as u64, digest))
+    }
+
+    /// The body octets `body` (this part's raw body) after transfer
+    /// decoding, and whether the encoding was unknown or the encoded data
+    /// malformed.
+    fn decoded(&self, body: &[u8]) -> (Vec<u8>, bool) {
         let mut out = Vec::new();
-        let problem = transfer_decode(self.encoding, self.raw_body(raw), &mut out);
+        let problem = transfer_decode(self.encoding, body, &mut out);
         (out, problem)
+    }
+
+    /// The part's content for download: its raw body `body` after transfer
+    /// decoding, with its type and name.
+    pub(crate) fn content(&self, body: &[u8]) -> PartContent {
+        PartContent {
+            bytes: self.decoded(body).0,
+            content_type: self.content_type.clone(),
+            name: self.name.clone(),
+        }
     }
 
     /// The RFC 8621 §4.1.4 partition of this tree (called on the root).
@@ -452,8 +478,10 @@ impl BodyPart {
     /// The text of a text part: transfer- and charset-decoded, CRLF replaced
     /// by LF (RFC 8621 §4.1.4 EmailBodyValue `value`), and whether there was
     /// an encoding problem (`isEncodingProblem`).
-    fn text(&self, raw: &[u8]) -> (String, bool) {
-        let (bytes, transfer_problem) = self.decoded(raw);
+    /// The part's text from its raw body octets `body`: transfer and
+    /// charset decoded, CRLF as LF; and whether that met an encoding problem.
+    fn text(&self, body: &[u8]) -> (String, bool) {
+        let (bytes, transfer_problem) = self.decoded(body);
         let (text, charset_problem) = decode_bytes(self.charset.as_deref(), &bytes);
         let text = if text.contains("\r\n") {
             text.replace("\r\n", "\n")
@@ -466,8 +494,8 @@ impl BodyPart {
     }
 
     /// The EmailBodyValue object of a text part (RFC 8621 §4.1.4 bodyValues).
-    fn body_value(&self, raw: &[u8], max_bytes: usize) -> Value {
-        let (text, problem) = self.text(raw);
+    fn body_value(&self, body: &[u8], max_bytes: usize) -> Value {
+        let (text, problem) = self.text(body);
         let (value, truncated) = truncate(&text, max_bytes, self.content_type == "text/html");
         let mut object = Map::new();
         object.insert("value".into(), Value::String(value.to_string()));
@@ -477,15 +505,15 @@ impl BodyPart {
     }
 }
 
-/// `bodyValues` (RFC 8621 §4.1.4, §4.2): the `text/*` parts the flags select,
-/// by partId.
-pub(crate) fn body_values(
-    tree: &BodyPart,
-    lists: &Partition<'_>,
-    raw: &[u8],
+/// The parts whose values `bodyValues` holds (RFC 8621 §4.1.4, §4.2): the
+/// `text/*` leaves the flags select, each once, in order. What a body-values
+/// read reads (their ranges) and what [`body_values`] renders are this one
+/// list.
+pub(crate) fn value_parts<'t>(
+    tree: &'t BodyPart,
+    lists: &Partition<'t>,
     flags: BodyValueFlags,
-    max_bytes: usize,
-) -> Value {
+) -> Vec<&'t BodyPart> {
     let mut selected: Vec<&BodyPart> = Vec::new();
     if flags.fetch_all {
         tree.walk(&mut selected);
@@ -497,16 +525,63 @@ pub(crate) fn body_values(
             selected.extend(&lists.html_body);
         }
     }
-    let mut values = Map::new();
-    for part in selected {
-        if !part.content_type.starts_with("text/") {
-            continue;
+    let mut seen = std::collections::HashSet::new();
+    selected
+        .into_iter()
+        .filter(|part| part.content_type.starts_with("text/") && part.sub_parts.is_none())
+        .filter(|part| seen.insert(part.index))
+        .collect()
+}
+
+/// Where the raw body octets of a message's parts come from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum BodyOctets<'a> {
+    /// The whole message (the full read level, Email/parse).
+    Message(&'a [u8]),
+    /// The bodies of the parts read by range ([`PartBodies`]).
+    Parts(&'a PartBodies),
+}
+
+impl<'a> BodyOctets<'a> {
+    /// The raw body octets of `part`; empty when they were not read.
+    fn of(self, part: &BodyPart) -> &'a [u8] {
+        match self {
+            BodyOctets::Message(raw) => part.raw_body(raw),
+            BodyOctets::Parts(bodies) => bodies.get(part.index),
         }
-        let Some(part_id) = part.part_id() else {
-            continue;
-        };
-        if !values.contains_key(&part_id) {
-            values.insert(part_id, part.body_value(raw, max_bytes));
+    }
+}
+
+/// The raw body octets of some leaves of one message, read by range and
+/// checked ([`BodyPart::stored_range`]), by part index.
+#[derive(Debug, Default, Clone)]
+pub struct PartBodies {
+    bodies: std::collections::HashMap<usize, bytes::Bytes>,
+}
+
+impl PartBodies {
+    /// Keeps the body octets of the part with index `index`.
+    pub(crate) fn insert(&mut self, index: usize, body: bytes::Bytes) {
+        self.bodies.insert(index, body);
+    }
+
+    fn get(&self, index: usize) -> &[u8] {
+        self.bodies.get(&index).map_or(&[], |body| &body[..])
+    }
+
+    /// Octets held.
+    pub fn octets(&self) -> usize {
+        self.bodies.values().map(bytes::Bytes::len).sum()
+    }
+}
+
+/// `bodyValues` (RFC 8621 §4.1.4, §4.2): the values of `parts` (from
+/// [`value_parts`]) by partId, each truncated to `max_bytes` (0: whole).
+pub(crate) fn body_values(parts: &[&BodyPart], octets: BodyOctets<'_>, max_bytes: usize) -> Value {
+    let mut values = Map::new();
+    for part in parts {
+        if let Some(part_id) = part.part_id() {
+            values.insert(part_id, part.body_value(octets.of(part), max_bytes));
         }
     }
     Value::Object(values)

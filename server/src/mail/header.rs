@@ -309,7 +309,12 @@ impl HeaderFields {
         self.spans.len()
     }
 
-    /// Octets of the block.
+    /// The block as stored (the message's header octets).
+    pub fn block(&self) -> &[u8] {
+        &self.block
+    }
+
+    /// How many octets the block holds.
     pub fn octets(&self) -> usize {
         self.block.len()
     }

@@ -1,5 +1,6 @@
 //! Ingest: from raw bytes to a [`NewEmail`] ready for the store: one parse
-//! of the message gives its header block and fast-view projection row, and
+//! of the message gives its header block, fast-view projection row and
+//! stored part tree ([`crate::mail::structure`]), and
 //! the query index is read from that header block as Email/get renders it.
 //! Used by `fastview import`, `fastview seed`, `fastview demo` and
 //! Email/import alike, so every path stores the same facts.
@@ -11,6 +12,7 @@ use super::fast_view::FastView;
 use super::header;
 use super::message::parse_message;
 use super::property::{EmailProperty, HeaderForm, HeaderProperty};
+use super::structure::BodyStructure;
 use super::thread::base_subject;
 use crate::blob::blob_id_of;
 use crate::store::{EmailIndex, NewEmail};
@@ -37,6 +39,7 @@ pub fn prepare(
     let message = parse_message(&raw);
     let body_start = (message.root_part().offset_body as usize).min(raw.len());
     let fast_view = FastView::compute(&message);
+    let structure = BodyStructure::of_message(&message).encode();
     let header_block = raw[..body_start].to_vec();
     let (index, sent_at) = header_index(&header_block, fast_view.has_attachment);
     let received_at = received_at(Some(&message));
@@ -55,6 +58,7 @@ pub fn prepare(
             keywords,
             header_block,
             fast_view,
+            structure,
             index,
         },
         raw,

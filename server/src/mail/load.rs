@@ -1,10 +1,12 @@
 //! Batched loading for Email/get: executes a [`ReadPlan`] for all ids of a
 //! call with a fixed number of store queries (never one per id), reading the
-//! blob store only at the full level.
+//! blob store only for body values (the byte ranges of the parts decoded,
+//! [`EmailLoader::load_bodies`]) and at the full level (whole messages).
 //!
-//! The moka caches hold only immutable data (parsed header blocks and
-//! projection rows, keyed by email id), never keywords or mailboxIds, so
-//! several server nodes need no cache invalidation. They are bounded in bytes.
+//! The moka caches hold only immutable data (parsed header blocks,
+//! projection rows and part trees, keyed by email id), never keywords or
+//! mailboxIds, so several server nodes need no cache invalidation. They are
+//! bounded in bytes.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,10 +14,12 @@ use std::sync::Arc;
 use futures::StreamExt;
 use moka::future::Cache;
 
+use super::body::{PartBodies, PartContent, resolve_part, value_parts};
 use super::fast_view::FastView;
 use super::header::HeaderFields;
 use super::message::parse_message;
-use super::read_level::ReadPlan;
+use super::read_level::{BodyValueFlags, ReadPlan};
+use super::structure::BodyStructure;
 use super::work::{INLINE_PARSE_BYTES, WorkPool};
 use crate::blob::{BlobError, BlobStore};
 use crate::metrics::Metrics;
@@ -48,8 +52,42 @@ fn checked(blob_id: &str, read: Result<Option<Vec<u8>>, BlobError>) -> Result<Ve
     }
 }
 
-/// How many projection misses of one call are computed at once.
+/// How many projection or part-tree misses of one call are computed at once.
 const MISS_CONCURRENCY: usize = 4;
+
+/// How many messages' part bodies one call reads at once.
+const BODY_READ_CONCURRENCY: usize = 16;
+
+/// A part body to read: its part index, octet range and digest.
+type PartRange = (usize, std::ops::Range<u64>, [u8; 16]);
+
+/// The bodies of some parts of blob `blob_id`: `(part index, range, digest)`
+/// each, read in one call of the blob store (empty ranges are not read).
+async fn read_part_bodies(
+    blobs: &BlobStore,
+    blob_id: &str,
+    ranges: Vec<PartRange>,
+) -> Result<PartBodies, crate::blob::BlobError> {
+    let mut bodies = PartBodies::default();
+    let (empty, ranges): (Vec<_>, Vec<_>) = ranges
+        .into_iter()
+        .partition(|(_, range, _)| range.is_empty());
+    for (index, _, _) in empty {
+        bodies.insert(index, bytes::Bytes::new());
+    }
+    if ranges.is_empty() {
+        return Ok(bodies);
+    }
+    let asked: Vec<(std::ops::Range<u64>, [u8; 16])> = ranges
+        .iter()
+        .map(|(_, range, digest)| (range.clone(), *digest))
+        .collect();
+    let read = blobs.get_ranges(blob_id, &asked).await?;
+    for ((index, _, _), body) in ranges.into_iter().zip(read) {
+        bodies.insert(index, body);
+    }
+    Ok(bodies)
+}
 
 /// One email with the sources its call's plan asked for.
 pub struct LoadedEmail {
@@ -58,6 +96,11 @@ pub struct LoadedEmail {
     pub header: Option<Arc<HeaderFields>>,
     /// The projection row (fast-view level).
     pub fast_view: Option<FastView>,
+    /// The stored part tree (structure level); its root part carries its
+    /// header octets when the plan asked for part headers.
+    pub structure: Option<Arc<BodyStructure>>,
+    /// The raw bodies of the parts whose values are asked (body-values level).
+    pub bodies: Option<PartBodies>,
     /// The raw message (full level); the caller parses it once.
     pub raw: Option<Vec<u8>>,
 }
@@ -71,6 +114,8 @@ pub struct CacheSizes {
     pub header_bytes: u64,
     /// Projection rows, about 300 octets per message: 32 MiB by default.
     pub fast_view_bytes: u64,
+    /// Part trees, about 1 KiB per message of real mail: 64 MiB by default.
+    pub structure_bytes: u64,
 }
 
 impl Default for CacheSizes {
@@ -78,6 +123,7 @@ impl Default for CacheSizes {
         Self {
             header_bytes: 256 << 20,
             fast_view_bytes: 32 << 20,
+            structure_bytes: 64 << 20,
         }
     }
 }
@@ -89,6 +135,7 @@ pub struct EmailLoader {
     metrics: Arc<Metrics>,
     headers: Cache<i64, Arc<HeaderFields>>,
     fast_views: Cache<i64, FastView>,
+    structures: Cache<i64, Arc<BodyStructure>>,
     work: Arc<WorkPool>,
 }
 
@@ -112,12 +159,19 @@ impl EmailLoader {
             .max_capacity(sizes.fast_view_bytes)
             .weigher(|_: &i64, view: &FastView| (view.preview.len() + 48) as u32)
             .build();
+        let structures = Cache::builder()
+            .max_capacity(sizes.structure_bytes)
+            .weigher(|_: &i64, tree: &Arc<BodyStructure>| {
+                tree.weight().min(u32::MAX as usize) as u32
+            })
+            .build();
         Self {
             store,
             blobs,
             metrics,
             headers,
             fast_views,
+            structures,
             work,
         }
     }
@@ -151,6 +205,8 @@ impl EmailLoader {
                 meta,
                 header: None,
                 fast_view: None,
+                structure: None,
+                bodies: None,
                 raw: None,
             })
             .collect();
@@ -158,7 +214,9 @@ impl EmailLoader {
     }
 
     /// The rest of [`EmailLoader::load`]: what the plan's level needs of
-    /// emails whose metadata [`EmailLoader::load_meta`] read.
+    /// emails whose metadata [`EmailLoader::load_meta`] read, but the part
+    /// bodies of the body-values level: a caller weighs them
+    /// ([`EmailLoader::body_octets`]) and reads them ([`EmailLoader::load_bodies`]).
     pub async fn complete(
         &self,
         account: i64,
@@ -175,6 +233,17 @@ impl EmailLoader {
                 email.header = header;
             }
         }
+        if plan.structure {
+            let trees = self.load_structures(account, loaded).await?;
+            for (email, tree) in loaded.iter_mut().zip(trees) {
+                email.structure = Some(match (&email.header, plan.part_headers) {
+                    (Some(header), true) if tree.needs_header_block() => {
+                        Arc::new(tree.with_header_block(header.block()))
+                    }
+                    _ => tree,
+                });
+            }
+        }
         if plan.fast_view {
             let views = self.load_fast_views(account, loaded).await?;
             for (email, view) in loaded.iter_mut().zip(views) {
@@ -182,6 +251,219 @@ impl EmailLoader {
             }
         }
         Ok(())
+    }
+
+    /// The octets [`EmailLoader::load_bodies`] would read for these flags:
+    /// the raw bodies of the parts whose values are asked, per the stored
+    /// trees ([`EmailLoader::complete`] loaded them).
+    pub fn body_octets(loaded: &[LoadedEmail], flags: BodyValueFlags) -> u64 {
+        loaded
+            .iter()
+            .filter_map(|email| email.structure.as_deref())
+            .flat_map(|tree| {
+                let lists = tree.partition();
+                tree.root()
+                    .map(|root| value_parts(root, &lists, flags))
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|part| part.stored_range())
+                    .map(|(range, _)| range.end - range.start)
+                    .collect::<Vec<_>>()
+            })
+            .fold(0u64, u64::saturating_add)
+    }
+
+    /// Reads the raw bodies of the parts whose values the flags ask for:
+    /// byte ranges of each message, checked against the digests of its
+    /// stored tree; nothing else of the message. A missing blob, or a range
+    /// that is past its end or does not match, fails the load.
+    pub async fn load_bodies(
+        &self,
+        loaded: &mut [LoadedEmail],
+        flags: BodyValueFlags,
+    ) -> Result<(), LoadError> {
+        let wanted: Vec<(usize, String, Vec<PartRange>)> = loaded
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, email)| {
+                let tree = email.structure.as_deref()?;
+                let lists = tree.partition();
+                let ranges: Vec<_> = value_parts(tree.root()?, &lists, flags)
+                    .into_iter()
+                    .filter_map(|part| {
+                        let (range, digest) = part.stored_range()?;
+                        Some((part.index(), range, digest))
+                    })
+                    .collect();
+                Some((slot, email.meta.blob_id.clone(), ranges))
+            })
+            .collect();
+        let blobs = &self.blobs;
+        let read: Vec<(usize, String, Result<PartBodies, crate::blob::BlobError>)> =
+            futures::stream::iter(wanted)
+                .map(|(slot, blob_id, ranges)| async move {
+                    let result = read_part_bodies(blobs, &blob_id, ranges).await;
+                    (slot, blob_id, result)
+                })
+                .buffer_unordered(BODY_READ_CONCURRENCY)
+                .collect()
+                .await;
+        for (slot, blob_id, result) in read {
+            let bodies = result.map_err(|error| LoadError::Blob { blob_id, error })?;
+            if bodies.octets() > 0 {
+                self.metrics.count_blob_read(bodies.octets());
+            }
+            loaded[slot].bodies = Some(bodies);
+        }
+        Ok(())
+    }
+
+    /// Stored part trees in the order of `loaded`: from the cache, the
+    /// store, or (an email stored before trees were, or whose tree does not
+    /// decode) computed from the whole message on the work pool, served and
+    /// written back.
+    async fn load_structures(
+        &self,
+        account: i64,
+        loaded: &[LoadedEmail],
+    ) -> Result<Vec<Arc<BodyStructure>>, LoadError> {
+        let mut out: Vec<Option<Arc<BodyStructure>>> = Vec::with_capacity(loaded.len());
+        let mut uncached = Vec::new();
+        for email in loaded {
+            let cached = self.structures.get(&email.meta.id).await;
+            if cached.is_none() {
+                uncached.push(email.meta.id);
+            }
+            out.push(cached);
+        }
+        if !uncached.is_empty() {
+            let slots: HashMap<i64, usize> = loaded
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (e.meta.id, i))
+                .collect();
+            for (id, stored) in self.store.body_structures(account, &uncached).await? {
+                let Some(tree) = BodyStructure::decode(&stored) else {
+                    continue;
+                };
+                let tree = Arc::new(tree);
+                self.structures.insert(id, tree.clone()).await;
+                if let Some(slot) = slots.get(&id) {
+                    out[*slot] = Some(tree);
+                }
+            }
+        }
+        let misses: Vec<(usize, i64, String)> = loaded
+            .iter()
+            .enumerate()
+            .filter(|(slot, _)| out[*slot].is_none())
+            .map(|(slot, email)| (slot, email.meta.id, email.meta.blob_id.clone()))
+            .collect();
+        if !misses.is_empty() {
+            let computed: Vec<(usize, i64, Result<BodyStructure, LoadError>)> =
+                futures::stream::iter(misses)
+                    .map(|(slot, id, blob_id)| async move {
+                        (slot, id, self.compute_structure(account, blob_id).await)
+                    })
+                    .buffer_unordered(MISS_CONCURRENCY)
+                    .collect()
+                    .await;
+            let mut rows = Vec::with_capacity(computed.len());
+            for (slot, id, tree) in computed {
+                let tree = Arc::new(tree?);
+                rows.push((id, tree.encode()));
+                self.structures.insert(id, tree.clone()).await;
+                out[slot] = Some(tree);
+            }
+            self.store.put_body_structures(&rows).await?;
+        }
+        Ok(out.into_iter().flatten().collect())
+    }
+
+    /// The content of part `path` of message blob `blob_id` of the account,
+    /// for download (`{blobId}_{path}`, RFC 8621 §4.1.4): through an email's
+    /// stored tree when one has it, reading only the part's range (checked
+    /// against its digest); else (an upload, or a message stored before
+    /// trees were) from the whole blob, checked against its id. A path into
+    /// an attached message (`3_2`) continues in the decoded part. `Ok(None)`
+    /// for no such part or a multipart part.
+    pub async fn part_content(
+        &self,
+        account: i64,
+        blob_id: &str,
+        path: &str,
+    ) -> Result<Option<PartContent>, LoadError> {
+        let (first, rest) = path
+            .split_once('_')
+            .map_or((path, None), |(a, b)| (a, Some(b)));
+        let stored = self.store.body_structure_of_blob(account, blob_id).await?;
+        let tree = stored.and_then(|(_, stored)| BodyStructure::decode(&stored));
+        let content = match tree {
+            Some(tree) => {
+                let Some(leaf) = tree.leaf(first) else {
+                    return Ok(None);
+                };
+                let Some((range, digest)) = leaf.stored_range() else {
+                    return Ok(None);
+                };
+                let body = if range.is_empty() {
+                    bytes::Bytes::new()
+                } else {
+                    let read = self.blobs.get_ranges(blob_id, &[(range, digest)]).await;
+                    let read = read.map_err(|error| LoadError::Blob {
+                        blob_id: blob_id.to_string(),
+                        error,
+                    })?;
+                    read.into_iter().next().unwrap_or_default()
+                };
+                self.metrics.count_blob_read(body.len());
+                leaf.content(&body)
+            }
+            None => {
+                let raw = checked(blob_id, self.blobs.get(blob_id).await)?;
+                self.metrics.count_blob_read(raw.len());
+                self.metrics.count_parse("full");
+                let first = first.to_string();
+                let found = self
+                    .work
+                    .run(account, move || resolve_part(&raw, &first))
+                    .await;
+                match found {
+                    Some(content) => content,
+                    None => return Ok(None),
+                }
+            }
+        };
+        match rest {
+            None => Ok(Some(content)),
+            Some(rest) => {
+                self.metrics.count_parse("full");
+                let rest = rest.to_string();
+                let bytes = content.bytes;
+                Ok(self
+                    .work
+                    .run(account, move || resolve_part(&bytes, &rest))
+                    .await)
+            }
+        }
+    }
+
+    /// The part tree of a message stored without one: the whole blob read
+    /// (checked) and parsed on the work pool.
+    async fn compute_structure(
+        &self,
+        account: i64,
+        blob_id: String,
+    ) -> Result<BodyStructure, LoadError> {
+        let raw = checked(&blob_id, self.blobs.get(&blob_id).await)?;
+        self.metrics.count_blob_read(raw.len());
+        self.metrics.count_parse("full");
+        Ok(self
+            .work
+            .run(account, move || {
+                BodyStructure::of_message(&parse_message(&raw))
+            })
+            .await)
     }
 
     /// Reads every email's message, each checked against its id; the first

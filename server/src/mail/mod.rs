@@ -14,5 +14,6 @@ pub mod message;
 pub mod property;
 pub mod query;
 pub mod read_level;
+pub mod structure;
 pub mod thread;
 pub mod work;

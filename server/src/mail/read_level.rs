@@ -6,13 +6,20 @@
 //!   it also proves the id exists in the account);
 //! - header: the stored header block, parsed without the body;
 //! - fast view: the projection row (preview, hasAttachment), see [`crate::mail::fast_view`];
-//! - full: the raw message from the blob store, parsed once.
+//! - structure: the stored part tree ([`crate::mail::structure`]) for
+//!   `bodyStructure`, `textBody`, `htmlBody`, `attachments`; with the header
+//!   block too when `bodyProperties` asks for part headers (the root part's
+//!   header octets are the message's header block);
+//! - body values: the structure, and the byte ranges of the parts whose
+//!   values are asked, read from the blob store and checked;
+//! - full: the raw message from the blob store, parsed once: only under
+//!   `--read-levels off`, or for preview/hasAttachment under `--fast-view off`.
 //!
 //! The planner is pure: it maps property lists to a [`ReadPlan`]. Architecture
 //! invariant: a property added to [`EmailProperty`] does not compile until this
 //! match says where it is read from.
 
-use crate::mail::property::EmailProperty;
+use crate::mail::property::{BodyProperty, EmailProperty};
 
 /// The highest source a call reads; the metrics label of an Email/get.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -20,6 +27,8 @@ pub enum ReadLevel {
     Metadata,
     Header,
     FastView,
+    Structure,
+    BodyValues,
     Full,
 }
 
@@ -30,6 +39,8 @@ impl ReadLevel {
             ReadLevel::Metadata => "metadata",
             ReadLevel::Header => "header",
             ReadLevel::FastView => "fast_view",
+            ReadLevel::Structure => "structure",
+            ReadLevel::BodyValues => "body_values",
             ReadLevel::Full => "full",
         }
     }
@@ -75,6 +86,14 @@ pub struct ReadPlan {
     pub header: bool,
     /// Read the fast-view projection rows.
     pub fast_view: bool,
+    /// Read the stored part trees (never set together with `full`).
+    pub structure: bool,
+    /// Read the ranges of the parts whose body values are asked (implies
+    /// `structure`).
+    pub body_values: bool,
+    /// Fill the root part's header from the header block (implies `header`):
+    /// `bodyProperties` names `headers` or a `header:` form.
+    pub part_headers: bool,
     /// Read and parse the raw message.
     pub full: bool,
 }
@@ -84,6 +103,10 @@ impl ReadPlan {
     pub fn level(&self) -> ReadLevel {
         if self.full {
             ReadLevel::Full
+        } else if self.body_values {
+            ReadLevel::BodyValues
+        } else if self.structure {
+            ReadLevel::Structure
         } else if self.fast_view {
             ReadLevel::FastView
         } else if self.header {
@@ -105,7 +128,8 @@ fn source_of(property: &EmailProperty, flags: BodyValueFlags, switches: ReadSwit
         HasAttachment | Preview => ReadLevel::Full,
         // bodyValues holds only what a fetch flag asks for; without one it is `{}`.
         BodyValues if !flags.any() => ReadLevel::Metadata,
-        BodyStructure | BodyValues | TextBody | HtmlBody | Attachments => ReadLevel::Full,
+        BodyValues => ReadLevel::BodyValues,
+        BodyStructure | TextBody | HtmlBody | Attachments => ReadLevel::Structure,
     };
     if switches.read_levels || level == ReadLevel::FastView {
         level
@@ -114,16 +138,21 @@ fn source_of(property: &EmailProperty, flags: BodyValueFlags, switches: ReadSwit
     }
 }
 
-/// Plans the reads of one Email/get from its `properties` and body-value flags.
-/// `bodyProperties` never changes the plan: body parts always come from the full message.
+/// Plans the reads of one Email/get from its `properties`, `bodyProperties`
+/// and body-value flags. `bodyProperties` matters only for part headers
+/// (`headers`, `header:…`), which need the header block beside the tree.
 pub fn plan(
     properties: &[EmailProperty],
+    body_properties: &[BodyProperty],
     flags: BodyValueFlags,
     switches: ReadSwitches,
 ) -> ReadPlan {
     let mut plan = ReadPlan {
         header: false,
         fast_view: false,
+        structure: false,
+        body_values: false,
+        part_headers: false,
         full: !switches.read_levels,
     };
     for property in properties {
@@ -131,11 +160,22 @@ pub fn plan(
             ReadLevel::Metadata => {}
             ReadLevel::Header => plan.header = true,
             ReadLevel::FastView => plan.fast_view = true,
+            ReadLevel::Structure => plan.structure = true,
+            ReadLevel::BodyValues => plan.body_values = true,
             ReadLevel::Full => plan.full = true,
         }
     }
     if plan.full {
+        // The whole message carries its header and its parts.
         plan.header = false;
+        plan.structure = false;
+        plan.body_values = false;
+    } else if plan.body_values || plan.structure {
+        plan.structure = true;
+        plan.part_headers = body_properties
+            .iter()
+            .any(|property| matches!(property, BodyProperty::Headers | BodyProperty::Header(_)));
+        plan.header |= plan.part_headers;
     }
     plan
 }
@@ -154,60 +194,107 @@ mod tests {
         fetch_all: false,
     };
 
+    /// A plan as the letters of its sources: `h`eader, fast `v`iew,
+    /// `s`tructure, body `b`values, `p`art headers, `f`ull; `-` for none.
+    fn letters(plan: ReadPlan) -> String {
+        let sources = [
+            (plan.header, 'h'),
+            (plan.fast_view, 'v'),
+            (plan.structure, 's'),
+            (plan.body_values, 'b'),
+            (plan.part_headers, 'p'),
+            (plan.full, 'f'),
+        ];
+        let out: String = sources
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, c)| c)
+            .collect();
+        if out.is_empty() { "-".into() } else { out }
+    }
+
     fn check(
         properties: &[&str],
+        body_properties: &[&str],
         flags: BodyValueFlags,
         switches: ReadSwitches,
-        expected: (bool, bool, bool),
+        expected: &str,
     ) {
         let properties: Vec<_> = properties
             .iter()
             .map(|p| EmailProperty::parse(p).unwrap_or_else(|| panic!("{p}")))
             .collect();
-        let got = plan(&properties, flags, switches);
+        let body_properties: Vec<_> = body_properties
+            .iter()
+            .map(|p| BodyProperty::parse(p).unwrap_or_else(|| panic!("{p}")))
+            .collect();
+        let got = letters(plan(&properties, &body_properties, flags, switches));
         assert_eq!(
-            (got.header, got.fast_view, got.full),
-            expected,
-            "{properties:?} {flags:?} {switches:?}"
+            got, expected,
+            "{properties:?} {body_properties:?} {flags:?} {switches:?}"
         );
     }
 
     #[test]
     fn every_rfc8621_property_maps_to_its_source() {
-        // (property, header, fast_view, full) with both switches on.
-        let table: &[(&str, (bool, bool, bool))] = &[
-            ("id", (false, false, false)),
-            ("blobId", (false, false, false)),
-            ("threadId", (false, false, false)),
-            ("mailboxIds", (false, false, false)),
-            ("keywords", (false, false, false)),
-            ("size", (false, false, false)),
-            ("receivedAt", (false, false, false)),
-            ("messageId", (true, false, false)),
-            ("inReplyTo", (true, false, false)),
-            ("references", (true, false, false)),
-            ("sender", (true, false, false)),
-            ("from", (true, false, false)),
-            ("to", (true, false, false)),
-            ("cc", (true, false, false)),
-            ("bcc", (true, false, false)),
-            ("replyTo", (true, false, false)),
-            ("subject", (true, false, false)),
-            ("sentAt", (true, false, false)),
-            ("headers", (true, false, false)),
-            ("header:X-Anything:asText:all", (true, false, false)),
-            ("header:From:asAddresses", (true, false, false)),
-            ("preview", (false, true, false)),
-            ("hasAttachment", (false, true, false)),
-            ("bodyValues", (false, false, false)),
-            ("bodyStructure", (false, false, true)),
-            ("textBody", (false, false, true)),
-            ("htmlBody", (false, false, true)),
-            ("attachments", (false, false, true)),
+        let fetch_text = BodyValueFlags {
+            fetch_text: true,
+            ..NO_FLAGS
+        };
+        // (property, plan) with both switches on and the default bodyProperties.
+        let table: &[(&str, BodyValueFlags, &str)] = &[
+            ("id", NO_FLAGS, "-"),
+            ("blobId", NO_FLAGS, "-"),
+            ("threadId", NO_FLAGS, "-"),
+            ("mailboxIds", NO_FLAGS, "-"),
+            ("keywords", NO_FLAGS, "-"),
+            ("size", NO_FLAGS, "-"),
+            ("receivedAt", NO_FLAGS, "-"),
+            ("messageId", NO_FLAGS, "h"),
+            ("inReplyTo", NO_FLAGS, "h"),
+            ("references", NO_FLAGS, "h"),
+            ("sender", NO_FLAGS, "h"),
+            ("from", NO_FLAGS, "h"),
+            ("to", NO_FLAGS, "h"),
+            ("cc", NO_FLAGS, "h"),
+            ("bcc", NO_FLAGS, "h"),
+            ("replyTo", NO_FLAGS, "h"),
+            ("subject", NO_FLAGS, "h"),
+            ("sentAt", NO_FLAGS, "h"),
+            ("headers", NO_FLAGS, "h"),
+            ("header:X-Anything:asText:all", NO_FLAGS, "h"),
+            ("header:From:asAddresses", NO_FLAGS, "h"),
+            ("preview", NO_FLAGS, "v"),
+            ("hasAttachment", NO_FLAGS, "v"),
+            ("bodyValues", NO_FLAGS, "-"),
+            ("bodyValues", fetch_text, "sb"),
+            ("bodyStructure", NO_FLAGS, "s"),
+            ("textBody", NO_FLAGS, "s"),
+            ("htmlBody", NO_FLAGS, "s"),
+            ("attachments", NO_FLAGS, "s"),
         ];
-        for (property, expected) in table {
-            check(&[property], NO_FLAGS, ON, *expected);
+        let defaults: Vec<String> = BodyProperty::default_list()
+            .iter()
+            .map(|p| p.name().to_string())
+            .collect();
+        let defaults: Vec<&str> = defaults.iter().map(String::as_str).collect();
+        for (property, flags, expected) in table {
+            check(&[property], &defaults, *flags, ON, expected);
         }
+    }
+
+    #[test]
+    fn part_headers_add_the_header_block_to_the_structure() {
+        check(&["textBody"], &["partId", "headers"], NO_FLAGS, ON, "hsp");
+        check(
+            &["bodyStructure"],
+            &["header:Content-Type:asText"],
+            NO_FLAGS,
+            ON,
+            "hsp",
+        );
+        check(&["subject"], &["headers"], NO_FLAGS, ON, "h");
+        check(&["bodyStructure"], &["partId", "type"], NO_FLAGS, ON, "s");
     }
 
     #[test]
@@ -216,52 +303,57 @@ mod tests {
             fetch_text: true,
             ..NO_FLAGS
         };
-        check(&["id", "preview"], NO_FLAGS, ON, (false, true, false));
-        check(&["subject", "preview"], NO_FLAGS, ON, (true, true, false));
-        check(&["subject", "textBody"], NO_FLAGS, ON, (false, false, true));
-        check(&["bodyValues"], fetch_text, ON, (false, false, true));
+        check(&["id", "preview"], &[], NO_FLAGS, ON, "v");
+        check(&["subject", "preview"], &[], NO_FLAGS, ON, "hv");
+        check(&["subject", "textBody"], &[], NO_FLAGS, ON, "hs");
+        check(&["bodyValues", "htmlBody"], &[], fetch_text, ON, "sb");
         let no_fast_view = ReadSwitches {
             read_levels: true,
             fast_view: false,
         };
-        check(
-            &["id", "preview"],
-            NO_FLAGS,
-            no_fast_view,
-            (false, false, true),
-        );
-        check(
-            &["id", "subject"],
-            NO_FLAGS,
-            no_fast_view,
-            (true, false, false),
-        );
+        check(&["id", "preview"], &[], NO_FLAGS, no_fast_view, "f");
+        check(&["preview", "textBody"], &[], NO_FLAGS, no_fast_view, "f");
+        check(&["id", "subject"], &[], NO_FLAGS, no_fast_view, "h");
         let no_levels = ReadSwitches {
             read_levels: false,
             fast_view: true,
         };
-        check(
-            &["id", "keywords"],
-            NO_FLAGS,
-            no_levels,
-            (false, false, true),
-        );
-        check(&["id", "preview"], NO_FLAGS, no_levels, (false, true, true));
+        check(&["id", "keywords"], &[], NO_FLAGS, no_levels, "f");
+        check(&["id", "preview"], &[], NO_FLAGS, no_levels, "vf");
+        check(&["bodyValues"], &["headers"], fetch_text, no_levels, "f");
     }
 
     #[test]
     fn level_names_the_highest_source() {
-        let plan_of = |header, fast_view, full| {
-            ReadPlan {
-                header,
-                fast_view,
-                full,
-            }
-            .level()
+        let none = ReadPlan {
+            header: false,
+            fast_view: false,
+            structure: false,
+            body_values: false,
+            part_headers: false,
+            full: false,
         };
-        assert_eq!(plan_of(false, false, false), ReadLevel::Metadata);
-        assert_eq!(plan_of(true, false, false), ReadLevel::Header);
-        assert_eq!(plan_of(true, true, false), ReadLevel::FastView);
-        assert_eq!(plan_of(false, true, true), ReadLevel::Full);
+        assert_eq!(none.level(), ReadLevel::Metadata);
+        let header = ReadPlan {
+            header: true,
+            ..none
+        };
+        assert_eq!(header.level(), ReadLevel::Header);
+        let view = ReadPlan {
+            fast_view: true,
+            ..header
+        };
+        assert_eq!(view.level(), ReadLevel::FastView);
+        let structure = ReadPlan {
+            structure: true,
+            ..view
+        };
+        assert_eq!(structure.level(), ReadLevel::Structure);
+        let values = ReadPlan {
+            body_values: true,
+            ..structure
+        };
+        assert_eq!(values.level(), ReadLevel::BodyValues);
+        assert_eq!(ReadPlan { full: true, ..view }.level(), ReadLevel::Full);
     }
 }

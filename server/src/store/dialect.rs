@@ -125,6 +125,8 @@ pub struct Statements {
     pub email_meta_and_state: Option<&'static str>,
     /// Hot: `$1` account, `$2` list → (email_id, header_block).
     pub header_blocks: &'static str,
+    /// Hot: `$1` account, `$2` list → (email_id, structure).
+    pub body_structures: &'static str,
     /// Hot: `$1` account, `$2` list → (email_id, preview, has_attachment).
     pub fast_views: &'static str,
     /// Hot: `$1` mailbox, `$2` limit, `$3` offset → (email_id, thread_id),

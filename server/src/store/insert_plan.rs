@@ -202,6 +202,7 @@ mod tests {
             keywords: Vec::new(),
             header_block: Vec::new(),
             fast_view: FastView::default(),
+            structure: Vec::new(),
             index: EmailIndex {
                 message_id: message_id.map(str::to_string),
                 referenced_ids: refs.iter().map(|r| r.to_string()).collect(),

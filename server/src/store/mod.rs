@@ -235,6 +235,8 @@ pub struct NewEmail {
     /// The raw header block, up to and including the blank line.
     pub header_block: Vec<u8>,
     pub fast_view: FastView,
+    /// The part tree in its stored form (`crate::mail::structure`).
+    pub structure: Vec<u8>,
     /// Facts for threading and Email/query, see [`EmailIndex`].
     pub index: EmailIndex,
 }
@@ -536,6 +538,19 @@ pub trait Store: Send + Sync + 'static {
     async fn fast_views(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, FastView)>>;
     /// Writes projection rows (insert or replace).
     async fn put_fast_views(&self, rows: &[(i64, FastView)]) -> StoreResult<()>;
+    /// Stored part trees (`crate::mail::structure`) of the given emails (ids
+    /// must belong to the account); an email without one is absent.
+    async fn body_structures(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, Vec<u8>)>>;
+    /// Writes part trees (insert or replace) of emails that still exist.
+    async fn put_body_structures(&self, rows: &[(i64, Vec<u8>)]) -> StoreResult<()>;
+    /// The stored part tree of an email of the account whose message is
+    /// blob `blob_id` (any of them, when several share it); `None` when no
+    /// email has it or none has a tree yet.
+    async fn body_structure_of_blob(
+        &self,
+        account: i64,
+        blob_id: &str,
+    ) -> StoreResult<Option<(i64, Vec<u8>)>>;
     /// Deletes all projection rows of an account (or of every account); returns the count.
     async fn clear_fast_views(&self, account: Option<i64>) -> StoreResult<u64>;
     /// Ids and blob ids of emails with an id above `after_id`, ascending, at

@@ -152,6 +152,8 @@ impl Dialect for PostgresDialect {
         email_meta_and_state: None,
         header_blocks: "SELECT h.email_id, h.header_block FROM email_headers h \
              JOIN emails e ON e.id = h.email_id WHERE e.account_id = $1 AND h.email_id = any($2)",
+        body_structures: "SELECT s.email_id, s.structure FROM body_structure s \
+             JOIN emails e ON e.id = s.email_id WHERE e.account_id = $1 AND s.email_id = any($2)",
         fast_views: fast_views!(),
         listing_desc: listing!("DESC"),
         listing_asc: listing!("ASC"),

@@ -108,6 +108,9 @@ pub struct EmailRecord {
     /// The `fast_view` row, when there is one.
     #[sqlx(skip)]
     pub fast_view: Option<FastView>,
+    /// The `body_structure` row, when there is one.
+    #[sqlx(skip)]
+    pub structure: Option<Vec<u8>>,
 }
 
 impl EmailRecord {
@@ -142,6 +145,7 @@ impl EmailRecord {
                 .collect(),
             header_block: Some(email.header_block.clone()),
             fast_view: Some(email.fast_view.clone()),
+            structure: Some(email.structure.clone()),
         }
     }
 }
@@ -249,6 +253,8 @@ pub struct RowCounts {
     pub memberships: i64,
     pub headers: i64,
     pub fast_views: i64,
+    /// `body_structure` rows.
+    pub structures: i64,
     pub thread_refs: i64,
     pub account_blobs: i64,
     pub changes: i64,
@@ -412,6 +418,18 @@ where
                     preview,
                     has_attachment,
                 });
+            }
+        }
+        let trees: EmailRows<Vec<u8>> = sqlx::query_as(
+            "SELECT email_id, structure FROM body_structure WHERE email_id BETWEEN $1 AND $2",
+        )
+        .bind(first)
+        .bind(last)
+        .fetch_all(pool)
+        .await?;
+        for (email, tree) in trees {
+            if let Some(&i) = slot.get(&email) {
+                emails[i].structure = Some(tree);
             }
         }
         Ok(emails)
@@ -610,6 +628,11 @@ where
             .filter_map(|r| r.fast_view.as_ref().map(|view| (r.id, view)))
             .collect();
         Self::write_fast_views(tx, &views, false).await?;
+        let trees: Vec<(i64, &Vec<u8>)> = rows
+            .iter()
+            .filter_map(|r| r.structure.as_ref().map(|tree| (r.id, tree)))
+            .collect();
+        Self::write_body_structures(tx, &trees, false).await?;
         Ok(done)
     }
 
@@ -626,6 +649,8 @@ where
                WHERE $1 IS NULL OR e.account_id = $1) AS headers, \
              (SELECT count(*) FROM fast_view f JOIN emails e ON e.id = f.email_id \
                WHERE $1 IS NULL OR e.account_id = $1) AS fast_views, \
+             (SELECT count(*) FROM body_structure s JOIN emails e ON e.id = s.email_id \
+               WHERE $1 IS NULL OR e.account_id = $1) AS structures, \
              (SELECT count(*) FROM thread_refs WHERE $1 IS NULL OR account_id = $1) \
                AS thread_refs, \
              (SELECT count(*) FROM account_blobs WHERE $1 IS NULL OR account_id = $1) \

@@ -436,6 +436,31 @@ where
         .await
     }
 
+    /// Writes stored part trees: replacing rows already there, or, without
+    /// `replace`, keeping them.
+    pub(super) async fn write_body_structures(
+        tx: &mut Tx<D>,
+        rows: &[(i64, &Vec<u8>)],
+        replace: bool,
+    ) -> StoreResult<u64> {
+        let tail = if replace {
+            "ON CONFLICT (email_id) DO UPDATE SET structure = excluded.structure"
+        } else {
+            "ON CONFLICT DO NOTHING"
+        };
+        Self::insert_rows(
+            tx,
+            "INSERT INTO body_structure (email_id, structure)",
+            tail,
+            2,
+            rows,
+            |row, (id, tree)| {
+                row.push_bind(*id).push_bind((*tree).clone());
+            },
+        )
+        .await
+    }
+
     /// The account's quota and usage, read with `executor` (inside a write
     /// transaction: after its own writes). `NotFound` for no account.
     async fn read_quota<'e, E>(executor: E, account: i64) -> StoreResult<Quota>
@@ -1023,6 +1048,48 @@ where
                 (id, view)
             })
             .collect())
+    }
+
+    async fn body_structures(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, Vec<u8>)>> {
+        Ok(sqlx::query_as(D::SQL.body_structures)
+            .bind(account)
+            .bind(D::ids(ids))
+            .fetch_all(&self.reader)
+            .await?)
+    }
+
+    async fn put_body_structures(&self, rows: &[(i64, Vec<u8>)]) -> StoreResult<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        // The last row of an id wins.
+        let latest: HashMap<i64, &Vec<u8>> = rows.iter().map(|(id, tree)| (*id, tree)).collect();
+        let ids = distinct(&rows.iter().map(|(id, _)| *id).collect::<Vec<_>>());
+        let mut tx = self.write(None).await?;
+        // The email may have been destroyed meanwhile (see put_fast_views).
+        let live: Vec<i64> = sqlx::query_scalar(D::SQL.live_emails)
+            .bind(D::ids(&ids))
+            .fetch_all(&mut *tx)
+            .await?;
+        let trees: Vec<(i64, &Vec<u8>)> = live.iter().map(|id| (*id, latest[id])).collect();
+        Self::write_body_structures(&mut tx, &trees, true).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn body_structure_of_blob(
+        &self,
+        account: i64,
+        blob_id: &str,
+    ) -> StoreResult<Option<(i64, Vec<u8>)>> {
+        Ok(sqlx::query_as(
+            "SELECT e.id, s.structure FROM emails e JOIN body_structure s ON s.email_id = e.id \
+             WHERE e.account_id = $1 AND e.blob_id = $2 ORDER BY e.id LIMIT 1",
+        )
+        .bind(account)
+        .bind(blob_id)
+        .fetch_optional(&self.reader)
+        .await?)
     }
 
     async fn put_fast_views(&self, rows: &[(i64, FastView)]) -> StoreResult<()> {

@@ -145,6 +145,9 @@ impl Dialect for SqliteDialect {
         header_blocks: "SELECT h.email_id, h.header_block FROM json_each($2) AS j \
              CROSS JOIN emails e ON e.id = j.value CROSS JOIN email_headers h ON h.email_id = e.id \
              WHERE e.account_id = $1",
+        body_structures: "SELECT s.email_id, s.structure FROM json_each($2) AS j \
+             CROSS JOIN emails e ON e.id = j.value CROSS JOIN body_structure s \
+             ON s.email_id = e.id WHERE e.account_id = $1",
         fast_views: "SELECT f.email_id, f.preview, f.has_attachment FROM json_each($2) AS j \
              CROSS JOIN emails e ON e.id = j.value CROSS JOIN fast_view f ON f.email_id = e.id \
              WHERE e.account_id = $1",

@@ -1,5 +1,5 @@
 //! A blob whose bytes are missing or do not hash to its id is never served:
-//! a download answers a 5xx problem naming it, a full-level Email/get,
+//! a download answers a 5xx problem naming it, an Email/get of body values,
 //! Email/parse and Email/import answer `serverFail`; `fastview fsck` lists
 //! it and exits 2; writing the right bytes again (an upload, an import)
 //! repairs it.
@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use crate::support::{PASSWORD, TestAccount, TestApp, demo_messages, spawn_app};
+use crate::support::{TestAccount, TestApp, demo_messages, spawn_app};
 use crate::uploads::{blob_root, upload};
 
 /// The file of a blob in a test server's local blob store.
@@ -20,22 +20,12 @@ fn blob_file(app: &TestApp, blob_id: &str) -> PathBuf {
 }
 
 async fn download(app: &TestApp, user: &TestAccount, blob_id: &str) -> (u16, Vec<u8>) {
-    let response = app
-        .client
-        .get(format!(
-            "{}/jmap/download/{}/{blob_id}/m.eml",
-            app.base, user.account_id
-        ))
-        .basic_auth(&user.email, Some(PASSWORD))
-        .send()
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    (status, response.bytes().await.unwrap().to_vec())
+    app.download(user, blob_id, "m.eml").await
 }
 
-/// The type of the error each whole read of the blob answers, or "ok":
-/// [full-level Email/get, Email/parse, Email/import].
+/// The type of the error each read of the blob answers, or "ok":
+/// [Email/get of body values (a range read, checked against the part's
+/// digest), Email/parse, Email/import (whole reads, checked against the id)].
 async fn whole_reads(
     app: &TestApp,
     user: &TestAccount,

@@ -10,7 +10,7 @@ use fastview::app::ServeOptions;
 use fastview::jmap::Limits;
 use serde_json::{Value, json};
 
-use crate::support::{PASSWORD, TestAccount, TestApp, spawn_app, spawn_app_with};
+use crate::support::{TestAccount, TestApp, spawn_app, spawn_app_with};
 
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR inline logo octets \xff\xfe\x00";
 const PDF: &[u8] = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj << >> endobj\n\0binary\n";
@@ -83,19 +83,9 @@ async fn get(app: &TestApp, user: &TestAccount, id: &Value, extra: Value) -> Val
 }
 
 async fn download(app: &TestApp, user: &TestAccount, blob_id: &str) -> Vec<u8> {
-    let url = format!(
-        "{}/jmap/download/{}/{}/x",
-        app.base, user.account_id, blob_id
-    );
-    let response = app
-        .client
-        .get(&url)
-        .basic_auth(&user.email, Some(PASSWORD))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200, "{url}");
-    response.bytes().await.unwrap().to_vec()
+    let (status, body) = app.download(user, blob_id, "x").await;
+    assert_eq!(status, 200, "{blob_id}");
+    body
 }
 
 fn crlf(text: &str) -> String {

@@ -171,6 +171,8 @@ fn render(
         meta: &meta,
         header,
         fast_view: None,
+        structure: None,
+        bodies: None,
         full,
     };
     let unbounded = WorkMeter::new(u64::MAX);

@@ -153,17 +153,168 @@ async fn fast_view_level_reads_the_projection_not_the_message() {
 }
 
 #[tokio::test]
-async fn full_level_reads_each_message_once() {
+async fn structure_level_reads_the_stored_tree_and_no_blob() {
     let (app, user, ids) = seeded(100).await;
-    let response = get(&app, &user, &ids, json!(["textBody", "attachments"])).await;
+    let response = get(
+        &app,
+        &user,
+        &ids,
+        json!(["bodyStructure", "textBody", "htmlBody", "attachments"]),
+    )
+    .await;
     assert_eq!(
         response["list"][0]["attachments"][0]["name"],
         json!("r.pdf")
     );
+    assert_eq!(response["list"][0]["attachments"][0]["size"], json!(9));
+    assert_eq!(response["list"][1]["attachments"], json!([]));
+    assert_eq!(response["list"][4]["textBody"][0]["partId"], json!("1"));
+    assert_eq!(
+        response["list"][4]["bodyStructure"]["type"],
+        json!("multipart/mixed")
+    );
+    assert_eq!(io(&app).await, (0.0, 0.0, 0.0, 0.0));
+    assert_eq!(
+        app.metric("fastview_email_get_total{read_level=\"structure\"}")
+            .await,
+        1.0
+    );
+    // Part headers need the header block (the root part's header), still no blob.
+    let response = app
+        .call1(
+            &user,
+            "Email/get",
+            json!({"accountId": user.account_id, "ids": &ids[..2],
+                "properties": ["bodyStructure"], "bodyProperties": ["partId", "headers"]}),
+        )
+        .await;
+    let root_headers = response["list"][0]["bodyStructure"]["headers"]
+        .as_array()
+        .unwrap();
+    assert_eq!(
+        root_headers[2],
+        json!({"name": "Subject", "value": " Report 0"})
+    );
+    assert_eq!(
+        response["list"][0]["bodyStructure"]["subParts"][0]["headers"],
+        json!([{"name": "Content-Type", "value": " text/plain; charset=utf-8"}])
+    );
+    let (reads, _, header_parses, full_parses) = io(&app).await;
+    assert_eq!((reads, header_parses, full_parses), (0.0, 2.0, 0.0));
+}
+
+/// A text part and a 10 MB attachment.
+fn with_large_attachment() -> Vec<u8> {
+    let line = "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWZnaGlqa2xtbm9wcXJzdHV2d3h5ejAx\r\n";
+    let attachment = line.repeat(10_000_000 / line.len());
+    format!(
+        "From: a@example.com\r\nSubject: Big\r\nMIME-Version: 1.0\r\n\
+         Content-Type: multipart/mixed; boundary=\"b\"\r\n\r\n\
+         --b\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nSee the attached archive.\r\n\
+         --b\r\nContent-Type: application/octet-stream\r\n\
+         Content-Disposition: attachment; filename=\"big.bin\"\r\n\
+         Content-Transfer-Encoding: base64\r\n\r\n{attachment}--b--\r\n"
+    )
+    .into_bytes()
+}
+
+#[tokio::test]
+async fn body_values_read_only_the_ranges_of_the_parts_asked() {
+    let app = spawn_app().await;
+    let user = app.account("ann@example.com").await;
+    let raw = with_large_attachment();
+    assert!(raw.len() > 10_000_000);
+    let ids = app.ingest(&user, &[raw], 1_700_000_000).await;
+    let response = app
+        .call1(
+            &user,
+            "Email/get",
+            json!({"accountId": user.account_id, "ids": ids,
+                "properties": ["bodyValues", "textBody", "attachments"],
+                "fetchTextBodyValues": true}),
+        )
+        .await;
+    let email = &response["list"][0];
+    assert_eq!(
+        email["bodyValues"],
+        json!({"1": {"value": "See the attached archive.", "isEncodingProblem": false,
+            "isTruncated": false}})
+    );
+    assert_eq!(email["attachments"][0]["name"], json!("big.bin"));
     let (reads, bytes, header_parses, full_parses) = io(&app).await;
+    assert_eq!((reads, header_parses, full_parses), (1.0, 0.0, 0.0));
+    assert!(bytes < 64.0 * 1024.0, "read {bytes} octets");
+    assert_eq!(bytes, "See the attached archive.".len() as f64);
+    assert_eq!(
+        app.metric("fastview_email_get_total{read_level=\"body_values\"}")
+            .await,
+        1.0
+    );
+    // The attachment downloads as its decoded octets, read by its range.
+    let blob_id = email["attachments"][0]["blobId"].as_str().unwrap();
+    let (status, body) = app.download(&user, blob_id, "big.bin").await;
+    assert_eq!(status, 200);
+    // 135,135 lines of 72 base64 characters, each 54 octets decoded.
+    let decoded_line: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01";
+    assert_eq!(body.len(), 7_297_290);
+    assert!(body.chunks(54).all(|chunk| chunk == decoded_line));
+    let (reads, bytes, _, full_parses) = io(&app).await;
+    assert_eq!((reads, full_parses), (2.0, 0.0));
+    assert!(bytes < 10_100_000.0, "read {bytes} octets");
+}
+
+#[tokio::test]
+async fn full_level_reads_each_message_once() {
+    let (app, user, ids) = seeded(100).await;
+    let off = spawn_sibling(
+        &app,
+        ServeOptions {
+            switches: ReadSwitches {
+                read_levels: false,
+                fast_view: true,
+            },
+            ..ServeOptions::default()
+        },
+    )
+    .await;
+    let response = get(&off, &user, &ids, json!(["textBody", "attachments"])).await;
+    assert_eq!(
+        response["list"][0]["attachments"][0]["name"],
+        json!("r.pdf")
+    );
+    let (reads, bytes, header_parses, full_parses) = io(&off).await;
     assert_eq!((reads, header_parses, full_parses), (100.0, 0.0, 100.0));
     let sizes: i64 = generated_messages(100).iter().map(|m| m.len() as i64).sum();
     assert_eq!(bytes, sizes as f64);
+}
+
+#[tokio::test]
+async fn a_part_tree_that_does_not_decode_is_recomputed_served_and_written_back() {
+    let (app, user, ids) = seeded(6).await;
+    let properties = json!(["bodyStructure", "textBody", "attachments"]);
+    let before = get(&app, &user, &ids, properties.clone()).await;
+    let numeric: Vec<i64> = ids
+        .iter()
+        .map(|id| fastview::jmap::ids::parse_email_id(id).unwrap())
+        .collect();
+    let damaged: Vec<(i64, Vec<u8>)> = numeric.iter().map(|id| (*id, vec![9, 9, 9])).collect();
+    app.app.store.put_body_structures(&damaged).await.unwrap();
+    let fresh = spawn_sibling(&app, ServeOptions::default()).await;
+    assert_eq!(get(&fresh, &user, &ids, properties.clone()).await, before);
+    let (reads, _, _, full_parses) = io(&fresh).await;
+    assert_eq!((reads, full_parses), (6.0, 6.0));
+    // Written back: another fresh server reads no blob.
+    let stored = app
+        .app
+        .store
+        .body_structures(user.id, &numeric)
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 6);
+    assert!(stored.iter().all(|(_, tree)| tree[0] == 1));
+    let again = spawn_sibling(&app, ServeOptions::default()).await;
+    assert_eq!(get(&again, &user, &ids, properties).await, before);
+    assert_eq!(io(&again).await, (0.0, 0.0, 0.0, 0.0));
 }
 
 #[tokio::test]
@@ -212,6 +363,14 @@ async fn switches_off_give_byte_identical_json() {
         ]),
         json!(["subject", "sentAt", "headers", "header:List-Id:asText"]),
         Value::Null,
+        json!([
+            "bodyStructure",
+            "textBody",
+            "htmlBody",
+            "attachments",
+            "preview",
+            "hasAttachment"
+        ]),
     ];
     for properties in property_sets {
         let default = get(&app, &user, &ids, properties.clone()).await;
@@ -223,6 +382,29 @@ async fn switches_off_give_byte_identical_json() {
                 "{properties}"
             );
         }
+    }
+    // Body values at every flag, truncated or not, and part headers: the
+    // stored tree and ranges give what the whole message gives.
+    for (flags, max) in [
+        (json!({"fetchTextBodyValues": true}), 0),
+        (json!({"fetchHTMLBodyValues": true}), 0),
+        (json!({"fetchAllBodyValues": true}), 0),
+        (json!({"fetchAllBodyValues": true}), 64),
+    ] {
+        let mut arguments = json!({"accountId": user.account_id, "ids": ids,
+            "properties": ["bodyValues", "bodyStructure", "textBody", "htmlBody"],
+            "bodyProperties": ["partId", "blobId", "size", "type", "charset", "name",
+                "headers", "header:Content-Type:asText"],
+            "maxBodyValueBytes": max});
+        for (key, value) in flags.as_object().unwrap() {
+            arguments[key] = value.clone();
+        }
+        let default = app.call1(&user, "Email/get", arguments.clone()).await;
+        assert_eq!(default["list"].as_array().unwrap().len(), messages.len());
+        let full = off_levels
+            .call1(&user, "Email/get", arguments.clone())
+            .await;
+        assert_eq!(full, default, "{arguments}");
     }
     // The "off" servers did read full messages for list properties.
     assert!(

@@ -341,6 +341,27 @@ impl TestApp {
         responses[0][1].clone()
     }
 
+    /// `GET {downloadUrl}` of `blob_id` as `name`: (status, body).
+    pub async fn download(
+        &self,
+        account: &TestAccount,
+        blob_id: &str,
+        name: &str,
+    ) -> (u16, Vec<u8>) {
+        let response = self
+            .client
+            .get(format!(
+                "{}/jmap/download/{}/{blob_id}/{name}",
+                self.base, account.account_id
+            ))
+            .basic_auth(&account.email, Some(PASSWORD))
+            .send()
+            .await
+            .expect("download");
+        let status = response.status().as_u16();
+        (status, response.bytes().await.expect("body").to_vec())
+    }
+
     /// The value of a metric line `name` (exact, with labels), 0 when absent.
     pub async fn metric(&self, name: &str) -> f64 {
         let text = self

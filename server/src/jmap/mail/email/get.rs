@@ -4,12 +4,14 @@
 //!    ([`crate::mail::read_level::plan`]) before any I/O.
 //! 2. Load: one batched load for all ids at that level ([`crate::mail::load`]).
 //! 3. Render: pure, per email ([`super::render`]); inline for the list view,
-//!    on the work pool ([`crate::mail::work`]) at the full level or when the
+//!    on the work pool ([`crate::mail::work`]) when it decodes part bodies
+//!    (the body-values and full levels) or when the
 //!    render may cost more than [`INLINE_RENDER_WORK`].
 //!
 //! The request's budget ([`crate::jmap::budget`]) is checked at each step:
 //! properties × ids against the render work before any I/O, the octets of
-//! whole messages before they are parsed, each property's field values before
+//! whole messages before they are parsed (part bodies before they are read),
+//! each property's field values before
 //! they are rendered, and (on the pool) each email's JSON as it is built.
 
 use std::collections::HashMap;
@@ -25,7 +27,7 @@ use crate::jmap::error::MethodError;
 use crate::jmap::mail::get::{found, get_response, parse_properties, requested_ids};
 use crate::jmap::{Limits, args, ids};
 use crate::mail::fast_view::FastView;
-use crate::mail::load::LoadedEmail;
+use crate::mail::load::{EmailLoader, LoadedEmail};
 use crate::mail::message::parse_message;
 use crate::mail::property::{BodyProperty, EmailProperty};
 use crate::mail::read_level::{self, BodyValueFlags, ReadLevel};
@@ -119,7 +121,12 @@ pub async fn email_get(
 
     // Plan: the read level, from the properties alone.
     let shape = request.shape()?;
-    let plan = read_level::plan(&shape.properties, shape.options.flags, jmap.switches);
+    let plan = read_level::plan(
+        &shape.properties,
+        &shape.body_properties,
+        shape.options.flags,
+        jmap.switches,
+    );
     let level = plan.level();
     tracing::Span::current().record("read_level", level.as_str());
     let requested = match request.ids {
@@ -143,7 +150,8 @@ pub async fn email_get(
         .inc();
 
     // Load: once, for all ids, at that level; whole messages are charged
-    // from their stored sizes before any is read.
+    // from their stored sizes before any is read, part bodies from their
+    // stored ranges.
     let (mut loaded, state) = jmap.loader.load_meta(ctx.account.id, &numeric).await?;
     if plan.full {
         charge_parse_bytes(ctx, &loaded)?;
@@ -151,10 +159,17 @@ pub async fn email_get(
     jmap.loader
         .complete(ctx.account.id, &mut loaded, plan)
         .await?;
+    if plan.body_values {
+        let octets = EmailLoader::body_octets(&loaded, shape.options.flags);
+        ctx.budget.charge_parse_or_refuse(octets, &jmap.limits)?;
+        jmap.loader
+            .load_bodies(&mut loaded, shape.options.flags)
+            .await?;
+    }
 
     // Render: inline for the list view, on the work pool when heavier.
     let job = RenderJob {
-        heavy: level == ReadLevel::Full || render_bound(&shape, &loaded) > INLINE_RENDER_WORK,
+        heavy: level >= ReadLevel::BodyValues || render_bound(&shape, &loaded) > INLINE_RENDER_WORK,
         requested,
         loaded,
         level,
@@ -227,8 +242,13 @@ fn render_bound(shape: &EmailShape, loaded: &[LoadedEmail]) -> u64 {
             let (fields, octets) = email.header.as_ref().map_or((0, 0), |header| {
                 (header.len() as u64, header.octets() as u64)
             });
-            // A large block renders large values: count its octets too.
-            per_email + expanding * fields + octets / 256
+            // A large block renders large values: count its octets too;
+            // a large part tree (many parts) likewise.
+            let tree = email
+                .structure
+                .as_ref()
+                .map_or(0, |tree| tree.weight() as u64);
+            per_email + expanding * fields + octets / 256 + tree / 256
         })
         .fold(0u64, u64::saturating_add)
 }
@@ -355,6 +375,8 @@ fn render_loaded(
         meta: &email.meta,
         header: email.header.as_deref(),
         fast_view: email.fast_view.as_ref().or(computed_view.as_ref()),
+        structure: email.structure.as_deref(),
+        bodies: email.bodies.as_ref(),
         full: full.as_ref(),
     };
     render_email(

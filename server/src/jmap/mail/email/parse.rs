@@ -214,6 +214,8 @@ fn render(bytes: &[u8], blob_id: &str, shape: &EmailShape, meter: &WorkMeter) ->
         meta: &meta,
         header: None,
         fast_view: None,
+        structure: None,
+        bodies: None,
         full: Some(&message),
     };
     let Ok(mut email) = render_email(

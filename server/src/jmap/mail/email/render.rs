@@ -12,11 +12,12 @@ use std::cell::OnceCell;
 use serde_json::{Map, Value};
 
 use crate::jmap::ids;
-use crate::mail::body::{self, BodyPart};
+use crate::mail::body::{self, BodyOctets, BodyPart, PartBodies};
 use crate::mail::fast_view::FastView;
 use crate::mail::header::{self, FieldList, HeaderFields};
 use crate::mail::property::{BodyProperty, EmailProperty, HeaderProperty};
 use crate::mail::read_level::BodyValueFlags;
+use crate::mail::structure::BodyStructure;
 use crate::mail::work::{WorkExceeded, WorkMeter};
 use crate::store::EmailMeta;
 
@@ -30,6 +31,10 @@ pub struct EmailSources<'a> {
     pub header: Option<&'a HeaderFields>,
     /// The projection row (fast-view read level).
     pub fast_view: Option<&'a FastView>,
+    /// The stored part tree (structure read level).
+    pub structure: Option<&'a BodyStructure>,
+    /// The raw bodies of the parts whose values are asked (body-values level).
+    pub bodies: Option<&'a PartBodies>,
     /// The whole message, parsed (full read level).
     pub full: Option<&'a mail_parser::Message<'a>>,
 }
@@ -50,7 +55,9 @@ pub struct BodyOptions {
 /// §4.1.2–§4.1.3 from `full` (else `header`), `preview`/`hasAttachment` from
 /// the fast view (under `--fast-view off`, when only `full` is loaded, from
 /// [`FastView::compute`], the projection's own code), body properties
-/// (§4.1.4) from `full`; `bodyValues` is `{}` when no fetch flag is set.
+/// (§4.1.4) from `full`, else from `structure` with body values from
+/// `bodies`: the same tree, partition and decoding either way
+/// ([`crate::mail::body`]); `bodyValues` is `{}` when no fetch flag is set.
 ///
 /// Each property is charged to `meter` before it is rendered: one unit,
 /// plus one per field for `headers` and for a `header:…:all` property (the
@@ -65,13 +72,24 @@ pub fn render_email(
 ) -> Result<Map<String, Value>, WorkExceeded> {
     use EmailProperty::*;
     let meta = sources.meta;
+    // The part tree, its partition and where part bodies come from: the
+    // whole message at the full level, else the stored tree and the ranges read.
     let tree_cell = OnceCell::new();
     let partition_cell = OnceCell::new();
     let body = || {
-        let full = sources.full?;
-        let tree = tree_cell.get_or_init(|| BodyPart::tree(full)).as_ref()?;
-        let lists = partition_cell.get_or_init(|| tree.partition());
-        Some((full, tree, lists))
+        let (tree, octets) = match (sources.full, sources.structure) {
+            (Some(full), _) => (
+                tree_cell.get_or_init(|| BodyPart::tree(full)).as_ref()?,
+                Some(BodyOctets::Message(&full.raw_message)),
+            ),
+            (None, Some(stored)) => (stored.root()?, sources.bodies.map(BodyOctets::Parts)),
+            (None, None) => return None,
+        };
+        let lists = partition_cell.get_or_init(|| match (sources.full, sources.structure) {
+            (None, Some(stored)) => stored.partition(),
+            _ => tree.partition(),
+        });
+        Some((octets, tree, lists))
     };
     let fast_view_cell = OnceCell::new();
     let fast_view = || match (sources.fast_view, sources.full) {
@@ -168,18 +186,14 @@ pub fn render_email(
                 |view| Value::String(view.preview.clone()),
             ),
             BodyValues if !flags_any(options.flags) => Value::Object(Map::new()),
-            BodyValues => body().map_or_else(
-                || missing(property),
-                |(full, tree, lists)| {
-                    body::body_values(
-                        tree,
-                        lists,
-                        &full.raw_message,
-                        options.flags,
-                        options.max_body_value_bytes,
-                    )
-                },
-            ),
+            BodyValues => match body() {
+                Some((Some(octets), tree, lists)) => body::body_values(
+                    &body::value_parts(tree, lists, options.flags),
+                    octets,
+                    options.max_body_value_bytes,
+                ),
+                _ => missing(property),
+            },
             BodyStructure => body().map_or_else(
                 || missing(property),
                 |(_, tree, _)| tree.render_structure(body_properties, &meta.blob_id),
@@ -319,6 +333,8 @@ mod tests {
             meta: &meta,
             header: None,
             fast_view: Some(&fast_view),
+            structure: None,
+            bodies: None,
             full: Some(&full),
         };
         Value::Object(
@@ -350,6 +366,8 @@ mod tests {
             meta: &meta,
             header: Some(&header),
             fast_view: None,
+            structure: None,
+            bodies: None,
             full: None,
         };
         let header_properties: Vec<EmailProperty> = properties
@@ -383,6 +401,60 @@ mod tests {
         }
     }
 
+    /// Every property rendered from what ingest stores (the header block, the
+    /// part tree encoded and decoded, and only the byte ranges of the parts
+    /// whose values are asked, each checked against its digest) must equal
+    /// the render of the whole message: the structure and body-values read
+    /// levels give byte-identical JSON to a full read.
+    fn check_stored_level(
+        raw: &[u8],
+        properties: &[EmailProperty],
+        body_properties: &[BodyProperty],
+        options: &BodyOptions,
+        full: &Value,
+    ) {
+        let prepared = crate::mail::ingest::prepare(raw.to_vec(), Vec::new(), Vec::new(), |_| 0);
+        let header = HeaderFields::parse(prepared.email.header_block.clone());
+        let stored = BodyStructure::decode(&prepared.email.structure).expect("decodes");
+        let stored = stored.with_header_block(header.block());
+        let mut bodies = PartBodies::default();
+        if let Some(root) = stored.root() {
+            let lists = stored.partition();
+            for part in body::value_parts(root, &lists, options.flags) {
+                let (range, digest) = part.stored_range().expect("a leaf has its range");
+                let octets = &raw[range.start as usize..range.end as usize];
+                assert_eq!(crate::blob::range_digest(octets), digest);
+                bodies.insert(part.index(), bytes::Bytes::copy_from_slice(octets));
+            }
+        }
+        let meta = meta(raw.len());
+        let sources = EmailSources {
+            meta: &meta,
+            header: Some(&header),
+            fast_view: Some(&prepared.email.fast_view),
+            structure: Some(&stored),
+            bodies: Some(&bodies),
+            full: None,
+        };
+        let rendered = render_email(
+            properties,
+            body_properties,
+            options,
+            &sources,
+            &WorkMeter::new(u64::MAX),
+        )
+        .unwrap();
+        let rendered = Value::Object(rendered);
+        for property in properties {
+            let key = property.name();
+            assert_eq!(
+                rendered.get(key),
+                full.get(key),
+                "stored level differs for {key}"
+            );
+        }
+    }
+
     /// Renders `NAME.eml` with every property and compares with `NAME.json`.
     /// `UPDATE_GOLDEN=1` rewrites the expected file instead (check it by hand).
     fn check(name: &str) {
@@ -391,6 +463,19 @@ mod tests {
         let properties = all_properties();
         let got = render(&raw, &properties, &all_body_properties(), &FETCH_ALL);
         check_header_level(&raw, &properties, &got);
+        check_stored_level(&raw, &properties, &all_body_properties(), &FETCH_ALL, &got);
+        // Text and HTML values only, truncated; the default body properties.
+        let some = BodyOptions {
+            flags: BodyValueFlags {
+                fetch_text: true,
+                fetch_html: true,
+                fetch_all: false,
+            },
+            max_body_value_bytes: 100,
+        };
+        let defaults = BodyProperty::default_list();
+        let truncated = render(&raw, &properties, &defaults, &some);
+        check_stored_level(&raw, &properties, &defaults, &some, &truncated);
         // Every leaf part's blob resolves to exactly `size` octets.
         let full = MessageParser::default().parse(&raw).expect("parses");
         check_blobs(&full, &got["bodyStructure"]);
@@ -567,6 +652,8 @@ mod tests {
             meta: &meta,
             header: None,
             fast_view: None,
+            structure: None,
+            bodies: None,
             full: None,
         };
         let got = render_email(
@@ -786,6 +873,8 @@ mod tests {
             meta: &meta,
             header: Some(&header),
             fast_view: None,
+            structure: None,
+            bodies: None,
             full: None,
         };
         let got = render_email(
@@ -914,8 +1003,9 @@ mod tests {
 
     /// Every message of the shared corpus renders every property without
     /// panicking, every leaf part's content resolves to `size` octets, and
-    /// the header properties rendered from the stored header block equal
-    /// those rendered from the whole message.
+    /// the header properties rendered from the stored header block, and
+    /// every property rendered from the stored part tree and part ranges,
+    /// equal those rendered from the whole message.
     /// Skipped when the corpus is not there.
     #[test]
     fn corpus_renders_without_panics() {
@@ -951,6 +1041,9 @@ mod tests {
                                         let got = render(&raw, properties, body, &FETCH_ALL);
                                         check_blobs(&message, &got["bodyStructure"]);
                                         check_header_level(&raw, properties, &got);
+                                        check_stored_level(
+                                            &raw, properties, body, &FETCH_ALL, &got,
+                                        );
                                         compact_lists(got);
                                     }));
                                 if outcome.is_err() {
@@ -991,6 +1084,8 @@ mod tests {
             meta: &meta,
             header: Some(&header),
             fast_view: None,
+            structure: None,
+            bodies: None,
             full: None,
         };
         let render = |names: &[&str], units: u64| {
