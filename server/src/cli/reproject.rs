@@ -1,6 +1,8 @@
 //! `fastview reproject [--account EMAIL]`: rebuilds the fast-view projection
-//! (ADR 0003) and the stored part trees (`mail/structure.rs`, ADR 0002) from
-//! the stored messages: how mail stored before either existed gets them.
+//! (ADR 0003), the stored part trees (`mail/structure.rs`, ADR 0002) and the
+//! full-text index (`mail/search.rs`, ADR 0006) from the stored messages,
+//! through the ingest path (`ingest::prepare`): how mail stored before any
+//! of them existed, or copied by `migrate-store`, gets them.
 //!
 //! Idempotent (it recomputes and replaces every row, so a second run gives
 //! the same table), resumable (the last finished email id is kept in
@@ -14,9 +16,7 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::GlobalArgs;
-use crate::mail::fast_view::FastView;
-use crate::mail::message::parse_message;
-use crate::mail::structure::BodyStructure;
+use crate::mail::ingest::prepare;
 
 /// Emails recomputed per batch (one write transaction each).
 const BATCH: i64 = 256;
@@ -71,9 +71,8 @@ pub async fn reproject(global: &GlobalArgs, args: ReprojectArgs) -> anyhow::Resu
                 .zip(raws)
                 .filter_map(|((id, blob_id), raw)| match raw {
                     Ok(Some(raw)) => {
-                        let message = parse_message(&raw);
-                        let tree = BodyStructure::of_message(&message).encode();
-                        Some((id, FastView::compute(&message), tree))
+                        let email = prepare(raw, Vec::new(), Vec::new(), |_| 0).email;
+                        Some((id, email.fast_view, email.structure, email.search))
                     }
                     // Never a projection of nothing: `fastview fsck` reports it.
                     Ok(None) | Err(_) => {
@@ -85,12 +84,17 @@ pub async fn reproject(global: &GlobalArgs, args: ReprojectArgs) -> anyhow::Resu
         })
         .await?;
         rows_written += rows.len() as u64;
-        let (views, trees): (Vec<_>, Vec<_>) = rows
-            .into_iter()
-            .map(|(id, view, tree)| ((id, view), (id, tree)))
-            .unzip();
+        let mut views = Vec::with_capacity(rows.len());
+        let mut trees = Vec::with_capacity(rows.len());
+        let mut texts = Vec::with_capacity(rows.len());
+        for (id, view, tree, text) in rows {
+            views.push((id, view));
+            trees.push((id, tree));
+            texts.push((id, text));
+        }
         app.store.put_fast_views(&views).await?;
         app.store.put_body_structures(&trees).await?;
+        app.store.put_search_texts(&texts).await?;
         after = last;
         std::fs::write(&checkpoint, after.to_string())?;
         progress.set_position(rows_written);

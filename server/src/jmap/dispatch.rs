@@ -71,6 +71,7 @@ const METHODS: &[&str] = &[
     "Email/copy",
     "Thread/get",
     "Thread/changes",
+    "SearchSnippet/get",
     "Quota/get",
     "Quota/changes",
 ];
@@ -112,6 +113,9 @@ async fn call(
         "Email/copy" => super::copy::email_copy(ctx, arguments).await,
         "Thread/get" => thread::get::thread_get(ctx, arguments).await,
         "Thread/changes" => thread::changes::thread_changes(ctx, arguments).await,
+        "SearchSnippet/get" => {
+            super::mail::search_snippet::search_snippet_get(ctx, arguments).await
+        }
         "Quota/get" => super::quota::quota_get(ctx, arguments).await,
         "Quota/changes" => super::quota::quota_changes(ctx, arguments).await,
         _ => Err(MethodError::UnknownMethod),

@@ -360,6 +360,11 @@ impl BodyPart {
         }
     }
 
+    /// The part's `name` (RFC 8621 §4.1.4), decoded.
+    pub(crate) fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
     /// mail-parser's index of the part (its partId, for a leaf).
     pub(crate) fn index(&self) -> usize {
         self.index
@@ -573,6 +578,18 @@ impl PartBodies {
     pub fn octets(&self) -> usize {
         self.bodies.values().map(bytes::Bytes::len).sum()
     }
+}
+
+/// The decoded text of each of `parts` (from [`value_parts`]), as
+/// `bodyValues` gives it untruncated, and whether it is HTML.
+pub(crate) fn part_texts(parts: &[&BodyPart], octets: BodyOctets<'_>) -> Vec<BodyText> {
+    parts
+        .iter()
+        .map(|part| BodyText {
+            html: part.content_type == "text/html",
+            text: part.text(octets.of(part)).0,
+        })
+        .collect()
 }
 
 /// `bodyValues` (RFC 8621 §4.1.4, §4.2): the values of `parts` (from

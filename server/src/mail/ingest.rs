@@ -12,6 +12,7 @@ use super::fast_view::FastView;
 use super::header;
 use super::message::parse_message;
 use super::property::{EmailProperty, HeaderForm, HeaderProperty};
+use super::search;
 use super::structure::BodyStructure;
 use super::thread::base_subject;
 use crate::blob::blob_id_of;
@@ -42,6 +43,7 @@ pub fn prepare(
     let structure = BodyStructure::of_message(&message).encode();
     let header_block = raw[..body_start].to_vec();
     let (index, sent_at) = header_index(&header_block, fast_view.has_attachment);
+    let search = search::document(&message, &index);
     let received_at = received_at(Some(&message));
     let size = raw.len() as i64;
     let keywords = keywords
@@ -59,6 +61,7 @@ pub fn prepare(
             header_block,
             fast_view,
             structure,
+            search,
             index,
         },
         raw,

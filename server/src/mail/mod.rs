@@ -14,6 +14,7 @@ pub mod message;
 pub mod property;
 pub mod query;
 pub mod read_level;
+pub mod search;
 pub mod structure;
 pub mod thread;
 pub mod work;

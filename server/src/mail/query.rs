@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::header::HeaderFields;
 use super::property::{HeaderForm, HeaderProperty};
-use crate::store::QueryRow;
+use crate::store::{QueryRow, TextSearch};
 
 /// A filter condition or operator (RFC 8621 §4.4.1).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +38,10 @@ pub enum Filter {
     Subject(String),
     /// `[name]` or `[name, value]`: the header exists (and its value contains `value`).
     Header(String, Option<String>),
+    /// `text` or `body` (by the search's scope): matched through the
+    /// full-text index ([`crate::mail::search`] gives the rules), whose
+    /// answer [`QueryFacts::search`] holds.
+    Text(TextSearch),
     /// At least one email of the email's thread has the keyword.
     SomeInThreadHaveKeyword(String),
     /// Every email of the email's thread has the keyword.
@@ -53,6 +57,28 @@ impl Filter {
             Filter::And(c) | Filter::Or(c) | Filter::Not(c) => c.iter().any(Filter::needs_headers),
             Filter::Header(..) => true,
             _ => false,
+        }
+    }
+
+    /// The full-text conditions anywhere in this filter.
+    pub fn searches(&self) -> Vec<&TextSearch> {
+        match self {
+            Filter::And(c) | Filter::Or(c) | Filter::Not(c) => {
+                c.iter().flat_map(Filter::searches).collect()
+            }
+            Filter::Text(search) => vec![search],
+            _ => Vec::new(),
+        }
+    }
+
+    /// A full-text condition every match of this filter satisfies (the
+    /// filter, or a condition of its top-level AND): its answer is the
+    /// whole set of candidates.
+    pub fn required_search(&self) -> Option<&TextSearch> {
+        match self {
+            Filter::Text(search) => Some(search),
+            Filter::And(c) => c.iter().find_map(Filter::required_search),
+            _ => None,
         }
     }
 
@@ -77,6 +103,8 @@ impl Filter {
 pub struct QueryFacts {
     pub headers: HashMap<i64, HeaderFields>,
     pub threads: ThreadKeywords,
+    /// The ids each full-text condition matched ([`Filter::searches`]).
+    pub search: HashMap<TextSearch, HashSet<i64>>,
 }
 
 /// Per thread: how many emails it has and how many of them carry each
@@ -148,6 +176,10 @@ pub fn matches(filter: &Filter, row: &QueryRow, facts: &QueryFacts) -> bool {
             .headers
             .get(&meta.id)
             .is_some_and(|fields| header_matches(fields, name, value.as_deref())),
+        Filter::Text(search) => facts
+            .search
+            .get(search)
+            .is_some_and(|ids| ids.contains(&meta.id)),
         Filter::SomeInThreadHaveKeyword(k) => facts.threads.some(meta.thread_id, k),
         Filter::AllInThreadHaveKeyword(k) => facts.threads.all(meta.thread_id, k),
         Filter::NoneInThreadHaveKeyword(k) => !facts.threads.some(meta.thread_id, k),

@@ -111,10 +111,13 @@ impl BodyStructure {
         };
         let mut all = Vec::new();
         root.walk(&mut all);
+        // A message may have thousands of parts: look them up by index.
+        let parts: std::collections::HashMap<usize, &BodyPart> =
+            all.into_iter().map(|part| (part.index, part)).collect();
         let by_index = |indexes: &[usize]| -> Vec<&BodyPart> {
             indexes
                 .iter()
-                .filter_map(|index| all.iter().find(|part| part.index == *index).copied())
+                .filter_map(|index| parts.get(index).copied())
                 .collect()
         };
         Partition {

@@ -71,6 +71,13 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     fn text(value: &str) -> Cow<'_, str>;
     /// The `thread_refs` key of a message id.
     fn ref_key(message_id: &str) -> String;
+    /// A full-text condition in the database's query language: an FTS5
+    /// MATCH expression, a PostgreSQL `tsquery`. The words are folded
+    /// letters and digits (`crate::mail::search`), so no quoting can break.
+    fn search_query(search: &crate::store::TextSearch) -> String;
+    /// The two values a full-text row binds after its ids, from the words
+    /// of the headers and of the body ([`Statements::search_insert_head`]).
+    fn search_columns(text: &crate::store::SearchText) -> (String, String);
 }
 
 /// The SQL text of the statements that differ between the databases.
@@ -125,6 +132,17 @@ pub struct Statements {
     pub email_meta_and_state: Option<&'static str>,
     /// Hot: `$1` account, `$2` list → (email_id, header_block).
     pub header_blocks: &'static str,
+    /// Full-text index rows: `INSERT … (` before `VALUES ($1 email id, $2
+    /// account, $3 header words, $4 body words), …` and what follows them.
+    pub search_insert_head: &'static str,
+    pub search_insert_tail: &'static str,
+    /// `$1` list → deletes those emails' full-text rows.
+    pub search_delete: &'static str,
+    /// `$1` account, `$2` the dialect's query ([`Dialect::search_query`]) →
+    /// the matching email ids.
+    pub search_ids: &'static str,
+    /// `$1` list → (id, account_id) of those emails that exist.
+    pub email_accounts: &'static str,
     /// Hot: `$1` account, `$2` list → (email_id, structure).
     pub body_structures: &'static str,
     /// Hot: `$1` account, `$2` list → (email_id, preview, has_attachment).
@@ -141,6 +159,8 @@ pub struct Statements {
     /// of one mailbox's emails.
     pub query_rows: &'static str,
     pub query_rows_in_mailbox: &'static str,
+    /// `$1` account, `$2` list → the Email/query columns of those emails.
+    pub query_rows_of: &'static str,
     /// `$1` account, `$2` thread list → (thread_id, id) by thread, receivedAt, id.
     pub thread_emails: &'static str,
     /// (table, statement): run after a raw import into that table, so new

@@ -203,6 +203,7 @@ mod tests {
             header_block: Vec::new(),
             fast_view: FastView::default(),
             structure: Vec::new(),
+            search: Default::default(),
             index: EmailIndex {
                 message_id: message_id.map(str::to_string),
                 referenced_ids: refs.iter().map(|r| r.to_string()).collect(),

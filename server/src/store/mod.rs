@@ -237,8 +237,46 @@ pub struct NewEmail {
     pub fast_view: FastView,
     /// The part tree in its stored form (`crate::mail::structure`).
     pub structure: Vec<u8>,
+    /// The words the full-text index keeps (`crate::mail::search`).
+    pub search: SearchText,
     /// Facts for threading and Email/query, see [`EmailIndex`].
     pub index: EmailIndex,
+}
+
+/// The folded words of a message the full-text index keeps, one space
+/// between words (`crate::mail::search::document`): its header fields
+/// (subject, from/to/cc/bcc names and addresses) and its body (text parts,
+/// attachment names).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SearchText {
+    pub headers: String,
+    pub body: String,
+}
+
+/// Which words a full-text condition searches (RFC 8621 §4.4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SearchScope {
+    /// `text`: headers and body.
+    All,
+    /// `body`: the body only.
+    Body,
+}
+
+/// One term of a full-text condition: folded words that must be found next
+/// to each other in this order (one word: anywhere); with `prefix`, the
+/// last word matches the words it begins.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SearchTerm {
+    pub words: Vec<String>,
+    pub prefix: bool,
+}
+
+/// A full-text condition: every term must be found in the scope
+/// (`crate::mail::search::parse_query` reads one from a filter value).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TextSearch {
+    pub scope: SearchScope,
+    pub terms: Vec<SearchTerm>,
 }
 
 /// Immutable facts about a message that Email/query filters and sorts on and
@@ -538,6 +576,11 @@ pub trait Store: Send + Sync + 'static {
     async fn fast_views(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, FastView)>>;
     /// Writes projection rows (insert or replace).
     async fn put_fast_views(&self, rows: &[(i64, FastView)]) -> StoreResult<()>;
+    /// Ids of the account's emails whose indexed words satisfy `search`, in
+    /// no set order (SQLite FTS5, PostgreSQL `tsvector` with a GIN index).
+    async fn search_ids(&self, account: i64, search: &TextSearch) -> StoreResult<Vec<i64>>;
+    /// Writes the full-text index rows of emails that exist (replacing any).
+    async fn put_search_texts(&self, rows: &[(i64, SearchText)]) -> StoreResult<()>;
     /// Stored part trees (`crate::mail::structure`) of the given emails (ids
     /// must belong to the account); an email without one is absent.
     async fn body_structures(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, Vec<u8>)>>;
@@ -576,6 +619,9 @@ pub trait Store: Send + Sync + 'static {
     /// The rows Email/query evaluates, of one mailbox or of the whole account.
     async fn query_rows(&self, account: i64, in_mailbox: Option<i64>)
     -> StoreResult<Vec<QueryRow>>;
+    /// The rows Email/query evaluates of the given emails of the account
+    /// (the candidates a full-text condition left).
+    async fn query_rows_of(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<QueryRow>>;
     /// Applies patch updates in one transaction, each to the email's values
     /// as they are inside it (after the earlier updates of the call), and
     /// reports each one's outcome in order; an update that is not

@@ -30,9 +30,9 @@ use sha2::{Digest, Sha256};
 use sqlx::Row;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
-use super::StoreResult;
 use super::dialect::{Dialect, Statements, positions, query_columns};
 use super::sql::{SqlStore, distinct};
+use super::{SearchScope, SearchText, StoreResult, TextSearch};
 
 /// Message ids longer than this (in bytes) are keyed by their SHA-256 digest
 /// in `thread_refs`.
@@ -144,6 +144,14 @@ impl Dialect for PostgresDialect {
         // being destroyed right now is skipped rather than waited for.
         live_emails: "SELECT id FROM emails WHERE id = any($1) ORDER BY id \
              FOR KEY SHARE SKIP LOCKED",
+        email_accounts: "SELECT id, account_id FROM emails WHERE id = any($1)",
+        search_insert_head: "INSERT INTO email_search (email_id, account_id, document) \
+             SELECT v.id, v.account, (v.h || v.b)::tsvector FROM (",
+        search_insert_tail: ") AS v(id, account, h, b) ON CONFLICT (email_id) \
+             DO UPDATE SET document = excluded.document",
+        search_delete: "DELETE FROM email_search WHERE email_id = any($1)",
+        search_ids: "SELECT email_id FROM email_search \
+             WHERE account_id = $1 AND document @@ $2::tsquery",
         email_meta: concat!(
             "SELECT e.id, e.blob_id, e.thread_id, e.size, e.received_at, e.keywords, ",
             mailbox_ids!(),
@@ -160,6 +168,10 @@ impl Dialect for PostgresDialect {
         positions_desc: positions!(">", "= any($2)"),
         positions_asc: positions!("<", "= any($2)"),
         query_rows: concat!(query_columns!(mailbox_ids!()), "WHERE e.account_id = $1"),
+        query_rows_of: concat!(
+            query_columns!(mailbox_ids!()),
+            "WHERE e.account_id = $1 AND e.id = any($2)"
+        ),
         query_rows_in_mailbox: concat!(
             query_columns!(mailbox_ids!()),
             "WHERE e.account_id = $1 \
@@ -209,6 +221,61 @@ impl Dialect for PostgresDialect {
         let digest = Sha256::digest(clean.as_bytes());
         let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
         format!("sha256:{hex}")
+    }
+
+    /// `'w1':* & 'w2' <-> 'w3'`: each term its words in sequence (`<->`),
+    /// `:*` on the last for a prefix match, `D` (the body's weight) on each
+    /// for the body alone.
+    /// `tsvector` literals, not text for `to_tsvector`: PostgreSQL's parser
+    /// would cut a word such as `660320e687c8…` into a number and the rest,
+    /// and its idea of a letter depends on the database's locale. Each word
+    /// is a lexeme at its position (headers first, weight A; the body after
+    /// them, weight D); the two halves are joined by a space in the insert.
+    fn search_columns(text: &SearchText) -> (String, String) {
+        let mut position = 0usize;
+        let mut literal = |words: &str, weight: char| {
+            let mut out = String::with_capacity(words.len() * 2);
+            for word in words.split(' ').filter(|word| !word.is_empty()) {
+                position += 1;
+                let word = word.replace('\\', "\\\\").replace('\'', "''");
+                let at = position.min(16_383);
+                out.push_str(&format!("'{word}':{at}{weight} "));
+            }
+            out
+        };
+        let headers = literal(&text.headers, 'A');
+        let body = literal(&text.body, 'D');
+        (headers, body)
+    }
+
+    fn search_query(search: &TextSearch) -> String {
+        let weight = match search.scope {
+            SearchScope::All => "",
+            SearchScope::Body => "D",
+        };
+        let lexeme = |word: &str, prefix: bool| {
+            let word = word.replace('\\', "\\\\").replace('\'', "''");
+            let star = if prefix { "*" } else { "" };
+            match (prefix, weight) {
+                (false, "") => format!("'{word}'"),
+                _ => format!("'{word}':{star}{weight}"),
+            }
+        };
+        let terms: Vec<String> = search
+            .terms
+            .iter()
+            .map(|term| {
+                let last = term.words.len().saturating_sub(1);
+                let words: Vec<String> = term
+                    .words
+                    .iter()
+                    .enumerate()
+                    .map(|(i, word)| lexeme(word, term.prefix && i == last))
+                    .collect();
+                format!("({})", words.join(" <-> "))
+            })
+            .collect();
+        terms.join(" & ")
     }
 }
 

@@ -13,7 +13,7 @@ use sqlx::{ColumnIndex, Database, Encode, Executor, IntoArguments, Type};
 
 use super::dialect::{Column, Dialect};
 use super::sql::{SqlStore, keywords_to_column};
-use super::{FastView, NewEmail, StoreResult};
+use super::{FastView, NewEmail, SearchText, StoreResult};
 
 /// A table (or group of tables) to copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +111,10 @@ pub struct EmailRecord {
     /// The `body_structure` row, when there is one.
     #[sqlx(skip)]
     pub structure: Option<Vec<u8>>,
+    /// The full-text words, when known: at ingest. An export has none (the
+    /// index keeps no text back); `fastview reproject` indexes such emails.
+    #[sqlx(skip)]
+    pub search: Option<SearchText>,
 }
 
 impl EmailRecord {
@@ -146,6 +150,7 @@ impl EmailRecord {
             header_block: Some(email.header_block.clone()),
             fast_view: Some(email.fast_view.clone()),
             structure: Some(email.structure.clone()),
+            search: Some(email.search.clone()),
         }
     }
 }
@@ -633,6 +638,11 @@ where
             .filter_map(|r| r.structure.as_ref().map(|tree| (r.id, tree)))
             .collect();
         Self::write_body_structures(tx, &trees, false).await?;
+        let texts: Vec<(i64, i64, &SearchText)> = rows
+            .iter()
+            .filter_map(|r| r.search.as_ref().map(|text| (r.id, r.account_id, text)))
+            .collect();
+        Self::write_search_texts(tx, &texts).await?;
         Ok(done)
     }
 

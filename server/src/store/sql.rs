@@ -28,7 +28,8 @@ use super::raw::{EmailRecord, RawCursor, RawRows, RawTable, RowCounts};
 use super::{
     Account, ApiToken, ChangeKind, ChangeType, Changes, EmailIndex, EmailLists, EmailMeta,
     EmailUpdate, FastView, Inserted, LogPosition, MailboxPatch, MailboxRow, NewEmail, NewMailbox,
-    QueryRow, Quota, ROLE_MAILBOXES, States, Store, StoreError, StoreResult, UpdateOutcome,
+    QueryRow, Quota, ROLE_MAILBOXES, SearchText, States, Store, StoreError, StoreResult,
+    TextSearch, UpdateOutcome,
 };
 
 /// Bound values per multi-row statement: below SQLite's 32,766 host
@@ -158,6 +159,36 @@ where
     Option<String>: Column<D::Db>,
     for<'a> &'a str: Encode<'a, D::Db> + Type<D::Db>,
 {
+    /// A row of [`Statements::query_rows`](super::dialect::Statements::query_rows)
+    /// and its siblings (the columns of `query_columns!`).
+    fn query_row(row: &<D::Db as Database>::Row) -> QueryRow {
+        QueryRow {
+            meta: meta::<D>((
+                row.get(0),
+                row.get(1),
+                row.get(2),
+                row.get(3),
+                row.get(4),
+                row.get(5),
+                row.get(6),
+            )),
+            sent_at: row.get(7),
+            index: EmailIndex {
+                message_id: row.get(8),
+                referenced_ids: Vec::new(),
+                base_subject: row.get(9),
+                subject: row.get(10),
+                from_sort: row.get(11),
+                to_sort: row.get(12),
+                from_text: row.get(13),
+                to_text: row.get(14),
+                cc_text: row.get(15),
+                bcc_text: row.get(16),
+                has_attachment: row.get(17),
+            },
+        }
+    }
+
     /// Opens a write transaction; with `account`, takes that account's write
     /// lock first. `NotFound` when the account does not exist.
     pub(super) async fn write(&self, account: Option<i64>) -> StoreResult<Tx<D>> {
@@ -431,6 +462,29 @@ where
                 row.push_bind(*id)
                     .push_bind(D::text(&view.preview).into_owned())
                     .push_bind(view.has_attachment);
+            },
+        )
+        .await
+    }
+
+    /// Writes full-text index rows `(email id, account, words)` of emails
+    /// that have none yet.
+    pub(super) async fn write_search_texts(
+        tx: &mut Tx<D>,
+        rows: &[(i64, i64, &SearchText)],
+    ) -> StoreResult<u64> {
+        Self::insert_rows(
+            tx,
+            D::SQL.search_insert_head,
+            D::SQL.search_insert_tail,
+            4,
+            rows,
+            |row, (id, account, text)| {
+                let (headers, body) = D::search_columns(text);
+                row.push_bind(*id)
+                    .push_bind(*account)
+                    .push_bind(D::text(&headers).into_owned())
+                    .push_bind(D::text(&body).into_owned());
             },
         )
         .await
@@ -1050,6 +1104,46 @@ where
             .collect())
     }
 
+    async fn search_ids(&self, account: i64, search: &TextSearch) -> StoreResult<Vec<i64>> {
+        if search.terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(sqlx::query_scalar(D::SQL.search_ids)
+            .bind(account)
+            .bind(D::search_query(search))
+            .fetch_all(&self.reader)
+            .await?)
+    }
+
+    async fn put_search_texts(&self, rows: &[(i64, SearchText)]) -> StoreResult<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let latest: HashMap<i64, &SearchText> = rows.iter().map(|(id, t)| (*id, t)).collect();
+        let ids = distinct(&rows.iter().map(|(id, _)| *id).collect::<Vec<_>>());
+        let mut tx = self.write(None).await?;
+        // Only emails that exist (see put_fast_views), with their accounts.
+        let live: Vec<i64> = sqlx::query_scalar(D::SQL.live_emails)
+            .bind(D::ids(&ids))
+            .fetch_all(&mut *tx)
+            .await?;
+        let accounts: Vec<(i64, i64)> = sqlx::query_as(D::SQL.email_accounts)
+            .bind(D::ids(&live))
+            .fetch_all(&mut *tx)
+            .await?;
+        sqlx::query(D::SQL.search_delete)
+            .bind(D::ids(&live))
+            .execute(&mut *tx)
+            .await?;
+        let texts: Vec<(i64, i64, &SearchText)> = accounts
+            .iter()
+            .map(|(id, account)| (*id, *account, latest[id]))
+            .collect();
+        Self::write_search_texts(&mut tx, &texts).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     async fn body_structures(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, Vec<u8>)>> {
         Ok(sqlx::query_as(D::SQL.body_structures)
             .bind(account)
@@ -1182,34 +1276,19 @@ where
             None => sqlx::query(D::SQL.query_rows).bind(account),
         };
         let rows = query.fetch_all(&self.reader).await?;
-        Ok(rows
-            .iter()
-            .map(|row| QueryRow {
-                meta: meta::<D>((
-                    row.get(0),
-                    row.get(1),
-                    row.get(2),
-                    row.get(3),
-                    row.get(4),
-                    row.get(5),
-                    row.get(6),
-                )),
-                sent_at: row.get(7),
-                index: EmailIndex {
-                    message_id: row.get(8),
-                    referenced_ids: Vec::new(),
-                    base_subject: row.get(9),
-                    subject: row.get(10),
-                    from_sort: row.get(11),
-                    to_sort: row.get(12),
-                    from_text: row.get(13),
-                    to_text: row.get(14),
-                    cc_text: row.get(15),
-                    bcc_text: row.get(16),
-                    has_attachment: row.get(17),
-                },
-            })
-            .collect())
+        Ok(rows.iter().map(Self::query_row).collect())
+    }
+
+    async fn query_rows_of(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<QueryRow>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(D::SQL.query_rows_of)
+            .bind(account)
+            .bind(D::ids(ids))
+            .fetch_all(&self.reader)
+            .await?;
+        Ok(rows.iter().map(Self::query_row).collect())
     }
 
     async fn update_emails(

@@ -19,9 +19,9 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Connection, Row};
 
-use super::StoreResult;
 use super::dialect::{Dialect, Statements, positions, query_columns};
 use super::sql::{SqlStore, distinct, ids_from_csv};
+use super::{SearchScope, SearchText, StoreResult, TextSearch};
 
 /// The SQLite-backed store.
 pub type SqliteStore = SqlStore<SqliteDialect>;
@@ -128,6 +128,12 @@ impl Dialect for SqliteDialect {
         ),
         delete_memberships: concat!("DELETE FROM email_mailboxes WHERE email_id ", in_list!(1)),
         live_emails: concat!("SELECT id FROM emails WHERE id ", in_list!(1)),
+        email_accounts: concat!("SELECT id, account_id FROM emails WHERE id ", in_list!(1)),
+        search_insert_head: "INSERT INTO email_search (rowid, account, headers, body)",
+        search_insert_tail: "",
+        search_delete: concat!("DELETE FROM email_search WHERE rowid ", in_list!(1)),
+        search_ids: "SELECT e.id FROM email_search s JOIN emails e ON e.id = s.rowid \
+             WHERE email_search MATCH $2 AND e.account_id = $1",
         email_meta: concat!(
             "SELECT e.id, e.blob_id, e.thread_id, e.size, e.received_at, e.keywords, ",
             mailbox_ids!(),
@@ -156,6 +162,11 @@ impl Dialect for SqliteDialect {
         positions_desc: positions!(">", in_list!(2)),
         positions_asc: positions!("<", in_list!(2)),
         query_rows: concat!(query_columns!(mailbox_ids!()), "WHERE e.account_id = $1"),
+        query_rows_of: concat!(
+            query_columns!(mailbox_ids!()),
+            "WHERE e.account_id = $1 AND e.id ",
+            in_list!(2)
+        ),
         query_rows_in_mailbox: concat!(
             query_columns!(mailbox_ids!()),
             "WHERE e.account_id = $1 \
@@ -191,6 +202,33 @@ impl Dialect for SqliteDialect {
 
     fn ref_key(message_id: &str) -> String {
         message_id.to_string()
+    }
+
+    /// `{headers body} : ("w1" * AND "w2 w3")`: each term a phrase of its
+    /// words (one word: the word), `*` after it for a prefix match; `body :`
+    /// for the body alone.
+    /// The words as they are: FTS5's tokenizer splits them at the spaces.
+    fn search_columns(text: &SearchText) -> (String, String) {
+        (text.headers.clone(), text.body.clone())
+    }
+
+    fn search_query(search: &TextSearch) -> String {
+        let columns = match search.scope {
+            SearchScope::All => "{headers body}",
+            SearchScope::Body => "body",
+        };
+        let terms: Vec<String> = search
+            .terms
+            .iter()
+            .map(|term| {
+                let phrase = term.words.join(" ").replace('"', "\"\"");
+                match term.prefix {
+                    true => format!("\"{phrase}\" *"),
+                    false => format!("\"{phrase}\""),
+                }
+            })
+            .collect();
+        format!("{columns} : ({})", terms.join(" AND "))
     }
 }
 

@@ -153,7 +153,7 @@ async fn method_errors_fail_only_their_call_and_references_resolve() {
                 ["Mailbox/get", {"accountId": user.account_id, "#ids": {"resultOf": "9", "name": "Mailbox/get", "path": "/ids"}}],
                 ["Mailbox/query", {"accountId": user.account_id, "filter": {"role": "inbox"}}],
                 ["Mailbox/get", {"accountId": user.account_id, "#ids": {"resultOf": "5", "name": "Mailbox/query", "path": "/ids"}, "properties": ["role"]}],
-                ["Email/query", {"accountId": user.account_id, "filter": {"text": "x"}}],
+                ["Email/query", {"accountId": user.account_id, "filter": {"attachmentType": "x"}}],
                 ["Email/query", {"accountId": user.account_id, "sort": [{"property": "nope"}]}],
                 ["Email/get", {"accountId": user.account_id, "ids": [], "properties": ["nope", "header:From:asDate"]}],
             ]),

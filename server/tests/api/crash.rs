@@ -43,7 +43,7 @@ async fn kill_9_during_import_loses_nothing_and_the_next_import_completes() {
         command
     };
     let mut counts = Vec::new();
-    for delay_ms in [150u64, 400, 700, 250, 900] {
+    for delay_ms in [150u64, 400, 700, 250, 900, 1500, 2500] {
         let mut child = import().spawn().unwrap();
         tokio::time::sleep(Duration::from_millis(delay_ms)).await;
         child.kill().unwrap(); // SIGKILL

@@ -26,6 +26,7 @@ mod read_levels;
 mod reproject;
 mod s3;
 mod scale_out;
+mod search;
 mod security;
 mod storage_full;
 mod sync;

@@ -200,6 +200,20 @@ pub fn corpus() -> Option<PathBuf> {
     Some(path)
 }
 
+/// Up to `count` messages of the corpus, distinct bytes, in the order
+/// `fastview import` reads them (the first of each mailbox file first).
+pub fn corpus_sample(corpus: &Path, count: usize) -> Vec<Vec<u8>> {
+    let mut seen = std::collections::HashSet::new();
+    fastview::mail::import_source::walk(&[corpus.to_path_buf()])
+        .filter_map(|item| match item {
+            fastview::mail::import_source::SourceItem::Message(message) => Some(message.raw),
+            _ => None,
+        })
+        .filter(|raw| seen.insert(fastview::blob::blob_id_of(raw)))
+        .take(count)
+        .collect()
+}
+
 impl TestApp {
     /// The `fastview` command line on this server's storage: `--data-dir`
     /// and, on PostgreSQL, `--database-url`.

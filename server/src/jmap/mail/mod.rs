@@ -1,7 +1,7 @@
 //! RFC 8621 methods, one folder per data type, one file per method:
 //! get, changes, query, queryChanges and set for Mailbox; get, changes,
 //! query, queryChanges, set, import and parse for Email; get and changes for
-//! Thread.
+//! Thread; SearchSnippet/get.
 //!
 //! The RFC 8620 §5 standard methods share their scaffolding, one file each:
 //! [`get`] (requested ids, `notFound`, the response), [`changes`] (the
@@ -16,5 +16,6 @@ pub mod email;
 pub mod get;
 pub mod mailbox;
 pub mod query_changes;
+pub mod search_snippet;
 pub mod set;
 pub mod thread;

@@ -23,6 +23,8 @@ use crate::jmap::error::MethodError;
 use crate::jmap::{args, ids};
 use crate::mail::header::HeaderFields;
 use crate::mail::query::{self, Comparator, Filter, QueryFacts, SortProperty, ThreadKeywords};
+use crate::mail::search;
+use crate::store::SearchScope;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -145,6 +147,11 @@ pub(crate) fn parse_filter(value: &Value) -> Result<Filter, MethodError> {
             "cc" => Filter::Cc(text(value, name)?),
             "bcc" => Filter::Bcc(text(value, name)?),
             "subject" => Filter::Subject(text(value, name)?),
+            // A value without a word has nothing to look for: it matches all.
+            "text" => search::parse_query(&text(value, name)?, SearchScope::All)
+                .map_or(Filter::And(Vec::new()), Filter::Text),
+            "body" => search::parse_query(&text(value, name)?, SearchScope::Body)
+                .map_or(Filter::And(Vec::new()), Filter::Text),
             "header" => {
                 let parts: Vec<String> = value
                     .as_array()
@@ -395,15 +402,37 @@ pub(crate) async fn matching_rows(
         _ => None,
     };
     let store = &ctx.jmap.store;
-    let mut rows = store.query_rows(ctx.account.id, in_mailbox).await?;
     let mut facts = QueryFacts::default();
+    for search in filter.map(Filter::searches).unwrap_or_default() {
+        if !facts.search.contains_key(search) {
+            let ids = store.search_ids(ctx.account.id, search).await?;
+            facts
+                .search
+                .insert(search.clone(), ids.into_iter().collect());
+        }
+    }
+    // A full-text condition all matches meet names every candidate: read
+    // only those rows, not the whole account.
+    let narrowed = filter.and_then(Filter::required_search).is_some();
+    let mut rows = match filter.and_then(Filter::required_search) {
+        Some(required) => {
+            let ids: Vec<i64> = facts.search[required].iter().copied().collect();
+            let mut rows = Vec::with_capacity(ids.len());
+            for chunk in ids.chunks(10_000) {
+                rows.extend(store.query_rows_of(ctx.account.id, chunk).await?);
+            }
+            rows
+        }
+        None => store.query_rows(ctx.account.id, in_mailbox).await?,
+    };
     if filter.is_some_and(Filter::needs_threads)
         || comparators.iter().any(|c| c.property.needs_threads())
     {
-        // A thread is all of it, not only its emails in the mailbox.
-        facts.threads = match in_mailbox {
-            None => ThreadKeywords::count(&rows),
-            Some(_) => ThreadKeywords::count(&store.query_rows(ctx.account.id, None).await?),
+        // A thread is all of it, not only its emails in the mailbox (or
+        // among the full-text candidates).
+        facts.threads = match (in_mailbox, narrowed) {
+            (None, false) => ThreadKeywords::count(&rows),
+            _ => ThreadKeywords::count(&store.query_rows(ctx.account.id, None).await?),
         };
     }
     if let Some(filter) = filter {

@@ -1,0 +1,169 @@
+//! SearchSnippet/get (RFC 8621 §5): for each email, its subject and a piece
+//! of its body text with the words the filter's `text` / `body` conditions
+//! match marked `<mark>…</mark>` and everything else HTML-escaped; `null`
+//! where nothing matches. The words are matched by the rules of
+//! [`crate::mail::search`], the ones Email/query's index applies, so a
+//! snippet marks what made the email a result.
+//!
+//! The body text is read as Email/get reads body values: the stored part
+//! tree, then only the byte ranges of the `textBody` parts
+//! ([`crate::mail::load`]), charged to the request's parse budget first.
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::jmap::dispatch::CallContext;
+use crate::jmap::error::MethodError;
+use crate::jmap::mail::email::query::parse_filter;
+use crate::jmap::mail::get::{found, requested_ids};
+use crate::jmap::{args, ids};
+use crate::mail::body::{self, BodyOctets};
+use crate::mail::load::{EmailLoader, LoadedEmail};
+use crate::mail::property::EmailProperty;
+use crate::mail::query::Filter;
+use crate::mail::read_level::{BodyValueFlags, ReadPlan};
+use crate::mail::search::{self, body_text_of};
+use crate::store::{SearchScope, SearchTerm};
+
+/// Characters of body text a `preview` snippet shows around its first match.
+const PREVIEW_WINDOW: usize = 200;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GetRequest {
+    account_id: String,
+    filter: Option<Value>,
+    email_ids: Vec<String>,
+}
+
+/// Handles one SearchSnippet/get call.
+#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+pub async fn search_snippet_get(
+    ctx: &mut CallContext<'_>,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
+    let request: GetRequest = args::parse(arguments)?;
+    args::check_account(ctx.account, &request.account_id)?;
+    let jmap = ctx.jmap;
+    // Plan: the terms to mark, per scope.
+    let filter = request.filter.as_ref().map(parse_filter).transpose()?;
+    let (subject_terms, body_terms) = terms(filter.as_ref());
+    let requested = requested_ids(request.email_ids, jmap.limits.max_objects_in_get)?;
+    let numeric: Vec<i64> = requested
+        .iter()
+        .filter_map(|id| ids::parse_email_id(id))
+        .collect();
+    // Load: subjects from the header blocks, body text by its parts' ranges.
+    let (mut loaded, _) = jmap.loader.load_meta(ctx.account.id, &numeric).await?;
+    let wants_body = !body_terms.is_empty();
+    let plan = ReadPlan {
+        header: !subject_terms.is_empty(),
+        fast_view: false,
+        structure: wants_body,
+        body_values: wants_body,
+        part_headers: false,
+        full: false,
+    };
+    jmap.loader
+        .complete(ctx.account.id, &mut loaded, plan)
+        .await?;
+    let flags = BodyValueFlags {
+        fetch_text: true,
+        ..BodyValueFlags::default()
+    };
+    if wants_body {
+        let octets = EmailLoader::body_octets(&loaded, flags);
+        ctx.budget.charge_parse_or_refuse(octets, &jmap.limits)?;
+        jmap.loader.load_bodies(&mut loaded, flags).await?;
+    }
+    // Render, off the async workers: decoding and marking walk the text.
+    let snippets = jmap
+        .work
+        .run(ctx.account.id, move || {
+            loaded
+                .iter()
+                .map(|email| {
+                    (
+                        email.meta.id,
+                        snippet(email, &subject_terms, &body_terms, flags),
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
+    let (list, not_found) = found(&requested, |id| {
+        let id = ids::parse_email_id(id)?;
+        snippets
+            .iter()
+            .find(|(email, _)| *email == id)
+            .map(|(_, snippet)| snippet.clone())
+    });
+    Ok(json!({
+        "accountId": request.account_id,
+        "list": list,
+        // RFC 8621 §5.1: null when every id was found.
+        "notFound": if not_found.is_empty() { Value::Null } else { json!(not_found) },
+    }))
+}
+
+/// The terms of the filter's full-text conditions that are not negated:
+/// those a subject may match (`text`), and those a body may match (`text`
+/// and `body`).
+fn terms(filter: Option<&Filter>) -> (Vec<SearchTerm>, Vec<SearchTerm>) {
+    fn walk(filter: &Filter, subject: &mut Vec<SearchTerm>, body: &mut Vec<SearchTerm>) {
+        match filter {
+            Filter::And(conditions) | Filter::Or(conditions) => conditions
+                .iter()
+                .for_each(|condition| walk(condition, subject, body)),
+            Filter::Text(search) => {
+                if search.scope == SearchScope::All {
+                    subject.extend(search.terms.iter().cloned());
+                }
+                body.extend(search.terms.iter().cloned());
+            }
+            // What a NOT matched is not why the email is a result.
+            _ => {}
+        }
+    }
+    let (mut subject, mut body) = (Vec::new(), Vec::new());
+    if let Some(filter) = filter {
+        walk(filter, &mut subject, &mut body);
+    }
+    (subject, body)
+}
+
+/// One SearchSnippet object.
+fn snippet(
+    email: &LoadedEmail,
+    subject_terms: &[SearchTerm],
+    body_terms: &[SearchTerm],
+    flags: BodyValueFlags,
+) -> Value {
+    let subject = email
+        .header
+        .as_ref()
+        .and_then(|fields| {
+            let property = EmailProperty::Subject.header_property()?;
+            match fields.value(&property) {
+                Value::String(subject) => Some(subject),
+                _ => None,
+            }
+        })
+        .and_then(|subject| search::highlight(&subject, subject_terms, None));
+    let preview = match (&email.structure, &email.bodies) {
+        (Some(tree), Some(bodies)) => tree.root().and_then(|root| {
+            let lists = tree.partition();
+            let parts = body::value_parts(root, &lists, flags);
+            body::part_texts(&parts, BodyOctets::Parts(bodies))
+                .into_iter()
+                .map(|part| search::collapsed(&body_text_of(part)))
+                .find_map(|text| search::highlight(&text, body_terms, Some(PREVIEW_WINDOW)))
+        }),
+        _ => None,
+    };
+    json!({
+        "emailId": ids::email_id(email.meta.id),
+        "subject": subject,
+        "preview": preview,
+    })
+}

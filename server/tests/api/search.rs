@@ -1,0 +1,430 @@
+//! Full-text search (issue 16, ADR 0006): Email/query `text` and `body`
+//! through the index, combined with other filters, SearchSnippet/get, and
+//! Email/queryChanges following a text query; on the configured database
+//! (PostgreSQL in CI) and on SQLite, with messages written for this test,
+//! and over the shared corpus.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use crate::support::{TestAccount, TestApp, corpus, spawn_app, spawn_sqlite_app};
+
+/// Messages written for this test: (name, raw).
+fn messages() -> Vec<(&'static str, Vec<u8>)> {
+    let list: Vec<(&str, String)> = vec![
+        (
+            "xylophone",
+            "From: =?UTF-8?Q?Zo=C3=AB_M=C3=BCller?= <zoe@example.org>\r\nTo: team@example.com\r\n\
+             Subject: Quarterly numbers\r\nMIME-Version: 1.0\r\n\
+             Content-Type: multipart/mixed; boundary=\"b\"\r\n\r\n\
+             --b\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n\
+             The xylophone arrives Tuesday. Meet in the conference room.\r\n\
+             --b\r\nContent-Type: application/pdf; name=\"Budget-Forecast.pdf\"\r\n\
+             Content-Disposition: attachment; filename=\"Budget-Forecast.pdf\"\r\n\
+             Content-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQK\r\n--b--\r\n"
+                .into(),
+        ),
+        (
+            "cafe",
+            "From: Bob <bob@example.com>\r\nTo: team@example.com\r\nSubject: =?UTF-8?Q?Caf=C3=A9?= plans\r\n\
+             MIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n\r\n\
+             <p>Lunch at the <b>caf\u{e9}</b> near the Project Alpha office &amp; more</p>\r\n"
+                .into(),
+        ),
+        (
+            "japanese",
+            "From: Tanaka <tanaka@example.jp>\r\nTo: team@example.com\r\n\
+             Subject: =?UTF-8?B?5Lya6K2w44Gu5Lu2?=\r\nMIME-Version: 1.0\r\n\
+             Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n\
+             \u{660e}\u{65e5}\u{306e}\u{4f1a}\u{8b70}\u{306f}\u{6771}\u{4eac}\u{3067}\u{884c}\u{3044}\u{307e}\u{3059}\u{3002}\r\n"
+                .into(),
+        ),
+        (
+            "status",
+            "From: Carol <carol@example.com>\r\nTo: team@example.com\r\n\
+             Subject: Alpha project status\r\n\r\nproject status: alpha is done.\r\n"
+                .into(),
+        ),
+        (
+            "name_only",
+            "From: Xavier Quetzalcoatl <xq@example.com>\r\nTo: team@example.com\r\n\
+             Subject: Hello\r\n\r\nhi there\r\n"
+                .into(),
+        ),
+    ];
+    list.into_iter()
+        .map(|(name, raw)| (name, raw.into_bytes()))
+        .collect()
+}
+
+struct Fixture {
+    app: TestApp,
+    user: TestAccount,
+    /// Email id by message name.
+    ids: std::collections::HashMap<&'static str, String>,
+}
+
+impl Fixture {
+    async fn new(app: TestApp) -> Self {
+        let user = app.account("ann@example.com").await;
+        let messages = messages();
+        let raws: Vec<Vec<u8>> = messages.iter().map(|(_, raw)| raw.clone()).collect();
+        let stored = app.ingest(&user, &raws, 1_700_000_000).await;
+        let ids = messages.iter().map(|(name, _)| *name).zip(stored).collect();
+        Self { app, user, ids }
+    }
+
+    /// The names of the messages an Email/query with `filter` finds.
+    async fn query(&self, filter: Value) -> BTreeSet<&'static str> {
+        let response = self
+            .app
+            .call1(
+                &self.user,
+                "Email/query",
+                json!({"accountId": self.user.account_id, "filter": filter}),
+            )
+            .await;
+        response["ids"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{response}"))
+            .iter()
+            .map(|id| self.name(id.as_str().unwrap()))
+            .collect()
+    }
+
+    fn name(&self, id: &str) -> &'static str {
+        self.ids
+            .iter()
+            .find(|(_, known)| known.as_str() == id)
+            .map(|(name, _)| *name)
+            .unwrap_or("?")
+    }
+}
+
+fn set(names: &[&'static str]) -> BTreeSet<&'static str> {
+    names.iter().copied().collect()
+}
+
+/// Every rule of the README's "Search" section, on one store.
+async fn check_rules(app: TestApp) {
+    let f = Fixture::new(app).await;
+    // A word only in a body, only in an attachment name, only in a display name.
+    assert_eq!(
+        f.query(json!({"text": "xylophone"})).await,
+        set(&["xylophone"])
+    );
+    assert_eq!(
+        f.query(json!({"body": "xylophone"})).await,
+        set(&["xylophone"])
+    );
+    assert_eq!(
+        f.query(json!({"text": "forecast"})).await,
+        set(&["xylophone"])
+    );
+    assert_eq!(
+        f.query(json!({"text": "quetzalcoatl"})).await,
+        set(&["name_only"])
+    );
+    assert_eq!(f.query(json!({"body": "quetzalcoatl"})).await, set(&[]));
+    assert_eq!(
+        f.query(json!({"text": "xq@example.com"})).await,
+        set(&["name_only"])
+    );
+    // Case and diacritics folded, both ways.
+    assert_eq!(f.query(json!({"text": "ZOË"})).await, set(&["xylophone"]));
+    assert_eq!(
+        f.query(json!({"text": "muller"})).await,
+        set(&["xylophone"])
+    );
+    assert_eq!(f.query(json!({"text": "CAFE"})).await, set(&["cafe"]));
+    assert_eq!(f.query(json!({"body": "café"})).await, set(&["cafe"]));
+    // Words are prefixes; every word must be found, in any field.
+    assert_eq!(f.query(json!({"text": "conf"})).await, set(&["xylophone"]));
+    assert_eq!(
+        f.query(json!({"text": "zoe xylophone"})).await,
+        set(&["xylophone"])
+    );
+    assert_eq!(
+        f.query(json!({"text": "zoe nothinglikethis"})).await,
+        set(&[])
+    );
+    // A phrase matches its words in order, next to each other.
+    assert_eq!(
+        f.query(json!({"text": "project alpha"})).await,
+        set(&["cafe", "status"])
+    );
+    assert_eq!(
+        f.query(json!({"text": "\"project alpha\""})).await,
+        set(&["cafe"])
+    );
+    assert_eq!(
+        f.query(json!({"text": "\"alpha project\""})).await,
+        set(&["status"])
+    );
+    // Japanese: found as a run of characters, in the subject and the body.
+    assert_eq!(f.query(json!({"text": "東京"})).await, set(&["japanese"]));
+    assert_eq!(f.query(json!({"text": "京東"})).await, set(&[]));
+    assert_eq!(f.query(json!({"text": "会議"})).await, set(&["japanese"]));
+    assert_eq!(f.query(json!({"body": "会議"})).await, set(&["japanese"]));
+    // An empty text matches everything.
+    assert_eq!(f.query(json!({"text": " \"\" "})).await.len(), 5);
+
+    // AND with inMailbox, OR, NOT.
+    let created = f
+        .app
+        .call1(
+            &f.user,
+            "Mailbox/set",
+            json!({"accountId": f.user.account_id, "create": {"a": {"name": "Projects"}}}),
+        )
+        .await;
+    let archive = created["created"]["a"]["id"].as_str().unwrap().to_string();
+    let moved = f
+        .app
+        .call1(
+            &f.user,
+            "Email/set",
+            json!({"accountId": f.user.account_id,
+                "update": {f.ids["status"].clone(): {"mailboxIds": {archive.clone(): true}}}}),
+        )
+        .await;
+    assert_eq!(moved["notUpdated"], Value::Null, "{moved}");
+    let in_mailbox = |mailbox: &str| json!({"operator": "AND", "conditions": [{"text": "project"}, {"inMailbox": mailbox}]});
+    assert_eq!(f.query(in_mailbox(&archive)).await, set(&["status"]));
+    assert_eq!(f.query(in_mailbox(&f.user.inbox)).await, set(&["cafe"]));
+    assert_eq!(
+        f.query(json!({"text": "project", "inMailbox": f.user.inbox}))
+            .await,
+        set(&["cafe"])
+    );
+    assert_eq!(
+        f.query(json!({"operator": "NOT", "conditions": [{"text": "project"}]}))
+            .await,
+        set(&["xylophone", "japanese", "name_only"])
+    );
+    assert_eq!(
+        f.query(json!({"operator": "OR", "conditions": [{"text": "東京"}, {"body": "xylophone"}]}))
+            .await,
+        set(&["xylophone", "japanese"])
+    );
+
+    // SearchSnippet/get: marks, escaping, null where nothing matches, notFound.
+    let snippets = f
+        .app
+        .call1(
+            &f.user,
+            "SearchSnippet/get",
+            json!({"accountId": f.user.account_id,
+                "filter": {"text": "xylophone conference"},
+                "emailIds": [f.ids["xylophone"], f.ids["name_only"], "Mnope"]}),
+        )
+        .await;
+    assert_eq!(snippets["notFound"], json!(["Mnope"]));
+    assert_eq!(
+        snippets["list"][0],
+        json!({"emailId": f.ids["xylophone"], "subject": null,
+            "preview": "The <mark>xylophone</mark> arrives Tuesday. Meet in the \
+                <mark>conference</mark> room."})
+    );
+    assert_eq!(
+        snippets["list"][1],
+        json!({"emailId": f.ids["name_only"], "subject": null, "preview": null})
+    );
+    let snippets = f
+        .app
+        .call1(
+            &f.user,
+            "SearchSnippet/get",
+            json!({"accountId": f.user.account_id, "filter": {"text": "cafe"},
+                "emailIds": [f.ids["cafe"]]}),
+        )
+        .await;
+    assert_eq!(snippets["notFound"], Value::Null);
+    assert_eq!(
+        snippets["list"][0]["subject"],
+        json!("<mark>Café</mark> plans")
+    );
+    assert_eq!(
+        snippets["list"][0]["preview"],
+        json!("Lunch at the <mark>café</mark> near the Project Alpha office &amp; more")
+    );
+    let snippets = f
+        .app
+        .call1(
+            &f.user,
+            "SearchSnippet/get",
+            json!({"accountId": f.user.account_id, "filter": {"body": "東京"},
+                "emailIds": [f.ids["japanese"]]}),
+        )
+        .await;
+    assert_eq!(snippets["list"][0]["subject"], Value::Null, "body scope");
+    assert_eq!(
+        snippets["list"][0]["preview"],
+        json!("明日の会議は<mark>東</mark><mark>京</mark>で行います。")
+    );
+
+    // Email/queryChanges follows a text query.
+    let first = f
+        .app
+        .call1(
+            &f.user,
+            "Email/query",
+            json!({"accountId": f.user.account_id, "filter": {"text": "xylophone"}}),
+        )
+        .await;
+    assert_eq!(first["canCalculateChanges"], json!(true));
+    let added = f
+        .app
+        .ingest(
+            &f.user,
+            &[
+                b"From: d@example.com\r\nSubject: Another xylophone\r\n\r\nsee subject\r\n"
+                    .to_vec(),
+            ],
+            1_800_000_000,
+        )
+        .await;
+    f.app
+        .ingest(
+            &f.user,
+            &[b"From: e@example.com\r\nSubject: Unrelated\r\n\r\nnothing\r\n".to_vec()],
+            1_800_000_001,
+        )
+        .await;
+    let changes = f
+        .app
+        .call1(
+            &f.user,
+            "Email/queryChanges",
+            json!({"accountId": f.user.account_id, "filter": {"text": "xylophone"},
+                "sinceQueryState": first["queryState"]}),
+        )
+        .await;
+    assert_eq!(
+        changes["added"],
+        json!([{"id": added[0], "index": 0}]),
+        "{changes}"
+    );
+}
+
+#[tokio::test]
+async fn search_follows_its_rules_on_the_configured_store() {
+    check_rules(spawn_app().await).await;
+}
+
+#[tokio::test]
+async fn search_follows_its_rules_on_sqlite() {
+    check_rules(spawn_sqlite_app().await).await;
+}
+
+/// A condition and the receivedAt of the `i`th message of an ingest at
+/// `base` (one second apart): the ids it matches are that message's, or none.
+fn pinned(condition: Value, base: i64, i: usize) -> Value {
+    let at = |t: i64| {
+        chrono::DateTime::from_timestamp(t, 0)
+            .unwrap()
+            .format("%Y-%m-%dT%H:%M:%SZ")
+            .to_string()
+    };
+    json!({"operator": "AND", "conditions": [condition,
+        {"after": at(base + i as i64), "before": at(base + i as i64 + 1)}]})
+}
+
+/// Corpus messages: a word drawn from a sampled message's body text (not in
+/// its headers) finds it with `body` and `text`; a word of its display name
+/// or of an attachment's name (as Email/get shows them) with `text`. Each
+/// query is pinned to the message's receivedAt, so it must answer exactly
+/// that message. On SQLite and on the configured store.
+#[tokio::test]
+async fn corpus_words_find_the_messages_that_hold_them() {
+    let Some(corpus) = corpus() else {
+        return;
+    };
+    let messages = crate::support::corpus_sample(&corpus, 1_500);
+    assert!(
+        messages.len() >= 1_000,
+        "only {} corpus messages",
+        messages.len()
+    );
+    for app in [spawn_sqlite_app().await, spawn_app().await] {
+        let user = app.account("corpus@example.com").await;
+        const BASE: i64 = 1_600_000_000;
+        let ids = app.ingest(&user, &messages, BASE).await;
+        let mut checked = [0usize; 3];
+        for (i, raw) in messages.iter().enumerate().step_by(7) {
+            let prepared =
+                fastview::mail::ingest::prepare(raw.clone(), Vec::new(), Vec::new(), |_| 0);
+            let text = &prepared.email.search;
+            let header_words: BTreeSet<&str> = text.headers.split(' ').collect();
+            let body_words: Vec<&str> = text.body.split(' ').collect();
+            // A body word not in the headers, as long as possible (rarer).
+            let Some(word) = body_words
+                .iter()
+                .filter(|w| w.chars().count() >= 6 && !header_words.contains(*w))
+                .max_by_key(|w| (w.len(), *w))
+            else {
+                continue;
+            };
+            for scope in ["text", "body"] {
+                let response = app
+                    .call1(
+                        &user,
+                        "Email/query",
+                        json!({"accountId": user.account_id,
+                            "filter": pinned(json!({scope: word}), BASE, i)}),
+                    )
+                    .await;
+                assert_eq!(response["ids"], json!([ids[i]]), "{scope} {word}");
+            }
+            checked[0] += 1;
+        }
+        // Display names and attachment names as Email/get shows them: the
+        // first word of each of at least 4 characters.
+        for (chunk_ids, offset) in ids.chunks(500).zip((0..).step_by(500)) {
+            let got = app
+                .call1(
+                    &user,
+                    "Email/get",
+                    json!({"accountId": user.account_id, "ids": chunk_ids,
+                        "properties": ["from", "attachments"], "bodyProperties": ["name"]}),
+                )
+                .await;
+            for (k, email) in got["list"].as_array().unwrap().iter().enumerate() {
+                let first_word = |value: &Value| {
+                    value
+                        .as_str()
+                        .map(fastview::mail::search::words)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .find(|w| w.chars().count() >= 4)
+                };
+                let name_word = first_word(&email["from"][0]["name"]);
+                let attachment_word = email["attachments"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find_map(|part| first_word(&part["name"]));
+                for (slot, word) in [(1, name_word), (2, attachment_word)] {
+                    let Some(word) = word else { continue };
+                    if checked[slot] >= 40 {
+                        continue;
+                    }
+                    let i = offset + k;
+                    let response = app
+                        .call1(
+                            &user,
+                            "Email/query",
+                            json!({"accountId": user.account_id,
+                                "filter": pinned(json!({"text": word}), BASE, i)}),
+                        )
+                        .await;
+                    assert_eq!(response["ids"], json!([ids[i]]), "text {word}");
+                    checked[slot] += 1;
+                }
+            }
+        }
+        assert!(checked[0] >= 100, "{checked:?}");
+        assert!(checked[1] >= 20 && checked[2] >= 5, "{checked:?}");
+    }
+}
