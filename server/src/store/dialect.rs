@@ -141,6 +141,14 @@ pub struct Statements {
     /// `$1` account, `$2` the dialect's query ([`Dialect::search_query`]) →
     /// the matching email ids.
     pub search_ids: &'static str,
+    /// Hot: `$1` account, `$2` the dialect's query, `$3` a mailbox or NULL,
+    /// `$4` limit, `$5` offset → (email id, number of matches) of one page
+    /// of the matching emails (in the mailbox) by receivedAt, newest first /
+    /// oldest first, then id in the same direction; `$4` 0 still counts.
+    pub search_page_desc: &'static str,
+    pub search_page_asc: &'static str,
+    /// `$1` account, `$2` query, `$3` mailbox or NULL → the number of matches.
+    pub search_count: &'static str,
     /// `$1` list → (id, account_id) of those emails that exist.
     pub email_accounts: &'static str,
     /// Hot: `$1` account, `$2` list → (email_id, structure).

@@ -579,6 +579,19 @@ pub trait Store: Send + Sync + 'static {
     /// Ids of the account's emails whose indexed words satisfy `search`, in
     /// no set order (SQLite FTS5, PostgreSQL `tsvector` with a GIN index).
     async fn search_ids(&self, account: i64, search: &TextSearch) -> StoreResult<Vec<i64>>;
+    /// One page of the account's emails that satisfy `search` (and are in
+    /// `mailbox`, when given), by receivedAt then id (newest first with
+    /// `descending`), from `position` (0-based, not negative), at most
+    /// `limit`; with the number of all of them. The list view of a search.
+    async fn search_page(
+        &self,
+        account: i64,
+        search: &TextSearch,
+        mailbox: Option<i64>,
+        descending: bool,
+        position: i64,
+        limit: i64,
+    ) -> StoreResult<(Vec<i64>, i64)>;
     /// Writes the full-text index rows of emails that exist (replacing any).
     async fn put_search_texts(&self, rows: &[(i64, SearchText)]) -> StoreResult<()>;
     /// Stored part trees (`crate::mail::structure`) of the given emails (ids

@@ -75,6 +75,24 @@ macro_rules! listing {
     };
 }
 
+/// A page of the emails a full-text query matches (in mailbox `$3` unless
+/// NULL) by receivedAt, with the count of all of them (`$4` limit, `$5` offset).
+macro_rules! search_page {
+    ($direction:literal) => {
+        concat!(
+            "SELECT e.id, count(*) OVER () FROM email_search s JOIN emails e ON e.id = s.email_id \
+             WHERE s.account_id = $1 AND s.document @@ $2::tsquery AND ($3::bigint IS NULL \
+             OR EXISTS (SELECT 1 FROM email_mailboxes m WHERE m.mailbox_id = $3 \
+             AND m.received_at = e.received_at AND m.email_id = e.id)) \
+             ORDER BY e.received_at ",
+            $direction,
+            ", e.id ",
+            $direction,
+            " LIMIT greatest($4, 1) OFFSET $5"
+        )
+    };
+}
+
 /// The projection read, from fast_view's covering primary key.
 macro_rules! fast_views {
     () => {
@@ -145,6 +163,12 @@ impl Dialect for PostgresDialect {
         live_emails: "SELECT id FROM emails WHERE id = any($1) ORDER BY id \
              FOR KEY SHARE SKIP LOCKED",
         email_accounts: "SELECT id, account_id FROM emails WHERE id = any($1)",
+        search_page_desc: search_page!("DESC"),
+        search_page_asc: search_page!("ASC"),
+        search_count: "SELECT count(*) FROM email_search s JOIN emails e ON e.id = s.email_id \
+             WHERE s.account_id = $1 AND s.document @@ $2::tsquery AND ($3::bigint IS NULL \
+             OR EXISTS (SELECT 1 FROM email_mailboxes m WHERE m.mailbox_id = $3 \
+             AND m.received_at = e.received_at AND m.email_id = e.id))",
         search_insert_head: "INSERT INTO email_search (email_id, account_id, document) \
              SELECT v.id, v.account, (v.h || v.b)::tsvector FROM (",
         search_insert_tail: ") AS v(id, account, h, b) ON CONFLICT (email_id) \

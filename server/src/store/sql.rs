@@ -1115,6 +1115,51 @@ where
             .await?)
     }
 
+    async fn search_page(
+        &self,
+        account: i64,
+        search: &TextSearch,
+        mailbox: Option<i64>,
+        descending: bool,
+        position: i64,
+        limit: i64,
+    ) -> StoreResult<(Vec<i64>, i64)> {
+        if search.terms.is_empty() {
+            return Ok((Vec::new(), 0));
+        }
+        let query = D::search_query(search);
+        let sql = match descending {
+            true => D::SQL.search_page_desc,
+            false => D::SQL.search_page_asc,
+        };
+        let rows: Vec<(i64, i64)> = sqlx::query_as(sql)
+            .bind(account)
+            .bind(&query)
+            .bind(mailbox)
+            .bind(limit)
+            .bind(position)
+            .fetch_all(&self.reader)
+            .await?;
+        let total = match rows.first() {
+            Some((_, total)) => *total,
+            // Past the end (or no match): count on their own.
+            None => {
+                sqlx::query_scalar(D::SQL.search_count)
+                    .bind(account)
+                    .bind(&query)
+                    .bind(mailbox)
+                    .fetch_one(&self.reader)
+                    .await?
+            }
+        };
+        let ids = rows
+            .into_iter()
+            .take(limit.max(0) as usize)
+            .map(|(id, _)| id)
+            .collect();
+        Ok((ids, total))
+    }
+
     async fn put_search_texts(&self, rows: &[(i64, SearchText)]) -> StoreResult<()> {
         if rows.is_empty() {
             return Ok(());

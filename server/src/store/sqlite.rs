@@ -45,6 +45,24 @@ macro_rules! mailbox_ids {
 }
 
 /// The listing of one mailbox by receivedAt, from its primary key.
+/// A page of the emails a full-text query matches (in mailbox `$3` unless
+/// NULL) by receivedAt, with the count of all of them (`$4` limit, `$5` offset).
+macro_rules! search_page {
+    ($direction:literal) => {
+        concat!(
+            "SELECT e.id, count(*) OVER () FROM email_search s JOIN emails e ON e.id = s.rowid \
+             WHERE email_search MATCH $2 AND e.account_id = $1 AND ($3 IS NULL OR EXISTS \
+             (SELECT 1 FROM email_mailboxes m WHERE m.mailbox_id = $3 \
+             AND m.received_at = e.received_at AND m.email_id = e.id)) \
+             ORDER BY e.received_at ",
+            $direction,
+            ", e.id ",
+            $direction,
+            " LIMIT max($4, 1) OFFSET $5"
+        )
+    };
+}
+
 macro_rules! listing {
     ($direction:literal) => {
         concat!(
@@ -129,6 +147,12 @@ impl Dialect for SqliteDialect {
         delete_memberships: concat!("DELETE FROM email_mailboxes WHERE email_id ", in_list!(1)),
         live_emails: concat!("SELECT id FROM emails WHERE id ", in_list!(1)),
         email_accounts: concat!("SELECT id, account_id FROM emails WHERE id ", in_list!(1)),
+        search_page_desc: search_page!("DESC"),
+        search_page_asc: search_page!("ASC"),
+        search_count: "SELECT count(*) FROM email_search s JOIN emails e ON e.id = s.rowid \
+             WHERE email_search MATCH $2 AND e.account_id = $1 AND ($3 IS NULL OR EXISTS \
+             (SELECT 1 FROM email_mailboxes m WHERE m.mailbox_id = $3 \
+             AND m.received_at = e.received_at AND m.email_id = e.id))",
         search_insert_head: "INSERT INTO email_search (rowid, account, headers, body)",
         search_insert_tail: "",
         search_delete: concat!("DELETE FROM email_search WHERE rowid ", in_list!(1)),

@@ -167,6 +167,38 @@ async fn check_rules(app: TestApp) {
     assert_eq!(f.query(json!({"text": "京東"})).await, set(&[]));
     assert_eq!(f.query(json!({"text": "会議"})).await, set(&["japanese"]));
     assert_eq!(f.query(json!({"body": "会議"})).await, set(&["japanese"]));
+    // The search's list view (found, sorted and counted by the database)
+    // and the general evaluation (here forced by an anchor) agree.
+    let page = |extra: Value| {
+        let mut arguments = json!({"accountId": f.user.account_id, "filter": {"text": "project"},
+            "calculateTotal": true});
+        for (key, value) in extra.as_object().unwrap() {
+            arguments[key] = value.clone();
+        }
+        f.app.call1(&f.user, "Email/query", arguments)
+    };
+    let listed = page(json!({})).await;
+    assert_eq!(listed["total"], json!(2));
+    assert_eq!(
+        listed["ids"],
+        json!([f.ids["status"], f.ids["cafe"]]),
+        "newest first"
+    );
+    let anchored = page(json!({"anchor": f.ids["status"]})).await;
+    assert_eq!(anchored["ids"], listed["ids"]);
+    let oldest = page(json!({"sort": [{"property": "receivedAt"}], "position": 1})).await;
+    assert_eq!(oldest["ids"], json!([f.ids["status"]]));
+    assert_eq!(
+        (oldest["position"].clone(), oldest["total"].clone()),
+        (json!(1), json!(2))
+    );
+    let last = page(json!({"position": -1})).await;
+    assert_eq!(last["ids"], json!([f.ids["cafe"]]));
+    let past = page(json!({"position": 5})).await;
+    assert_eq!(
+        (past["ids"].clone(), past["total"].clone()),
+        (json!([]), json!(2))
+    );
     // An empty text matches everything.
     assert_eq!(f.query(json!({"text": " \"\" "})).await.len(), 5);
 

@@ -24,7 +24,7 @@ use crate::jmap::{args, ids};
 use crate::mail::header::HeaderFields;
 use crate::mail::query::{self, Comparator, Filter, QueryFacts, SortProperty, ThreadKeywords};
 use crate::mail::search;
-use crate::store::SearchScope;
+use crate::store::{SearchScope, TextSearch};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -240,15 +240,17 @@ pub async fn email_query(
     let comparators = parse_sort(request.sort.take())?;
     let max_limit = ctx.jmap.limits.max_objects_in_get;
     let limit = request.limit.unwrap_or(max_limit).min(max_limit) as i64;
-    let list_view = listing(filter.as_ref(), &comparators)
-        .filter(|_| request.anchor.is_none() && !request.collapse_threads);
+    let simple = request.anchor.is_none() && !request.collapse_threads;
+    let list_view = listing(filter.as_ref(), &comparators).filter(|_| simple);
+    let search_view = search_listing(filter.as_ref(), &comparators).filter(|_| simple);
     // Load.
     let state = ctx.jmap.store.states(ctx.account.id).await?.email;
-    let page = match list_view {
-        Some((mailbox, ascending)) => {
+    let page = match (list_view, search_view) {
+        (Some((mailbox, ascending)), _) => {
             list_view_page(ctx, mailbox, ascending, request.position, limit).await?
         }
-        None => evaluated_page(ctx, filter.as_ref(), &comparators, &request, limit).await?,
+        (None, Some(view)) => search_view_page(ctx, view, request.position, limit).await?,
+        (None, None) => evaluated_page(ctx, filter.as_ref(), &comparators, &request, limit).await?,
     };
     // Render.
     let mut response = json!({
@@ -365,6 +367,75 @@ async fn evaluated_page(
     Ok(Page {
         ids,
         position: start,
+        total,
+    })
+}
+
+/// A search as a client lists it: a full-text condition alone or with
+/// `inMailbox`, sorted by receivedAt alone. Returns (search, mailbox,
+/// ascending).
+struct SearchView<'f> {
+    search: &'f TextSearch,
+    mailbox: Option<i64>,
+    ascending: bool,
+}
+
+fn search_listing<'f>(
+    filter: Option<&'f Filter>,
+    comparators: &[Comparator],
+) -> Option<SearchView<'f>> {
+    let [
+        Comparator {
+            property: SortProperty::ReceivedAt,
+            ascending,
+        },
+    ] = comparators
+    else {
+        return None;
+    };
+    let (search, mailbox) = match filter? {
+        Filter::Text(search) => (search, None),
+        Filter::And(conditions) => match conditions.as_slice() {
+            [Filter::Text(search), Filter::InMailbox(mailbox)]
+            | [Filter::InMailbox(mailbox), Filter::Text(search)] => (search, Some(*mailbox)),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    Some(SearchView {
+        search,
+        mailbox,
+        ascending: *ascending,
+    })
+}
+
+/// The page of a search's list view, found, sorted and counted by the
+/// database in one statement (the full-text index joined with the emails),
+/// without reading the matching rows.
+async fn search_view_page(
+    ctx: &CallContext<'_>,
+    view: SearchView<'_>,
+    position: i64,
+    limit: i64,
+) -> Result<Page, MethodError> {
+    let store = &ctx.jmap.store;
+    let descending = !view.ascending;
+    let account = ctx.account.id;
+    // A negative position counts from the end: learn the total first.
+    let start = if position < 0 {
+        let (_, total) = store
+            .search_page(account, view.search, view.mailbox, descending, 0, 0)
+            .await?;
+        (total + position).max(0)
+    } else {
+        position
+    };
+    let (ids, total) = store
+        .search_page(account, view.search, view.mailbox, descending, start, limit)
+        .await?;
+    Ok(Page {
+        ids,
+        position: start.min(total),
         total,
     })
 }
