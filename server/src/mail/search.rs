@@ -23,8 +23,12 @@
 //!   addresses, the text of the `textBody` parts (HTML turned into text the
 //!   way `preview` is) and attachment names; `body` only the body text and
 //!   attachment names.
-//! - At most [`MAX_BODY_CHARS`] characters of body text are indexed per
-//!   message.
+//! - At most [`MAX_HEADER_WORDS`] header words and [`MAX_BODY_WORDS`] body
+//!   words (attachment names first) are indexed per message, and no word
+//!   longer than [`MAX_WORD_CHARS`] characters: a query word longer than that
+//!   finds nothing. A query holds at most [`MAX_QUERY_WORDS`] words.
+//! - A value with no word in it (`🎉`, `---`) finds nothing; an empty one
+//!   (or only spaces) is no condition.
 
 use mail_parser::Message;
 use unicode_normalization::UnicodeNormalization;
@@ -33,8 +37,23 @@ use unicode_normalization::char::is_combining_mark;
 use super::body::{self, BodyPart};
 use crate::store::{EmailIndex, SearchScope, SearchTerm, SearchText, TextSearch};
 
-/// Characters of body text indexed per message (the rest is not searchable).
-pub const MAX_BODY_CHARS: usize = 256 * 1024;
+/// Words of the subject and From/To/Cc/Bcc indexed per message.
+pub const MAX_HEADER_WORDS: usize = 2_000;
+
+/// Words of attachment names and body text indexed per message (the rest is
+/// not searchable). With [`MAX_HEADER_WORDS`] it stays under PostgreSQL's
+/// 16,383 word positions, so a phrase matches alike on both databases.
+pub const MAX_BODY_WORDS: usize = 14_000;
+
+/// Words (and CJK characters) a `text` or `body` value may hold:
+/// `invalidArguments` beyond.
+pub const MAX_QUERY_WORDS: usize = 64;
+
+/// Characters of one body part a snippet looks through for a match.
+const MAX_SNIPPET_SCAN_CHARS: usize = 256 * 1024;
+
+/// The longest a snippet's `preview` may be, in octets (RFC 8621 §5).
+pub const MAX_PREVIEW_OCTETS: usize = 255;
 
 /// Words longer than this many characters are not indexed (base64 runs,
 /// hashes): nobody searches for them and they bloat the index.
@@ -53,29 +72,36 @@ fn is_cjk(c: char) -> bool {
         | 0x20000..=0x2FFFF) // CJK Extensions B–F, Compatibility Supplement
 }
 
-/// The words of `text`, folded (the module docs give the rules), in order.
-/// `on_word` gets each one.
-fn for_each_word(text: &str, mut on_word: impl FnMut(&str)) {
+/// The words of `text`, folded (the module docs give the rules), in order;
+/// with `max_chars`, words longer than that are skipped. `on_word` gets
+/// each one and answers whether to go on.
+fn for_each_word(text: &str, max_chars: usize, mut on_word: impl FnMut(&str) -> bool) {
     let mut word = String::new();
     let mut chars = 0usize;
+    // Whether to go on.
     let mut flush = |word: &mut String, chars: &mut usize| {
-        if !word.is_empty() && *chars <= MAX_WORD_CHARS {
-            on_word(word);
-        }
+        let go_on = word.is_empty() || *chars > max_chars || on_word(word);
         word.clear();
         *chars = 0;
+        go_on
     };
     for c in text.nfkc() {
         if is_cjk(c) {
-            flush(&mut word, &mut chars);
+            if !flush(&mut word, &mut chars) {
+                return;
+            }
             let mut one = [0u8; 4];
             word.push_str(c.encode_utf8(&mut one));
             chars = 1;
-            flush(&mut word, &mut chars);
+            if !flush(&mut word, &mut chars) {
+                return;
+            }
             continue;
         }
         if !c.is_alphanumeric() {
-            flush(&mut word, &mut chars);
+            if !flush(&mut word, &mut chars) {
+                return;
+            }
             continue;
         }
         for d in std::iter::once(c).nfkd().filter(|d| !is_combining_mark(*d)) {
@@ -88,21 +114,42 @@ fn for_each_word(text: &str, mut on_word: impl FnMut(&str)) {
     flush(&mut word, &mut chars);
 }
 
-/// The folded words of `text`.
+/// The folded words of `text` the index keeps (none longer than
+/// [`MAX_WORD_CHARS`]).
 pub fn words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    for_each_word(text, |word| out.push(word.to_string()));
+    for_each_word(text, MAX_WORD_CHARS, |word| {
+        out.push(word.to_string());
+        true
+    });
     out
 }
 
-/// The folded words of `text`, one space between them: what the store
-/// indexes (its tokenizer then only splits at the spaces).
-fn word_text(text: &str, out: &mut String) {
-    for_each_word(text, |word| {
+/// The folded words of a query value, whatever their length.
+fn query_words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for_each_word(text, usize::MAX, |word| {
+        out.push(word.to_string());
+        true
+    });
+    out
+}
+
+/// Appends the folded words of `text` to `out`, one space between them,
+/// while `*left` words may still be added: what the store indexes (its
+/// tokenizer then only splits at the spaces). Stops reading `text` when
+/// the budget is spent.
+fn word_text(text: &str, out: &mut String, left: &mut usize) {
+    for_each_word(text, MAX_WORD_CHARS, |word| {
+        if *left == 0 {
+            return false;
+        }
+        *left -= 1;
         if !out.is_empty() {
             out.push(' ');
         }
         out.push_str(word);
+        *left > 0
     });
 }
 
@@ -112,6 +159,7 @@ fn word_text(text: &str, out: &mut String) {
 /// HTML as text, and attachment names).
 pub fn document(message: &Message<'_>, index: &EmailIndex) -> SearchText {
     let mut headers = String::new();
+    let mut left = MAX_HEADER_WORDS;
     for field in [
         &index.subject,
         &index.from_text,
@@ -119,24 +167,22 @@ pub fn document(message: &Message<'_>, index: &EmailIndex) -> SearchText {
         &index.cc_text,
         &index.bcc_text,
     ] {
-        word_text(field, &mut headers);
+        word_text(field, &mut headers, &mut left);
     }
     let mut body = String::new();
-    let mut budget = MAX_BODY_CHARS;
-    for text in body_texts(message) {
-        let taken: String = text.chars().take(budget).collect();
-        budget -= taken.chars().count();
-        word_text(&taken, &mut body);
-        if budget == 0 {
-            break;
-        }
-    }
+    let mut left = MAX_BODY_WORDS;
     if let Some(tree) = BodyPart::tree(message) {
         for part in tree.partition().attachments {
             if let Some(name) = part.name() {
-                word_text(name, &mut body);
+                word_text(name, &mut body, &mut left);
             }
         }
+    }
+    for text in body_texts(message) {
+        if left == 0 {
+            break;
+        }
+        word_text(&text, &mut body, &mut left);
     }
     SearchText { headers, body }
 }
@@ -171,72 +217,80 @@ pub fn collapsed(text: &str) -> String {
 
 /// Reads a `text` or `body` filter value into the terms the store matches:
 /// quoted runs are phrases, every other word a prefix, a run of CJK
-/// characters a phrase of them. `None` when it holds no word at all (then
-/// it matches every email, as an empty condition does).
-pub fn parse_query(value: &str, scope: SearchScope) -> Option<TextSearch> {
+/// characters a phrase of them. `Ok(None)` for a value that is empty or
+/// only white space (no condition); terms that are empty for a value with
+/// no word in it (it finds nothing); `Err` with the reason for a value of
+/// more than [`MAX_QUERY_WORDS`] words.
+pub fn parse_query(value: &str, scope: SearchScope) -> Result<Option<TextSearch>, String> {
+    if value.trim().is_empty() {
+        return Ok(None);
+    }
     let mut terms = Vec::new();
+    let mut count = 0usize;
     for (i, chunk) in value.split('"').enumerate() {
         let quoted = i % 2 == 1;
-        if quoted {
-            let words = words(chunk);
-            if !words.is_empty() {
-                terms.push(SearchTerm {
-                    prefix: false,
-                    words,
-                });
-            }
-            continue;
-        }
-        for piece in chunk.split_whitespace() {
+        let pieces: Vec<&str> = match quoted {
+            true => vec![chunk],
+            false => chunk.split_whitespace().collect(),
+        };
+        for piece in pieces {
             // A piece such as `re:project-alpha` holds several words: each
             // must be found, next to the others, as a phrase.
-            let words = words(piece);
-            match words.len() {
-                0 => {}
-                1 => terms.push(SearchTerm {
-                    prefix: !words[0].chars().any(is_cjk),
-                    words,
-                }),
-                _ => {
-                    let last_cjk = words.last().is_some_and(|w| w.chars().any(is_cjk));
-                    terms.push(SearchTerm {
-                        prefix: !last_cjk,
-                        words,
-                    })
-                }
+            let words = query_words(piece);
+            count += words.len();
+            if count > MAX_QUERY_WORDS {
+                return Err(format!(
+                    "a text or body filter holds at most {MAX_QUERY_WORDS} words"
+                ));
             }
+            let Some(last) = words.last() else {
+                continue;
+            };
+            let prefix = !quoted && !last.chars().any(is_cjk);
+            terms.push(SearchTerm { words, prefix });
         }
     }
-    (!terms.is_empty()).then_some(TextSearch { scope, terms })
+    Ok(Some(TextSearch { scope, terms }))
+}
+
+/// Whether `c` continues a word of text as it is written: a letter or digit
+/// (not CJK), or a combining mark (text in decomposed form, NFD).
+fn in_word(c: char) -> bool {
+    (c.is_alphanumeric() && !is_cjk(c)) || is_combining_mark(c)
 }
 
 /// Marks the words of `text` that match `terms` with `<mark>…</mark>` and
 /// escapes the rest for HTML (RFC 8621 §5 SearchSnippet): `None` when no
-/// word matches. With `window`, only about that many characters around the
-/// first match are kept (the `preview` of a snippet).
-pub fn highlight(text: &str, terms: &[SearchTerm], window: Option<usize>) -> Option<String> {
-    // The words of `text` with their byte ranges, folded.
+/// word matches. With `preview`, only the text from a little before the
+/// first match is kept, cut so that the result (marks and escapes counted)
+/// is at most [`MAX_PREVIEW_OCTETS`] octets; only the first
+/// 256 KiB of characters are looked through.
+pub fn highlight(text: &str, terms: &[SearchTerm], preview: bool) -> Option<String> {
+    let text = match text.char_indices().nth(MAX_SNIPPET_SCAN_CHARS) {
+        Some((end, _)) => &text[..end],
+        None => text,
+    };
+    // The words of `text` with their byte ranges, folded as the index folds.
     let mut spans: Vec<(usize, usize, String)> = Vec::new();
     let mut start = None;
     for (at, c) in text
         .char_indices()
         .chain(std::iter::once((text.len(), ' ')))
     {
-        let part_of_word = at < text.len() && (c.is_alphanumeric() && !is_cjk(c));
+        let end = at == text.len();
         if let Some(from) = start
-            && (!part_of_word || is_cjk(c))
+            && (end || !in_word(c))
         {
-            let folded = words(&text[from..at]).join("");
-            spans.push((from, at, folded));
+            spans.push((from, at, query_words(&text[from..at]).join("")));
             start = None;
         }
-        if at < text.len() && is_cjk(c) {
-            spans.push((
-                at,
-                at + c.len_utf8(),
-                words(&text[at..at + c.len_utf8()]).join(""),
-            ));
-        } else if part_of_word && start.is_none() {
+        if end {
+            break;
+        }
+        if is_cjk(c) {
+            let next = at + c.len_utf8();
+            spans.push((at, next, query_words(&text[at..next]).join("")));
+        } else if in_word(c) && start.is_none() {
             start = Some(at);
         }
     }
@@ -246,7 +300,12 @@ pub fn highlight(text: &str, terms: &[SearchTerm], window: Option<usize>) -> Opt
         if n == 0 || spans.len() < n {
             continue;
         }
+        let first = &term.words[0];
         for i in 0..=spans.len() - n {
+            // Cheap first check: most positions do not start a match.
+            if n > 1 && spans[i].2 != *first {
+                continue;
+            }
             let hit = term.words.iter().enumerate().all(|(k, word)| {
                 let candidate = &spans[i + k].2;
                 if term.prefix && k == n - 1 {
@@ -261,54 +320,76 @@ pub fn highlight(text: &str, terms: &[SearchTerm], window: Option<usize>) -> Opt
         }
     }
     let first = marked.iter().position(|m| *m)?;
-    let (from, to) = match window {
-        None => (0, text.len()),
-        Some(window) => {
-            let anchor = spans[first].0;
-            let before = text[..anchor]
-                .char_indices()
-                .rev()
-                .nth(window / 4)
-                .map_or(0, |(i, _)| i);
-            let after = text[before..]
-                .char_indices()
-                .nth(window)
-                .map_or(text.len(), |(i, _)| before + i);
-            (before, after)
-        }
+    // A preview starts at the text's start when the first match is near
+    // it, else at the first word at most 60 octets before the match.
+    let match_start = spans[first].0;
+    let from = match preview && match_start > MAX_PREVIEW_OCTETS / 2 {
+        true => spans
+            .iter()
+            .map(|span| span.0)
+            .find(|start| start + 60 >= match_start)
+            .unwrap_or(match_start),
+        false => 0,
+    };
+    let budget = if preview {
+        MAX_PREVIEW_OCTETS
+    } else {
+        usize::MAX
     };
     let mut out = String::new();
     let mut at = from;
     for ((start, end, _), mark) in spans.iter().zip(&marked) {
-        if !*mark || *start < from || *end > to {
+        if !*mark || *start < from {
             continue;
         }
-        escape_into(&text[at..*start], &mut out);
-        out.push_str("<mark>");
-        escape_into(&text[*start..*end], &mut out);
-        out.push_str("</mark>");
+        if !push_escaped(&text[at..*start], &mut out, budget) {
+            return Some(out);
+        }
+        let mut piece = String::from("<mark>");
+        push_escaped(&text[*start..*end], &mut piece, usize::MAX);
+        piece.push_str("</mark>");
+        if out.len() + piece.len() > budget {
+            return Some(out);
+        }
+        out.push_str(&piece);
         at = *end;
     }
-    escape_into(&text[at..to], &mut out);
+    push_escaped(&text[at..], &mut out, budget);
     Some(out)
 }
 
-fn escape_into(text: &str, out: &mut String) {
+/// Appends `text` HTML-escaped to `out` while `out` stays within `budget`
+/// octets (a character and its escape go whole or not at all); whether all
+/// of it went.
+fn push_escaped(text: &str, out: &mut String, budget: usize) -> bool {
     for c in text.chars() {
-        match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
+        let mut one = [0u8; 4];
+        let piece: &str = match c {
+            '<' => "&lt;",
+            '>' => "&gt;",
+            '&' => "&amp;",
+            '"' => "&quot;",
+            '\'' => "&#39;",
+            c => c.encode_utf8(&mut one),
+        };
+        if out.len() + piece.len() > budget {
+            return false;
         }
+        out.push_str(piece);
     }
+    true
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn terms(value: &str) -> Vec<SearchTerm> {
+        parse_query(value, SearchScope::All)
+            .expect("within bounds")
+            .expect("a condition")
+            .terms
+    }
 
     #[test]
     fn words_fold_case_and_diacritics_and_split_cjk() {
@@ -316,6 +397,7 @@ mod tests {
             words("Zoë's CAFÉ, naïve-ly 2024"),
             ["zoe", "s", "cafe", "naive", "ly", "2024"]
         );
+        assert_eq!(words("nai\u{308}ve"), ["naive"], "decomposed (NFD) text");
         assert_eq!(words("会議は東京で"), ["会", "議", "は", "東", "京", "で"]);
         assert_eq!(words("ｆｕｌｌwidth Ｒｅｐｏｒｔ"), ["fullwidth", "report"]);
         assert_eq!(words("Straße"), ["straße"]);
@@ -324,53 +406,87 @@ mod tests {
 
     #[test]
     fn queries_read_phrases_prefixes_and_cjk_runs() {
-        let query =
-            parse_query(r#"Confer "project ALPHA" 東京 re:x-y"#, SearchScope::All).expect("terms");
-        let terms: Vec<(Vec<&str>, bool)> = query
-            .terms
-            .iter()
-            .map(|t| (t.words.iter().map(String::as_str).collect(), t.prefix))
+        let got: Vec<(Vec<String>, bool)> = terms(r#"Confer "project ALPHA" 東京 re:x-y"#)
+            .into_iter()
+            .map(|t| (t.words, t.prefix))
             .collect();
-        assert_eq!(
-            terms,
-            [
-                (vec!["confer"], true),
-                (vec!["project", "alpha"], false),
-                (vec!["東", "京"], false),
-                (vec!["re", "x", "y"], true),
-            ]
+        let want: Vec<(Vec<String>, bool)> = [
+            (vec!["confer"], true),
+            (vec!["project", "alpha"], false),
+            (vec!["東", "京"], false),
+            (vec!["re", "x", "y"], true),
+        ]
+        .into_iter()
+        .map(|(w, p)| (w.into_iter().map(String::from).collect(), p))
+        .collect();
+        assert_eq!(got, want);
+        // Blank: no condition. No word: finds nothing. A long word is kept
+        // (and finds nothing, as the index has no such word).
+        assert_eq!(parse_query("  ", SearchScope::All), Ok(None));
+        assert_eq!(terms("🎉 --- \"\""), Vec::<SearchTerm>::new());
+        assert_eq!(terms(&"a".repeat(70))[0].words[0].len(), 70);
+        let many = vec!["w"; MAX_QUERY_WORDS + 1].join(" ");
+        assert!(parse_query(&many, SearchScope::Body).is_err());
+    }
+
+    #[test]
+    fn the_index_keeps_bounded_words_attachment_names_first() {
+        let many = "word ".repeat(MAX_BODY_WORDS + 10);
+        let raw = format!(
+            "Subject: s\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n\
+             Content-Type: text/plain\r\n\r\n{many}\r\n--b\r\n\
+             Content-Type: application/pdf; name=\"Ledger.pdf\"\r\n\r\nx\r\n--b--\r\n"
         );
-        assert!(parse_query("  \"\" ,, ", SearchScope::All).is_none());
+        let prepared =
+            crate::mail::ingest::prepare(raw.into_bytes(), Vec::new(), Vec::new(), |_| 0);
+        let body = prepared.email.search.body;
+        assert!(body.starts_with("ledger pdf word"), "{}", &body[..40]);
+        assert_eq!(body.split(' ').count(), MAX_BODY_WORDS);
     }
 
     #[test]
     fn highlight_marks_matches_and_escapes_the_rest() {
-        let terms = parse_query("confer zoe", SearchScope::All).unwrap().terms;
+        let both = terms("confer zoe");
         assert_eq!(
-            highlight("<b>Conference</b> with Zoë & co", &terms, None).as_deref(),
+            highlight("<b>Conference</b> with Zoë & co", &both, false).as_deref(),
             Some("&lt;b&gt;<mark>Conference</mark>&lt;/b&gt; with <mark>Zoë</mark> &amp; co")
         );
-        assert_eq!(highlight("nothing here", &terms, None), None);
-        let phrase = parse_query("\"project alpha\"", SearchScope::All)
-            .unwrap()
-            .terms;
+        assert_eq!(highlight("nothing here", &both, false), None);
         assert_eq!(
-            highlight("Alpha project; Project Alpha!", &phrase, None).as_deref(),
+            highlight("un nai\u{308}ve", &terms("naive"), false).as_deref(),
+            Some("un <mark>nai\u{308}ve</mark>")
+        );
+        assert_eq!(
+            highlight(
+                "Alpha project; Project Alpha!",
+                &terms("\"project alpha\""),
+                false
+            )
+            .as_deref(),
             Some("Alpha project; <mark>Project</mark> <mark>Alpha</mark>!")
         );
-        let cjk = parse_query("東京", SearchScope::All).unwrap().terms;
         assert_eq!(
-            highlight("会議は東京で", &cjk, None).as_deref(),
+            highlight("会議は東京で", &terms("東京"), false).as_deref(),
             Some("会議は<mark>東</mark><mark>京</mark>で")
         );
-        let long = format!("{} needle {}", "word ".repeat(200), "tail ".repeat(200));
-        let window = highlight(
-            &long,
-            &parse_query("needle", SearchScope::All).unwrap().terms,
-            Some(40),
-        )
-        .unwrap();
-        assert!(window.contains("<mark>needle</mark>"), "{window}");
-        assert!(window.chars().count() < 70, "{window}");
+        // A preview starts shortly before the first match and is at most
+        // 255 octets, marks and escapes counted, never cut inside one.
+        let long = format!("{}needle {}", "word ".repeat(200), "a & b ".repeat(200));
+        let preview = highlight(&long, &terms("needle"), true).unwrap();
+        assert!(
+            preview.starts_with(&format!(
+                "{}<mark>needle</mark> a &amp; b",
+                "word ".repeat(12)
+            )),
+            "{preview}"
+        );
+        assert!(preview.len() <= MAX_PREVIEW_OCTETS, "{}", preview.len());
+        assert!(preview.len() > MAX_PREVIEW_OCTETS - 8, "{}", preview.len());
+        let dense = "a ".repeat(500);
+        let preview = highlight(&dense, &terms("a"), true).unwrap();
+        assert!(
+            preview.len() <= MAX_PREVIEW_OCTETS && preview.ends_with("</mark> "),
+            "{preview}"
+        );
     }
 }

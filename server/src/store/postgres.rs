@@ -254,10 +254,13 @@ impl Dialect for PostgresDialect {
     /// would cut a word such as `660320e687c8…` into a number and the rest,
     /// and its idea of a letter depends on the database's locale. Each word
     /// is a lexeme at its position (headers first, weight A; the body after
-    /// them, weight D); the two halves are joined by a space in the insert.
+    /// them and one empty position, so no phrase spans the two, weight D);
+    /// the two halves are joined in the insert. `mail/search.rs` bounds the
+    /// words so that positions stay under PostgreSQL's 16,383.
     fn search_columns(text: &SearchText) -> (String, String) {
         let mut position = 0usize;
-        let mut literal = |words: &str, weight: char| {
+        let mut literal = |words: &str, weight: char, gap: usize| {
+            position += gap;
             let mut out = String::with_capacity(words.len() * 2);
             for word in words.split(' ').filter(|word| !word.is_empty()) {
                 position += 1;
@@ -267,8 +270,8 @@ impl Dialect for PostgresDialect {
             }
             out
         };
-        let headers = literal(&text.headers, 'A');
-        let body = literal(&text.body, 'D');
+        let headers = literal(&text.headers, 'A', 0);
+        let body = literal(&text.body, 'D', 1);
         (headers, body)
     }
 

@@ -199,8 +199,23 @@ async fn check_rules(app: TestApp) {
         (past["ids"].clone(), past["total"].clone()),
         (json!([]), json!(2))
     );
-    // An empty text matches everything.
-    assert_eq!(f.query(json!({"text": " \"\" "})).await.len(), 5);
+    // An empty text is no condition; one with no word finds nothing; a
+    // value of too many words is refused.
+    assert_eq!(f.query(json!({"text": "  "})).await.len(), 5);
+    assert_eq!(f.query(json!({"text": "🎉 --- \"\""})).await, set(&[]));
+    let refused = f
+        .app
+        .call(
+            &f.user,
+            json!([["Email/query", {"accountId": f.user.account_id,
+                "filter": {"body": "w ".repeat(65)}}, "0"]]),
+        )
+        .await;
+    assert_eq!(
+        refused[0][1]["type"],
+        json!("invalidArguments"),
+        "{refused:?}"
+    );
 
     // AND with inMailbox, OR, NOT.
     let created = f

@@ -25,9 +25,6 @@ use crate::mail::read_level::{BodyValueFlags, ReadPlan};
 use crate::mail::search::{self, body_text_of};
 use crate::store::{SearchScope, SearchTerm};
 
-/// Characters of body text a `preview` snippet shows around its first match.
-const PREVIEW_WINDOW: usize = 200;
-
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct GetRequest {
@@ -149,7 +146,7 @@ fn snippet(
                 _ => None,
             }
         })
-        .and_then(|subject| search::highlight(&subject, subject_terms, None));
+        .and_then(|subject| search::highlight(&subject, subject_terms, false));
     let preview = match (&email.structure, &email.bodies) {
         (Some(tree), Some(bodies)) => tree.root().and_then(|root| {
             let lists = tree.partition();
@@ -157,7 +154,7 @@ fn snippet(
             body::part_texts(&parts, BodyOctets::Parts(bodies))
                 .into_iter()
                 .map(|part| search::collapsed(&body_text_of(part)))
-                .find_map(|text| search::highlight(&text, body_terms, Some(PREVIEW_WINDOW)))
+                .find_map(|text| search::highlight(&text, body_terms, true))
         }),
         _ => None,
     };

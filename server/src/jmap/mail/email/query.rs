@@ -147,11 +147,16 @@ pub(crate) fn parse_filter(value: &Value) -> Result<Filter, MethodError> {
             "cc" => Filter::Cc(text(value, name)?),
             "bcc" => Filter::Bcc(text(value, name)?),
             "subject" => Filter::Subject(text(value, name)?),
-            // A value without a word has nothing to look for: it matches all.
-            "text" => search::parse_query(&text(value, name)?, SearchScope::All)
-                .map_or(Filter::And(Vec::new()), Filter::Text),
-            "body" => search::parse_query(&text(value, name)?, SearchScope::Body)
-                .map_or(Filter::And(Vec::new()), Filter::Text),
+            // An empty value is no condition (an empty AND matches all).
+            "text" | "body" => {
+                let scope = match name.as_str() {
+                    "text" => SearchScope::All,
+                    _ => SearchScope::Body,
+                };
+                search::parse_query(&text(value, name)?, scope)
+                    .map_err(invalid)?
+                    .map_or(Filter::And(Vec::new()), Filter::Text)
+            }
             "header" => {
                 let parts: Vec<String> = value
                     .as_array()
