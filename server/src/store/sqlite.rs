@@ -50,7 +50,7 @@ macro_rules! mailbox_ids {
 macro_rules! search_page {
     ($direction:literal) => {
         concat!(
-            "SELECT e.id, count(*) OVER () FROM email_search s JOIN emails e ON e.id = s.rowid \
+            "SELECT e.id, count(*) OVER () FROM email_search s CROSS JOIN emails e ON e.id = s.rowid \
              WHERE email_search MATCH $2 AND e.account_id = $1 AND ($3 IS NULL OR EXISTS \
              (SELECT 1 FROM email_mailboxes m WHERE m.mailbox_id = $3 \
              AND m.received_at = e.received_at AND m.email_id = e.id)) \
@@ -149,14 +149,14 @@ impl Dialect for SqliteDialect {
         email_accounts: concat!("SELECT id, account_id FROM emails WHERE id ", in_list!(1)),
         search_page_desc: search_page!("DESC"),
         search_page_asc: search_page!("ASC"),
-        search_count: "SELECT count(*) FROM email_search s JOIN emails e ON e.id = s.rowid \
+        search_count: "SELECT count(*) FROM email_search s CROSS JOIN emails e ON e.id = s.rowid \
              WHERE email_search MATCH $2 AND e.account_id = $1 AND ($3 IS NULL OR EXISTS \
              (SELECT 1 FROM email_mailboxes m WHERE m.mailbox_id = $3 \
              AND m.received_at = e.received_at AND m.email_id = e.id))",
         search_insert_head: "INSERT INTO email_search (rowid, account, headers, body)",
         search_insert_tail: "",
         search_delete: concat!("DELETE FROM email_search WHERE rowid ", in_list!(1)),
-        search_ids: "SELECT e.id FROM email_search s JOIN emails e ON e.id = s.rowid \
+        search_ids: "SELECT e.id FROM email_search s CROSS JOIN emails e ON e.id = s.rowid \
              WHERE email_search MATCH $2 AND e.account_id = $1",
         email_meta: concat!(
             "SELECT e.id, e.blob_id, e.thread_id, e.size, e.received_at, e.keywords, ",
