@@ -348,4 +348,22 @@ impl SqliteStore {
             .map(|row| row.get::<String, _>("detail"))
             .collect())
     }
+
+    /// The query plan SQLite chooses for a search's list view (newest
+    /// first), one line per step: for the test that proves it drives from
+    /// the full-text index, not from the account's emails.
+    pub async fn search_page_plan(&self) -> StoreResult<Vec<String>> {
+        let rows = sqlx::query(concat!("EXPLAIN QUERY PLAN ", search_page!("DESC")))
+            .bind(1_i64)
+            .bind("{headers body} : (\"word\" *)")
+            .bind(None::<i64>)
+            .bind(50_i64)
+            .bind(0_i64)
+            .fetch_all(&self.reader)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| row.get::<String, _>("detail"))
+            .collect())
+    }
 }

@@ -362,7 +362,22 @@ async fn search_follows_its_rules_on_the_configured_store() {
 
 #[tokio::test]
 async fn search_follows_its_rules_on_sqlite() {
-    check_rules(spawn_sqlite_app().await).await;
+    let app = spawn_sqlite_app().await;
+    // The list view of a search drives from the FTS5 index and looks each
+    // match up by id: never a walk of the account's emails with the
+    // full-text query run once per email.
+    let url = fastview::app::default_database_url(&app.app.data_dir);
+    let store = fastview::store::sqlite::SqliteStore::connect(&url, 1)
+        .await
+        .unwrap();
+    let plan = store.search_page_plan().await.unwrap().join("\n");
+    let at = |step: &str| plan.find(step).unwrap_or_else(|| panic!("{step}: {plan}"));
+    assert!(
+        at("SCAN s VIRTUAL TABLE") < at("SEARCH e USING INTEGER PRIMARY KEY (rowid=?)"),
+        "{plan}"
+    );
+    assert!(!plan.contains("SCAN e"), "{plan}");
+    check_rules(app).await;
 }
 
 /// A condition and the receivedAt of the `i`th message of an ingest at
