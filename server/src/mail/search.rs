@@ -85,7 +85,25 @@ fn for_each_word(text: &str, max_chars: usize, mut on_word: impl FnMut(&str) -> 
         *chars = 0;
         go_on
     };
+    // Plain ASCII (most mail) is its own NFKC and NFKD: skip both.
+    if text.is_ascii() {
+        for byte in text.bytes() {
+            if byte.is_ascii_alphanumeric() {
+                word.push(byte.to_ascii_lowercase() as char);
+                chars += 1;
+            } else if !flush(&mut word, &mut chars) {
+                return;
+            }
+        }
+        flush(&mut word, &mut chars);
+        return;
+    }
     for c in text.nfkc() {
+        if c.is_ascii_alphanumeric() {
+            word.push(c.to_ascii_lowercase());
+            chars += 1;
+            continue;
+        }
         if is_cjk(c) {
             if !flush(&mut word, &mut chars) {
                 return;
@@ -389,6 +407,17 @@ mod tests {
             .expect("within bounds")
             .expect("a condition")
             .terms
+    }
+
+    #[test]
+    fn ascii_text_splits_as_the_unicode_path_does() {
+        let ascii = "Re: [PATCH v2] x86/mm: Fix 0xDEAD_beef -- see https://lkml.org/a?b=1";
+        assert!(ascii.is_ascii());
+        // The same text with one non-ASCII character at the end takes the
+        // Unicode path: the same words, plus that one.
+        let mut unicode = words(&format!("{ascii} é"));
+        assert_eq!(unicode.pop().as_deref(), Some("e"));
+        assert_eq!(words(ascii), unicode);
     }
 
     #[test]
