@@ -467,6 +467,23 @@ where
         .await
     }
 
+    /// Of `rows` keyed by email id (the last row of an id wins), those of
+    /// emails that still exist, held against deletion until `tx` commits
+    /// where the database needs it: a projection, tree or index row written
+    /// after its email was destroyed would outlive it.
+    async fn live_rows<'r, T>(
+        tx: &mut Tx<D>,
+        rows: &'r [(i64, T)],
+    ) -> StoreResult<Vec<(i64, &'r T)>> {
+        let latest: HashMap<i64, &T> = rows.iter().map(|(id, row)| (*id, row)).collect();
+        let ids = distinct(&rows.iter().map(|(id, _)| *id).collect::<Vec<_>>());
+        let live: Vec<i64> = sqlx::query_scalar(D::SQL.live_emails)
+            .bind(D::ids(&ids))
+            .fetch_all(&mut **tx)
+            .await?;
+        Ok(live.iter().map(|id| (*id, latest[id])).collect())
+    }
+
     /// Writes full-text index rows `(email id, account, words)` of emails
     /// that have none yet.
     pub(super) async fn write_search_texts(
@@ -1164,14 +1181,11 @@ where
         if rows.is_empty() {
             return Ok(());
         }
-        let latest: HashMap<i64, &SearchText> = rows.iter().map(|(id, t)| (*id, t)).collect();
-        let ids = distinct(&rows.iter().map(|(id, _)| *id).collect::<Vec<_>>());
         let mut tx = self.write(None).await?;
-        // Only emails that exist (see put_fast_views), with their accounts.
-        let live: Vec<i64> = sqlx::query_scalar(D::SQL.live_emails)
-            .bind(D::ids(&ids))
-            .fetch_all(&mut *tx)
-            .await?;
+        let live_rows = Self::live_rows(&mut tx, rows).await?;
+        let latest: HashMap<i64, &SearchText> = live_rows.iter().copied().collect();
+        let live: Vec<i64> = live_rows.iter().map(|(id, _)| *id).collect();
+        // With their accounts (the index rows name them).
         let accounts: Vec<(i64, i64)> = sqlx::query_as(D::SQL.email_accounts)
             .bind(D::ids(&live))
             .fetch_all(&mut *tx)
@@ -1201,16 +1215,8 @@ where
         if rows.is_empty() {
             return Ok(());
         }
-        // The last row of an id wins.
-        let latest: HashMap<i64, &Vec<u8>> = rows.iter().map(|(id, tree)| (*id, tree)).collect();
-        let ids = distinct(&rows.iter().map(|(id, _)| *id).collect::<Vec<_>>());
         let mut tx = self.write(None).await?;
-        // The email may have been destroyed meanwhile (see put_fast_views).
-        let live: Vec<i64> = sqlx::query_scalar(D::SQL.live_emails)
-            .bind(D::ids(&ids))
-            .fetch_all(&mut *tx)
-            .await?;
-        let trees: Vec<(i64, &Vec<u8>)> = live.iter().map(|id| (*id, latest[id])).collect();
+        let trees = Self::live_rows(&mut tx, rows).await?;
         Self::write_body_structures(&mut tx, &trees, true).await?;
         tx.commit().await?;
         Ok(())
@@ -1235,17 +1241,8 @@ where
         if rows.is_empty() {
             return Ok(());
         }
-        // The last row of an id wins.
-        let latest: HashMap<i64, &FastView> = rows.iter().map(|(id, view)| (*id, view)).collect();
-        let ids = distinct(&rows.iter().map(|(id, _)| *id).collect::<Vec<_>>());
         let mut tx = self.write(None).await?;
-        // The email may have been destroyed meanwhile: write only rows of
-        // emails that exist (held until commit where the database needs it).
-        let live: Vec<i64> = sqlx::query_scalar(D::SQL.live_emails)
-            .bind(D::ids(&ids))
-            .fetch_all(&mut *tx)
-            .await?;
-        let views: Vec<(i64, &FastView)> = live.iter().map(|id| (*id, latest[id])).collect();
+        let views = Self::live_rows(&mut tx, rows).await?;
         Self::write_fast_views(&mut tx, &views, true).await?;
         tx.commit().await?;
         Ok(())
