@@ -61,6 +61,44 @@ const BODY_READ_CONCURRENCY: usize = 16;
 /// A part body to read: its part index, octet range and digest.
 type PartRange = (usize, std::ops::Range<u64>, [u8; 16]);
 
+/// The part bodies a body-values read takes, per email: (slot in the
+/// loaded emails, blob id, ranges). Planned once from the stored trees, so
+/// the octets a caller charges are the octets [`EmailLoader::load_bodies`]
+/// reads.
+pub struct BodyReads(Vec<(usize, String, Vec<PartRange>)>);
+
+impl BodyReads {
+    /// The ranges of the parts whose values `flags` ask for, from the trees
+    /// [`EmailLoader::complete`] loaded.
+    pub fn plan(loaded: &[LoadedEmail], flags: BodyValueFlags) -> Self {
+        let reads = loaded
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, email)| {
+                let tree = email.structure.as_deref()?;
+                let lists = tree.partition();
+                let ranges: Vec<_> = value_parts(tree.root()?, &lists, flags)
+                    .into_iter()
+                    .filter_map(|part| {
+                        let (range, digest) = part.stored_range()?;
+                        Some((part.index(), range, digest))
+                    })
+                    .collect();
+                Some((slot, email.meta.blob_id.clone(), ranges))
+            })
+            .collect();
+        Self(reads)
+    }
+
+    /// The octets these reads take.
+    pub fn octets(&self) -> u64 {
+        self.0
+            .iter()
+            .flat_map(|(_, _, ranges)| ranges.iter().map(|(_, range, _)| range.end - range.start))
+            .fold(0u64, u64::saturating_add)
+    }
+}
+
 /// The bodies of some parts of blob `blob_id`: `(part index, range, digest)`
 /// each, read in one call of the blob store (empty ranges are not read).
 async fn read_part_bodies(
@@ -253,51 +291,17 @@ impl EmailLoader {
         Ok(())
     }
 
-    /// The octets [`EmailLoader::load_bodies`] would read for these flags:
-    /// the raw bodies of the parts whose values are asked, per the stored
-    /// trees ([`EmailLoader::complete`] loaded them).
-    pub fn body_octets(loaded: &[LoadedEmail], flags: BodyValueFlags) -> u64 {
-        loaded
-            .iter()
-            .filter_map(|email| email.structure.as_deref())
-            .flat_map(|tree| {
-                let lists = tree.partition();
-                tree.root()
-                    .map(|root| value_parts(root, &lists, flags))
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter_map(|part| part.stored_range())
-                    .map(|(range, _)| range.end - range.start)
-                    .collect::<Vec<_>>()
-            })
-            .fold(0u64, u64::saturating_add)
-    }
-
-    /// Reads the raw bodies of the parts whose values the flags ask for:
-    /// byte ranges of each message, checked against the digests of its
-    /// stored tree; nothing else of the message. A missing blob, or a range
-    /// that is past its end or does not match, fails the load.
+    /// Reads the raw bodies of the parts `reads` names
+    /// ([`BodyReads::plan`], weighed before by [`BodyReads::octets`]): byte
+    /// ranges of each message, checked against the digests of its stored
+    /// tree; nothing else of the message. A missing blob, or a range that is
+    /// past its end or does not match, fails the load.
     pub async fn load_bodies(
         &self,
         loaded: &mut [LoadedEmail],
-        flags: BodyValueFlags,
+        reads: BodyReads,
     ) -> Result<(), LoadError> {
-        let wanted: Vec<(usize, String, Vec<PartRange>)> = loaded
-            .iter()
-            .enumerate()
-            .filter_map(|(slot, email)| {
-                let tree = email.structure.as_deref()?;
-                let lists = tree.partition();
-                let ranges: Vec<_> = value_parts(tree.root()?, &lists, flags)
-                    .into_iter()
-                    .filter_map(|part| {
-                        let (range, digest) = part.stored_range()?;
-                        Some((part.index(), range, digest))
-                    })
-                    .collect();
-                Some((slot, email.meta.blob_id.clone(), ranges))
-            })
-            .collect();
+        let wanted = reads.0;
         let blobs = &self.blobs;
         let read: Vec<(usize, String, Result<PartBodies, crate::blob::BlobError>)> =
             futures::stream::iter(wanted)

@@ -18,7 +18,7 @@ use crate::jmap::mail::email::query::parse_filter;
 use crate::jmap::mail::get::{found, requested_ids};
 use crate::jmap::{args, ids};
 use crate::mail::body::{self, BodyOctets};
-use crate::mail::load::{EmailLoader, LoadedEmail};
+use crate::mail::load::{BodyReads, LoadedEmail};
 use crate::mail::property::EmailProperty;
 use crate::mail::query::Filter;
 use crate::mail::read_level::{BodyValueFlags, ReadPlan};
@@ -69,9 +69,10 @@ pub async fn search_snippet_get(
         ..BodyValueFlags::default()
     };
     if wants_body {
-        let octets = EmailLoader::body_octets(&loaded, flags);
-        ctx.budget.charge_parse_or_refuse(octets, &jmap.limits)?;
-        jmap.loader.load_bodies(&mut loaded, flags).await?;
+        let reads = BodyReads::plan(&loaded, flags);
+        ctx.budget
+            .charge_parse_or_refuse(reads.octets(), &jmap.limits)?;
+        jmap.loader.load_bodies(&mut loaded, reads).await?;
     }
     // Render, off the async workers: decoding and marking walk the text.
     let snippets = jmap

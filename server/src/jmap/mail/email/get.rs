@@ -27,7 +27,7 @@ use crate::jmap::error::MethodError;
 use crate::jmap::mail::get::{found, get_response, parse_properties, requested_ids};
 use crate::jmap::{Limits, args, ids};
 use crate::mail::fast_view::FastView;
-use crate::mail::load::{EmailLoader, LoadedEmail};
+use crate::mail::load::{BodyReads, LoadedEmail};
 use crate::mail::message::parse_message;
 use crate::mail::property::{BodyProperty, EmailProperty};
 use crate::mail::read_level::{self, BodyValueFlags, ReadLevel};
@@ -160,11 +160,10 @@ pub async fn email_get(
         .complete(ctx.account.id, &mut loaded, plan)
         .await?;
     if plan.body_values {
-        let octets = EmailLoader::body_octets(&loaded, shape.options.flags);
-        ctx.budget.charge_parse_or_refuse(octets, &jmap.limits)?;
-        jmap.loader
-            .load_bodies(&mut loaded, shape.options.flags)
-            .await?;
+        let reads = BodyReads::plan(&loaded, shape.options.flags);
+        ctx.budget
+            .charge_parse_or_refuse(reads.octets(), &jmap.limits)?;
+        jmap.loader.load_bodies(&mut loaded, reads).await?;
     }
 
     // Render: inline for the list view, on the work pool when heavier.
