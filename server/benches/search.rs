@@ -238,7 +238,8 @@ async fn queries(database_url: Option<&str>, messages: usize) {
             let url = format!("sqlite://{}", dir.path().join("fastview.db").display());
             let pool = sqlx::SqlitePool::connect(&url).await.expect("connect");
             sqlx::query_scalar::<_, i64>(
-                "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name LIKE 'email_search%'",
+                "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name LIKE 'email_search%' \
+                 OR name = 'sqlite_autoindex_email_search_keys_1'",
             )
             .fetch_one(&pool)
             .await

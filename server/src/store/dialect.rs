@@ -133,7 +133,8 @@ pub struct Statements {
     /// Hot: `$1` account, `$2` list → (email_id, header_block).
     pub header_blocks: &'static str,
     /// Full-text index rows: `INSERT … (` before `VALUES ($1 email id, $2
-    /// account, $3 header words, $4 body words), …` and what follows them.
+    /// account, $3 receivedAt, $4 header words, $5 body words), …` and what
+    /// follows them.
     pub search_insert_head: &'static str,
     pub search_insert_tail: &'static str,
     /// `$1` list → deletes those emails' full-text rows.
@@ -142,14 +143,20 @@ pub struct Statements {
     /// the matching email ids.
     pub search_ids: &'static str,
     /// Hot: `$1` account, `$2` the dialect's query, `$3` a mailbox or NULL,
-    /// `$4` limit, `$5` offset → (email id, number of matches) of one page
-    /// of the matching emails (in the mailbox) by receivedAt, newest first /
-    /// oldest first, then id in the same direction; `$4` 0 still counts.
+    /// `$4` limit, `$5` offset → the email ids of one page of the matching
+    /// emails (in the mailbox) by receivedAt, newest first / oldest first,
+    /// then id in the same direction.
     pub search_page_desc: &'static str,
     pub search_page_asc: &'static str,
+    /// Hot, where the index keeps its matches in receivedAt order (SQLite's
+    /// search keys, migration 0305): `$1` account, `$2` query, `$3` mailbox
+    /// or NULL, `$4`/`$5` the lowest/highest key, `$6` limit or -1 → (key,
+    /// email id, received_at) of the matches, highest key first.
+    /// `None`: pages are cut from every match ordered.
+    pub search_walk: Option<&'static str>,
     /// `$1` account, `$2` query, `$3` mailbox or NULL → the number of matches.
     pub search_count: &'static str,
-    /// `$1` list → (id, account_id) of those emails that exist.
+    /// `$1` list → (id, account_id, received_at) of those emails that exist.
     pub email_accounts: &'static str,
     /// Hot: `$1` account, `$2` list → (email_id, structure).
     pub body_structures: &'static str,

@@ -76,19 +76,21 @@ macro_rules! listing {
 }
 
 /// A page of the emails a full-text query matches (in mailbox `$3` unless
-/// NULL) by receivedAt, with the count of all of them (`$4` limit, `$5` offset).
+/// NULL) by receivedAt (`$4` limit, `$5` offset). No count with it: a count
+/// would read every match, and the planner could not stop after the page
+/// along `email_search_recent` (migration 0305) for a common word.
 macro_rules! search_page {
     ($direction:literal) => {
         concat!(
-            "SELECT e.id, count(*) OVER () FROM email_search s JOIN emails e ON e.id = s.email_id \
+            "SELECT s.email_id FROM email_search s \
              WHERE s.account_id = $1 AND s.document @@ $2::tsquery AND ($3::bigint IS NULL \
              OR EXISTS (SELECT 1 FROM email_mailboxes m WHERE m.mailbox_id = $3 \
-             AND m.received_at = e.received_at AND m.email_id = e.id)) \
-             ORDER BY e.received_at ",
+             AND m.received_at = s.received_at AND m.email_id = s.email_id)) \
+             ORDER BY s.received_at ",
             $direction,
-            ", e.id ",
+            ", s.email_id ",
             $direction,
-            " LIMIT greatest($4, 1) OFFSET $5"
+            " LIMIT $4 OFFSET $5"
         )
     };
 }
@@ -162,17 +164,18 @@ impl Dialect for PostgresDialect {
         // being destroyed right now is skipped rather than waited for.
         live_emails: "SELECT id FROM emails WHERE id = any($1) ORDER BY id \
              FOR KEY SHARE SKIP LOCKED",
-        email_accounts: "SELECT id, account_id FROM emails WHERE id = any($1)",
+        email_accounts: "SELECT id, account_id, received_at FROM emails WHERE id = any($1)",
         search_page_desc: search_page!("DESC"),
         search_page_asc: search_page!("ASC"),
-        search_count: "SELECT count(*) FROM email_search s JOIN emails e ON e.id = s.email_id \
+        search_walk: None,
+        search_count: "SELECT count(*) FROM email_search s \
              WHERE s.account_id = $1 AND s.document @@ $2::tsquery AND ($3::bigint IS NULL \
              OR EXISTS (SELECT 1 FROM email_mailboxes m WHERE m.mailbox_id = $3 \
-             AND m.received_at = e.received_at AND m.email_id = e.id))",
-        search_insert_head: "INSERT INTO email_search (email_id, account_id, document) \
-             SELECT v.id, v.account, (v.h || v.b)::tsvector FROM (",
-        search_insert_tail: ") AS v(id, account, h, b) ON CONFLICT (email_id) \
-             DO UPDATE SET document = excluded.document",
+             AND m.received_at = s.received_at AND m.email_id = s.email_id))",
+        search_insert_head: "INSERT INTO email_search (email_id, account_id, received_at, document) \
+             SELECT v.id, v.account, v.received, (v.h || v.b)::tsvector FROM (",
+        search_insert_tail: ") AS v(id, account, received, h, b) ON CONFLICT (email_id) \
+             DO UPDATE SET document = excluded.document, received_at = excluded.received_at",
         search_delete: "DELETE FROM email_search WHERE email_id = any($1)",
         search_ids: "SELECT email_id FROM email_search \
              WHERE account_id = $1 AND document @@ $2::tsquery",

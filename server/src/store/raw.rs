@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use sqlx::{ColumnIndex, Database, Encode, Executor, IntoArguments, Type};
 
 use super::dialect::{Column, Dialect};
-use super::sql::{SqlStore, keywords_to_column};
+use super::sql::{SearchRow, SqlStore, keywords_to_column};
 use super::{FastView, NewEmail, SearchText, StoreResult};
 
 /// A table (or group of tables) to copy.
@@ -638,9 +638,12 @@ where
             .filter_map(|r| r.structure.as_ref().map(|tree| (r.id, tree)))
             .collect();
         Self::write_body_structures(tx, &trees, false).await?;
-        let texts: Vec<(i64, i64, &SearchText)> = rows
+        let texts: Vec<SearchRow<'_>> = rows
             .iter()
-            .filter_map(|r| r.search.as_ref().map(|text| (r.id, r.account_id, text)))
+            .filter_map(|r| {
+                let text = r.search.as_ref()?;
+                Some((r.id, r.account_id, r.received_at, text))
+            })
             .collect();
         Self::write_search_texts(tx, &texts).await?;
         Ok(done)

@@ -18,6 +18,7 @@ use std::collections::{HashMap, HashSet};
 use std::marker::PhantomData;
 
 use async_trait::async_trait;
+use futures::TryStreamExt;
 use sqlx::query_builder::Separated;
 use sqlx::{ColumnIndex, Database, Encode, Executor, IntoArguments, Pool, QueryBuilder, Row, Type};
 
@@ -35,6 +36,20 @@ use super::{
 /// Bound values per multi-row statement: below SQLite's 32,766 host
 /// parameters and PostgreSQL's 65,535.
 pub const MAX_BINDS: usize = 30_000;
+
+/// A full-text index row to write: (email id, account, receivedAt in
+/// seconds since 1970, the words).
+pub(super) type SearchRow<'a> = (i64, i64, i64, &'a SearchText);
+
+/// Search keys (SQLite, migration 0305): `partition << 40 | hour << 16 |
+/// slot`. The partition is the account id's low 23 bits.
+const SEARCH_KEY_PARTITIONS: i64 = (1 << 23) - 1;
+/// The hour (since 1970) and slot bits of a key within its partition.
+const SEARCH_KEY_IN_PARTITION: i64 = (1 << 40) - 1;
+/// The hour field, once shifted down by 16.
+const SEARCH_KEY_HOURS: i64 = (1 << 24) - 1;
+/// The slot bits of a key.
+const SEARCH_KEY_SLOTS: i64 = (1 << 16) - 1;
 
 /// An open transaction of dialect `D`.
 pub(super) type Tx<D> = sqlx::Transaction<'static, <D as Dialect>::Db>;
@@ -484,27 +499,90 @@ where
         Ok(live.iter().map(|id| (*id, latest[id])).collect())
     }
 
-    /// Writes full-text index rows `(email id, account, words)` of emails
-    /// that have none yet.
+    /// Writes full-text index rows of emails that have none yet, by account
+    /// and receivedAt: SQLite's search keys then ascend through a batch, and
+    /// FTS5 keeps them in memory until commit instead of writing a segment
+    /// each time a key is lower than the last (migration 0305).
     pub(super) async fn write_search_texts(
         tx: &mut Tx<D>,
-        rows: &[(i64, i64, &SearchText)],
+        rows: &[SearchRow<'_>],
     ) -> StoreResult<u64> {
+        let mut rows = rows.to_vec();
+        rows.sort_by_key(|(id, account, received_at, _)| (*account, *received_at, *id));
         Self::insert_rows(
             tx,
             D::SQL.search_insert_head,
             D::SQL.search_insert_tail,
-            4,
-            rows,
-            |row, (id, account, text)| {
+            5,
+            &rows,
+            |row, (id, account, received_at, text)| {
                 let (headers, body) = D::search_columns(text);
                 row.push_bind(*id)
                     .push_bind(*account)
+                    .push_bind(*received_at)
                     .push_bind(D::text(&headers).into_owned())
                     .push_bind(D::text(&body).into_owned());
             },
         )
         .await
+    }
+
+    /// One page, newest first, of the matches of `query` (in `mailbox`)
+    /// through [`Statements::search_walk`](super::dialect::Statements),
+    /// one statement read as a stream: matches arrive by search key, whose
+    /// hour is never earlier than their email's receivedAt (migration 0305).
+    /// Once `position + limit` matches are in, the walk reads on to the end
+    /// of the last one's hour; there, if that many are at least as new as
+    /// the hour's start, it stops: every match not yet read has a lower key,
+    /// an earlier hour, so is older. Else it goes on an hour further.
+    /// Reads the page and about one hour of matches, not every match.
+    async fn search_walk(
+        &self,
+        walk: &'static str,
+        account: i64,
+        query: &str,
+        mailbox: Option<i64>,
+        position: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<i64>> {
+        if limit <= 0 {
+            return Ok(Vec::new());
+        }
+        let need = (position.max(0) + limit) as usize;
+        let partition = (account & SEARCH_KEY_PARTITIONS) << 40;
+        let mut matches = sqlx::query_as::<_, (i64, i64, i64)>(walk)
+            .bind(account)
+            .bind(query)
+            .bind(mailbox)
+            .bind(partition)
+            .bind(partition | SEARCH_KEY_IN_PARTITION)
+            .bind(-1_i64)
+            .fetch(&self.reader);
+        // (receivedAt, id) of the matches read; the hour (as a key) being read
+        // once `need` are in.
+        let mut seen: Vec<(i64, i64)> = Vec::with_capacity(need);
+        let mut hour: Option<i64> = None;
+        while let Some((key, id, received_at)) = matches.try_next().await? {
+            if let Some(current) = hour.filter(|current| key < *current) {
+                seen.sort_unstable_by(|a, b| b.cmp(a));
+                let hour_start = ((current >> 16) & SEARCH_KEY_HOURS) * 3600;
+                if seen[need - 1].0 >= hour_start {
+                    break;
+                }
+                hour = Some(key & !SEARCH_KEY_SLOTS);
+            }
+            seen.push((received_at, id));
+            if hour.is_none() && seen.len() == need {
+                hour = Some(key & !SEARCH_KEY_SLOTS);
+            }
+        }
+        seen.sort_unstable_by(|a, b| b.cmp(a));
+        Ok(seen
+            .into_iter()
+            .skip(position.max(0) as usize)
+            .take(limit as usize)
+            .map(|(_, id)| id)
+            .collect())
     }
 
     /// Writes stored part trees: replacing rows already there, or, without
@@ -1145,35 +1223,37 @@ where
             return Ok((Vec::new(), 0));
         }
         let query = D::search_query(search);
-        let sql = match descending {
-            true => D::SQL.search_page_desc,
-            false => D::SQL.search_page_asc,
+        // The page and the count on two connections at once: the count
+        // reads every match, the page (mostly) only its own.
+        let page = async {
+            match (D::SQL.search_walk, descending) {
+                (Some(walk), true) => {
+                    self.search_walk(walk, account, &query, mailbox, position, limit)
+                        .await
+                }
+                _ if limit <= 0 => Ok(Vec::new()),
+                (_, descending) => {
+                    let sql = match descending {
+                        true => D::SQL.search_page_desc,
+                        false => D::SQL.search_page_asc,
+                    };
+                    Ok(sqlx::query_scalar(sql)
+                        .bind(account)
+                        .bind(&query)
+                        .bind(mailbox)
+                        .bind(limit)
+                        .bind(position)
+                        .fetch_all(&self.reader)
+                        .await?)
+                }
+            }
         };
-        let rows: Vec<(i64, i64)> = sqlx::query_as(sql)
+        let count = sqlx::query_scalar(D::SQL.search_count)
             .bind(account)
             .bind(&query)
             .bind(mailbox)
-            .bind(limit)
-            .bind(position)
-            .fetch_all(&self.reader)
-            .await?;
-        let total = match rows.first() {
-            Some((_, total)) => *total,
-            // Past the end (or no match): count on their own.
-            None => {
-                sqlx::query_scalar(D::SQL.search_count)
-                    .bind(account)
-                    .bind(&query)
-                    .bind(mailbox)
-                    .fetch_one(&self.reader)
-                    .await?
-            }
-        };
-        let ids = rows
-            .into_iter()
-            .take(limit.max(0) as usize)
-            .map(|(id, _)| id)
-            .collect();
+            .fetch_one(&self.reader);
+        let (ids, total) = tokio::try_join!(page, async { Ok(count.await?) })?;
         Ok((ids, total))
     }
 
@@ -1185,8 +1265,8 @@ where
         let live_rows = Self::live_rows(&mut tx, rows).await?;
         let latest: HashMap<i64, &SearchText> = live_rows.iter().copied().collect();
         let live: Vec<i64> = live_rows.iter().map(|(id, _)| *id).collect();
-        // With their accounts (the index rows name them).
-        let accounts: Vec<(i64, i64)> = sqlx::query_as(D::SQL.email_accounts)
+        // With their accounts and receivedAt (the index rows keep them).
+        let accounts: Vec<(i64, i64, i64)> = sqlx::query_as(D::SQL.email_accounts)
             .bind(D::ids(&live))
             .fetch_all(&mut *tx)
             .await?;
@@ -1194,9 +1274,9 @@ where
             .bind(D::ids(&live))
             .execute(&mut *tx)
             .await?;
-        let texts: Vec<(i64, i64, &SearchText)> = accounts
+        let texts: Vec<SearchRow<'_>> = accounts
             .iter()
-            .map(|(id, account)| (*id, *account, latest[id]))
+            .map(|(id, account, received_at)| (*id, *account, *received_at, latest[id]))
             .collect();
         Self::write_search_texts(&mut tx, &texts).await?;
         tx.commit().await?;

@@ -44,25 +44,60 @@ macro_rules! mailbox_ids {
     };
 }
 
-/// The listing of one mailbox by receivedAt, from its primary key.
 /// A page of the emails a full-text query matches (in mailbox `$3` unless
-/// NULL) by receivedAt, with the count of all of them (`$4` limit, `$5` offset).
+/// NULL) by receivedAt (`$4` limit, `$5` offset): every match ordered, for
+/// the oldest-first order the search keys do not give (migration 0305).
 macro_rules! search_page {
     ($direction:literal) => {
         concat!(
-            "SELECT e.id, count(*) OVER () FROM email_search s CROSS JOIN emails e ON e.id = s.rowid \
-             WHERE email_search MATCH $2 AND e.account_id = $1 AND ($3 IS NULL OR EXISTS \
+            "SELECT k.email_id FROM email_search s \
+             CROSS JOIN email_search_keys k ON k.key = s.rowid \
+             WHERE email_search MATCH $2 AND s.rowid BETWEEN ",
+            search_keys_from!(1),
+            " AND ",
+            search_keys_to!(1),
+            " AND k.account_id = $1 AND ($3 IS NULL OR EXISTS \
              (SELECT 1 FROM email_mailboxes m WHERE m.mailbox_id = $3 \
-             AND m.received_at = e.received_at AND m.email_id = e.id)) \
-             ORDER BY e.received_at ",
+             AND m.received_at = k.received_at AND m.email_id = k.email_id)) \
+             ORDER BY k.received_at ",
             $direction,
-            ", e.id ",
+            ", k.email_id ",
             $direction,
-            " LIMIT max($4, 1) OFFSET $5"
+            " LIMIT $4 OFFSET $5"
         )
     };
 }
 
+/// The lowest search key of account `$n`'s partition (migration 0305).
+macro_rules! search_keys_from {
+    ($n:literal) => {
+        concat!("(($", $n, " & 8388607) << 40)")
+    };
+}
+
+/// The highest search key of account `$n`'s partition.
+macro_rules! search_keys_to {
+    ($n:literal) => {
+        concat!("((($", $n, " & 8388607) << 40) | 1099511627775)")
+    };
+}
+
+/// The matches of a full-text query (in mailbox `$3` unless NULL) whose
+/// search keys are in `$4 ..= $5`, highest key first, at most `$6` (-1: all):
+/// (key, email id, receivedAt). FTS5 returns its matches in rowid order and
+/// stops at the limit: nothing outside the page is read.
+macro_rules! search_walk {
+    () => {
+        "SELECT k.key, k.email_id, k.received_at FROM email_search s \
+         CROSS JOIN email_search_keys k ON k.key = s.rowid \
+         WHERE email_search MATCH $2 AND s.rowid BETWEEN $4 AND $5 AND k.account_id = $1 \
+         AND ($3 IS NULL OR EXISTS (SELECT 1 FROM email_mailboxes m WHERE m.mailbox_id = $3 \
+         AND m.received_at = k.received_at AND m.email_id = k.email_id)) \
+         ORDER BY s.rowid DESC LIMIT $6"
+    };
+}
+
+/// The listing of one mailbox by receivedAt, from its primary key.
 macro_rules! listing {
     ($direction:literal) => {
         concat!(
@@ -146,18 +181,50 @@ impl Dialect for SqliteDialect {
         ),
         delete_memberships: concat!("DELETE FROM email_mailboxes WHERE email_id ", in_list!(1)),
         live_emails: concat!("SELECT id FROM emails WHERE id ", in_list!(1)),
-        email_accounts: concat!("SELECT id, account_id FROM emails WHERE id ", in_list!(1)),
+        email_accounts: concat!(
+            "SELECT id, account_id, received_at FROM emails WHERE id ",
+            in_list!(1)
+        ),
         search_page_desc: search_page!("DESC"),
         search_page_asc: search_page!("ASC"),
-        search_count: "SELECT count(*) FROM email_search s CROSS JOIN emails e ON e.id = s.rowid \
-             WHERE email_search MATCH $2 AND e.account_id = $1 AND ($3 IS NULL OR EXISTS \
+        search_walk: Some(search_walk!()),
+        // The partition's keys are the account's alone unless an account id
+        // above 8,388,607 exists: then each match's account is checked.
+        search_count: concat!(
+            "SELECT CASE WHEN $3 IS NULL AND $1 <= 8388607 \
+             AND coalesce((SELECT max(id) FROM accounts), 0) <= 8388607 \
+             THEN (SELECT count(*) FROM email_search s WHERE email_search MATCH $2 \
+             AND s.rowid BETWEEN ",
+            search_keys_from!(1),
+            " AND ",
+            search_keys_to!(1),
+            ") ELSE (SELECT count(*) FROM email_search s \
+             CROSS JOIN email_search_keys k ON k.key = s.rowid \
+             WHERE email_search MATCH $2 AND s.rowid BETWEEN ",
+            search_keys_from!(1),
+            " AND ",
+            search_keys_to!(1),
+            " AND k.account_id = $1 AND ($3 IS NULL OR EXISTS \
              (SELECT 1 FROM email_mailboxes m WHERE m.mailbox_id = $3 \
-             AND m.received_at = e.received_at AND m.email_id = e.id))",
-        search_insert_head: "INSERT INTO email_search (rowid, account, headers, body)",
+             AND m.received_at = k.received_at AND m.email_id = k.email_id))) END"
+        ),
+        // Through the view of migration 0305: its triggers key the words.
+        search_insert_head: "INSERT INTO email_search_input \
+             (email_id, account_id, received_at, headers, body)",
         search_insert_tail: "",
-        search_delete: concat!("DELETE FROM email_search WHERE rowid ", in_list!(1)),
-        search_ids: "SELECT e.id FROM email_search s CROSS JOIN emails e ON e.id = s.rowid \
-             WHERE email_search MATCH $2 AND e.account_id = $1",
+        search_delete: concat!(
+            "DELETE FROM email_search_input WHERE email_id ",
+            in_list!(1)
+        ),
+        search_ids: concat!(
+            "SELECT k.email_id FROM email_search s \
+             CROSS JOIN email_search_keys k ON k.key = s.rowid \
+             WHERE email_search MATCH $2 AND s.rowid BETWEEN ",
+            search_keys_from!(1),
+            " AND ",
+            search_keys_to!(1),
+            " AND k.account_id = $1"
+        ),
         email_meta: concat!(
             "SELECT e.id, e.blob_id, e.thread_id, e.size, e.received_at, e.keywords, ",
             mailbox_ids!(),
@@ -350,15 +417,16 @@ impl SqliteStore {
     }
 
     /// The query plan SQLite chooses for a search's list view (newest
-    /// first), one line per step: for the test that proves it drives from
-    /// the full-text index, not from the account's emails.
+    /// first: the walk by search key), one line per step: for the test that
+    /// proves it drives from the full-text index in key order, with no sort.
     pub async fn search_page_plan(&self) -> StoreResult<Vec<String>> {
-        let rows = sqlx::query(concat!("EXPLAIN QUERY PLAN ", search_page!("DESC")))
+        let rows = sqlx::query(concat!("EXPLAIN QUERY PLAN ", search_walk!()))
             .bind(1_i64)
             .bind("{headers body} : (\"word\" *)")
             .bind(None::<i64>)
+            .bind(1_i64 << 40)
+            .bind((2_i64 << 40) - 1)
             .bind(50_i64)
-            .bind(0_i64)
             .fetch_all(&self.reader)
             .await?;
         Ok(rows

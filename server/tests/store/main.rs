@@ -101,6 +101,7 @@ mod edges;
 mod emails;
 mod mailboxes;
 mod plans;
+mod search;
 mod storage_full;
 mod threads;
 
