@@ -1,4 +1,4 @@
-//! `fastview account add|list|passwd|set|remove`.
+//! `fastview account add|list|passwd|set|remove|alias`.
 
 use std::io::{BufRead, IsTerminal};
 use std::process::ExitCode;
@@ -59,6 +59,36 @@ pub enum AccountCommand {
     /// Remove an account and all its mail (rows at once, and the blobs no
     /// other account shares).
     Remove {
+        #[arg(value_parser = parse_address)]
+        email: String,
+    },
+    /// The further addresses an account may send as (RFC 8621 Identity
+    /// `email`): a user may create identities for these.
+    #[command(subcommand)]
+    Alias(AliasCommand),
+}
+
+/// `fastview account alias add|remove|list`.
+#[derive(Debug, Subcommand)]
+pub enum AliasCommand {
+    /// Let the account send as ALIAS (`*@example.com`: any address of the
+    /// domain). An address is one account's login or alias, not two.
+    Add {
+        #[arg(value_parser = parse_address)]
+        email: String,
+        #[arg(value_parser = parse_address)]
+        alias: String,
+    },
+    /// Stop the account sending as ALIAS (its identities stay, and are
+    /// refused when they send).
+    Remove {
+        #[arg(value_parser = parse_address)]
+        email: String,
+        #[arg(value_parser = parse_address)]
+        alias: String,
+    },
+    /// List the account's aliases, one per line.
+    List {
         #[arg(value_parser = parse_address)]
         email: String,
     },
@@ -199,8 +229,47 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
             Err(StoreError::NotFound) => bail!("no account {email}"),
             Err(error) => return Err(error.into()),
         },
+        AccountCommand::Alias(command) => alias(app.store.as_ref(), command).await?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs one `account alias` subcommand.
+async fn alias(store: &dyn crate::store::Store, command: AliasCommand) -> anyhow::Result<()> {
+    let (AliasCommand::Add { email, .. }
+    | AliasCommand::Remove { email, .. }
+    | AliasCommand::List { email }) = &command;
+    let email = email.clone();
+    let Some(account) = store.account_by_email(&email).await? else {
+        bail!("no account {email}");
+    };
+    match command {
+        AliasCommand::Add { alias, .. } => {
+            let valid = alias
+                .rsplit_once('@')
+                .is_some_and(|(local, domain)| !local.is_empty() && domain.contains('.'));
+            if !valid {
+                bail!("{alias} is not an address (local@domain, or *@domain)");
+            }
+            match store.add_alias(account.id, &alias).await {
+                Ok(()) => println!("{email} may send as {alias}"),
+                Err(StoreError::Conflict(why)) => bail!("{why}"),
+                Err(error) => return Err(error.into()),
+            }
+        }
+        AliasCommand::Remove { alias, .. } => {
+            if !store.remove_alias(account.id, &alias).await? {
+                bail!("{email} has no alias {alias}");
+            }
+            println!("{email} may no longer send as {alias}");
+        }
+        AliasCommand::List { .. } => {
+            for alias in store.aliases(account.id).await? {
+                println!("{alias}");
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -124,6 +124,12 @@ fn changed_types(
         ("Email", before.email, after.email),
         ("Mailbox", before.mailbox, after.mailbox),
         ("Thread", before.thread, after.thread),
+        ("Identity", before.identity, after.identity),
+        (
+            "VacationResponse",
+            before.vacation_response,
+            after.vacation_response,
+        ),
     ] {
         if old != new && wanted(name) {
             changed.insert(name.to_string(), json!(new.to_string()));
@@ -134,18 +140,32 @@ fn changed_types(
 
 /// The event id of a `state` event: every state of the account.
 fn event_id(states: &States) -> String {
-    format!("{}.{}.{}", states.email, states.mailbox, states.thread)
+    format!(
+        "{}.{}.{}.{}.{}",
+        states.email, states.mailbox, states.thread, states.identity, states.vacation_response
+    )
 }
 
-/// The states a `Last-Event-ID` names, if it is one of ours.
+/// The states a `Last-Event-ID` names, if it is one of ours (an id of a
+/// server before Identity and VacationResponse had states names three: those
+/// two then read as 0, and their first event follows).
 fn parse_event_id(id: &str) -> Option<States> {
-    let mut parts = id.split('.').map(|part| part.parse::<i64>().ok());
-    let states = States {
-        email: parts.next()??,
-        mailbox: parts.next()??,
-        thread: parts.next()??,
+    let parts: Vec<i64> = id
+        .split('.')
+        .map(|part| part.parse::<i64>().ok())
+        .collect::<Option<_>>()?;
+    let (email, mailbox, thread, identity, vacation_response) = match parts[..] {
+        [e, m, t] => (e, m, t, 0, 0),
+        [e, m, t, i, v] => (e, m, t, i, v),
+        _ => return None,
     };
-    parts.next().is_none().then_some(states)
+    Some(States {
+        email,
+        mailbox,
+        thread,
+        identity,
+        vacation_response,
+    })
 }
 
 /// Opens the event stream for the authenticated account.

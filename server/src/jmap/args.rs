@@ -42,3 +42,19 @@ pub fn check_set_size(count: usize, limit: u64) -> Result<(), MethodError> {
         Ok(())
     }
 }
+
+/// A UTCDate (RFC 8620 §1.4) of Unix seconds: `2024-01-02T03:04:05Z`.
+pub fn utc_date(seconds: i64) -> String {
+    chrono::DateTime::from_timestamp(seconds, 0)
+        .unwrap_or_default()
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// The Unix seconds of a UTCDate or other RFC 3339 date-time; `None` for
+/// anything else.
+pub fn parse_utc_date(value: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(value)
+        .ok()
+        .map(|date| date.timestamp())
+}

@@ -38,6 +38,7 @@ use super::error::{MethodError, RequestError};
 use super::mail::{email, mailbox, thread};
 use super::reference::ReferenceError;
 use super::request::{Invocation, Request, Response};
+use super::submission::identity;
 use super::{Jmap, core, reference};
 use crate::metrics::MethodLabel;
 use crate::store::Account;
@@ -74,15 +75,26 @@ const METHODS: &[&str] = &[
     "SearchSnippet/get",
     "Quota/get",
     "Quota/changes",
+    "Identity/get",
+    "Identity/changes",
+    "Identity/set",
+    "VacationResponse/get",
+    "VacationResponse/set",
 ];
 
 /// The capability a method belongs to: `Core/*` and `Blob/copy` (RFC 8620
-/// §6.3) to core, `Quota/*` to quota (RFC 9425), the rest to mail.
+/// §6.3) to core, `Quota/*` to quota (RFC 9425), `Identity/*` and
+/// `EmailSubmission/*` to submission, `VacationResponse/*` to
+/// vacationresponse (RFC 8621 §1.3), the rest to mail.
 fn capability_of(method: &str) -> &'static str {
     if method.starts_with("Core/") || method == "Blob/copy" {
         super::request::CAPABILITY_CORE
     } else if method.starts_with("Quota/") {
         super::request::CAPABILITY_QUOTA
+    } else if method.starts_with("Identity/") || method.starts_with("EmailSubmission/") {
+        super::request::CAPABILITY_SUBMISSION
+    } else if method.starts_with("VacationResponse/") {
+        super::request::CAPABILITY_VACATION
     } else {
         super::request::CAPABILITY_MAIL
     }
@@ -118,6 +130,11 @@ async fn call(
         }
         "Quota/get" => super::quota::quota_get(ctx, arguments).await,
         "Quota/changes" => super::quota::quota_changes(ctx, arguments).await,
+        "Identity/get" => identity::identity_get(ctx, arguments).await,
+        "Identity/changes" => identity::identity_changes(ctx, arguments).await,
+        "Identity/set" => identity::identity_set(ctx, arguments).await,
+        "VacationResponse/get" => super::vacation::vacation_get(ctx, arguments).await,
+        "VacationResponse/set" => super::vacation::vacation_set(ctx, arguments).await,
         _ => Err(MethodError::UnknownMethod),
     }
 }

@@ -16,6 +16,8 @@ pub mod quota;
 pub mod reference;
 pub mod request;
 pub mod session;
+pub mod submission;
+pub mod vacation;
 
 use std::sync::Arc;
 

@@ -14,6 +14,11 @@ pub const CAPABILITY_MAIL: &str = "urn:ietf:params:jmap:mail";
 /// `urn:ietf:params:jmap:quota` (RFC 9425 §2.1).
 pub const CAPABILITY_QUOTA: &str = "urn:ietf:params:jmap:quota";
 
+/// `urn:ietf:params:jmap:submission` (RFC 8621 §1.3.2).
+pub const CAPABILITY_SUBMISSION: &str = "urn:ietf:params:jmap:submission";
+/// `urn:ietf:params:jmap:vacationresponse` (RFC 8621 §1.3.3).
+pub const CAPABILITY_VACATION: &str = "urn:ietf:params:jmap:vacationresponse";
+
 /// Capabilities a request may name in `using`: the ones implemented, and the
 /// other capabilities of the IANA "JMAP Capabilities" registry. Real clients
 /// (the `jmap-client` crate among them) name all of those in every request;
@@ -24,8 +29,8 @@ pub const SUPPORTED_CAPABILITIES: &[&str] = &[
     CAPABILITY_CORE,
     CAPABILITY_MAIL,
     CAPABILITY_QUOTA,
-    "urn:ietf:params:jmap:submission",
-    "urn:ietf:params:jmap:vacationresponse",
+    CAPABILITY_SUBMISSION,
+    CAPABILITY_VACATION,
     "urn:ietf:params:jmap:contacts",
     "urn:ietf:params:jmap:calendars",
     "urn:ietf:params:jmap:websocket",

@@ -5,7 +5,9 @@ use serde_json::{Value, json};
 
 use super::Limits;
 use super::ids;
-use super::request::{CAPABILITY_CORE, CAPABILITY_MAIL, CAPABILITY_QUOTA};
+use super::request::{
+    CAPABILITY_CORE, CAPABILITY_MAIL, CAPABILITY_QUOTA, CAPABILITY_SUBMISSION, CAPABILITY_VACATION,
+};
 use crate::store::Account;
 
 /// Sort properties Email/query accepts (RFC 8621 §4.4.2 `emailQuerySortOptions`).
@@ -69,6 +71,8 @@ pub fn session(
             },
             CAPABILITY_MAIL: {},
             CAPABILITY_QUOTA: {},
+            CAPABILITY_SUBMISSION: {},
+            CAPABILITY_VACATION: {},
         },
         "accounts": {
             account_id.clone(): {
@@ -86,6 +90,13 @@ pub fn session(
                         "mayCreateTopLevelMailbox": true,
                     },
                     CAPABILITY_QUOTA: {},
+                    // RFC 8621 §1.3.2: no delayed sending, no SMTP extensions
+                    // passed through.
+                    CAPABILITY_SUBMISSION: {
+                        "maxDelayedSend": 0,
+                        "submissionExtensions": {},
+                    },
+                    CAPABILITY_VACATION: {},
                 },
             },
         },
@@ -93,6 +104,8 @@ pub fn session(
             CAPABILITY_CORE: account_id,
             CAPABILITY_MAIL: account_id,
             CAPABILITY_QUOTA: account_id,
+            CAPABILITY_SUBMISSION: account_id,
+            CAPABILITY_VACATION: account_id,
         },
         "username": account.email,
         "apiUrl": format!("{base_url}/jmap/api"),

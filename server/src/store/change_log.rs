@@ -12,6 +12,10 @@ pub enum ChangeType {
     Email = 1,
     Mailbox = 2,
     Thread = 3,
+    /// RFC 8621 §6.
+    Identity = 4,
+    /// RFC 8621 §8: the one object `singleton`, logged as object 0.
+    VacationResponse = 5,
 }
 
 /// What happened to an object at one modseq.

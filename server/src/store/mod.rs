@@ -19,6 +19,7 @@
 
 pub mod change_log;
 pub mod dialect;
+mod identity;
 pub mod insert_plan;
 pub mod postgres;
 pub mod raw;
@@ -165,6 +166,47 @@ pub struct States {
     pub email: i64,
     pub mailbox: i64,
     pub thread: i64,
+    pub identity: i64,
+    pub vacation_response: i64,
+}
+
+/// An Identity (RFC 8621 §6) as stored. `reply_to` and `bcc` are JSON
+/// `EmailAddress[]` text, written and read by the JMAP layer; `None` is null.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct IdentityRow {
+    pub id: i64,
+    pub name: String,
+    /// The From address; immutable.
+    pub email: String,
+    pub reply_to: Option<String>,
+    pub bcc: Option<String>,
+    pub text_signature: String,
+    pub html_signature: String,
+    /// False for the identity made with the account (its own address).
+    pub may_delete: bool,
+}
+
+/// The mutable properties of an Identity to change; `None` keeps one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IdentityPatch {
+    pub name: Option<String>,
+    pub reply_to: Option<Option<String>>,
+    pub bcc: Option<Option<String>>,
+    pub text_signature: Option<String>,
+    pub html_signature: Option<String>,
+}
+
+/// The VacationResponse of an account (RFC 8621 §8); dates in Unix
+/// seconds. [`Default`] is the one of an account that never set it:
+/// disabled, everything null.
+#[derive(Debug, Clone, Default, PartialEq, Eq, sqlx::FromRow)]
+pub struct VacationResponse {
+    pub is_enabled: bool,
+    pub from_date: Option<i64>,
+    pub to_date: Option<i64>,
+    pub subject: Option<String>,
+    pub text_body: Option<String>,
+    pub html_body: Option<String>,
 }
 
 /// A mailbox with its counts (RFC 8621 §2).
@@ -539,6 +581,39 @@ pub trait Store: Send + Sync + 'static {
     async fn server_key(&self, name: &str) -> StoreResult<Vec<u8>>;
     /// The account's current state counters.
     async fn states(&self, account: i64) -> StoreResult<States>;
+    /// The account's identities (RFC 8621 §6), by id. The one made with the
+    /// account, for its own address, comes first.
+    async fn identities(&self, account: i64) -> StoreResult<Vec<IdentityRow>>;
+    /// Stores a new identity (`id` and `may_delete` ignored: a new one may
+    /// be deleted) and logs it; its id.
+    async fn create_identity(&self, account: i64, identity: &IdentityRow) -> StoreResult<i64>;
+    /// Changes an identity and logs it; `NotFound` unless the account has it.
+    async fn update_identity(
+        &self,
+        account: i64,
+        id: i64,
+        patch: &IdentityPatch,
+    ) -> StoreResult<()>;
+    /// Deletes an identity and logs it; `NotFound` unless the account has it.
+    async fn destroy_identity(&self, account: i64, id: i64) -> StoreResult<()>;
+    /// The addresses the account may send as besides its own: lowercase,
+    /// sorted.
+    async fn aliases(&self, account: i64) -> StoreResult<Vec<String>>;
+    /// Lets the account send as `address` (stored lowercase). `Conflict`
+    /// when it is another account's login or alias; adding one it has
+    /// changes nothing.
+    async fn add_alias(&self, account: i64, address: &str) -> StoreResult<()>;
+    /// Takes an alias away (its identities stay, and can no longer send);
+    /// false when the account did not have it.
+    async fn remove_alias(&self, account: i64, address: &str) -> StoreResult<bool>;
+    /// The account's VacationResponse (the default when never set).
+    async fn vacation_response(&self, account: i64) -> StoreResult<VacationResponse>;
+    /// Replaces the account's VacationResponse and logs it.
+    async fn set_vacation_response(
+        &self,
+        account: i64,
+        response: &VacationResponse,
+    ) -> StoreResult<()>;
 
     /// All mailboxes of the account with their counts, by id.
     async fn mailboxes(&self, account: i64) -> StoreResult<Vec<MailboxRow>>;

@@ -28,9 +28,9 @@ use super::insert_plan::{self, InsertPlan, ThreadRef};
 use super::raw::{EmailRecord, RawCursor, RawRows, RawTable, RowCounts};
 use super::{
     Account, ApiToken, ChangeKind, ChangeType, Changes, EmailIndex, EmailLists, EmailMeta,
-    EmailUpdate, FastView, Inserted, LogPosition, MailboxPatch, MailboxRow, NewEmail, NewMailbox,
-    QueryRow, Quota, ROLE_MAILBOXES, SearchText, States, Store, StoreError, StoreResult,
-    TextSearch, UpdateOutcome,
+    EmailUpdate, FastView, IdentityPatch, IdentityRow, Inserted, LogPosition, MailboxPatch,
+    MailboxRow, NewEmail, NewMailbox, QueryRow, Quota, ROLE_MAILBOXES, SearchText, States, Store,
+    StoreError, StoreResult, TextSearch, UpdateOutcome, VacationResponse,
 };
 
 /// Bound values per multi-row statement: below SQLite's 32,766 host
@@ -247,7 +247,7 @@ where
     /// Advances the account's modseq and the states of the types the write
     /// changed, and appends its rows to the change log at the new modseq.
     /// Nothing when the write changed nothing.
-    async fn record(tx: &mut Tx<D>, account: i64, set: &ChangeSet) -> StoreResult<()> {
+    pub(super) async fn record(tx: &mut Tx<D>, account: i64, set: &ChangeSet) -> StoreResult<()> {
         if set.is_empty() {
             return Ok(());
         }
@@ -255,13 +255,17 @@ where
             "UPDATE accounts SET modseq = modseq + 1, \
              email_state = CASE WHEN $2 THEN modseq + 1 ELSE email_state END, \
              mailbox_state = CASE WHEN $3 THEN modseq + 1 ELSE mailbox_state END, \
-             thread_state = CASE WHEN $4 THEN modseq + 1 ELSE thread_state END \
+             thread_state = CASE WHEN $4 THEN modseq + 1 ELSE thread_state END, \
+             identity_state = CASE WHEN $5 THEN modseq + 1 ELSE identity_state END, \
+             vacation_state = CASE WHEN $6 THEN modseq + 1 ELSE vacation_state END \
              WHERE id = $1 RETURNING modseq",
         )
         .bind(account)
         .bind(set.touches(ChangeType::Email))
         .bind(set.touches(ChangeType::Mailbox))
         .bind(set.touches(ChangeType::Thread))
+        .bind(set.touches(ChangeType::Identity))
+        .bind(set.touches(ChangeType::VacationResponse))
         .fetch_one(&mut **tx)
         .await?;
         let rows: Vec<(i16, i64, i16, bool)> = set.rows().collect();
@@ -713,6 +717,7 @@ where
             .await?;
             set.record(ChangeType::Mailbox, mailbox, ChangeKind::Created);
         }
+        Self::create_own_identity(&mut tx, id, email, &mut set).await?;
         Self::record(&mut tx, id, &set).await?;
         tx.commit().await?;
         Ok(Account {
@@ -780,6 +785,9 @@ where
             "DELETE FROM thread_refs WHERE account_id = $1",
             "DELETE FROM account_blobs WHERE account_id = $1",
             "DELETE FROM api_tokens WHERE account_id = $1",
+            "DELETE FROM identities WHERE account_id = $1",
+            "DELETE FROM account_aliases WHERE account_id = $1",
+            "DELETE FROM vacation_responses WHERE account_id = $1",
             "DELETE FROM accounts WHERE id = $1",
         ] {
             sqlx::query(statement).bind(id).execute(&mut *tx).await?;
@@ -922,18 +930,67 @@ where
     }
 
     async fn states(&self, account: i64) -> StoreResult<States> {
-        let row: Option<(i64, i64, i64)> = sqlx::query_as(
-            "SELECT email_state, mailbox_state, thread_state FROM accounts WHERE id = $1",
+        let row: Option<(i64, i64, i64, i64, i64)> = sqlx::query_as(
+            "SELECT email_state, mailbox_state, thread_state, identity_state, vacation_state \
+             FROM accounts WHERE id = $1",
         )
         .bind(account)
         .fetch_optional(&self.reader)
         .await?;
-        let (email, mailbox, thread) = row.ok_or(StoreError::NotFound)?;
+        let (email, mailbox, thread, identity, vacation_response) =
+            row.ok_or(StoreError::NotFound)?;
         Ok(States {
             email,
             mailbox,
             thread,
+            identity,
+            vacation_response,
         })
+    }
+
+    async fn identities(&self, account: i64) -> StoreResult<Vec<IdentityRow>> {
+        self.read_identities(account).await
+    }
+
+    async fn create_identity(&self, account: i64, identity: &IdentityRow) -> StoreResult<i64> {
+        self.insert_identity(account, identity).await
+    }
+
+    async fn update_identity(
+        &self,
+        account: i64,
+        id: i64,
+        patch: &IdentityPatch,
+    ) -> StoreResult<()> {
+        self.patch_identity(account, id, patch).await
+    }
+
+    async fn destroy_identity(&self, account: i64, id: i64) -> StoreResult<()> {
+        self.delete_identity(account, id).await
+    }
+
+    async fn aliases(&self, account: i64) -> StoreResult<Vec<String>> {
+        self.read_aliases(account).await
+    }
+
+    async fn add_alias(&self, account: i64, address: &str) -> StoreResult<()> {
+        self.insert_alias(account, address).await
+    }
+
+    async fn remove_alias(&self, account: i64, address: &str) -> StoreResult<bool> {
+        self.delete_alias(account, address).await
+    }
+
+    async fn vacation_response(&self, account: i64) -> StoreResult<VacationResponse> {
+        self.read_vacation_response(account).await
+    }
+
+    async fn set_vacation_response(
+        &self,
+        account: i64,
+        response: &VacationResponse,
+    ) -> StoreResult<()> {
+        self.write_vacation_response(account, response).await
     }
 
     async fn mailboxes(&self, account: i64) -> StoreResult<Vec<MailboxRow>> {
@@ -1491,18 +1548,20 @@ where
         since: LogPosition,
         max_changes: usize,
     ) -> StoreResult<Changes> {
-        let row: Option<(i64, i64, i64, i64)> = sqlx::query_as(
-            "SELECT email_state, mailbox_state, thread_state, changes_from FROM accounts \
-             WHERE id = $1",
+        let row: Option<(i64, i64, i64, i64, i64, i64)> = sqlx::query_as(
+            "SELECT email_state, mailbox_state, thread_state, identity_state, vacation_state, \
+             changes_from FROM accounts WHERE id = $1",
         )
         .bind(account)
         .fetch_optional(&self.reader)
         .await?;
-        let (email, mailbox, thread, from) = row.ok_or(StoreError::NotFound)?;
+        let (email, mailbox, thread, identity, vacation, from) = row.ok_or(StoreError::NotFound)?;
         let state = match kind {
             ChangeType::Email => email,
             ChangeType::Mailbox => mailbox,
             ChangeType::Thread => thread,
+            ChangeType::Identity => identity,
+            ChangeType::VacationResponse => vacation,
         };
         check_since(since, state, from)?;
         let mut collector = ChangeCollector::new(since, max_changes);

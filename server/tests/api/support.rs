@@ -329,6 +329,19 @@ impl TestApp {
     /// Makes method calls (`[name, args]`, call ids "0", "1", …) and returns
     /// the method responses, asserting HTTP 200.
     pub async fn call(&self, account: &TestAccount, calls: Value) -> Vec<Value> {
+        self.call_using(account, &[], calls).await
+    }
+
+    /// [`TestApp::call`] naming further capabilities in `using` besides
+    /// core and mail.
+    pub async fn call_using(
+        &self,
+        account: &TestAccount,
+        using: &[&str],
+        calls: Value,
+    ) -> Vec<Value> {
+        let mut capabilities = vec!["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"];
+        capabilities.extend_from_slice(using);
         let calls: Vec<Value> = calls
             .as_array()
             .expect("calls")
@@ -337,7 +350,7 @@ impl TestApp {
             .map(|(i, call)| json!([call[0], call[1], i.to_string()]))
             .collect();
         let body = json!({
-            "using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+            "using": capabilities,
             "methodCalls": calls,
         });
         let (status, response) = self.api_raw(account, &body).await;

@@ -772,7 +772,9 @@ pub async fn concurrent_writers(store: Arc<dyn Store>) {
         States {
             email: 9,
             mailbox: 9,
-            thread: 9
+            thread: 9,
+            identity: 1,
+            vacation_response: 1,
         }
     );
     assert_eq!(

@@ -11,6 +11,7 @@ use std::cell::OnceCell;
 
 use serde_json::{Map, Value};
 
+use crate::jmap::args::utc_date;
 use crate::jmap::ids;
 use crate::mail::body::{self, BodyOctets, BodyPart, PartBodies};
 use crate::mail::fast_view::FastView;
@@ -232,14 +233,6 @@ fn render_header(fields: Option<&FieldList<'_>>, property: &HeaderProperty) -> V
             Value::Null
         }
     }
-}
-
-/// A UTCDate (RFC 8620 §1.4): `2024-01-02T03:04:05Z`.
-fn utc_date(seconds: i64) -> String {
-    chrono::DateTime::from_timestamp(seconds, 0)
-        .unwrap_or_default()
-        .format("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
 }
 
 #[cfg(test)]

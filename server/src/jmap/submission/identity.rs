@@ -1,0 +1,366 @@
+//! Identity/get, Identity/changes, Identity/set (RFC 8621 §6).
+//!
+//! An account may send as its own address (the identity it was made with,
+//! `mayDelete: false`) and the aliases an operator granted it (`fastview
+//! account alias add`; `*@domain` grants the domain). Creating an identity
+//! for any other address is `forbiddenFrom`.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::jmap::dispatch::CallContext;
+use crate::jmap::error::{MethodError, SetError};
+use crate::jmap::mail::changes::changes;
+use crate::jmap::mail::get::{GetArgs, found, get_response, parse_properties, requested_ids};
+use crate::jmap::mail::set::{SetOutcome, check_request};
+use crate::jmap::{args, ids};
+use crate::store::{ChangeType, IdentityPatch, IdentityRow, StoreError};
+
+/// Every Identity property (RFC 8621 §6).
+const PROPERTIES: &[&str] = &[
+    "id",
+    "name",
+    "email",
+    "replyTo",
+    "bcc",
+    "textSignature",
+    "htmlSignature",
+    "mayDelete",
+];
+
+/// The Identity object of a stored row, with `properties` only.
+fn identity_json(row: &IdentityRow, properties: &[&'static str]) -> Value {
+    let addresses = |stored: &Option<String>| {
+        stored
+            .as_deref()
+            .and_then(|text| serde_json::from_str::<Value>(text).ok())
+            .unwrap_or(Value::Null)
+    };
+    let mut object = Map::new();
+    for property in properties {
+        let value = match *property {
+            "id" => json!(ids::identity_id(row.id)),
+            "name" => json!(row.name),
+            "email" => json!(row.email),
+            "replyTo" => addresses(&row.reply_to),
+            "bcc" => addresses(&row.bcc),
+            "textSignature" => json!(row.text_signature),
+            "htmlSignature" => json!(row.html_signature),
+            _ => json!(row.may_delete),
+        };
+        object.insert(property.to_string(), value);
+    }
+    Value::Object(object)
+}
+
+/// Handles one Identity/get call: all identities when `ids` is null.
+#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+pub async fn identity_get(
+    ctx: &mut CallContext<'_>,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
+    let request: GetArgs = args::parse(arguments)?;
+    args::check_account(ctx.account, &request.account_id)?;
+    // Plan.
+    let mut properties = match &request.properties {
+        None => PROPERTIES.to_vec(),
+        Some(names) => parse_properties(names, |name| {
+            PROPERTIES.iter().find(|p| **p == name).copied()
+        })?,
+    };
+    if !properties.contains(&"id") {
+        properties.insert(0, "id");
+    }
+    let limit = ctx.jmap.limits.max_objects_in_get;
+    let requested = request
+        .ids
+        .map(|ids| requested_ids(ids, limit))
+        .transpose()?;
+    // Load.
+    let store = &ctx.jmap.store;
+    let state = store.states(ctx.account.id).await?.identity;
+    let identities = store.identities(ctx.account.id).await?;
+    // Render.
+    let render = |row: &IdentityRow| identity_json(row, &properties);
+    let (list, not_found) = match requested {
+        None => (identities.iter().map(render).collect(), Vec::new()),
+        Some(requested) => found(&requested, |id| {
+            let id = ids::parse_identity_id(id)?;
+            identities.iter().find(|row| row.id == id).map(render)
+        }),
+    };
+    Ok(get_response(request.account_id, state, list, not_found))
+}
+
+/// Handles one Identity/changes call.
+#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+pub async fn identity_changes(
+    ctx: &mut CallContext<'_>,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
+    let (response, _) = changes(ctx, arguments, ChangeType::Identity, ids::identity_id).await?;
+    Ok(response)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SetRequest {
+    account_id: String,
+    if_in_state: Option<String>,
+    create: Option<HashMap<String, Map<String, Value>>>,
+    update: Option<HashMap<String, Map<String, Value>>>,
+    destroy: Option<Vec<String>>,
+}
+
+/// Whether an account whose own address is `own`, with `aliases`, may send
+/// as `address` (case-insensitively; an alias `*@domain` grants the domain,
+/// and an identity `*@domain` needs exactly that alias).
+pub fn may_send_as(own: &str, aliases: &[String], address: &str) -> bool {
+    let address = address.to_lowercase();
+    if address == own.to_lowercase() || aliases.contains(&address) {
+        return true;
+    }
+    let domain = address.rsplit_once('@').map(|(_, domain)| domain);
+    domain.is_some_and(|domain| {
+        !domain.is_empty() && aliases.iter().any(|alias| *alias == format!("*@{domain}"))
+    })
+}
+
+/// `EmailAddress[]|null` (RFC 8621 §4.1.2.3) as stored: JSON text or null.
+fn addresses(name: &str, value: &Value) -> Result<Option<String>, SetError> {
+    let invalid = || {
+        SetError::invalid_properties(
+            &[name],
+            format!("{name} must be null or a list of {{name, email}} objects"),
+        )
+    };
+    let list = match value {
+        Value::Null => return Ok(None),
+        Value::Array(list) => list,
+        _ => return Err(invalid()),
+    };
+    let mut clean = Vec::with_capacity(list.len());
+    for entry in list {
+        let object = entry.as_object().ok_or_else(invalid)?;
+        if object.keys().any(|key| key != "name" && key != "email") {
+            return Err(invalid());
+        }
+        let email = object.get("email").and_then(Value::as_str);
+        let name_value = object.get("name").unwrap_or(&Value::Null);
+        match (email, name_value) {
+            (Some(email), Value::Null | Value::String(_)) if plausible_address(email) => {
+                clean.push(json!({"name": name_value, "email": email}));
+            }
+            _ => return Err(invalid()),
+        }
+    }
+    Ok(Some(Value::Array(clean).to_string()))
+}
+
+/// One `local@domain` with no space, control character or angle bracket:
+/// what a From or an envelope can carry.
+pub fn plausible_address(address: &str) -> bool {
+    let Some((local, domain)) = address.rsplit_once('@') else {
+        return false;
+    };
+    !local.is_empty()
+        && !domain.is_empty()
+        && address.len() <= 254
+        && !address
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '<' | '>' | ','))
+}
+
+/// A string property, or `invalidProperties`.
+fn string(name: &str, value: &Value) -> Result<String, SetError> {
+    value
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| SetError::invalid_properties(&[name], format!("{name} must be a string")))
+}
+
+/// The properties of a create or update, validated; `email` apart (it is
+/// immutable: given on create, and on update only unchanged).
+fn parse_patch(object: &Map<String, Value>) -> Result<(IdentityPatch, Option<String>), SetError> {
+    let mut patch = IdentityPatch::default();
+    let mut email = None;
+    for (name, value) in object {
+        match name.as_str() {
+            "name" => patch.name = Some(string(name, value)?),
+            "email" => email = Some(string(name, value)?),
+            "replyTo" => patch.reply_to = Some(addresses(name, value)?),
+            "bcc" => patch.bcc = Some(addresses(name, value)?),
+            "textSignature" => patch.text_signature = Some(string(name, value)?),
+            "htmlSignature" => patch.html_signature = Some(string(name, value)?),
+            "id" | "mayDelete" => {
+                return Err(SetError::invalid_properties(
+                    &[name.as_str()],
+                    "server-set property",
+                ));
+            }
+            other => return Err(SetError::invalid_properties(&[other], "unknown property")),
+        }
+    }
+    Ok((patch, email))
+}
+
+/// Handles one Identity/set call: creates, then updates, then destroys.
+#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+pub async fn identity_set(
+    ctx: &mut CallContext<'_>,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
+    let request: SetRequest = args::parse(arguments)?;
+    args::check_account(ctx.account, &request.account_id)?;
+    let store = ctx.jmap.store.clone();
+    let account = ctx.account.id;
+    let old_state = store.states(account).await?.identity;
+    let objects = request.create.as_ref().map_or(0, HashMap::len)
+        + request.update.as_ref().map_or(0, HashMap::len)
+        + request.destroy.as_ref().map_or(0, Vec::len);
+    let limit = ctx.jmap.limits.max_objects_in_set;
+    check_request(request.if_in_state.as_deref(), old_state, objects, limit)?;
+    let aliases = store.aliases(account).await?;
+    let identities = store.identities(account).await?;
+    let mut outcome = SetOutcome::default();
+    let mut creates: Vec<_> = request.create.unwrap_or_default().into_iter().collect();
+    creates.sort_by(|a, b| a.0.cmp(&b.0));
+    for (creation_id, object) in creates {
+        let planned = parse_patch(&object).and_then(|(patch, email)| {
+            let email = email
+                .ok_or_else(|| SetError::invalid_properties(&["email"], "email is required"))?;
+            if !may_send_as(&ctx.account.email, &aliases, &email) {
+                return Err(SetError::new(
+                    "forbiddenFrom",
+                    format!("this account may not send as {email}"),
+                ));
+            }
+            Ok(IdentityRow {
+                id: 0,
+                name: patch.name.unwrap_or_default(),
+                email,
+                reply_to: patch.reply_to.flatten(),
+                bcc: patch.bcc.flatten(),
+                text_signature: patch.text_signature.unwrap_or_default(),
+                html_signature: patch.html_signature.unwrap_or_default(),
+                may_delete: true,
+            })
+        });
+        match planned {
+            Ok(row) => {
+                let id = ids::identity_id(store.create_identity(account, &row).await?);
+                ctx.created_ids.insert(creation_id.clone(), id.clone());
+                outcome
+                    .created
+                    .insert(creation_id, json!({"id": id, "mayDelete": true}));
+            }
+            Err(error) => outcome.not_created.push((creation_id, error)),
+        }
+    }
+    let find = |id: &str| {
+        let id = match id.strip_prefix('#') {
+            Some(creation) => ctx.created_ids.get(creation).cloned()?,
+            None => id.to_string(),
+        };
+        ids::parse_identity_id(&id)
+    };
+    for (id, object) in request.update.unwrap_or_default() {
+        let Some(row_id) = find(&id) else {
+            outcome.not_updated.push((id, SetError::not_found()));
+            continue;
+        };
+        let stored = identities.iter().find(|row| row.id == row_id);
+        let planned = parse_patch(&object).and_then(|(patch, email)| match (email, stored) {
+            (Some(email), Some(row)) if email != row.email => Err(SetError::invalid_properties(
+                &["email"],
+                "email is immutable",
+            )),
+            _ => Ok(patch),
+        });
+        match planned {
+            Ok(patch) => match store.update_identity(account, row_id, &patch).await {
+                Ok(()) => {
+                    outcome.updated.insert(id, Value::Null);
+                }
+                Err(StoreError::NotFound) => outcome.not_updated.push((id, SetError::not_found())),
+                Err(error) => return Err(error.into()),
+            },
+            Err(error) => outcome.not_updated.push((id, error)),
+        }
+    }
+    for id in request.destroy.unwrap_or_default() {
+        let Some(row_id) = find(&id) else {
+            outcome.not_destroyed.push((id, SetError::not_found()));
+            continue;
+        };
+        if identities
+            .iter()
+            .any(|row| row.id == row_id && !row.may_delete)
+        {
+            let error = SetError::new("forbidden", "the account's own identity cannot be deleted");
+            outcome.not_destroyed.push((id, error));
+            continue;
+        }
+        match store.destroy_identity(account, row_id).await {
+            Ok(()) => outcome.destroyed.push(id),
+            Err(StoreError::NotFound) => outcome.not_destroyed.push((id, SetError::not_found())),
+            Err(error) => return Err(error.into()),
+        }
+    }
+    let new_state = store.states(account).await?.identity;
+    Ok(outcome.into_response(request.account_id, old_state, new_state))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_account_sends_as_itself_and_its_aliases_only() {
+        let aliases = vec!["sales@example.com".to_string(), "*@example.org".to_string()];
+        assert!(may_send_as("Ann@Example.com", &aliases, "ann@example.COM"));
+        assert!(may_send_as(
+            "ann@example.com",
+            &aliases,
+            "SALES@example.com"
+        ));
+        assert!(may_send_as(
+            "ann@example.com",
+            &aliases,
+            "anyone@example.org"
+        ));
+        assert!(may_send_as("ann@example.com", &aliases, "*@example.org"));
+        assert!(!may_send_as("ann@example.com", &aliases, "bob@example.com"));
+        assert!(!may_send_as(
+            "ann@example.com",
+            &aliases,
+            "x@sub.example.org"
+        ));
+        assert!(!may_send_as("ann@example.com", &aliases, "*@example.com"));
+        assert!(!may_send_as("ann@example.com", &aliases, "nobody"));
+    }
+
+    #[test]
+    fn addresses_are_checked_and_kept_as_json() {
+        let value = json!([{"email": "a@example.com"}, {"name": "B", "email": "b@example.com"}]);
+        assert_eq!(
+            addresses("replyTo", &value).unwrap().as_deref(),
+            Some(r#"[{"email":"a@example.com","name":null},{"email":"b@example.com","name":"B"}]"#)
+        );
+        assert_eq!(addresses("bcc", &Value::Null).unwrap(), None);
+        for bad in [
+            json!("a@example.com"),
+            json!([{"email": "not an address"}]),
+            json!([{"email": "a@example.com", "extra": 1}]),
+            json!([{"name": 3, "email": "a@example.com"}]),
+        ] {
+            let error = addresses("bcc", &bad).unwrap_err();
+            assert_eq!(
+                (error.kind, error.properties),
+                ("invalidProperties", vec!["bcc".into()])
+            );
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! VacationResponse/get and VacationResponse/set (RFC 8621 §8): one object
+//! per account, id `singleton`, disabled until set. It answers mail
+//! delivered to the account while enabled and within its dates.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::jmap::args::{self, parse_utc_date, utc_date};
+use crate::jmap::dispatch::CallContext;
+use crate::jmap::error::{MethodError, SetError};
+use crate::jmap::mail::get::{GetArgs, found, get_response, parse_properties, requested_ids};
+use crate::jmap::mail::set::{SetOutcome, check_request};
+use crate::store::VacationResponse;
+
+/// The id of the one VacationResponse (RFC 8621 §8).
+pub const SINGLETON: &str = "singleton";
+
+/// Every VacationResponse property.
+const PROPERTIES: &[&str] = &[
+    "id",
+    "isEnabled",
+    "fromDate",
+    "toDate",
+    "subject",
+    "textBody",
+    "htmlBody",
+];
+
+fn vacation_json(response: &VacationResponse, properties: &[&'static str]) -> Value {
+    let date = |seconds: Option<i64>| seconds.map(utc_date);
+    let mut object = Map::new();
+    for property in properties {
+        let value = match *property {
+            "id" => json!(SINGLETON),
+            "isEnabled" => json!(response.is_enabled),
+            "fromDate" => json!(date(response.from_date)),
+            "toDate" => json!(date(response.to_date)),
+            "subject" => json!(response.subject),
+            "textBody" => json!(response.text_body),
+            _ => json!(response.html_body),
+        };
+        object.insert(property.to_string(), value);
+    }
+    Value::Object(object)
+}
+
+/// Handles one VacationResponse/get call.
+#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+pub async fn vacation_get(
+    ctx: &mut CallContext<'_>,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
+    let request: GetArgs = args::parse(arguments)?;
+    args::check_account(ctx.account, &request.account_id)?;
+    let mut properties = match &request.properties {
+        None => PROPERTIES.to_vec(),
+        Some(names) => parse_properties(names, |name| {
+            PROPERTIES.iter().find(|p| **p == name).copied()
+        })?,
+    };
+    if !properties.contains(&"id") {
+        properties.insert(0, "id");
+    }
+    let limit = ctx.jmap.limits.max_objects_in_get;
+    let requested = request
+        .ids
+        .map(|ids| requested_ids(ids, limit))
+        .transpose()?
+        .unwrap_or_else(|| vec![SINGLETON.to_string()]);
+    let store = &ctx.jmap.store;
+    let state = store.states(ctx.account.id).await?.vacation_response;
+    let response = store.vacation_response(ctx.account.id).await?;
+    let (list, not_found) = found(&requested, |id| {
+        (id == SINGLETON).then(|| vacation_json(&response, &properties))
+    });
+    Ok(get_response(request.account_id, state, list, not_found))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SetRequest {
+    account_id: String,
+    if_in_state: Option<String>,
+    create: Option<HashMap<String, Value>>,
+    update: Option<HashMap<String, Map<String, Value>>>,
+    destroy: Option<Vec<String>>,
+}
+
+/// `response` with the properties of an update applied; a property of the
+/// wrong type is `invalidProperties` naming it.
+fn apply(
+    mut response: VacationResponse,
+    patch: &Map<String, Value>,
+) -> Result<VacationResponse, SetError> {
+    let invalid = |name: &str, what: &str| {
+        SetError::invalid_properties(&[name], format!("{name} must be {what}"))
+    };
+    let text = |name: &str, value: &Value| match value {
+        Value::Null => Ok(None),
+        Value::String(text) => Ok(Some(text.clone())),
+        _ => Err(invalid(name, "a string or null")),
+    };
+    let date = |name: &str, value: &Value| match value {
+        Value::Null => Ok(None),
+        Value::String(text) => parse_utc_date(text)
+            .map(Some)
+            .ok_or_else(|| invalid(name, "a UTCDate or null")),
+        _ => Err(invalid(name, "a UTCDate or null")),
+    };
+    for (name, value) in patch {
+        match name.as_str() {
+            "isEnabled" => {
+                response.is_enabled = value.as_bool().ok_or_else(|| invalid(name, "a boolean"))?
+            }
+            "fromDate" => response.from_date = date(name, value)?,
+            "toDate" => response.to_date = date(name, value)?,
+            "subject" => response.subject = text(name, value)?,
+            "textBody" => response.text_body = text(name, value)?,
+            "htmlBody" => response.html_body = text(name, value)?,
+            "id" if value.as_str() == Some(SINGLETON) => {}
+            "id" => return Err(invalid(name, "\"singleton\"")),
+            other => return Err(SetError::invalid_properties(&[other], "unknown property")),
+        }
+    }
+    Ok(response)
+}
+
+/// Handles one VacationResponse/set call: only an update of `singleton`.
+#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+pub async fn vacation_set(
+    ctx: &mut CallContext<'_>,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
+    let request: SetRequest = args::parse(arguments)?;
+    args::check_account(ctx.account, &request.account_id)?;
+    let store = ctx.jmap.store.clone();
+    let account = ctx.account.id;
+    let old_state = store.states(account).await?.vacation_response;
+    let objects = request.create.as_ref().map_or(0, HashMap::len)
+        + request.update.as_ref().map_or(0, HashMap::len)
+        + request.destroy.as_ref().map_or(0, Vec::len);
+    let limit = ctx.jmap.limits.max_objects_in_set;
+    check_request(request.if_in_state.as_deref(), old_state, objects, limit)?;
+    let singleton = || SetError::new("singleton", "there is one VacationResponse, \"singleton\"");
+    let mut outcome = SetOutcome::default();
+    for creation_id in request.create.unwrap_or_default().into_keys() {
+        outcome.not_created.push((creation_id, singleton()));
+    }
+    for (id, patch) in request.update.unwrap_or_default() {
+        if id != SINGLETON {
+            outcome.not_updated.push((id, SetError::not_found()));
+            continue;
+        }
+        let current = store.vacation_response(account).await?;
+        match apply(current, &patch) {
+            Ok(response) => {
+                store.set_vacation_response(account, &response).await?;
+                outcome.updated.insert(id, Value::Null);
+            }
+            Err(error) => outcome.not_updated.push((id, error)),
+        }
+    }
+    for id in request.destroy.unwrap_or_default() {
+        outcome.not_destroyed.push((id, singleton()));
+    }
+    let new_state = store.states(account).await?.vacation_response;
+    Ok(outcome.into_response(request.account_id, old_state, new_state))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_update_changes_what_it_names_and_checks_types() {
+        let patch = json!({"isEnabled": true, "fromDate": "2026-12-24T00:00:00Z",
+            "subject": "Away", "textBody": null});
+        let response = apply(VacationResponse::default(), patch.as_object().unwrap()).unwrap();
+        assert_eq!(
+            response,
+            VacationResponse {
+                is_enabled: true,
+                from_date: Some(1_798_070_400),
+                to_date: None,
+                subject: Some("Away".into()),
+                text_body: None,
+                html_body: None,
+            }
+        );
+        assert_eq!(
+            vacation_json(&response, PROPERTIES),
+            json!({"id": "singleton", "isEnabled": true, "fromDate": "2026-12-24T00:00:00Z",
+                "toDate": null, "subject": "Away", "textBody": null, "htmlBody": null})
+        );
+        for (bad, property) in [
+            (json!({"isEnabled": "yes"}), "isEnabled"),
+            (json!({"toDate": "tomorrow"}), "toDate"),
+            (json!({"subject": 5}), "subject"),
+            (json!({"color": "red"}), "color"),
+        ] {
+            let error = apply(VacationResponse::default(), bad.as_object().unwrap()).unwrap_err();
+            assert_eq!(error.properties, vec![property.to_string()]);
+        }
+    }
+}
