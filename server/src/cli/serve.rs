@@ -202,6 +202,12 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
             std::time::Duration::from_secs(args.gc_every_minutes * 60),
         )
     });
+    // Deliveries a submission left queued (a failure, a restart).
+    let _deliveries = crate::mail::delivery::spawn_periodic(
+        app.store.clone(),
+        app.blobs.clone(),
+        std::time::Duration::from_secs(15),
+    );
     let address = listener.local_addr()?;
     tracing::info!(%address, read_levels = ?args.read_levels, fast_view = ?args.fast_view, "serving JMAP");
     match &args.public_url {

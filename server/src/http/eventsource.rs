@@ -130,6 +130,11 @@ fn changed_types(
             before.vacation_response,
             after.vacation_response,
         ),
+        (
+            "EmailSubmission",
+            before.email_submission,
+            after.email_submission,
+        ),
     ] {
         if old != new && wanted(name) {
             changed.insert(name.to_string(), json!(new.to_string()));
@@ -141,22 +146,27 @@ fn changed_types(
 /// The event id of a `state` event: every state of the account.
 fn event_id(states: &States) -> String {
     format!(
-        "{}.{}.{}.{}.{}",
-        states.email, states.mailbox, states.thread, states.identity, states.vacation_response
+        "{}.{}.{}.{}.{}.{}",
+        states.email,
+        states.mailbox,
+        states.thread,
+        states.identity,
+        states.vacation_response,
+        states.email_submission
     )
 }
 
 /// The states a `Last-Event-ID` names, if it is one of ours (an id of a
-/// server before Identity and VacationResponse had states names three: those
-/// two then read as 0, and their first event follows).
+/// server before Identity, VacationResponse and EmailSubmission had states
+/// names three: those then read as 0, and their first event follows).
 fn parse_event_id(id: &str) -> Option<States> {
     let parts: Vec<i64> = id
         .split('.')
         .map(|part| part.parse::<i64>().ok())
         .collect::<Option<_>>()?;
-    let (email, mailbox, thread, identity, vacation_response) = match parts[..] {
-        [e, m, t] => (e, m, t, 0, 0),
-        [e, m, t, i, v] => (e, m, t, i, v),
+    let (email, mailbox, thread, identity, vacation_response, email_submission) = match parts[..] {
+        [e, m, t] => (e, m, t, 0, 0, 0),
+        [e, m, t, i, v, s] => (e, m, t, i, v, s),
         _ => return None,
     };
     Some(States {
@@ -165,6 +175,7 @@ fn parse_event_id(id: &str) -> Option<States> {
         thread,
         identity,
         vacation_response,
+        email_submission,
     })
 }
 

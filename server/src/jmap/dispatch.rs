@@ -38,7 +38,7 @@ use super::error::{MethodError, RequestError};
 use super::mail::{email, mailbox, thread};
 use super::reference::ReferenceError;
 use super::request::{Invocation, Request, Response};
-use super::submission::identity;
+use super::submission::{email_submission, identity};
 use super::{Jmap, core, reference};
 use crate::metrics::MethodLabel;
 use crate::store::Account;
@@ -51,6 +51,10 @@ pub struct CallContext<'a> {
     pub account: &'a Account,
     pub created_ids: &'a mut HashMap<String, String>,
     pub budget: &'a mut RequestBudget,
+    /// Responses of implicit calls a method made (EmailSubmission/set's
+    /// Email/set, RFC 8621 §7.5), answered right after its own with its
+    /// call id: (name, arguments).
+    pub follow_ups: Vec<(String, Value)>,
 }
 
 /// Every method this server answers, with the name used as the metrics label.
@@ -80,6 +84,10 @@ const METHODS: &[&str] = &[
     "Identity/set",
     "VacationResponse/get",
     "VacationResponse/set",
+    "EmailSubmission/get",
+    "EmailSubmission/changes",
+    "EmailSubmission/query",
+    "EmailSubmission/set",
 ];
 
 /// The capability a method belongs to: `Core/*` and `Blob/copy` (RFC 8620
@@ -133,6 +141,10 @@ async fn call(
         "Identity/get" => identity::identity_get(ctx, arguments).await,
         "Identity/changes" => identity::identity_changes(ctx, arguments).await,
         "Identity/set" => identity::identity_set(ctx, arguments).await,
+        "EmailSubmission/get" => email_submission::submission_get(ctx, arguments).await,
+        "EmailSubmission/changes" => email_submission::submission_changes(ctx, arguments).await,
+        "EmailSubmission/query" => email_submission::submission_query(ctx, arguments).await,
+        "EmailSubmission/set" => email_submission::submission_set(ctx, arguments).await,
         "VacationResponse/get" => super::vacation::vacation_get(ctx, arguments).await,
         "VacationResponse/set" => super::vacation::vacation_set(ctx, arguments).await,
         _ => Err(MethodError::UnknownMethod),
@@ -196,6 +208,7 @@ pub async fn handle(
     let mut changed_state = false;
     for Invocation(method, mut arguments, call_id) in request.method_calls {
         let started = Instant::now();
+        let mut follow_ups = Vec::new();
         let enabled = request.using.iter().any(|c| c == capability_of(&method));
         let result = match reference::resolve(&mut arguments, &responses, &mut budget) {
             // RFC 8620 §3.3: a method of a capability the request did not name in `using`.
@@ -206,8 +219,10 @@ pub async fn handle(
                     account,
                     created_ids: &mut created_ids,
                     budget: &mut budget,
+                    follow_ups: Vec::new(),
                 };
                 let result = guarded(&method, call(&mut ctx, &method, arguments)).await;
+                follow_ups = std::mem::take(&mut ctx.follow_ups);
                 let result = match result {
                     Ok(value) => match budget.charge_json(&value) {
                         Ok(()) => Ok(Ok(value)),
@@ -243,12 +258,16 @@ pub async fn handle(
         match result {
             Ok(value) => {
                 changed_state |= method.ends_with("/set") || method.ends_with("/import");
-                responses.push((method, value, call_id));
+                responses.push((method, value, call_id.clone()));
             }
             Err(error) => {
                 let arguments = error_response(&method, &call_id, &error);
-                responses.push(("error".to_string(), arguments, call_id));
+                responses.push(("error".to_string(), arguments, call_id.clone()));
             }
+        }
+        for (name, value) in follow_ups {
+            changed_state = true;
+            responses.push((name, value, call_id.clone()));
         }
     }
     Ok(Response {

@@ -248,8 +248,10 @@ pub struct SetError {
     pub properties: Vec<String>,
     /// The id of the existing object, for `alreadyExists` (RFC 8620 §5.4).
     pub existing_id: Option<String>,
-    /// The blob ids not found, for `blobNotFound` (RFC 8621 §4.6 `notFound`).
-    pub not_found: Vec<String>,
+    /// Further properties of the SetError object ([`SetError::with`]):
+    /// `notFound` of `blobNotFound` (RFC 8621 §4.6), `maxSize` of
+    /// `tooLarge`, `maxRecipients` and `invalidRecipients` (§7.5).
+    pub extra: Vec<(&'static str, Value)>,
 }
 
 impl SetError {
@@ -260,7 +262,7 @@ impl SetError {
             description: description.into(),
             properties: Vec::new(),
             existing_id: None,
-            not_found: Vec::new(),
+            extra: Vec::new(),
         }
     }
 
@@ -271,8 +273,15 @@ impl SetError {
             description: description.into(),
             properties: properties.iter().map(|p| p.to_string()).collect(),
             existing_id: None,
-            not_found: Vec::new(),
+            extra: Vec::new(),
         }
+    }
+
+    /// This error with a further property `name` (RFC 8621 `notFound`,
+    /// `maxSize`, `maxRecipients`, `invalidRecipients`).
+    pub fn with(mut self, name: &'static str, value: Value) -> Self {
+        self.extra.push((name, value));
+        self
     }
 
     /// `notFound`.
@@ -292,8 +301,8 @@ impl SetError {
         if let Some(id) = &self.existing_id {
             value["existingId"] = json!(id);
         }
-        if !self.not_found.is_empty() {
-            value["notFound"] = json!(self.not_found);
+        for (name, extra) in &self.extra {
+            value[*name] = extra.clone();
         }
         value
     }

@@ -1,7 +1,7 @@
 //! JMAP Id strings (RFC 8620 §1.2) for the integer keys of the store.
 //!
 //! Every object id is a one-letter type prefix followed by the decimal row id
-//! (`a7` account, `m3` mailbox, `e42` email, `t9` thread, `i2` identity), so an id of one type
+//! (`a7` account, `m3` mailbox, `e42` email, `t9` thread, `i2` identity, `s5` submission), so an id of one type
 //! can never be mistaken for another. Blob ids are the hex SHA-256 of the bytes
 //! (see [`crate::blob`]); body-part blob ids append `_` and the part id.
 
@@ -28,6 +28,11 @@ pub fn thread_id(id: i64) -> String {
 /// Renders an identity row id as a JMAP Identity id.
 pub fn identity_id(id: i64) -> String {
     format!("i{id}")
+}
+
+/// Renders an EmailSubmission row id as a JMAP EmailSubmission id.
+pub fn submission_id(id: i64) -> String {
+    format!("s{id}")
 }
 
 /// Blob id of one body part of a message: `{message blobId}_{partId}` (RFC 8621 §4.1.4).
@@ -60,6 +65,11 @@ pub fn parse_mailbox_id(id: &str) -> Option<i64> {
 /// Parses a JMAP Identity id; `None` when it is not one of ours.
 pub fn parse_identity_id(id: &str) -> Option<i64> {
     parse_prefixed('i', id)
+}
+
+/// Parses a JMAP EmailSubmission id; `None` when it is not one of ours.
+pub fn parse_submission_id(id: &str) -> Option<i64> {
+    parse_prefixed('s', id)
 }
 
 /// Parses a JMAP Email id; `None` when it is not one of ours.

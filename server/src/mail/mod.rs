@@ -3,6 +3,7 @@
 
 pub mod body;
 pub mod compose;
+pub mod delivery;
 pub mod fast_view;
 pub mod fsck;
 pub mod gc;
@@ -16,5 +17,6 @@ pub mod query;
 pub mod read_level;
 pub mod search;
 pub mod structure;
+pub mod submission;
 pub mod thread;
 pub mod work;

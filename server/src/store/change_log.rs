@@ -16,6 +16,8 @@ pub enum ChangeType {
     Identity = 4,
     /// RFC 8621 §8: the one object `singleton`, logged as object 0.
     VacationResponse = 5,
+    /// RFC 8621 §7.
+    EmailSubmission = 6,
 }
 
 /// What happened to an object at one modseq.

@@ -113,7 +113,8 @@ pub struct Statements {
     /// `$1` account, `$2` text list of blob ids: their grants deleted.
     pub delete_blob_grants: &'static str,
     /// `$1` text list of blob ids → those an email or a grant of any
-    /// account refers to (the garbage collector's check).
+    /// account, or a delivery not yet done, refers to (the garbage
+    /// collector's check).
     pub referenced_blobs: &'static str,
     /// Which of the text list `$2` the account `$1` may read (its `account_blobs`).
     pub held_blobs: &'static str,

@@ -25,6 +25,7 @@ pub mod postgres;
 pub mod raw;
 pub mod sql;
 pub mod sqlite;
+mod submission;
 
 use std::collections::{HashMap, HashSet};
 
@@ -168,6 +169,7 @@ pub struct States {
     pub thread: i64,
     pub identity: i64,
     pub vacation_response: i64,
+    pub email_submission: i64,
 }
 
 /// An Identity (RFC 8621 §6) as stored. `reply_to` and `bcc` are JSON
@@ -184,6 +186,40 @@ pub struct IdentityRow {
     pub html_signature: String,
     /// False for the identity made with the account (its own address).
     pub may_delete: bool,
+}
+
+/// An EmailSubmission (RFC 8621 §7) as stored. `envelope` is JSON
+/// `Envelope`, `delivery_status` JSON `String[DeliveryStatus]`, both
+/// written and read by the JMAP layer; `send_at` in Unix seconds.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct SubmissionRow {
+    pub id: i64,
+    pub identity_id: i64,
+    pub email_id: i64,
+    pub thread_id: i64,
+    pub envelope: String,
+    pub send_at: i64,
+    pub undo_status: String,
+    pub delivery_status: String,
+}
+
+/// One delivery of a submission not yet done (issue 17): the message as
+/// sent (`blob_id`, Bcc removed) to `recipients` (a JSON array of
+/// addresses), from `mail_from`. Times in Unix seconds.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct Delivery {
+    pub id: i64,
+    pub submission_id: i64,
+    /// The sending account.
+    pub account_id: i64,
+    pub blob_id: String,
+    pub mail_from: String,
+    pub recipients: String,
+    /// The submission's sendAt: what a recipient's copy is stamped with,
+    /// so a retried delivery makes the same octets.
+    pub send_at: i64,
+    /// Tries made before this one.
+    pub attempts: i64,
 }
 
 /// The mutable properties of an Identity to change; `None` keeps one.
@@ -606,6 +642,37 @@ pub trait Store: Send + Sync + 'static {
     /// Takes an alias away (its identities stay, and can no longer send);
     /// false when the account did not have it.
     async fn remove_alias(&self, account: i64, address: &str) -> StoreResult<bool>;
+    /// The account's EmailSubmissions (RFC 8621 §7), by id.
+    async fn submissions(&self, account: i64) -> StoreResult<Vec<SubmissionRow>>;
+    /// Stores a submission (its `id` ignored) with the deliveries that send
+    /// it (their `id` and `submission_id` ignored), in one transaction, and
+    /// logs it; the submission's id and the deliveries as stored.
+    async fn create_submission(
+        &self,
+        account: i64,
+        submission: &SubmissionRow,
+        deliveries: &[Delivery],
+    ) -> StoreResult<(i64, Vec<Delivery>)>;
+    /// Deletes a submission's record (its deliveries go on) and logs it;
+    /// `NotFound` unless the account has it.
+    async fn destroy_submission(&self, account: i64, id: i64) -> StoreResult<()>;
+    /// Takes up to `limit` deliveries due at `now` that no node holds (or
+    /// whose holder's lease ran out), holding each until `now + lease`.
+    async fn take_deliveries(&self, now: i64, lease: i64, limit: i64)
+    -> StoreResult<Vec<Delivery>>;
+    /// Records what a delivery attempt gave: `statuses` (recipient, JSON
+    /// DeliveryStatus) merged into its submission's `delivery_status` (when
+    /// the record still exists; logged), then the delivery deleted, or, with
+    /// `retry_at`, kept for another attempt then, for `recipients` only.
+    async fn finish_delivery(
+        &self,
+        delivery: &Delivery,
+        statuses: &[(String, String)],
+        retry: Option<(i64, String)>,
+    ) -> StoreResult<()>;
+    /// The account whose login or alias `address` is (case-insensitively),
+    /// if any: where mail to it is delivered.
+    async fn account_for_address(&self, address: &str) -> StoreResult<Option<i64>>;
     /// The account's VacationResponse (the default when never set).
     async fn vacation_response(&self, account: i64) -> StoreResult<VacationResponse>;
     /// Replaces the account's VacationResponse and logs it.

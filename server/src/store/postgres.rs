@@ -157,7 +157,8 @@ impl Dialect for PostgresDialect {
         delete_blob_grants: "DELETE FROM account_blobs WHERE account_id = $1 \
              AND blob_id = any($2)",
         referenced_blobs: "SELECT blob_id FROM emails WHERE blob_id = any($1) \
-             UNION SELECT blob_id FROM account_blobs WHERE blob_id = any($1)",
+             UNION SELECT blob_id FROM account_blobs WHERE blob_id = any($1) \
+             UNION SELECT blob_id FROM deliveries WHERE blob_id = any($1)",
         held_blobs: "SELECT blob_id FROM account_blobs WHERE account_id = $1 AND blob_id = any($2)",
         delete_memberships: "DELETE FROM email_mailboxes WHERE email_id = any($1)",
         // KEY SHARE holds the emails against deletion until commit; one

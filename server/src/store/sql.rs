@@ -27,10 +27,11 @@ use super::dialect::{Column, Dialect};
 use super::insert_plan::{self, InsertPlan, ThreadRef};
 use super::raw::{EmailRecord, RawCursor, RawRows, RawTable, RowCounts};
 use super::{
-    Account, ApiToken, ChangeKind, ChangeType, Changes, EmailIndex, EmailLists, EmailMeta,
-    EmailUpdate, FastView, IdentityPatch, IdentityRow, Inserted, LogPosition, MailboxPatch,
-    MailboxRow, NewEmail, NewMailbox, QueryRow, Quota, ROLE_MAILBOXES, SearchText, States, Store,
-    StoreError, StoreResult, TextSearch, UpdateOutcome, VacationResponse,
+    Account, ApiToken, ChangeKind, ChangeType, Changes, Delivery, EmailIndex, EmailLists,
+    EmailMeta, EmailUpdate, FastView, IdentityPatch, IdentityRow, Inserted, LogPosition,
+    MailboxPatch, MailboxRow, NewEmail, NewMailbox, QueryRow, Quota, ROLE_MAILBOXES, SearchText,
+    States, Store, StoreError, StoreResult, SubmissionRow, TextSearch, UpdateOutcome,
+    VacationResponse,
 };
 
 /// Bound values per multi-row statement: below SQLite's 32,766 host
@@ -257,7 +258,8 @@ where
              mailbox_state = CASE WHEN $3 THEN modseq + 1 ELSE mailbox_state END, \
              thread_state = CASE WHEN $4 THEN modseq + 1 ELSE thread_state END, \
              identity_state = CASE WHEN $5 THEN modseq + 1 ELSE identity_state END, \
-             vacation_state = CASE WHEN $6 THEN modseq + 1 ELSE vacation_state END \
+             vacation_state = CASE WHEN $6 THEN modseq + 1 ELSE vacation_state END, \
+             submission_state = CASE WHEN $7 THEN modseq + 1 ELSE submission_state END \
              WHERE id = $1 RETURNING modseq",
         )
         .bind(account)
@@ -266,6 +268,7 @@ where
         .bind(set.touches(ChangeType::Thread))
         .bind(set.touches(ChangeType::Identity))
         .bind(set.touches(ChangeType::VacationResponse))
+        .bind(set.touches(ChangeType::EmailSubmission))
         .fetch_one(&mut **tx)
         .await?;
         let rows: Vec<(i16, i64, i16, bool)> = set.rows().collect();
@@ -788,6 +791,7 @@ where
             "DELETE FROM identities WHERE account_id = $1",
             "DELETE FROM account_aliases WHERE account_id = $1",
             "DELETE FROM vacation_responses WHERE account_id = $1",
+            "DELETE FROM email_submissions WHERE account_id = $1",
             "DELETE FROM accounts WHERE id = $1",
         ] {
             sqlx::query(statement).bind(id).execute(&mut *tx).await?;
@@ -930,14 +934,14 @@ where
     }
 
     async fn states(&self, account: i64) -> StoreResult<States> {
-        let row: Option<(i64, i64, i64, i64, i64)> = sqlx::query_as(
-            "SELECT email_state, mailbox_state, thread_state, identity_state, vacation_state \
-             FROM accounts WHERE id = $1",
+        let row: Option<(i64, i64, i64, i64, i64, i64)> = sqlx::query_as(
+            "SELECT email_state, mailbox_state, thread_state, identity_state, vacation_state, \
+             submission_state FROM accounts WHERE id = $1",
         )
         .bind(account)
         .fetch_optional(&self.reader)
         .await?;
-        let (email, mailbox, thread, identity, vacation_response) =
+        let (email, mailbox, thread, identity, vacation_response, email_submission) =
             row.ok_or(StoreError::NotFound)?;
         Ok(States {
             email,
@@ -945,6 +949,7 @@ where
             thread,
             identity,
             vacation_response,
+            email_submission,
         })
     }
 
@@ -979,6 +984,46 @@ where
 
     async fn remove_alias(&self, account: i64, address: &str) -> StoreResult<bool> {
         self.delete_alias(account, address).await
+    }
+
+    async fn submissions(&self, account: i64) -> StoreResult<Vec<SubmissionRow>> {
+        self.read_submissions(account).await
+    }
+
+    async fn create_submission(
+        &self,
+        account: i64,
+        submission: &SubmissionRow,
+        deliveries: &[Delivery],
+    ) -> StoreResult<(i64, Vec<Delivery>)> {
+        self.insert_submission(account, submission, deliveries)
+            .await
+    }
+
+    async fn destroy_submission(&self, account: i64, id: i64) -> StoreResult<()> {
+        self.delete_submission(account, id).await
+    }
+
+    async fn take_deliveries(
+        &self,
+        now: i64,
+        lease: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<Delivery>> {
+        self.lease_deliveries(now, lease, limit).await
+    }
+
+    async fn finish_delivery(
+        &self,
+        delivery: &Delivery,
+        statuses: &[(String, String)],
+        retry: Option<(i64, String)>,
+    ) -> StoreResult<()> {
+        self.record_delivery(delivery, statuses, retry).await
+    }
+
+    async fn account_for_address(&self, address: &str) -> StoreResult<Option<i64>> {
+        self.address_owner(address).await
     }
 
     async fn vacation_response(&self, account: i64) -> StoreResult<VacationResponse> {
@@ -1548,20 +1593,22 @@ where
         since: LogPosition,
         max_changes: usize,
     ) -> StoreResult<Changes> {
-        let row: Option<(i64, i64, i64, i64, i64, i64)> = sqlx::query_as(
+        let row: Option<(i64, i64, i64, i64, i64, i64, i64)> = sqlx::query_as(
             "SELECT email_state, mailbox_state, thread_state, identity_state, vacation_state, \
-             changes_from FROM accounts WHERE id = $1",
+             submission_state, changes_from FROM accounts WHERE id = $1",
         )
         .bind(account)
         .fetch_optional(&self.reader)
         .await?;
-        let (email, mailbox, thread, identity, vacation, from) = row.ok_or(StoreError::NotFound)?;
+        let (email, mailbox, thread, identity, vacation, submission, from) =
+            row.ok_or(StoreError::NotFound)?;
         let state = match kind {
             ChangeType::Email => email,
             ChangeType::Mailbox => mailbox,
             ChangeType::Thread => thread,
             ChangeType::Identity => identity,
             ChangeType::VacationResponse => vacation,
+            ChangeType::EmailSubmission => submission,
         };
         check_since(since, state, from)?;
         let mut collector = ChangeCollector::new(since, max_changes);

@@ -173,6 +173,8 @@ impl Dialect for SqliteDialect {
             "SELECT blob_id FROM emails WHERE blob_id ",
             in_list!(1),
             " UNION SELECT blob_id FROM account_blobs WHERE blob_id ",
+            in_list!(1),
+            " UNION SELECT blob_id FROM deliveries WHERE blob_id ",
             in_list!(1)
         ),
         held_blobs: concat!(

@@ -30,6 +30,7 @@ mod scale_out;
 mod search;
 mod security;
 mod storage_full;
+mod submission;
 mod sync;
 mod tokens;
 mod uploads;

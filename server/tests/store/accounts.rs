@@ -86,6 +86,7 @@ pub async fn accounts(store: Arc<dyn Store>) {
             thread: 1,
             identity: 1,
             vacation_response: 1,
+            email_submission: 1,
         }
     );
 
@@ -325,6 +326,7 @@ pub async fn states_advance_per_type(store: Arc<dyn Store>) {
         thread,
         identity: 1,
         vacation_response: 1,
+        email_submission: 1,
     };
     assert_eq!(store.states(ann.id).await.unwrap(), states(1, 1, 1));
     let folder = store

@@ -775,6 +775,7 @@ pub async fn concurrent_writers(store: Arc<dyn Store>) {
             thread: 9,
             identity: 1,
             vacation_response: 1,
+            email_submission: 1,
         }
     );
     assert_eq!(

@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use chrono::DateTime;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::import::{ingest_one, parse_received_at};
 use super::set::{parse_keywords, parse_mailbox_ids};
@@ -274,12 +274,11 @@ async fn resolve_part_blocking(
 }
 
 fn blob_not_found(not_found: Vec<String>) -> SetError {
-    let mut error = SetError::new(
+    SetError::new(
         "blobNotFound",
         "a blobId of a body part is not a blob of this account",
-    );
-    error.not_found = not_found;
-    error
+    )
+    .with("notFound", json!(not_found))
 }
 
 /// The `invalidProperties` problems of one create object, gathered so that

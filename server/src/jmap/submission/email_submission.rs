@@ -1,0 +1,676 @@
+//! EmailSubmission/get, /changes, /query, /set (RFC 8621 §7).
+//!
+//! A create checks the identity, the Email and the envelope (derived from
+//! the message when null, §7.5), stores the message as it leaves (Bcc
+//! removed) and the submission with its deliveries in one transaction
+//! (`Store::create_submission`), then delivers at once: a recipient that
+//! is an account here gets a copy in its inbox (`mail/delivery.rs`). What
+//! is not delivered at once stays queued and `fastview serve` retries it.
+//! Sending is immediate (`maxDelayedSend` 0): `undoStatus` is `final`.
+//! `onSuccessUpdateEmail` / `onSuccessDestroyEmail` run as one implicit
+//! Email/set whose response follows this one.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::identity::{may_send_as, plausible_address};
+use crate::jmap::args::{self, parse_utc_date, utc_date};
+use crate::jmap::dispatch::CallContext;
+use crate::jmap::error::{MethodError, SetError};
+use crate::jmap::ids;
+use crate::jmap::mail::changes::changes;
+use crate::jmap::mail::email;
+use crate::jmap::mail::get::{GetArgs, found, get_response, parse_properties, requested_ids};
+use crate::jmap::mail::set::{SetOutcome, check_request};
+use crate::mail::delivery;
+use crate::mail::submission::{derived_envelope, from_addresses, header_end, without_bcc};
+use crate::store::{ChangeType, Delivery, StoreError, SubmissionRow};
+
+/// Every EmailSubmission property (RFC 8621 §7).
+const PROPERTIES: &[&str] = &[
+    "id",
+    "identityId",
+    "emailId",
+    "threadId",
+    "envelope",
+    "sendAt",
+    "undoStatus",
+    "deliveryStatus",
+    "dsnBlobIds",
+    "mdnBlobIds",
+];
+
+/// Recipients one submission may have (`tooManyRecipients` above).
+pub const MAX_RECIPIENTS: usize = 100;
+
+fn submission_json(row: &SubmissionRow, properties: &[&'static str]) -> Value {
+    let parsed = |text: &str| serde_json::from_str::<Value>(text).unwrap_or(Value::Null);
+    let mut object = Map::new();
+    for property in properties {
+        let value = match *property {
+            "id" => json!(ids::submission_id(row.id)),
+            "identityId" => json!(ids::identity_id(row.identity_id)),
+            "emailId" => json!(ids::email_id(row.email_id)),
+            "threadId" => json!(ids::thread_id(row.thread_id)),
+            "envelope" => parsed(&row.envelope),
+            "sendAt" => json!(utc_date(row.send_at)),
+            "undoStatus" => json!(row.undo_status),
+            "deliveryStatus" => parsed(&row.delivery_status),
+            _ => json!([]),
+        };
+        object.insert(property.to_string(), value);
+    }
+    Value::Object(object)
+}
+
+fn requested_properties(names: &Option<Vec<String>>) -> Result<Vec<&'static str>, MethodError> {
+    let mut properties = match names {
+        None => PROPERTIES.to_vec(),
+        Some(names) => parse_properties(names, |name| {
+            PROPERTIES.iter().find(|p| **p == name).copied()
+        })?,
+    };
+    if !properties.contains(&"id") {
+        properties.insert(0, "id");
+    }
+    Ok(properties)
+}
+
+/// Handles one EmailSubmission/get call.
+#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+pub async fn submission_get(
+    ctx: &mut CallContext<'_>,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
+    let request: GetArgs = args::parse(arguments)?;
+    args::check_account(ctx.account, &request.account_id)?;
+    let properties = requested_properties(&request.properties)?;
+    let limit = ctx.jmap.limits.max_objects_in_get;
+    let requested = request
+        .ids
+        .map(|ids| requested_ids(ids, limit))
+        .transpose()?;
+    let store = &ctx.jmap.store;
+    let state = store.states(ctx.account.id).await?.email_submission;
+    let rows = store.submissions(ctx.account.id).await?;
+    let render = |row: &SubmissionRow| submission_json(row, &properties);
+    let (list, not_found) = match requested {
+        None => (rows.iter().map(render).collect(), Vec::new()),
+        Some(requested) => found(&requested, |id| {
+            let id = ids::parse_submission_id(id)?;
+            rows.iter().find(|row| row.id == id).map(render)
+        }),
+    };
+    Ok(get_response(request.account_id, state, list, not_found))
+}
+
+/// Handles one EmailSubmission/changes call.
+#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+pub async fn submission_changes(
+    ctx: &mut CallContext<'_>,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
+    let (response, _) = changes(
+        ctx,
+        arguments,
+        ChangeType::EmailSubmission,
+        ids::submission_id,
+    )
+    .await?;
+    Ok(response)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct QueryRequest {
+    account_id: String,
+    #[serde(default)]
+    filter: Option<Map<String, Value>>,
+    #[serde(default)]
+    sort: Option<Vec<Map<String, Value>>>,
+    #[serde(default)]
+    position: i64,
+    limit: Option<u64>,
+    #[serde(default)]
+    calculate_total: bool,
+}
+
+/// Whether `row` meets a FilterCondition (RFC 8621 §7.3); operators
+/// (`operator`/`conditions`) nest.
+fn matches(row: &SubmissionRow, filter: &Map<String, Value>) -> Result<bool, MethodError> {
+    let invalid = |what: &str| MethodError::InvalidArguments(format!("filter: {what}"));
+    if let Some(operator) = filter.get("operator") {
+        let conditions = filter
+            .get("conditions")
+            .and_then(Value::as_array)
+            .ok_or_else(|| invalid("an operator needs conditions"))?;
+        let mut results = Vec::with_capacity(conditions.len());
+        for condition in conditions {
+            let condition = condition
+                .as_object()
+                .ok_or_else(|| invalid("not an object"))?;
+            results.push(matches(row, condition)?);
+        }
+        return match operator.as_str() {
+            Some("AND") => Ok(results.iter().all(|r| *r)),
+            Some("OR") => Ok(results.iter().any(|r| *r)),
+            Some("NOT") => Ok(!results.iter().any(|r| *r)),
+            _ => Err(invalid("unknown operator")),
+        };
+    }
+    let id_list =
+        |value: &Value, parse: fn(&str) -> Option<i64>| -> Result<Vec<i64>, MethodError> {
+            let list = value.as_array().ok_or_else(|| invalid("an id list"))?;
+            Ok(list
+                .iter()
+                .filter_map(Value::as_str)
+                .filter_map(parse)
+                .collect())
+        };
+    let date = |value: &Value| {
+        value
+            .as_str()
+            .and_then(parse_utc_date)
+            .ok_or_else(|| invalid("before and after are UTCDates"))
+    };
+    for (name, value) in filter {
+        let ok = match name.as_str() {
+            "identityIds" => id_list(value, ids::parse_identity_id)?.contains(&row.identity_id),
+            "emailIds" => id_list(value, ids::parse_email_id)?.contains(&row.email_id),
+            "threadIds" => id_list(value, ids::parse_thread_id)?.contains(&row.thread_id),
+            "undoStatus" => value.as_str() == Some(row.undo_status.as_str()),
+            "before" => row.send_at < date(value)?,
+            "after" => row.send_at >= date(value)?,
+            _ => return Err(MethodError::UnsupportedFilter(name.clone())),
+        };
+        if !ok {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Handles one EmailSubmission/query call (RFC 8621 §7.3): filters and
+/// sorts (`emailId`, `threadId`, `sentAt`) over the account's submissions.
+#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+pub async fn submission_query(
+    ctx: &mut CallContext<'_>,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
+    let request: QueryRequest = args::parse(arguments)?;
+    args::check_account(ctx.account, &request.account_id)?;
+    let store = &ctx.jmap.store;
+    let state = store.states(ctx.account.id).await?.email_submission;
+    let mut rows = Vec::new();
+    for row in store.submissions(ctx.account.id).await? {
+        if request
+            .filter
+            .as_ref()
+            .map_or(Ok(true), |f| matches(&row, f))?
+        {
+            rows.push(row);
+        }
+    }
+    let mut keys = Vec::new();
+    for comparator in request.sort.unwrap_or_default() {
+        let ascending = comparator
+            .get("isAscending")
+            .and_then(Value::as_bool)
+            .unwrap_or(true);
+        match comparator.get("property").and_then(Value::as_str) {
+            Some(p @ ("emailId" | "threadId" | "sentAt")) => keys.push((p.to_string(), ascending)),
+            other => {
+                return Err(MethodError::UnsupportedSort(
+                    other.unwrap_or_default().to_string(),
+                ));
+            }
+        }
+    }
+    rows.sort_by(|a, b| {
+        for (property, ascending) in &keys {
+            let order = match property.as_str() {
+                "emailId" => a.email_id.cmp(&b.email_id),
+                "threadId" => a.thread_id.cmp(&b.thread_id),
+                _ => a.send_at.cmp(&b.send_at),
+            };
+            let order = if *ascending { order } else { order.reverse() };
+            if order.is_ne() {
+                return order;
+            }
+        }
+        a.id.cmp(&b.id)
+    });
+    let total = rows.len() as i64;
+    let start = if request.position < 0 {
+        (total + request.position).max(0)
+    } else {
+        request.position.min(total)
+    };
+    let limit = request
+        .limit
+        .unwrap_or(ctx.jmap.limits.max_objects_in_get)
+        .min(ctx.jmap.limits.max_objects_in_get) as usize;
+    let ids: Vec<String> = rows
+        .iter()
+        .skip(start as usize)
+        .take(limit)
+        .map(|row| ids::submission_id(row.id))
+        .collect();
+    let mut response = json!({
+        "accountId": request.account_id,
+        "queryState": state.to_string(),
+        "canCalculateChanges": false,
+        "position": start,
+        "ids": ids,
+    });
+    if request.calculate_total {
+        response["total"] = json!(total);
+    }
+    Ok(response)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SetRequest {
+    account_id: String,
+    if_in_state: Option<String>,
+    create: Option<HashMap<String, Map<String, Value>>>,
+    update: Option<HashMap<String, Map<String, Value>>>,
+    destroy: Option<Vec<String>>,
+    on_success_update_email: Option<Map<String, Value>>,
+    on_success_destroy_email: Option<Vec<String>>,
+}
+
+/// A submission ready to store: the row, the message as it leaves, and
+/// who gets it.
+struct Planned {
+    row: SubmissionRow,
+    message: Vec<u8>,
+    mail_from: String,
+    recipients: Vec<String>,
+}
+
+/// Handles one EmailSubmission/set call: creates (sends), then updates
+/// (only `undoStatus`, which cannot change once final: `cannotUnsend`),
+/// then destroys (the records; deliveries go on); then the implicit
+/// Email/set of `onSuccessUpdateEmail` and `onSuccessDestroyEmail`.
+#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+pub async fn submission_set(
+    ctx: &mut CallContext<'_>,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
+    let request: SetRequest = args::parse(arguments)?;
+    args::check_account(ctx.account, &request.account_id)?;
+    let store = ctx.jmap.store.clone();
+    let account = ctx.account.id;
+    let old_state = store.states(account).await?.email_submission;
+    let objects = request.create.as_ref().map_or(0, HashMap::len)
+        + request.update.as_ref().map_or(0, HashMap::len)
+        + request.destroy.as_ref().map_or(0, Vec::len);
+    let limit = ctx.jmap.limits.max_objects_in_set;
+    check_request(request.if_in_state.as_deref(), old_state, objects, limit)?;
+    let mut outcome = SetOutcome::default();
+    // Submission id (or `#creationId`) → the Email it sent.
+    let mut sent: HashMap<String, i64> = HashMap::new();
+    let mut creates: Vec<_> = request.create.unwrap_or_default().into_iter().collect();
+    creates.sort_by(|a, b| a.0.cmp(&b.0));
+    for (creation_id, object) in creates {
+        let planned = match plan_create(ctx, &object).await? {
+            Ok(planned) => planned,
+            Err(error) => {
+                outcome.not_created.push((creation_id, error));
+                continue;
+            }
+        };
+        let (id, email_id, created) = send(ctx, planned).await?;
+        let jmap_id = ids::submission_id(id);
+        ctx.created_ids.insert(creation_id.clone(), jmap_id.clone());
+        sent.insert(format!("#{creation_id}"), email_id);
+        sent.insert(jmap_id, email_id);
+        outcome.created.insert(creation_id, created);
+    }
+    let rows = store.submissions(account).await?;
+    let known = |id: &str| {
+        let id = match id.strip_prefix('#') {
+            Some(creation) => ctx.created_ids.get(creation).cloned()?,
+            None => id.to_string(),
+        };
+        let id = ids::parse_submission_id(&id)?;
+        rows.iter().find(|row| row.id == id)
+    };
+    for (id, patch) in request.update.unwrap_or_default() {
+        let Some(row) = known(&id) else {
+            outcome.not_updated.push((id, SetError::not_found()));
+            continue;
+        };
+        let error = match patch.get("undoStatus").and_then(Value::as_str) {
+            _ if patch.keys().any(|key| key != "undoStatus") => Some(SetError::invalid_properties(
+                &["undoStatus"],
+                "only undoStatus may change",
+            )),
+            Some(status) if status == row.undo_status => None,
+            Some("canceled") => Some(SetError::new(
+                "cannotUnsend",
+                "the message was sent at once and cannot be recalled",
+            )),
+            _ => Some(SetError::invalid_properties(
+                &["undoStatus"],
+                "undoStatus may only become \"canceled\"",
+            )),
+        };
+        match error {
+            Some(error) => outcome.not_updated.push((id, error)),
+            None => {
+                sent.insert(id.clone(), row.email_id);
+                outcome.updated.insert(id, Value::Null);
+            }
+        }
+    }
+    for id in request.destroy.unwrap_or_default() {
+        let Some(row) = known(&id) else {
+            outcome.not_destroyed.push((id, SetError::not_found()));
+            continue;
+        };
+        match store.destroy_submission(account, row.id).await {
+            Ok(()) => {
+                sent.insert(id.clone(), row.email_id);
+                outcome.destroyed.push(id);
+            }
+            Err(StoreError::NotFound) => outcome.not_destroyed.push((id, SetError::not_found())),
+            Err(error) => return Err(error.into()),
+        }
+    }
+    let new_state = store.states(account).await?.email_submission;
+    let response = outcome.into_response(request.account_id.clone(), old_state, new_state);
+    let implicit = implicit_email_set(
+        &request.account_id,
+        &sent,
+        request.on_success_update_email,
+        request.on_success_destroy_email,
+    );
+    if let Some(arguments) = implicit {
+        let follow_up = match email::set::email_set(ctx, arguments).await {
+            Ok(response) => ("Email/set".to_string(), response),
+            Err(error) => (
+                "error".to_string(),
+                crate::jmap::dispatch::error_response("Email/set", "implicit", &error),
+            ),
+        };
+        ctx.follow_ups.push(follow_up);
+    }
+    Ok(response)
+}
+
+/// The arguments of the implicit Email/set (RFC 8621 §7.5), or `None` when
+/// there is nothing to do: the patches and destroys of the submissions that
+/// succeeded (`sent`: submission id or `#creationId` → email row id).
+fn implicit_email_set(
+    account_id: &str,
+    sent: &HashMap<String, i64>,
+    update: Option<Map<String, Value>>,
+    destroy: Option<Vec<String>>,
+) -> Option<Map<String, Value>> {
+    let mut updates = Map::new();
+    for (submission, patch) in update.unwrap_or_default() {
+        if let Some(email) = sent.get(&submission) {
+            updates.insert(ids::email_id(*email), patch);
+        }
+    }
+    let destroys: Vec<String> = destroy
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|submission| sent.get(submission))
+        .map(|email| ids::email_id(*email))
+        .collect();
+    if updates.is_empty() && destroys.is_empty() {
+        return None;
+    }
+    let mut arguments = Map::new();
+    arguments.insert("accountId".into(), json!(account_id));
+    if !updates.is_empty() {
+        arguments.insert("update".into(), Value::Object(updates));
+    }
+    if !destroys.is_empty() {
+        arguments.insert("destroy".into(), json!(destroys));
+    }
+    Some(arguments)
+}
+
+/// Checks one create and reads what it sends; `Ok(Err(_))` is the
+/// SetError for this create, `Err(_)` a failure of the whole call.
+async fn plan_create(
+    ctx: &CallContext<'_>,
+    object: &Map<String, Value>,
+) -> Result<Result<Planned, SetError>, MethodError> {
+    let invalid =
+        |property: &str, why: &str| Ok(Err(SetError::invalid_properties(&[property], why)));
+    for name in object.keys() {
+        if !matches!(name.as_str(), "identityId" | "emailId" | "envelope") {
+            let why = match PROPERTIES.contains(&name.as_str()) {
+                true => "server-set property",
+                false => "unknown property",
+            };
+            return invalid(name, why);
+        }
+    }
+    let reference = |name: &str| {
+        let id = object.get(name)?.as_str()?;
+        match id.strip_prefix('#') {
+            Some(creation) => ctx.created_ids.get(creation).cloned(),
+            None => Some(id.to_string()),
+        }
+    };
+    let store = &ctx.jmap.store;
+    let account = ctx.account.id;
+    let identities = store.identities(account).await?;
+    let identity = reference("identityId")
+        .and_then(|id| ids::parse_identity_id(&id))
+        .and_then(|id| identities.into_iter().find(|row| row.id == id));
+    let Some(identity) = identity else {
+        return invalid("identityId", "no such identity");
+    };
+    let email = match reference("emailId").and_then(|id| ids::parse_email_id(&id)) {
+        Some(id) => store.email_meta(account, &[id]).await?.into_iter().next(),
+        None => None,
+    };
+    let Some(email) = email else {
+        return invalid("emailId", "no such email");
+    };
+    let aliases = store.aliases(account).await?;
+    let own = &ctx.account.email;
+    if !may_send_as(own, &aliases, &identity.email) {
+        let why = format!("this account may no longer send as {}", identity.email);
+        return Ok(Err(SetError::new("forbiddenFrom", why)));
+    }
+    let max_size = ctx.jmap.limits.max_size_upload;
+    if email.size as u64 > max_size {
+        let error = SetError::new("tooLarge", format!("at most {max_size} octets may be sent"));
+        return Ok(Err(error.with("maxSize", json!(max_size))));
+    }
+    let raw = match ctx.jmap.blobs.get(&email.blob_id).await {
+        Ok(Some(raw)) => raw,
+        Ok(None) => {
+            return Err(MethodError::server_fail(
+                "reading a message to send",
+                "missing",
+            ));
+        }
+        Err(error) => return Err(MethodError::server_fail("reading a message to send", error)),
+    };
+    let body_start = header_end(&raw);
+    let header_block = &raw[..body_start];
+    let froms = from_addresses(header_block);
+    if froms.is_empty() || froms.iter().any(|from| !may_send_as(own, &aliases, from)) {
+        let why = "the From field must name only addresses this account may send as";
+        return Ok(Err(SetError::new("forbiddenFrom", why)));
+    }
+    let (mail_from, recipients) = match object.get("envelope") {
+        None | Some(Value::Null) => match derived_envelope(header_block) {
+            Ok((from, recipients)) => {
+                // §7.5: an address the identity may not send as gives way to
+                // the identity's.
+                let from = from
+                    .filter(|from| may_send_as(own, &aliases, from))
+                    .unwrap_or_else(|| identity.email.clone());
+                (from, recipients)
+            }
+            Err(error) => return Ok(Err(SetError::new("invalidEmail", error.to_string()))),
+        },
+        Some(envelope) => match given_envelope(envelope) {
+            Some(envelope) => envelope,
+            None => return invalid("envelope", "envelope must be {mailFrom, rcptTo}"),
+        },
+    };
+    if !may_send_as(own, &aliases, &mail_from) {
+        let why = format!("this account may not use {mail_from} as the envelope sender");
+        return Ok(Err(SetError::new("forbiddenMailFrom", why)));
+    }
+    if recipients.is_empty() {
+        return Ok(Err(SetError::new(
+            "noRecipients",
+            "the envelope has no recipient",
+        )));
+    }
+    if recipients.len() > MAX_RECIPIENTS {
+        let error = SetError::new(
+            "tooManyRecipients",
+            format!("at most {MAX_RECIPIENTS} recipients per submission"),
+        );
+        return Ok(Err(error.with("maxRecipients", json!(MAX_RECIPIENTS))));
+    }
+    let mut invalid_recipients = Vec::new();
+    for recipient in &recipients {
+        let local =
+            plausible_address(recipient) && store.account_for_address(recipient).await?.is_some();
+        if !local {
+            invalid_recipients.push(recipient.clone());
+        }
+    }
+    if !invalid_recipients.is_empty() {
+        let error = SetError::new(
+            "invalidRecipients",
+            "only addresses of accounts on this server can be sent to: no SMTP relay is set up",
+        );
+        return Ok(Err(
+            error.with("invalidRecipients", json!(invalid_recipients))
+        ));
+    }
+    let envelope = json!({
+        "mailFrom": {"email": mail_from, "parameters": null},
+        "rcptTo": recipients.iter().map(|r| json!({"email": r, "parameters": null})).collect::<Vec<_>>(),
+    });
+    let statuses: Map<String, Value> = recipients
+        .iter()
+        .map(|r| {
+            (
+                r.clone(),
+                serde_json::from_str(&delivery::queued()).unwrap_or(Value::Null),
+            )
+        })
+        .collect();
+    Ok(Ok(Planned {
+        row: SubmissionRow {
+            id: 0,
+            identity_id: identity.id,
+            email_id: email.id,
+            thread_id: email.thread_id,
+            envelope: envelope.to_string(),
+            send_at: chrono::Utc::now().timestamp(),
+            undo_status: "final".into(),
+            delivery_status: Value::Object(statuses).to_string(),
+        },
+        message: without_bcc(&raw),
+        mail_from,
+        recipients,
+    }))
+}
+
+/// A client's Envelope (RFC 8621 §7): (mailFrom, rcptTo addresses), or
+/// `None` when it is not one. Parameters are accepted and not passed on
+/// (`submissionExtensions` is empty).
+fn given_envelope(value: &Value) -> Option<(String, Vec<String>)> {
+    let address = |value: &Value| -> Option<String> {
+        let object = value.as_object()?;
+        if object
+            .keys()
+            .any(|key| key != "email" && key != "parameters")
+        {
+            return None;
+        }
+        match object.get("parameters") {
+            None | Some(Value::Null) | Some(Value::Object(_)) => {}
+            _ => return None,
+        }
+        object.get("email")?.as_str().map(str::to_string)
+    };
+    let object = value.as_object()?;
+    if object
+        .keys()
+        .any(|key| key != "mailFrom" && key != "rcptTo")
+    {
+        return None;
+    }
+    let mail_from = address(object.get("mailFrom")?)?;
+    let recipients = object
+        .get("rcptTo")?
+        .as_array()?
+        .iter()
+        .map(address)
+        .collect::<Option<Vec<_>>>()?;
+    Some((mail_from, recipients))
+}
+
+/// Stores the message as it leaves and the submission with its delivery,
+/// then delivers at once. Returns the submission id, the Email it sent and
+/// the `created` entry (its server-set properties as they are now).
+async fn send(ctx: &CallContext<'_>, planned: Planned) -> Result<(i64, i64, Value), MethodError> {
+    let (store, blobs) = (&ctx.jmap.store, &ctx.jmap.blobs);
+    let account = ctx.account.id;
+    let blob_id = blobs
+        .put(planned.message)
+        .await
+        .map_err(|error| MethodError::server_fail("storing a message to send", error))?;
+    let delivery = Delivery {
+        id: 0,
+        submission_id: 0,
+        account_id: account,
+        blob_id,
+        mail_from: planned.mail_from,
+        recipients: serde_json::to_string(&planned.recipients).unwrap_or_default(),
+        send_at: planned.row.send_at,
+        attempts: 0,
+    };
+    let (id, deliveries) = store
+        .create_submission(account, &planned.row, &[delivery])
+        .await?;
+    let now = chrono::Utc::now().timestamp();
+    for delivery in &deliveries {
+        // A failure here leaves the delivery queued: `serve` retries it.
+        if let Err(error) =
+            delivery::deliver(store.as_ref(), blobs, delivery::HOST, delivery, now).await
+        {
+            tracing::warn!(submission = id, %error, "delivery left for a retry");
+        }
+    }
+    let row = store
+        .submissions(account)
+        .await?
+        .into_iter()
+        .find(|row| row.id == id);
+    let delivery_status = row
+        .as_ref()
+        .map(|row| serde_json::from_str(&row.delivery_status).unwrap_or(Value::Null))
+        .unwrap_or(Value::Null);
+    let created = json!({
+        "id": ids::submission_id(id),
+        "threadId": ids::thread_id(planned.row.thread_id),
+        "sendAt": utc_date(planned.row.send_at),
+        "undoStatus": planned.row.undo_status,
+        "deliveryStatus": delivery_status,
+        "dsnBlobIds": [],
+        "mdnBlobIds": [],
+    });
+    Ok((id, planned.row.email_id, created))
+}

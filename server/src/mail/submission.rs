@@ -1,0 +1,238 @@
+//! A message on its way out (issue 17, RFC 8621 §7.5): the envelope a
+//! submission without one gets, the message as it leaves (no Bcc field),
+//! and the trace field a copy delivered on this server carries. Pure: no
+//! I/O.
+
+use serde_json::Value;
+
+use super::header::HeaderFields;
+use super::property::HeaderProperty;
+
+/// Why no envelope can be derived from a message (§7.5: the server SHOULD
+/// reject a submission whose Sender or From is ambiguous).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvelopeError {
+    #[error("the message has more than one {0} field")]
+    ManyFields(&'static str),
+    #[error("the {0} field has more than one address")]
+    ManyAddresses(&'static str),
+}
+
+/// The addresses of every `name` field of a header block, field by field,
+/// as Email/get's `header:{name}:asAddresses:all` reads them.
+fn addresses_by_field(fields: &HeaderFields, name: &str) -> Vec<Vec<String>> {
+    let Some(property) = HeaderProperty::parse(&format!("header:{name}:asAddresses:all")) else {
+        return Vec::new();
+    };
+    let Value::Array(per_field) = fields.render(&property) else {
+        return Vec::new();
+    };
+    per_field
+        .iter()
+        .map(|field| {
+            field
+                .as_array()
+                .map(|list| {
+                    list.iter()
+                        .filter_map(|address| address["email"].as_str())
+                        .filter(|email| !email.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Every From address of a message's header block.
+pub fn from_addresses(header_block: &[u8]) -> Vec<String> {
+    let fields = HeaderFields::parse(header_block.to_vec());
+    addresses_by_field(&fields, "From").concat()
+}
+
+/// The envelope of a submission that gives none (RFC 8621 §7.5): MAIL FROM
+/// the address of the Sender field, else of the From field (`None` when
+/// there is neither); RCPT TO the To, Cc and Bcc addresses, each once
+/// (compared case-insensitively), in that order.
+pub fn derived_envelope(
+    header_block: &[u8],
+) -> Result<(Option<String>, Vec<String>), EnvelopeError> {
+    let fields = HeaderFields::parse(header_block.to_vec());
+    let mut mail_from = None;
+    for name in ["Sender", "From"] {
+        let found = addresses_by_field(&fields, name);
+        match found.as_slice() {
+            [] => continue,
+            [one] if one.len() > 1 => return Err(EnvelopeError::ManyAddresses(name)),
+            [one] => {
+                mail_from = one.first().cloned();
+                break;
+            }
+            _ => return Err(EnvelopeError::ManyFields(name)),
+        }
+    }
+    let mut recipients: Vec<String> = Vec::new();
+    for name in ["To", "Cc", "Bcc"] {
+        for address in addresses_by_field(&fields, name).concat() {
+            if !recipients.iter().any(|r| r.eq_ignore_ascii_case(&address)) {
+                recipients.push(address);
+            }
+        }
+    }
+    Ok((mail_from, recipients))
+}
+
+/// Where a message's header block ends: after the first empty line, or
+/// the whole message when there is none.
+pub fn header_end(raw: &[u8]) -> usize {
+    let mut at = 0;
+    while at < raw.len() {
+        let end = raw[at..]
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(raw.len(), |n| at + n + 1);
+        let line = &raw[at..end];
+        if line == b"\r\n" || line == b"\n" {
+            return end;
+        }
+        at = end;
+    }
+    raw.len()
+}
+
+/// The message without its Bcc fields (RFC 8621 §7.5: the server MUST
+/// remove them during delivery); every other octet as it was.
+pub fn without_bcc(raw: &[u8]) -> Vec<u8> {
+    let end = header_end(raw);
+    let mut out = Vec::with_capacity(raw.len());
+    let mut at = 0;
+    let mut dropping = false;
+    while at < end {
+        let line_end = raw[at..end]
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(end, |n| at + n + 1);
+        let line = &raw[at..line_end];
+        let continuation = matches!(line.first(), Some(b' ' | b'\t'));
+        if !continuation {
+            let name_end = line.iter().position(|b| *b == b':');
+            dropping =
+                name_end.is_some_and(|n| line[..n].trim_ascii().eq_ignore_ascii_case(b"bcc"));
+        }
+        if !dropping || line == b"\r\n" || line == b"\n" {
+            out.extend_from_slice(line);
+        }
+        at = line_end;
+    }
+    out.extend_from_slice(&raw[end..]);
+    out
+}
+
+/// The copy of `raw` delivered to `recipient` on this server: a Received
+/// field (RFC 5321 §4.4) on top, naming the submission and stamped with its
+/// sendAt (`at`, Unix seconds), so that a retried delivery makes the same
+/// octets (and the store recognises the copy it already has).
+pub fn received_copy(
+    raw: &[u8],
+    host: &str,
+    submission: &str,
+    recipient: &str,
+    at: i64,
+) -> Vec<u8> {
+    let date = chrono::DateTime::from_timestamp(at, 0)
+        .unwrap_or_default()
+        .to_rfc2822();
+    let clean = |text: &str| text.replace(['\r', '\n'], "");
+    let field = format!(
+        "Received: by {} (Fastview) with JMAP id {}\r\n\tfor <{}>; {}\r\n",
+        clean(host),
+        clean(submission),
+        clean(recipient),
+        date
+    );
+    let mut out = Vec::with_capacity(field.len() + raw.len());
+    out.extend_from_slice(field.as_bytes());
+    out.extend_from_slice(raw);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MESSAGE: &[u8] = b"From: Ann <ann@example.com>\r\nTo: Bob <bob@example.com>, carol@example.org\r\n\
+Cc: BOB@example.com\r\nBcc: secret@example.net,\r\n  other@example.net\r\nSubject: Hi\r\n\r\nBcc: stays in the body\r\n";
+
+    #[test]
+    fn the_envelope_comes_from_sender_or_from_and_the_recipients() {
+        assert_eq!(
+            derived_envelope(MESSAGE).unwrap(),
+            (
+                Some("ann@example.com".into()),
+                vec![
+                    "bob@example.com".to_string(),
+                    "carol@example.org".into(),
+                    "secret@example.net".into(),
+                    "other@example.net".into()
+                ]
+            )
+        );
+        let sender = b"Sender: desk@example.com\r\nFrom: a@example.com, b@example.com\r\n\r\n";
+        assert_eq!(
+            derived_envelope(sender).unwrap(),
+            (Some("desk@example.com".into()), vec![])
+        );
+        let two = b"From: a@example.com, b@example.com\r\n\r\n";
+        assert_eq!(
+            derived_envelope(two),
+            Err(EnvelopeError::ManyAddresses("From"))
+        );
+        let twice = b"From: a@example.com\r\nFrom: b@example.com\r\n\r\n";
+        assert_eq!(
+            derived_envelope(twice),
+            Err(EnvelopeError::ManyFields("From"))
+        );
+        assert_eq!(
+            derived_envelope(b"Subject: x\r\n\r\n").unwrap(),
+            (None, vec![])
+        );
+        assert_eq!(from_addresses(MESSAGE), vec!["ann@example.com".to_string()]);
+    }
+
+    #[test]
+    fn bcc_fields_go_and_nothing_else_changes() {
+        assert_eq!(
+            without_bcc(MESSAGE),
+            b"From: Ann <ann@example.com>\r\nTo: Bob <bob@example.com>, carol@example.org\r\n\
+Cc: BOB@example.com\r\nSubject: Hi\r\n\r\nBcc: stays in the body\r\n"
+                .to_vec()
+        );
+        let plain = b"Subject: x\nbcc : a@b.c\n\nbody".to_vec();
+        assert_eq!(without_bcc(&plain), b"Subject: x\n\nbody".to_vec());
+        assert_eq!(without_bcc(b"no header end"), b"no header end".to_vec());
+    }
+
+    #[test]
+    fn a_local_copy_is_the_same_octets_every_time() {
+        let one = received_copy(
+            b"Subject: x\r\n\r\nhi",
+            "mail.test",
+            "s1",
+            "bob@example.com",
+            0,
+        );
+        let two = received_copy(
+            b"Subject: x\r\n\r\nhi",
+            "mail.test",
+            "s1",
+            "bob@example.com",
+            0,
+        );
+        assert_eq!(one, two);
+        assert_eq!(
+            String::from_utf8(one).unwrap(),
+            "Received: by mail.test (Fastview) with JMAP id s1\r\n\tfor <bob@example.com>; \
+             Thu, 1 Jan 1970 00:00:00 +0000\r\nSubject: x\r\n\r\nhi"
+        );
+    }
+}

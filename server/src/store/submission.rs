@@ -1,0 +1,215 @@
+//! EmailSubmission records and the delivery queue (issue 17, RFC 8621 §7;
+//! migration 0307). A submission and its deliveries are written in one
+//! transaction; a delivery row stays until its attempt is recorded, so a
+//! crash between the two loses nothing, and a lease keeps two nodes from
+//! working on one delivery at once.
+
+use sqlx::{ColumnIndex, Database, Encode, Executor, IntoArguments, Type};
+
+use super::change_log::{ChangeKind, ChangeSet, ChangeType};
+use super::dialect::{Column, Dialect};
+use super::sql::SqlStore;
+use super::{Delivery, StoreError, StoreResult, SubmissionRow};
+
+impl<D: Dialect> SqlStore<D>
+where
+    for<'c> &'c mut <D::Db as Database>::Connection: Executor<'c, Database = D::Db>,
+    <D::Db as Database>::Arguments: IntoArguments<D::Db>,
+    usize: ColumnIndex<<D::Db as Database>::Row>,
+    for<'s> &'s str: ColumnIndex<<D::Db as Database>::Row>,
+    i16: Column<D::Db>,
+    i64: Column<D::Db>,
+    bool: Column<D::Db>,
+    String: Column<D::Db>,
+    Vec<u8>: Column<D::Db>,
+    Option<i64>: Column<D::Db>,
+    Option<bool>: Column<D::Db>,
+    Option<String>: Column<D::Db>,
+    for<'a> &'a str: Encode<'a, D::Db> + Type<D::Db>,
+{
+    pub(super) async fn read_submissions(&self, account: i64) -> StoreResult<Vec<SubmissionRow>> {
+        Ok(sqlx::query_as(
+            "SELECT id, identity_id, email_id, thread_id, envelope, send_at, undo_status, \
+             delivery_status FROM email_submissions WHERE account_id = $1 ORDER BY id",
+        )
+        .bind(account)
+        .fetch_all(&self.reader)
+        .await?)
+    }
+
+    pub(super) async fn insert_submission(
+        &self,
+        account: i64,
+        submission: &SubmissionRow,
+        deliveries: &[Delivery],
+    ) -> StoreResult<(i64, Vec<Delivery>)> {
+        let mut tx = self.write(Some(account)).await?;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO email_submissions (account_id, identity_id, email_id, thread_id, \
+             envelope, send_at, undo_status, delivery_status) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+        )
+        .bind(account)
+        .bind(submission.identity_id)
+        .bind(submission.email_id)
+        .bind(submission.thread_id)
+        .bind(D::text(&submission.envelope).into_owned())
+        .bind(submission.send_at)
+        .bind(&submission.undo_status)
+        .bind(D::text(&submission.delivery_status).into_owned())
+        .fetch_one(&mut *tx)
+        .await?;
+        // Held for a minute by the node that made them: it delivers them
+        // at once; another node takes one only if it did not.
+        let mut stored = Vec::with_capacity(deliveries.len());
+        for delivery in deliveries {
+            let delivery_id: i64 = sqlx::query_scalar(
+                "INSERT INTO deliveries (submission_id, account_id, blob_id, mail_from, \
+                 recipients, send_at, attempts, next_attempt_at, lease_until) \
+                 VALUES ($1, $2, $3, $4, $5, $6, 0, $6, $6 + 60) RETURNING id",
+            )
+            .bind(id)
+            .bind(account)
+            .bind(&delivery.blob_id)
+            .bind(D::text(&delivery.mail_from).into_owned())
+            .bind(D::text(&delivery.recipients).into_owned())
+            .bind(submission.send_at)
+            .fetch_one(&mut *tx)
+            .await?;
+            stored.push(Delivery {
+                id: delivery_id,
+                submission_id: id,
+                account_id: account,
+                send_at: submission.send_at,
+                attempts: 0,
+                ..delivery.clone()
+            });
+        }
+        let mut set = ChangeSet::default();
+        set.record(ChangeType::EmailSubmission, id, ChangeKind::Created);
+        Self::record(&mut tx, account, &set).await?;
+        tx.commit().await?;
+        Ok((id, stored))
+    }
+
+    pub(super) async fn delete_submission(&self, account: i64, id: i64) -> StoreResult<()> {
+        let mut tx = self.write(Some(account)).await?;
+        let done = sqlx::query("DELETE FROM email_submissions WHERE id = $1 AND account_id = $2")
+            .bind(id)
+            .bind(account)
+            .execute(&mut *tx)
+            .await?;
+        if D::rows_affected(&done) == 0 {
+            return Err(StoreError::NotFound);
+        }
+        let mut set = ChangeSet::default();
+        set.record(ChangeType::EmailSubmission, id, ChangeKind::Destroyed);
+        Self::record(&mut tx, account, &set).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn lease_deliveries(
+        &self,
+        now: i64,
+        lease: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<Delivery>> {
+        // One statement: of two nodes taking at once, the second finds the
+        // rows the first took no longer free (PostgreSQL re-checks the
+        // condition of a row it waited for; SQLite has one writer).
+        Ok(sqlx::query_as(
+            "UPDATE deliveries SET lease_until = $1 + $2 WHERE id IN \
+             (SELECT id FROM deliveries WHERE next_attempt_at <= $1 AND lease_until <= $1 \
+              ORDER BY next_attempt_at, id LIMIT $3) \
+             AND next_attempt_at <= $1 AND lease_until <= $1 \
+             RETURNING id, submission_id, account_id, blob_id, mail_from, recipients, send_at, \
+             attempts",
+        )
+        .bind(now)
+        .bind(lease)
+        .bind(limit)
+        .fetch_all(&self.writer)
+        .await?)
+    }
+
+    pub(super) async fn record_delivery(
+        &self,
+        delivery: &Delivery,
+        statuses: &[(String, String)],
+        retry: Option<(i64, String)>,
+    ) -> StoreResult<()> {
+        let account = delivery.account_id;
+        let mut tx = self.write(Some(account)).await?;
+        let current: Option<String> = sqlx::query_scalar(
+            "SELECT delivery_status FROM email_submissions WHERE id = $1 AND account_id = $2",
+        )
+        .bind(delivery.submission_id)
+        .bind(account)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(current) = current
+            && !statuses.is_empty()
+        {
+            let merged = merge_statuses(&current, statuses);
+            sqlx::query("UPDATE email_submissions SET delivery_status = $2 WHERE id = $1")
+                .bind(delivery.submission_id)
+                .bind(D::text(&merged).into_owned())
+                .execute(&mut *tx)
+                .await?;
+            let mut set = ChangeSet::default();
+            set.record(
+                ChangeType::EmailSubmission,
+                delivery.submission_id,
+                ChangeKind::Updated,
+            );
+            Self::record(&mut tx, account, &set).await?;
+        }
+        match retry {
+            Some((at, recipients)) => {
+                sqlx::query(
+                    "UPDATE deliveries SET attempts = attempts + 1, next_attempt_at = $2, \
+                     lease_until = 0, recipients = $3 WHERE id = $1",
+                )
+                .bind(delivery.id)
+                .bind(at)
+                .bind(D::text(&recipients).into_owned())
+                .execute(&mut *tx)
+                .await?;
+            }
+            None => {
+                sqlx::query("DELETE FROM deliveries WHERE id = $1")
+                    .bind(delivery.id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn address_owner(&self, address: &str) -> StoreResult<Option<i64>> {
+        let address = address.to_lowercase();
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM accounts WHERE lower(email) = $1 \
+             UNION SELECT account_id FROM account_aliases WHERE address = $1",
+        )
+        .bind(address)
+        .fetch_optional(&self.reader)
+        .await?)
+    }
+}
+
+/// A `delivery_status` JSON object with `statuses` (recipient, JSON
+/// DeliveryStatus) put in; text that is not an object starts afresh.
+fn merge_statuses(current: &str, statuses: &[(String, String)]) -> String {
+    let mut object = match serde_json::from_str::<serde_json::Value>(current) {
+        Ok(serde_json::Value::Object(object)) => object,
+        _ => serde_json::Map::new(),
+    };
+    for (recipient, status) in statuses {
+        let status = serde_json::from_str(status).unwrap_or(serde_json::Value::Null);
+        object.insert(recipient.clone(), status);
+    }
+    serde_json::Value::Object(object).to_string()
+}

@@ -1,0 +1,398 @@
+//! Sending (issue 17, RFC 8621 §7): a draft created and submitted in one
+//! request reaches a local recipient's inbox (Bcc gone, a Received field
+//! on top), the sender's copy moves to Sent without `$draft` through the
+//! implicit Email/set, and the submission reads back through /get,
+//! /changes and /query; every SetError of §7.5 where it applies; a delivery
+//! that failed is retried from the queue and delivered once.
+
+use serde_json::{Value, json};
+
+use fastview::mail::delivery;
+use fastview::store::{Delivery, SubmissionRow};
+
+use crate::support::{TestAccount, TestApp, spawn_app};
+
+const SUBMISSION: &str = "urn:ietf:params:jmap:submission";
+
+async fn calls(app: &TestApp, user: &TestAccount, calls: Value) -> Vec<Value> {
+    app.call_using(user, &[SUBMISSION], calls).await
+}
+
+async fn role(app: &TestApp, user: &TestAccount, role: &str) -> String {
+    let got = app
+        .call1(user, "Mailbox/get", json!({"accountId": user.account_id}))
+        .await;
+    got["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == role)
+        .map(|m| m["id"].as_str().unwrap().to_string())
+        .unwrap()
+}
+
+async fn own_identity(app: &TestApp, user: &TestAccount) -> String {
+    let got = calls(
+        app,
+        user,
+        json!([["Identity/get", {"accountId": user.account_id}]]),
+    )
+    .await;
+    got[0][1]["list"][0]["id"].as_str().unwrap().to_string()
+}
+
+/// A draft in Drafts from `from` to `to`, with `bcc`.
+fn draft(drafts: &str, from: &str, to: &str, bcc: &str, subject: &str) -> Value {
+    json!({
+        "mailboxIds": {drafts: true},
+        "keywords": {"$draft": true},
+        "from": [{"name": "Ann", "email": from}],
+        "to": [{"email": to}],
+        "bcc": [{"email": bcc}],
+        "subject": subject,
+        "bodyValues": {"1": {"value": "See you at noon."}},
+        "textBody": [{"partId": "1", "type": "text/plain"}],
+    })
+}
+
+#[tokio::test]
+async fn a_draft_is_sent_to_a_local_account_and_filed_in_sent() {
+    let app = spawn_app().await;
+    let ann = app.account("ann@example.com").await;
+    let bob = app.account("bob@example.com").await;
+    let output = app
+        .cli()
+        .args([
+            "account",
+            "alias",
+            "add",
+            "bob@example.com",
+            "robert@example.com",
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let (drafts, sent) = (
+        role(&app, &ann, "drafts").await,
+        role(&app, &ann, "sent").await,
+    );
+    let identity = own_identity(&app, &ann).await;
+    let before = calls(
+        &app,
+        &ann,
+        json!([["EmailSubmission/get", {"accountId": ann.account_id, "ids": []}]]),
+    )
+    .await[0][1]["state"]
+        .clone();
+    let bob_before = app
+        .call1(
+            &bob,
+            "Email/get",
+            json!({"accountId": bob.account_id, "ids": []}),
+        )
+        .await["state"]
+        .clone();
+
+    let responses = calls(
+        &app,
+        &ann,
+        json!([
+            ["Email/set", {"accountId": ann.account_id, "create": {
+                "d": draft(&drafts, "ann@example.com", "bob@example.com", "robert@example.com", "Lunch")}}],
+            ["EmailSubmission/set", {"accountId": ann.account_id,
+                "create": {"send": {"identityId": identity, "emailId": "#d"}},
+                "onSuccessUpdateEmail": {"#send": {
+                    "keywords/$draft": null,
+                    format!("mailboxIds/{drafts}"): null,
+                    format!("mailboxIds/{sent}"): true}}}],
+        ]),
+    )
+    .await;
+    assert_eq!(responses.len(), 3, "{responses:?}");
+    let email_id = responses[0][1]["created"]["d"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(responses[1][0], "EmailSubmission/set");
+    let created = responses[1][1]["created"]["send"].clone();
+    assert_eq!(created["undoStatus"], "final", "{created}");
+    let yes = json!({"smtpReply": "250 2.1.5 Delivered to a mailbox on this server",
+        "delivered": "yes", "displayed": "unknown"});
+    assert_eq!(
+        created["deliveryStatus"],
+        json!({"bob@example.com": yes, "robert@example.com": yes})
+    );
+    // The implicit Email/set, answered under the same call id.
+    assert_eq!(responses[2][0], "Email/set");
+    assert_eq!(responses[2][2], responses[1][2]);
+    assert_eq!(responses[2][1]["updated"], json!({email_id.clone(): null}));
+
+    let got = app
+        .call1(
+            &ann,
+            "Email/get",
+            json!({"accountId": ann.account_id, "ids": [email_id],
+                "properties": ["mailboxIds", "keywords"]}),
+        )
+        .await;
+    assert_eq!(got["list"][0]["mailboxIds"], json!({sent.clone(): true}));
+    assert_eq!(got["list"][0]["keywords"], json!({}));
+
+    // Bob's inbox has a copy for each of his addresses: a Received field on
+    // top, no Bcc, the rest as Ann wrote it.
+    let changes = app
+        .call1(
+            &bob,
+            "Email/changes",
+            json!({"accountId": bob.account_id, "sinceState": bob_before}),
+        )
+        .await;
+    let arrived = changes["created"].as_array().unwrap().clone();
+    assert_eq!(arrived.len(), 2, "{changes}");
+    let got = app
+        .call1(
+            &bob,
+            "Email/get",
+            json!({"accountId": bob.account_id, "ids": arrived,
+                "properties": ["subject", "mailboxIds", "from", "bcc", "blobId", "header:Received"]}),
+        )
+        .await;
+    let mut received_for = Vec::new();
+    for email in got["list"].as_array().unwrap() {
+        assert_eq!(email["subject"], "Lunch");
+        assert_eq!(email["mailboxIds"], json!({bob.inbox.clone(): true}));
+        assert_eq!(
+            email["from"],
+            json!([{"name": "Ann", "email": "ann@example.com"}])
+        );
+        assert_eq!(email["bcc"], Value::Null);
+        let received = email["header:Received"].as_str().unwrap();
+        assert!(
+            received.starts_with(" by fastview (Fastview) with JMAP id "),
+            "{received}"
+        );
+        received_for.push(
+            received
+                .split('<')
+                .nth(1)
+                .unwrap()
+                .split('>')
+                .next()
+                .unwrap()
+                .to_string(),
+        );
+        let (status, raw) = app
+            .download(&bob, email["blobId"].as_str().unwrap(), "m.eml")
+            .await;
+        assert_eq!(status, 200);
+        let raw = String::from_utf8(raw).unwrap();
+        assert!(raw.starts_with("Received: by fastview"), "{raw}");
+        assert!(!raw.to_lowercase().contains("\nbcc:"), "{raw}");
+        assert!(raw.contains("\r\nSubject: Lunch\r\n"), "{raw}");
+    }
+    received_for.sort();
+    assert_eq!(received_for, vec!["bob@example.com", "robert@example.com"]);
+
+    // The submission reads back.
+    let submission = created["id"].as_str().unwrap().to_string();
+    let responses = calls(
+        &app,
+        &ann,
+        json!([
+            ["EmailSubmission/get", {"accountId": ann.account_id, "ids": [submission, "s999999"]}],
+            ["EmailSubmission/changes", {"accountId": ann.account_id, "sinceState": before}],
+            ["EmailSubmission/query", {"accountId": ann.account_id,
+                "filter": {"emailIds": [email_id], "undoStatus": "final"},
+                "sort": [{"property": "sentAt", "isAscending": false}], "calculateTotal": true}],
+            ["EmailSubmission/query", {"accountId": ann.account_id,
+                "filter": {"identityIds": ["i999999"]}}],
+        ]),
+    )
+    .await;
+    let record = &responses[0][1]["list"][0];
+    assert_eq!(record["identityId"], json!(identity));
+    assert_eq!(record["emailId"], json!(email_id));
+    assert_eq!(
+        record["envelope"],
+        json!({"mailFrom": {"email": "ann@example.com", "parameters": null},
+            "rcptTo": [{"email": "bob@example.com", "parameters": null},
+                {"email": "robert@example.com", "parameters": null}]})
+    );
+    assert_eq!(record["deliveryStatus"], created["deliveryStatus"]);
+    assert_eq!(responses[0][1]["notFound"], json!(["s999999"]));
+    assert_eq!(responses[1][1]["created"], json!([submission]));
+    assert_eq!(responses[2][1]["ids"], json!([submission]));
+    assert_eq!(responses[2][1]["total"], 1);
+    assert_eq!(responses[3][1]["ids"], json!([]));
+
+    // Sent at once: it cannot be canceled. Destroying the record leaves
+    // the mail where it is.
+    let responses = calls(
+        &app,
+        &ann,
+        json!([["EmailSubmission/set", {"accountId": ann.account_id,
+            "update": {submission.clone(): {"undoStatus": "canceled"}}}],
+            ["EmailSubmission/set", {"accountId": ann.account_id, "destroy": [submission]}],
+            ["EmailSubmission/get", {"accountId": ann.account_id, "ids": [submission]}]]),
+    )
+    .await;
+    assert_eq!(
+        responses[0][1]["notUpdated"][&submission]["type"],
+        "cannotUnsend"
+    );
+    assert_eq!(responses[1][1]["destroyed"], json!([submission]));
+    assert_eq!(responses[2][1]["notFound"], json!([submission]));
+}
+
+#[tokio::test]
+async fn a_submission_that_cannot_be_sent_says_why() {
+    let app = spawn_app().await;
+    let ann = app.account("ann@example.com").await;
+    app.account("bob@example.com").await;
+    let drafts = role(&app, &ann, "drafts").await;
+    let identity = own_identity(&app, &ann).await;
+    let responses = calls(
+        &app,
+        &ann,
+        json!([
+            ["Email/set", {"accountId": ann.account_id, "create": {
+                "ok": draft(&drafts, "ann@example.com", "bob@example.com", "bob@example.com", "ok"),
+                "remote": draft(&drafts, "ann@example.com", "bob@example.com", "zed@elsewhere.example", "r"),
+                "forged": draft(&drafts, "boss@example.com", "bob@example.com", "bob@example.com", "f"),
+            }}],
+            ["EmailSubmission/set", {"accountId": ann.account_id, "create": {
+                "noIdentity": {"identityId": "i999999", "emailId": "#ok"},
+                "noEmail": {"identityId": identity, "emailId": "e999999"},
+                "remote": {"identityId": identity, "emailId": "#remote"},
+                "forged": {"identityId": identity, "emailId": "#forged"},
+                "mailFrom": {"identityId": identity, "emailId": "#ok", "envelope": {
+                    "mailFrom": {"email": "boss@example.com"},
+                    "rcptTo": [{"email": "bob@example.com"}]}},
+                "nobody": {"identityId": identity, "emailId": "#ok", "envelope": {
+                    "mailFrom": {"email": "ann@example.com"}, "rcptTo": []}},
+                "many": {"identityId": identity, "emailId": "#ok", "envelope": {
+                    "mailFrom": {"email": "ann@example.com"},
+                    "rcptTo": (0..101).map(|i| json!({"email": format!("u{i}@example.com")})).collect::<Vec<_>>()}},
+                "serverSet": {"identityId": identity, "emailId": "#ok", "undoStatus": "pending"},
+            }}],
+        ]),
+    )
+    .await;
+    let not_created = &responses[1][1]["notCreated"];
+    assert_eq!(responses[1][1]["created"], Value::Null, "{not_created}");
+    let kind = |name: &str| not_created[name]["type"].as_str().unwrap().to_string();
+    assert_eq!(kind("noIdentity"), "invalidProperties");
+    assert_eq!(
+        not_created["noIdentity"]["properties"],
+        json!(["identityId"])
+    );
+    assert_eq!(not_created["noEmail"]["properties"], json!(["emailId"]));
+    assert_eq!(kind("remote"), "invalidRecipients");
+    assert_eq!(
+        not_created["remote"]["invalidRecipients"],
+        json!(["zed@elsewhere.example"])
+    );
+    assert_eq!(kind("forged"), "forbiddenFrom");
+    assert_eq!(kind("mailFrom"), "forbiddenMailFrom");
+    assert_eq!(kind("nobody"), "noRecipients");
+    assert_eq!(kind("many"), "tooManyRecipients");
+    assert_eq!(not_created["many"]["maxRecipients"], 100);
+    assert_eq!(
+        not_created["serverSet"]["properties"],
+        json!(["undoStatus"])
+    );
+    // Nothing was sent, so nothing implicit followed.
+    assert_eq!(responses.len(), 2);
+}
+
+#[tokio::test]
+async fn a_failed_delivery_is_retried_from_the_queue_and_delivered_once() {
+    let app = spawn_app().await;
+    let ann = app.account("ann@example.com").await;
+    let bob = app.account("bob@example.com").await;
+    let store = app.app.store.as_ref();
+    let message =
+        b"From: ann@example.com\r\nTo: bob@example.com\r\nSubject: Later\r\n\r\nhi\r\n".to_vec();
+    let blob_id = fastview::blob::blob_id_of(&message);
+    let send_at = 1_800_000_000;
+    // The message is not in the blob store yet: the first attempt fails.
+    let row = SubmissionRow {
+        id: 0,
+        identity_id: 1,
+        email_id: 1,
+        thread_id: 1,
+        envelope: "{}".into(),
+        send_at,
+        undo_status: "final".into(),
+        delivery_status:
+            json!({"bob@example.com": serde_json::from_str::<Value>(&delivery::queued()).unwrap()})
+                .to_string(),
+    };
+    let queued = Delivery {
+        id: 0,
+        submission_id: 0,
+        account_id: ann.id,
+        blob_id: blob_id.clone(),
+        mail_from: "ann@example.com".into(),
+        recipients: json!(["bob@example.com"]).to_string(),
+        send_at,
+        attempts: 0,
+    };
+    let (submission, _) = store
+        .create_submission(ann.id, &row, &[queued])
+        .await
+        .unwrap();
+    // Held by its maker for a minute: not due for anyone else before.
+    assert_eq!(
+        delivery::deliver_due(store, &app.app.blobs, "test", send_at)
+            .await
+            .unwrap(),
+        0
+    );
+    let taken = store.take_deliveries(send_at + 61, 60, 10).await.unwrap();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(
+        store.take_deliveries(send_at + 62, 60, 10).await.unwrap(),
+        vec![]
+    );
+    delivery::deliver(store, &app.app.blobs, "test", &taken[0], send_at + 61)
+        .await
+        .unwrap();
+    // Retried a minute later, not before.
+    assert!(
+        store
+            .take_deliveries(send_at + 100, 60, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    app.app.blobs.put(message).await.unwrap();
+    let done = delivery::deliver_due(store, &app.app.blobs, "test", send_at + 121)
+        .await
+        .unwrap();
+    assert_eq!(done, 1);
+    assert_eq!(
+        delivery::deliver_due(store, &app.app.blobs, "test", send_at + 9_999)
+            .await
+            .unwrap(),
+        0
+    );
+    let rows = store.submissions(ann.id).await.unwrap();
+    let status: Value = serde_json::from_str(
+        &rows
+            .iter()
+            .find(|r| r.id == submission)
+            .unwrap()
+            .delivery_status,
+    )
+    .unwrap();
+    assert_eq!(status["bob@example.com"]["delivered"], "yes");
+    let inbox = app
+        .call1(
+            &bob,
+            "Email/query",
+            json!({"accountId": bob.account_id, "filter": {"inMailbox": bob.inbox}}),
+        )
+        .await;
+    assert_eq!(inbox["ids"].as_array().unwrap().len(), 1, "{inbox}");
+}
