@@ -79,6 +79,8 @@ pub struct ServeOptions {
     /// Peers whose `X-Forwarded-For` names the client (reverse proxies);
     /// from any other peer the header is ignored.
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// The SMTP relay mail to other servers goes through (`--smtp-relay`).
+    pub smtp_relay: Option<std::sync::Arc<crate::mail::relay::Relay>>,
 }
 
 /// Bounds on the connections of one serving instance (`serve` flags

@@ -87,6 +87,12 @@ pub struct ServeArgs {
     /// `X-Forwarded-For` names the client; from other peers it is ignored.
     #[arg(long = "trusted-proxy", env = "FASTVIEW_TRUSTED_PROXY", value_delimiter = ',', value_parser = parse_trusted_proxy)]
     pub trusted_proxy: Vec<IpNet>,
+    /// The SMTP relay mail to other servers is sent through:
+    /// `smtp://user:password@host:587` (STARTTLS, required unless the host
+    /// is loopback) or `smtps://user:password@host:465`. Without it,
+    /// EmailSubmission sends only to accounts on this server.
+    #[arg(long, env = "FASTVIEW_SMTP_RELAY", value_parser = parse_smtp_relay)]
+    pub smtp_relay: Option<std::sync::Arc<crate::mail::relay::Relay>>,
     /// Address of the Prometheus metrics listener (`GET /metrics`, no auth),
     /// or `off`. Not served on the API port.
     #[arg(long, env = "FASTVIEW_METRICS_LISTEN", default_value = "127.0.0.1:9090", value_parser = parse_metrics_listen)]
@@ -105,6 +111,12 @@ fn parse_metrics_listen(value: &str) -> Result<MetricsListen, String> {
         .parse()
         .map(|address| MetricsListen(Some(address)))
         .map_err(|_| format!("expected an address such as 127.0.0.1:9090, or off: {value}"))
+}
+
+fn parse_smtp_relay(value: &str) -> Result<std::sync::Arc<crate::mail::relay::Relay>, String> {
+    crate::mail::relay::Relay::from_url(value)
+        .map(std::sync::Arc::new)
+        .map_err(|error| error.to_string())
 }
 
 fn parse_trusted_proxy(value: &str) -> Result<IpNet, String> {
@@ -137,6 +149,7 @@ impl ServeArgs {
                 min_upload_rate: self.min_upload_rate.saturating_mul(1024),
             },
             trusted_proxies: self.trusted_proxy.clone(),
+            smtp_relay: self.smtp_relay.clone(),
             ..ServeOptions::default()
         }
     }
@@ -206,6 +219,7 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
     let _deliveries = crate::mail::delivery::spawn_periodic(
         app.store.clone(),
         app.blobs.clone(),
+        args.smtp_relay.clone(),
         std::time::Duration::from_secs(15),
     );
     let address = listener.local_addr()?;

@@ -74,13 +74,14 @@ impl AppState {
     /// The state of a new serving instance of `app`: a new JMAP side (own
     /// metrics, empty caches), credential cache and request bounds.
     pub fn new(app: &App, options: &ServeOptions) -> Self {
-        let jmap = Jmap::new(
+        let mut jmap = Jmap::new(
             app.store.clone(),
             app.blobs.clone(),
             options.limits,
             options.switches,
             options.cache_sizes,
         );
+        jmap.relay = options.smtp_relay.clone();
         let max_in_flight = match options.max_in_flight {
             0 => DEFAULT_MAX_IN_FLIGHT,
             max => max,

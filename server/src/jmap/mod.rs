@@ -137,6 +137,9 @@ pub struct Jmap {
     /// What the requests in flight hold (JSON built, messages being parsed),
     /// per account and in all; see [`budget`].
     pub holdings: Arc<budget::Holdings>,
+    /// Where mail to other servers goes (`serve --smtp-relay`); without
+    /// one, EmailSubmission/set refuses such recipients.
+    pub relay: Option<Arc<crate::mail::relay::Relay>>,
 }
 
 impl Jmap {
@@ -173,6 +176,7 @@ impl Jmap {
                 limits.max_held_per_account(),
                 limits.max_held_per_node(),
             )),
+            relay: None,
         }
     }
 }

@@ -4,18 +4,25 @@
 //! field stamped with the submission's sendAt: a retried delivery makes the
 //! same octets, which the store recognises as the copy it already has, so
 //! a crash between the copy and the record of it never doubles a message.
+//! Any other recipient is sent to the relay ([`Relay`]), one SMTP
+//! transaction each: accepted is `delivered: "unknown"` (RFC 8621 §7: the
+//! relay is not the recipient's mail store), a 5xx is `"no"` and a bounce
+//! (RFC 3464) in the sender's inbox.
 //!
-//! A delivery that fails for a reason of this server (a blob or store
-//! error) is tried again with backoff (1 minute, doubling, at most an
-//! hour) for [`GIVE_UP_AFTER`] seconds after sendAt; then each recipient
-//! left gets `delivered: "no"`.
+//! A 4xx, an unreachable relay, or a failure of this server (a blob or
+//! store error) is tried again with backoff (1 minute, doubling, at most
+//! an hour) for [`GIVE_UP_AFTER`] seconds after sendAt; then each
+//! recipient left gets `delivered: "no"`. A crash after the relay accepted
+//! and before that was recorded sends that recipient's copy again on the
+//! retry: SMTP cannot make a hand-over and its record one step.
 
 use std::sync::Arc;
 
 use serde_json::json;
 
 use super::ingest::{prepare, store_batch};
-use super::submission::received_copy;
+use super::relay::{Refusal, Relay};
+use super::submission::{bounce, received_copy};
 use crate::blob::BlobStore;
 use crate::store::{Delivery, Store, StoreResult};
 
@@ -44,12 +51,12 @@ pub fn queued() -> String {
     status("250 2.0.0 Queued", "queued")
 }
 
-/// Why one recipient's copy could not be stored now.
+/// What became of one recipient.
 enum Outcome {
     /// Final: the recipient's status.
     Done(String),
-    /// Try again later.
-    Again,
+    /// Try again later; the status to show meanwhile, if there is news.
+    Again(Option<String>),
 }
 
 /// Delivers what it can of `delivery` and records it: the statuses of the
@@ -58,6 +65,7 @@ enum Outcome {
 pub async fn deliver(
     store: &dyn Store,
     blobs: &Arc<BlobStore>,
+    relay: Option<&Relay>,
     host: &str,
     delivery: &Delivery,
     now: i64,
@@ -76,13 +84,22 @@ pub async fn deliver(
     for recipient in recipients {
         let outcome = match &message {
             Some(message) => {
-                deliver_one(store, blobs, host, delivery, &recipient, message, now).await
+                let to = Recipient {
+                    address: &recipient,
+                    message,
+                };
+                deliver_one(store, blobs, relay, host, delivery, to, now).await
             }
-            None => Outcome::Again,
+            None => Outcome::Again(None),
         };
         match outcome {
             Outcome::Done(status) => statuses.push((recipient, status)),
-            Outcome::Again => again.push(recipient),
+            Outcome::Again(news) => {
+                if let Some(news) = news {
+                    statuses.push((recipient.clone(), news));
+                }
+                again.push(recipient)
+            }
         }
     }
     let retry = if again.is_empty() {
@@ -105,44 +122,95 @@ pub async fn deliver(
     store.finish_delivery(delivery, &statuses, retry).await
 }
 
-/// Stores `recipient`'s copy in its inbox, if it is an account here.
+/// One recipient of a delivery and the message as it leaves.
+struct Recipient<'a> {
+    address: &'a str,
+    message: &'a [u8],
+}
+
+/// Delivers to one recipient: into its inbox when it is an account here,
+/// else through the relay.
 async fn deliver_one(
     store: &dyn Store,
     blobs: &Arc<BlobStore>,
+    relay: Option<&Relay>,
     host: &str,
     delivery: &Delivery,
-    recipient: &str,
-    message: &[u8],
+    to: Recipient<'_>,
     now: i64,
 ) -> Outcome {
-    let account = match store.account_for_address(recipient).await {
-        Ok(Some(account)) => account,
-        Ok(None) => {
-            return Outcome::Done(status("550 5.1.1 No such mailbox on this server", "no"));
-        }
-        Err(_) => return Outcome::Again,
-    };
-    let inbox = match store.mailboxes(account).await {
-        Ok(mailboxes) => mailboxes
-            .into_iter()
-            .find(|m| m.role.as_deref() == Some("inbox"))
-            .map(|m| m.id),
-        Err(_) => return Outcome::Again,
-    };
-    let Some(inbox) = inbox else {
-        return Outcome::Done(status("550 5.2.1 The recipient has no inbox", "no"));
+    let account = match store.account_for_address(to.address).await {
+        Ok(account) => account,
+        Err(_) => return Outcome::Again(None),
     };
     let submission = delivery.submission_id.to_string();
-    let copy = received_copy(message, host, &submission, recipient, delivery.send_at);
-    let prepared = prepare(copy, vec![inbox], Vec::new(), |_| now);
-    match store_batch(store, blobs, account, vec![prepared]).await {
-        Ok(_) => Outcome::Done(delivered_locally()),
-        Err(super::ingest::IngestError::Store(crate::store::StoreError::OverQuota)) => {
+    let Some(account) = account else {
+        let Some(relay) = relay else {
+            return Outcome::Done(status(
+                "550 5.7.1 No relay to other servers is set up",
+                "no",
+            ));
+        };
+        return match relay
+            .send(&delivery.mail_from, to.address, to.message)
+            .await
+        {
+            Ok(reply) => Outcome::Done(status(&reply, "unknown")),
+            Err(Refusal::Temporary(reply)) => Outcome::Again(Some(status(&reply, "queued"))),
+            Err(Refusal::Permanent(reply)) => {
+                let (from, at) = (&delivery.mail_from, delivery.send_at);
+                let dsn = bounce(host, &submission, from, to.address, &reply, to.message, at);
+                if store_in_inbox(store, blobs, delivery.account_id, dsn, now)
+                    .await
+                    .is_err()
+                {
+                    return Outcome::Again(None);
+                }
+                Outcome::Done(status(&reply, "no"))
+            }
+        };
+    };
+    let copy = received_copy(to.message, host, &submission, to.address, delivery.send_at);
+    match store_in_inbox(store, blobs, account, copy, now).await {
+        Ok(()) => Outcome::Done(delivered_locally()),
+        Err(Stored::NoInbox) => Outcome::Done(status("550 5.2.1 The recipient has no inbox", "no")),
+        Err(Stored::OverQuota) => {
             Outcome::Done(status("552 5.2.2 The recipient's mailbox is full", "no"))
         }
+        Err(Stored::Failed) => Outcome::Again(None),
+    }
+}
+
+/// Why a message could not be put in an inbox.
+enum Stored {
+    NoInbox,
+    OverQuota,
+    Failed,
+}
+
+/// Stores `message` in `account`'s inbox through the ingest path
+/// (receivedAt `now`); a message it already has is not stored twice.
+async fn store_in_inbox(
+    store: &dyn Store,
+    blobs: &Arc<BlobStore>,
+    account: i64,
+    message: Vec<u8>,
+    now: i64,
+) -> Result<(), Stored> {
+    let mailboxes = store.mailboxes(account).await.map_err(|_| Stored::Failed)?;
+    let inbox = mailboxes
+        .into_iter()
+        .find(|m| m.role.as_deref() == Some("inbox"))
+        .ok_or(Stored::NoInbox)?;
+    let prepared = prepare(message, vec![inbox.id], Vec::new(), |_| now);
+    match store_batch(store, blobs, account, vec![prepared]).await {
+        Ok(_) => Ok(()),
+        Err(super::ingest::IngestError::Store(crate::store::StoreError::OverQuota)) => {
+            Err(Stored::OverQuota)
+        }
         Err(error) => {
-            tracing::warn!(delivery = delivery.id, %error, "storing a local copy");
-            Outcome::Again
+            tracing::warn!(account, %error, "storing a delivered message");
+            Err(Stored::Failed)
         }
     }
 }
@@ -152,12 +220,13 @@ async fn deliver_one(
 pub async fn deliver_due(
     store: &dyn Store,
     blobs: &Arc<BlobStore>,
+    relay: Option<&Relay>,
     host: &str,
     now: i64,
 ) -> StoreResult<usize> {
     let due = store.take_deliveries(now, LEASE, 32).await?;
     for delivery in &due {
-        deliver(store, blobs, host, delivery, now).await?;
+        deliver(store, blobs, relay, host, delivery, now).await?;
     }
     Ok(due.len())
 }
@@ -167,6 +236,7 @@ pub async fn deliver_due(
 pub fn spawn_periodic(
     store: Arc<dyn Store>,
     blobs: Arc<BlobStore>,
+    relay: Option<Arc<Relay>>,
     every: std::time::Duration,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -175,7 +245,7 @@ pub fn spawn_periodic(
         loop {
             ticks.tick().await;
             let now = chrono::Utc::now().timestamp();
-            match deliver_due(store.as_ref(), &blobs, HOST, now).await {
+            match deliver_due(store.as_ref(), &blobs, relay.as_deref(), HOST, now).await {
                 Ok(0) => {}
                 Ok(done) => tracing::info!(done, "queued deliveries"),
                 Err(error) => tracing::warn!(%error, "delivering the queue failed"),

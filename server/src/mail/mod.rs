@@ -15,6 +15,7 @@ pub mod message;
 pub mod property;
 pub mod query;
 pub mod read_level;
+pub mod relay;
 pub mod search;
 pub mod structure;
 pub mod submission;

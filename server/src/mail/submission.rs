@@ -156,6 +156,77 @@ pub fn received_copy(
     out
 }
 
+/// A delivery status notification (RFC 3464) telling `sender` that
+/// `message` could not be delivered to `recipient`, the relay having said
+/// `reply`: a `multipart/report` with a human-readable part, the
+/// `message/delivery-status` fields and the message's header. Made from
+/// the submission (`submission`, `at` its sendAt in Unix seconds) alone, so
+/// the same failure makes the same octets.
+pub fn bounce(
+    host: &str,
+    submission: &str,
+    sender: &str,
+    recipient: &str,
+    reply: &str,
+    message: &[u8],
+    at: i64,
+) -> Vec<u8> {
+    let clean = |text: &str| text.replace(['\r', '\n'], " ");
+    let (host, sender, recipient, reply) =
+        (clean(host), clean(sender), clean(recipient), clean(reply));
+    let date = chrono::DateTime::from_timestamp(at, 0)
+        .unwrap_or_default()
+        .to_rfc2822();
+    // The enhanced status code of the reply (`550 5.1.1 …`), else a
+    // generic permanent failure.
+    let status = reply
+        .split_whitespace()
+        .nth(1)
+        .filter(|code| code.starts_with('5') && code.matches('.').count() == 2)
+        .unwrap_or("5.0.0");
+    let boundary = format!(
+        "dsn-{}",
+        clean(submission).replace(|c: char| !c.is_ascii_alphanumeric(), "")
+    );
+    let header = &message[..header_end(message)];
+    let mut out = format!(
+        "From: Mail Delivery System <mailer-daemon@{host}>\r\n\
+         To: <{sender}>\r\n\
+         Subject: Undelivered Mail Returned to Sender\r\n\
+         Date: {date}\r\n\
+         Message-ID: <{boundary}.{}@{host}>\r\n\
+         Auto-Submitted: auto-replied\r\n\
+         MIME-Version: 1.0\r\n\
+         Content-Type: multipart/report; report-type=delivery-status;\r\n\
+         \tboundary=\"{boundary}\"\r\n\r\n\
+         --{boundary}\r\n\
+         Content-Type: text/plain; charset=utf-8\r\n\r\n\
+         Your message could not be delivered to <{recipient}>.\r\n\
+         The receiving server said: {reply}\r\n\r\n\
+         --{boundary}\r\n\
+         Content-Type: message/delivery-status\r\n\r\n\
+         Reporting-MTA: dns; {host}\r\n\r\n\
+         Final-Recipient: rfc822; {recipient}\r\n\
+         Action: failed\r\n\
+         Status: {status}\r\n\
+         Diagnostic-Code: smtp; {reply}\r\n\r\n\
+         --{boundary}\r\n\
+         Content-Type: text/rfc822-headers\r\n\r\n",
+        blob_safe(&recipient)
+    )
+    .into_bytes();
+    out.extend_from_slice(header);
+    out.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    out
+}
+
+/// `text` with only the characters a Message-ID's left part may hold.
+fn blob_safe(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '.' })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,6 +281,48 @@ Cc: BOB@example.com\r\nSubject: Hi\r\n\r\nBcc: stays in the body\r\n"
         let plain = b"Subject: x\nbcc : a@b.c\n\nbody".to_vec();
         assert_eq!(without_bcc(&plain), b"Subject: x\n\nbody".to_vec());
         assert_eq!(without_bcc(b"no header end"), b"no header end".to_vec());
+    }
+
+    #[test]
+    fn a_bounce_is_a_delivery_status_report() {
+        let dsn = bounce(
+            "mail.test",
+            "7",
+            "ann@example.com",
+            "zed@far.example",
+            "550 5.1.1 No such user",
+            MESSAGE,
+            0,
+        );
+        let text = String::from_utf8(dsn.clone()).unwrap();
+        assert!(text.contains("Content-Type: multipart/report; report-type=delivery-status;"));
+        assert!(text.contains(
+            "Final-Recipient: rfc822; zed@far.example\r\nAction: failed\r\nStatus: 5.1.1\r\n"
+        ));
+        assert!(
+            text.contains("Content-Type: text/rfc822-headers\r\n\r\nFrom: Ann <ann@example.com>")
+        );
+        assert!(
+            text.ends_with("Subject: Hi\r\n\r\n\r\n--dsn-7--\r\n"),
+            "{text}"
+        );
+        assert_eq!(
+            dsn,
+            bounce(
+                "mail.test",
+                "7",
+                "ann@example.com",
+                "zed@far.example",
+                "550 5.1.1 No such user",
+                MESSAGE,
+                0
+            )
+        );
+        let parsed = crate::mail::message::parse_message(&dsn);
+        assert_eq!(
+            parsed.subject(),
+            Some("Undelivered Mail Returned to Sender")
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod overload;
 mod paging;
 mod quota;
 mod read_levels;
+mod relay;
 mod reproject;
 mod s3;
 mod scale_out;

@@ -344,7 +344,7 @@ async fn a_failed_delivery_is_retried_from_the_queue_and_delivered_once() {
         .unwrap();
     // Held by its maker for a minute: not due for anyone else before.
     assert_eq!(
-        delivery::deliver_due(store, &app.app.blobs, "test", send_at)
+        delivery::deliver_due(store, &app.app.blobs, None, "test", send_at)
             .await
             .unwrap(),
         0
@@ -355,7 +355,7 @@ async fn a_failed_delivery_is_retried_from_the_queue_and_delivered_once() {
         store.take_deliveries(send_at + 62, 60, 10).await.unwrap(),
         vec![]
     );
-    delivery::deliver(store, &app.app.blobs, "test", &taken[0], send_at + 61)
+    delivery::deliver(store, &app.app.blobs, None, "test", &taken[0], send_at + 61)
         .await
         .unwrap();
     // Retried a minute later, not before.
@@ -367,12 +367,12 @@ async fn a_failed_delivery_is_retried_from_the_queue_and_delivered_once() {
             .is_empty()
     );
     app.app.blobs.put(message).await.unwrap();
-    let done = delivery::deliver_due(store, &app.app.blobs, "test", send_at + 121)
+    let done = delivery::deliver_due(store, &app.app.blobs, None, "test", send_at + 121)
         .await
         .unwrap();
     assert_eq!(done, 1);
     assert_eq!(
-        delivery::deliver_due(store, &app.app.blobs, "test", send_at + 9_999)
+        delivery::deliver_due(store, &app.app.blobs, None, "test", send_at + 9_999)
             .await
             .unwrap(),
         0

@@ -4,8 +4,10 @@
 //! the message when null, §7.5), stores the message as it leaves (Bcc
 //! removed) and the submission with its deliveries in one transaction
 //! (`Store::create_submission`), then delivers at once: a recipient that
-//! is an account here gets a copy in its inbox (`mail/delivery.rs`). What
-//! is not delivered at once stays queued and `fastview serve` retries it.
+//! is an account here gets a copy in its inbox, any other goes to the SMTP
+//! relay (`serve --smtp-relay`; without one such recipients are
+//! `invalidRecipients`), `mail/delivery.rs`. What is not delivered at once
+//! stays queued and `fastview serve` retries it.
 //! Sending is immediate (`maxDelayedSend` 0): `undoStatus` is `final`.
 //! `onSuccessUpdateEmail` / `onSuccessDestroyEmail` run as one implicit
 //! Email/set whose response follows this one.
@@ -540,19 +542,23 @@ async fn plan_create(
         );
         return Ok(Err(error.with("maxRecipients", json!(MAX_RECIPIENTS))));
     }
+    // With a relay any address may be sent to; without, only the
+    // accounts here.
+    let relay = ctx.jmap.relay.is_some();
     let mut invalid_recipients = Vec::new();
     for recipient in &recipients {
-        let local =
-            plausible_address(recipient) && store.account_for_address(recipient).await?.is_some();
-        if !local {
+        let valid = plausible_address(recipient)
+            && (relay || store.account_for_address(recipient).await?.is_some());
+        if !valid {
             invalid_recipients.push(recipient.clone());
         }
     }
     if !invalid_recipients.is_empty() {
-        let error = SetError::new(
-            "invalidRecipients",
-            "only addresses of accounts on this server can be sent to: no SMTP relay is set up",
-        );
+        let why = match relay {
+            true => "these are not addresses mail can be sent to",
+            false => "only accounts on this server can be sent to: no SMTP relay is set up",
+        };
+        let error = SetError::new("invalidRecipients", why);
         return Ok(Err(
             error.with("invalidRecipients", json!(invalid_recipients))
         ));
@@ -646,10 +652,11 @@ async fn send(ctx: &CallContext<'_>, planned: Planned) -> Result<(i64, i64, Valu
         .create_submission(account, &planned.row, &[delivery])
         .await?;
     let now = chrono::Utc::now().timestamp();
+    let relay = ctx.jmap.relay.as_deref();
     for delivery in &deliveries {
         // A failure here leaves the delivery queued: `serve` retries it.
         if let Err(error) =
-            delivery::deliver(store.as_ref(), blobs, delivery::HOST, delivery, now).await
+            delivery::deliver(store.as_ref(), blobs, relay, delivery::HOST, delivery, now).await
         {
             tracing::warn!(submission = id, %error, "delivery left for a retry");
         }
