@@ -22,7 +22,8 @@ use serde_json::json;
 
 use super::ingest::{prepare, store_batch};
 use super::relay::{Refusal, Relay};
-use super::submission::{bounce, received_copy};
+use super::submission::{bounce, header_end, received_copy};
+use super::vacation;
 use crate::blob::BlobStore;
 use crate::store::{Delivery, Store, StoreResult};
 
@@ -172,12 +173,61 @@ async fn deliver_one(
     };
     let copy = received_copy(to.message, host, &submission, to.address, delivery.send_at);
     match store_in_inbox(store, blobs, account, copy, now).await {
-        Ok(()) => Outcome::Done(delivered_locally()),
+        Ok(()) => {
+            answer_if_away(store, blobs, relay, account, &to, &delivery.mail_from, now).await;
+            Outcome::Done(delivered_locally())
+        }
         Err(Stored::NoInbox) => Outcome::Done(status("550 5.2.1 The recipient has no inbox", "no")),
         Err(Stored::OverQuota) => {
             Outcome::Done(status("552 5.2.2 The recipient's mailbox is full", "no"))
         }
         Err(Stored::Failed) => Outcome::Again(None),
+    }
+}
+
+/// Sends `sender` the vacation reply of `account` (the recipient `to`),
+/// if it has one on and may answer this message now (`mail/vacation.rs`).
+/// Best effort: a reply that cannot be stored or sent is not retried.
+async fn answer_if_away(
+    store: &dyn Store,
+    blobs: &Arc<BlobStore>,
+    relay: Option<&Relay>,
+    account: i64,
+    to: &Recipient<'_>,
+    sender: &str,
+    now: i64,
+) {
+    let Ok(response) = store.vacation_response(account).await else {
+        return;
+    };
+    let header = &to.message[..header_end(to.message)];
+    if !vacation::active(&response, now) || !vacation::answerable(header, sender, to.address) {
+        return;
+    }
+    if !matches!(
+        store
+            .vacation_reply_due(account, sender, now, vacation::PERIOD)
+            .await,
+        Ok(true)
+    ) {
+        return;
+    }
+    let Some(reply) = vacation::reply(&response, to.address, sender, header, chrono::Utc::now())
+    else {
+        return;
+    };
+    match store.account_for_address(sender).await {
+        Ok(Some(sender_account)) => {
+            let _ = store_in_inbox(store, blobs, sender_account, reply, now).await;
+        }
+        Ok(None) => {
+            if let Some(relay) = relay
+                && let Err(refusal) = relay.send("", sender, &reply).await
+            {
+                tracing::info!(?refusal, "a vacation reply was refused");
+            }
+        }
+        Err(_) => {}
     }
 }
 

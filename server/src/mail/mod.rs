@@ -20,4 +20,5 @@ pub mod search;
 pub mod structure;
 pub mod submission;
 pub mod thread;
+pub mod vacation;
 pub mod work;

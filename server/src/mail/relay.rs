@@ -102,12 +102,18 @@ impl Relay {
         message: &[u8],
     ) -> Result<String, Refusal> {
         let address = |text: &str| text.parse::<Address>();
-        let (Ok(from), Ok(to)) = (address(mail_from), address(recipient)) else {
+        // An empty MAIL FROM is the null reverse-path (`<>`) of automatic
+        // replies (RFC 3834 §3.3).
+        let from = match mail_from {
+            "" => Ok(None),
+            from => address(from).map(Some),
+        };
+        let (Ok(from), Ok(to)) = (from, address(recipient)) else {
             return Err(Refusal::Permanent(
                 "553 5.1.3 The address is not one the relay can be given".into(),
             ));
         };
-        let envelope = Envelope::new(Some(from), vec![to])
+        let envelope = Envelope::new(from, vec![to])
             .map_err(|error| Refusal::Permanent(format!("553 5.1.3 {error}")))?;
         // lettre ends DATA with CRLF "." CRLF whatever the message ends
         // with: the message's own final CRLF is that first CRLF, so the

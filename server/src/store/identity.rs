@@ -268,6 +268,28 @@ where
         Ok(())
     }
 
+    pub(super) async fn record_vacation_reply(
+        &self,
+        account: i64,
+        sender: &str,
+        now: i64,
+        period: i64,
+    ) -> StoreResult<bool> {
+        // One statement: of two deliveries at once, one gets the row.
+        let due: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO vacation_replies (account_id, sender, replied_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (account_id, sender) DO UPDATE SET replied_at = excluded.replied_at \
+             WHERE vacation_replies.replied_at <= $3 - $4 RETURNING account_id",
+        )
+        .bind(account)
+        .bind(D::text(&sender.to_lowercase()).into_owned())
+        .bind(now)
+        .bind(period)
+        .fetch_optional(&self.writer)
+        .await?;
+        Ok(due.is_some())
+    }
+
     /// Logs one change of one object.
     async fn log_one(
         tx: &mut Tx<D>,

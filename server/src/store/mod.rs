@@ -673,6 +673,16 @@ pub trait Store: Send + Sync + 'static {
     /// The account whose login or alias `address` is (case-insensitively),
     /// if any: where mail to it is delivered.
     async fn account_for_address(&self, address: &str) -> StoreResult<Option<i64>>;
+    /// Whether the account may answer `sender` automatically now (`now`,
+    /// Unix seconds): true, and recorded, unless it did within `period`
+    /// seconds (RFC 3834 §2: once per sender per period).
+    async fn vacation_reply_due(
+        &self,
+        account: i64,
+        sender: &str,
+        now: i64,
+        period: i64,
+    ) -> StoreResult<bool>;
     /// The account's VacationResponse (the default when never set).
     async fn vacation_response(&self, account: i64) -> StoreResult<VacationResponse>;
     /// Replaces the account's VacationResponse and logs it.

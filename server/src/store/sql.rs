@@ -792,6 +792,7 @@ where
             "DELETE FROM account_aliases WHERE account_id = $1",
             "DELETE FROM vacation_responses WHERE account_id = $1",
             "DELETE FROM email_submissions WHERE account_id = $1",
+            "DELETE FROM vacation_replies WHERE account_id = $1",
             "DELETE FROM accounts WHERE id = $1",
         ] {
             sqlx::query(statement).bind(id).execute(&mut *tx).await?;
@@ -1024,6 +1025,17 @@ where
 
     async fn account_for_address(&self, address: &str) -> StoreResult<Option<i64>> {
         self.address_owner(address).await
+    }
+
+    async fn vacation_reply_due(
+        &self,
+        account: i64,
+        sender: &str,
+        now: i64,
+        period: i64,
+    ) -> StoreResult<bool> {
+        self.record_vacation_reply(account, sender, now, period)
+            .await
     }
 
     async fn vacation_response(&self, account: i64) -> StoreResult<VacationResponse> {

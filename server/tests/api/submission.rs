@@ -396,3 +396,88 @@ async fn a_failed_delivery_is_retried_from_the_queue_and_delivered_once() {
         .await;
     assert_eq!(inbox["ids"].as_array().unwrap().len(), 1, "{inbox}");
 }
+
+#[tokio::test]
+async fn a_vacation_response_answers_each_sender_once_and_never_a_list() {
+    let app = spawn_app().await;
+    let ann = app.account("ann@example.com").await;
+    let bob = app.account("bob@example.com").await;
+    let carol = app.account("carol@example.com").await;
+    let set = app
+        .call_using(
+            &bob,
+            &["urn:ietf:params:jmap:vacationresponse"],
+            json!([["VacationResponse/set", {"accountId": bob.account_id, "update": {"singleton": {
+                "isEnabled": true, "subject": "Away", "textBody": "Back on Monday."}}}]]),
+        )
+        .await;
+    assert_eq!(set[0][1]["updated"], json!({"singleton": null}), "{set:?}");
+    let send = |user: TestAccount, list: bool, subject: &'static str| {
+        let app = &app;
+        async move {
+            let drafts = role(app, &user, "drafts").await;
+            let identity = own_identity(app, &user).await;
+            let mut email = draft(
+                &drafts,
+                &user.email,
+                "bob@example.com",
+                "bob@example.com",
+                subject,
+            );
+            email.as_object_mut().unwrap().remove("bcc");
+            if list {
+                email["header:List-Id:asText"] = json!("Team <team.example.com>");
+            }
+            let responses = calls(
+                app,
+                &user,
+                json!([
+                    ["Email/set", {"accountId": user.account_id, "create": {"d": email}}],
+                    ["EmailSubmission/set", {"accountId": user.account_id,
+                        "create": {"s": {"identityId": identity, "emailId": "#d"}}}],
+                ]),
+            )
+            .await;
+            assert!(responses[1][1]["created"]["s"].is_object(), "{responses:?}");
+        }
+    };
+    let replies = |user: TestAccount| {
+        let app = &app;
+        async move {
+            let found = app
+                .call1(
+                    &user,
+                    "Email/query",
+                    json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox}}),
+                )
+                .await;
+            let got = app
+                .call1(
+                    &user,
+                    "Email/get",
+                    json!({"accountId": user.account_id, "ids": found["ids"],
+                        "properties": ["subject", "from", "header:Auto-Submitted:asText",
+                            "inReplyTo", "preview"]}),
+                )
+                .await;
+            got["list"].as_array().unwrap().clone()
+        }
+    };
+    send(ann.clone(), false, "Lunch").await;
+    send(ann.clone(), false, "Lunch again").await;
+    send(carol.clone(), true, "Team news").await;
+    let to_ann = replies(ann.clone()).await;
+    assert_eq!(to_ann.len(), 1, "{to_ann:?}");
+    assert_eq!(to_ann[0]["subject"], "Away");
+    assert_eq!(
+        to_ann[0]["from"],
+        json!([{"name": null, "email": "bob@example.com"}])
+    );
+    assert_eq!(to_ann[0]["header:Auto-Submitted:asText"], "auto-replied");
+    assert_eq!(to_ann[0]["preview"], "Back on Monday.");
+    assert!(to_ann[0]["inReplyTo"].is_array(), "{:?}", to_ann[0]);
+    assert_eq!(replies(carol.clone()).await.len(), 0);
+    send(carol.clone(), false, "Hello").await;
+    assert_eq!(replies(carol).await.len(), 1);
+    assert_eq!(replies(bob).await.len(), 4);
+}

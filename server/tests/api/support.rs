@@ -52,6 +52,7 @@ impl Drop for TestApp {
 }
 
 /// One test account.
+#[derive(Debug, Clone)]
 pub struct TestAccount {
     pub id: i64,
     pub email: String,
