@@ -6,7 +6,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::spawn_app;
 
@@ -144,4 +144,121 @@ fn processes_started_together_on_a_new_data_dir_all_start() {
             .unwrap();
         assert_eq!(String::from_utf8_lossy(&list.stdout).lines().count(), 6);
     }
+}
+
+/// kill -9 between a submission's commit and its delivery (the queue row
+/// written, nothing delivered yet), and again after a copy was stored but
+/// before the delivery was recorded: `fastview serve` delivers what was
+/// left, each recipient gets exactly one copy, and a restart delivers
+/// nothing again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_between_queue_and_send_neither_loses_nor_doubles() {
+    use fastview::mail::{delivery, submission};
+    use fastview::store::{Delivery, SubmissionRow};
+
+    let app = spawn_app().await;
+    let ann = app.account("ann@example.com").await;
+    let bob = app.account("bob@example.com").await;
+    let carol = app.account("carol@example.com").await;
+    let store = app.app.store.as_ref();
+    let message =
+        b"From: ann@example.com\r\nTo: bob@example.com, carol@example.com\r\nSubject: Queued\r\n\r\nhi\r\n"
+            .to_vec();
+    let blob_id = app.app.blobs.put(message.clone()).await.unwrap();
+    // Sent two minutes ago: the lease of the node that crashed ran out.
+    let send_at = chrono::Utc::now().timestamp() - 120;
+    let row = SubmissionRow {
+        id: 0,
+        identity_id: 1,
+        email_id: 1,
+        thread_id: 1,
+        envelope: "{}".into(),
+        send_at,
+        undo_status: "final".into(),
+        delivery_status: "{}".into(),
+    };
+    let queued = Delivery {
+        id: 0,
+        submission_id: 0,
+        account_id: ann.id,
+        blob_id,
+        mail_from: "ann@example.com".into(),
+        recipients: json!(["bob@example.com", "carol@example.com"]).to_string(),
+        send_at,
+        attempts: 0,
+    };
+    let (submission, _) = store
+        .create_submission(ann.id, &row, &[queued])
+        .await
+        .unwrap();
+    // Carol's copy was stored before the crash; the record of it was not.
+    let copy = submission::received_copy(
+        &message,
+        delivery::HOST,
+        &submission.to_string(),
+        "carol@example.com",
+        send_at,
+    );
+    app.ingest(&carol, &[copy], send_at).await;
+
+    let inbox_count = |user: &crate::support::TestAccount| {
+        let user = user.clone();
+        let app = &app;
+        async move {
+            app.call1(
+                &user,
+                "Email/query",
+                json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox},
+                    "calculateTotal": true}),
+            )
+            .await["total"]
+                .as_i64()
+                .unwrap()
+        }
+    };
+    let serve = || {
+        let mut command = app.cli();
+        command
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--metrics-listen",
+                "off",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        command.spawn().unwrap()
+    };
+    let mut server = serve();
+    let mut delivered = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if inbox_count(&bob).await == 1 {
+            delivered = true;
+            break;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.kill().unwrap(); // SIGKILL
+    server.wait().unwrap();
+    assert!(delivered, "the queued delivery was not made");
+    let mut server = serve();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert_eq!(inbox_count(&bob).await, 1);
+    assert_eq!(inbox_count(&carol).await, 1);
+    let now = chrono::Utc::now().timestamp();
+    assert!(
+        store
+            .take_deliveries(now + 3_600, 60, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let rows = store.submissions(ann.id).await.unwrap();
+    let status: Value = serde_json::from_str(&rows[0].delivery_status).unwrap();
+    assert_eq!(status["bob@example.com"]["delivered"], "yes");
+    assert_eq!(status["carol@example.com"]["delivered"], "yes");
 }

@@ -97,6 +97,7 @@ macro_rules! assert_err {
 mod accounts;
 mod blobs;
 mod change_log;
+mod deliveries;
 mod edges;
 mod emails;
 mod mailboxes;
