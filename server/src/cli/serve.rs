@@ -222,6 +222,9 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
         args.smtp_relay.clone(),
         std::time::Duration::from_secs(15),
     );
+    if let Some(relay) = &args.smtp_relay {
+        eprintln!("mail to other servers goes through the SMTP relay {relay}");
+    }
     let address = listener.local_addr()?;
     tracing::info!(%address, read_levels = ?args.read_levels, fast_view = ?args.fast_view, "serving JMAP");
     match &args.public_url {

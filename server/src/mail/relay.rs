@@ -122,14 +122,13 @@ impl Relay {
         match self.transport.send_raw(&envelope, message).await {
             Ok(response) => Ok(one_line(&response.code().to_string(), response.message())),
             Err(error) => {
-                let text = one_line(
-                    &error
-                        .status()
-                        .map(|code| code.to_string())
-                        .unwrap_or_default(),
-                    std::iter::once(error.to_string().as_str()),
+                let permanent = error.is_permanent();
+                let text = refusal_text(
+                    error.status().map(|code| code.to_string()),
+                    &error.to_string(),
+                    permanent,
                 );
-                match error.is_permanent() {
+                match permanent {
                     true => Err(Refusal::Permanent(text)),
                     false => Err(Refusal::Temporary(text)),
                 }
@@ -141,6 +140,22 @@ impl Relay {
 impl std::fmt::Display for Relay {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.shown)
+    }
+}
+
+/// The `smtpReply` of a refusal (RFC 8621 §7): the relay's code and text
+/// (lettre words it `permanent error (550): 5.1.1 …`), or, when the relay
+/// gave no reply (no connection, TLS, a timeout), a synthetic one of the
+/// form the RFC prescribes: code, enhanced code, explanation.
+fn refusal_text(code: Option<String>, error: &str, permanent: bool) -> String {
+    let text = error
+        .split_once("): ")
+        .map_or(error, |(_, text)| text)
+        .trim();
+    match code {
+        Some(code) => one_line(&code, std::iter::once(text)),
+        None if permanent => format!("550 5.0.0 {text}"),
+        None => format!("451 4.4.1 {text}"),
     }
 }
 
@@ -180,6 +195,26 @@ mod tests {
             Relay::from_url("mail.example.com"),
             Err(RelayUrlError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn refusals_read_as_smtp_replies() {
+        assert_eq!(
+            refusal_text(
+                Some("550".into()),
+                "permanent error (550): 5.1.1 No such user",
+                true
+            ),
+            "550 5.1.1 No such user"
+        );
+        assert_eq!(
+            refusal_text(
+                None,
+                "Connection error: Connection refused (os error 111)",
+                false
+            ),
+            "451 4.4.1 Connection error: Connection refused (os error 111)"
+        );
     }
 
     #[test]
