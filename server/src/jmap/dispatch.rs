@@ -87,6 +87,7 @@ const METHODS: &[&str] = &[
     "EmailSubmission/get",
     "EmailSubmission/changes",
     "EmailSubmission/query",
+    "EmailSubmission/queryChanges",
     "EmailSubmission/set",
 ];
 
@@ -144,6 +145,9 @@ async fn call(
         "EmailSubmission/get" => email_submission::submission_get(ctx, arguments).await,
         "EmailSubmission/changes" => email_submission::submission_changes(ctx, arguments).await,
         "EmailSubmission/query" => email_submission::submission_query(ctx, arguments).await,
+        "EmailSubmission/queryChanges" => {
+            email_submission::submission_query_changes(ctx, arguments).await
+        }
         "EmailSubmission/set" => email_submission::submission_set(ctx, arguments).await,
         "VacationResponse/get" => super::vacation::vacation_get(ctx, arguments).await,
         "VacationResponse/set" => super::vacation::vacation_set(ctx, arguments).await,

@@ -34,8 +34,10 @@ pub const GIVE_UP_AFTER: i64 = 5 * 86_400;
 /// The name this server gives itself in the Received field of local copies.
 pub const HOST: &str = "fastview";
 
-/// How long a node holds a delivery it took, in seconds.
-pub const LEASE: i64 = 60;
+/// How long a node holds a delivery it took, in seconds: renewed before
+/// each recipient, each of which takes at most the relay's timeout (60 s),
+/// so no other node takes a delivery that is still being worked on.
+pub const LEASE: i64 = 600;
 
 /// A DeliveryStatus (RFC 8621 §7) as JSON text.
 fn status(smtp_reply: &str, delivered: &str) -> String {
@@ -83,6 +85,8 @@ pub async fn deliver(
     let mut statuses = Vec::new();
     let mut again = Vec::new();
     for recipient in recipients {
+        let until = chrono::Utc::now().timestamp() + LEASE;
+        store.renew_delivery(delivery.id, until).await?;
         let outcome = match &message {
             Some(message) => {
                 let to = Recipient {
@@ -106,7 +110,7 @@ pub async fn deliver(
     let retry = if again.is_empty() {
         None
     } else if now >= delivery.send_at + GIVE_UP_AFTER {
-        let expired = status("550 4.4.7 Delivery time expired", "no");
+        let expired = status("554 5.4.7 Delivery time expired", "no");
         statuses.extend(
             again
                 .drain(..)
@@ -204,6 +208,12 @@ async fn answer_if_away(
     if !vacation::active(&response, now) || !vacation::answerable(header, sender, to.address) {
         return;
     }
+    // Never to the account itself, under any of its addresses.
+    let sender_account = match store.account_for_address(sender).await {
+        Ok(found) if found == Some(account) => return,
+        Ok(found) => found,
+        Err(_) => return,
+    };
     if !matches!(
         store
             .vacation_reply_due(account, sender, now, vacation::PERIOD)
@@ -216,18 +226,17 @@ async fn answer_if_away(
     else {
         return;
     };
-    match store.account_for_address(sender).await {
-        Ok(Some(sender_account)) => {
+    match sender_account {
+        Some(sender_account) => {
             let _ = store_in_inbox(store, blobs, sender_account, reply, now).await;
         }
-        Ok(None) => {
+        None => {
             if let Some(relay) = relay
                 && let Err(refusal) = relay.send("", sender, &reply).await
             {
                 tracing::info!(?refusal, "a vacation reply was refused");
             }
         }
-        Err(_) => {}
     }
 }
 

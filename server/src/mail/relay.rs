@@ -115,10 +115,14 @@ impl Relay {
         };
         let envelope = Envelope::new(from, vec![to])
             .map_err(|error| Refusal::Permanent(format!("553 5.1.3 {error}")))?;
+        // Every line ends CRLF on the wire (RFC 5321 §2.3.8): a bare LF or
+        // CR would let a relay that reads them as line ends see an end of
+        // data lettre did not dot-stuff (SMTP smuggling).
+        let message = with_crlf(message);
         // lettre ends DATA with CRLF "." CRLF whatever the message ends
         // with: the message's own final CRLF is that first CRLF, so the
         // relay receives the octets as they are.
-        let message = message.strip_suffix(b"\r\n").unwrap_or(message);
+        let message = message.strip_suffix(b"\r\n").unwrap_or(&message);
         match self.transport.send_raw(&envelope, message).await {
             Ok(response) => Ok(one_line(&response.code().to_string(), response.message())),
             Err(error) => {
@@ -141,6 +145,32 @@ impl std::fmt::Display for Relay {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.shown)
     }
+}
+
+/// `message` with every bare LF and bare CR made a CRLF.
+fn with_crlf(message: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let clean = message.iter().enumerate().all(|(i, b)| match b {
+        b'\r' => message.get(i + 1) == Some(&b'\n'),
+        b'\n' => i > 0 && message[i - 1] == b'\r',
+        _ => true,
+    });
+    if clean {
+        return std::borrow::Cow::Borrowed(message);
+    }
+    let mut out = Vec::with_capacity(message.len() + 64);
+    let mut i = 0;
+    while i < message.len() {
+        match message[i] {
+            b'\r' if message.get(i + 1) == Some(&b'\n') => {
+                out.extend_from_slice(b"\r\n");
+                i += 1;
+            }
+            b'\r' | b'\n' => out.extend_from_slice(b"\r\n"),
+            byte => out.push(byte),
+        }
+        i += 1;
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// The `smtpReply` of a refusal (RFC 8621 §7): the relay's code and text
@@ -195,6 +225,15 @@ mod tests {
             Relay::from_url("mail.example.com"),
             Err(RelayUrlError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn lines_leave_with_crlf() {
+        assert_eq!(&*with_crlf(b"a\r\nb\r\n"), b"a\r\nb\r\n");
+        assert_eq!(
+            &*with_crlf(b"hello\n.\r\nMAIL FROM:<x>\rY\n"),
+            b"hello\r\n.\r\nMAIL FROM:<x>\r\nY\r\n"
+        );
     }
 
     #[test]

@@ -50,6 +50,23 @@ pub fn from_addresses(header_block: &[u8]) -> Vec<String> {
     addresses_by_field(&fields, "From").concat()
 }
 
+/// Every Sender address of a message's header block.
+pub fn sender_addresses(header_block: &[u8]) -> Vec<String> {
+    let fields = HeaderFields::parse(header_block.to_vec());
+    addresses_by_field(&fields, "Sender").concat()
+}
+
+/// The recipient addresses of a message's header block: To, Cc,
+/// Resent-To and Resent-Cc (what RFC 3834 §2 asks an auto-reply to look
+/// for).
+pub fn addressed_to(header_block: &[u8]) -> Vec<String> {
+    let fields = HeaderFields::parse(header_block.to_vec());
+    ["To", "Cc", "Resent-To", "Resent-Cc"]
+        .iter()
+        .flat_map(|name| addresses_by_field(&fields, name).concat())
+        .collect()
+}
+
 /// The envelope of a submission that gives none (RFC 8621 §7.5): MAIL FROM
 /// the address of the Sender field, else of the From field (`None` when
 /// there is neither); RCPT TO the To, Cc and Bcc addresses, each once

@@ -81,14 +81,22 @@ pub fn answerable(header_block: &[u8], sender: &str, recipient: &str) -> bool {
     ]
     .iter()
     .any(|name| fields.count(&name.to_lowercase()) > 0);
-    let bulk = field(&fields, "Precedence")
-        .is_some_and(|value| ["bulk", "list", "junk"].contains(&value.to_lowercase().as_str()));
-    !auto && !list && !bulk
+    let bulk = field(&fields, "Precedence").is_some_and(|value| {
+        let first = value.split(|c: char| c.is_whitespace() || c == '(').next();
+        ["bulk", "list", "junk"].contains(&first.unwrap_or_default().to_lowercase().as_str())
+    });
+    // Only mail addressed to the recipient in To or Cc: a Bcc recipient's
+    // reply would tell the sender who else got it (RFC 3834 §2).
+    let addressed = super::submission::addressed_to(header_block)
+        .iter()
+        .any(|address| address.eq_ignore_ascii_case(recipient));
+    !auto && !list && !bulk && addressed
 }
 
 /// The reply `recipient` sends `sender` for a message with `header_block`:
 /// the response's subject (else "Auto: " and the message's), its text
-/// and/or HTML body. `None` when the response has no body at all.
+/// and/or HTML body (a short default text when it has neither). `None`
+/// only when the message cannot be composed.
 pub fn reply(
     response: &VacationResponse,
     recipient: &str,
@@ -109,9 +117,16 @@ pub fn reply(
         .html_body
         .clone()
         .map(|html| Part::new("text/html", Content::Text(html)));
-    if text.is_none() && html.is_none() {
-        return None;
-    }
+    // RFC 8621 §8: with neither body, the server makes one.
+    let text = match (text, &html) {
+        (None, None) => Some(Part::new(
+            "text/plain",
+            Content::Text(format!(
+                "This is an automatic reply: {recipient} is away and will read your message later."
+            )),
+        )),
+        (text, _) => text,
+    };
     let mailbox = |email: &str| Mailbox {
         name: None,
         email: email.to_string(),
@@ -160,7 +175,7 @@ mod tests {
 
     #[test]
     fn only_a_person_s_own_mail_is_answered() {
-        let plain = b"From: ann@example.com\r\nSubject: hi\r\n\r\n";
+        let plain = b"From: ann@example.com\r\nTo: Bob@example.com\r\nSubject: hi\r\n\r\n";
         assert!(answerable(plain, "ann@example.com", "bob@example.com"));
         assert!(!answerable(plain, "bob@example.com", "Bob@Example.com"));
         assert!(!answerable(
@@ -186,15 +201,19 @@ mod tests {
             "List-Unsubscribe: <mailto:leave@example.com>\r\n",
             "Precedence: bulk\r\n",
             "precedence: LIST\r\n",
+            "Precedence: bulk (newsletter)\r\n",
         ] {
-            let block = format!("From: ann@example.com\r\n{header}\r\n");
+            let block = format!("From: ann@example.com\r\nTo: bob@example.com\r\n{header}\r\n");
             assert!(
                 !answerable(block.as_bytes(), "ann@example.com", "bob@example.com"),
                 "{header}"
             );
         }
-        let no = b"Auto-Submitted: no\r\n\r\n";
+        let no = b"Auto-Submitted: no\r\nCc: bob@example.com\r\n\r\n";
         assert!(answerable(no, "ann@example.com", "bob@example.com"));
+        // Not addressed to bob (he was a Bcc recipient): no reply.
+        let bcc = b"To: kim@example.com\r\n\r\n";
+        assert!(!answerable(bcc, "ann@example.com", "bob@example.com"));
     }
 
     #[test]
@@ -227,6 +246,8 @@ mod tests {
             text_body: None,
             ..response
         };
-        assert_eq!(super::reply(&silent, "b@x.y", "a@x.y", block, now), None);
+        let default = super::reply(&silent, "b@x.y", "a@x.y", block, now).unwrap();
+        let default = String::from_utf8(default).unwrap();
+        assert!(default.contains("b@x.y is away"), "{default}");
     }
 }

@@ -670,6 +670,9 @@ pub trait Store: Send + Sync + 'static {
         statuses: &[(String, String)],
         retry: Option<(i64, String)>,
     ) -> StoreResult<()>;
+    /// Holds delivery `id` until `until` (Unix seconds) for the node working
+    /// on it: renewed before each recipient.
+    async fn renew_delivery(&self, id: i64, until: i64) -> StoreResult<()>;
     /// The account whose login or alias `address` is (case-insensitively),
     /// if any: where mail to it is delivered.
     async fn account_for_address(&self, address: &str) -> StoreResult<Option<i64>>;

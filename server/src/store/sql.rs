@@ -1023,6 +1023,10 @@ where
         self.record_delivery(delivery, statuses, retry).await
     }
 
+    async fn renew_delivery(&self, id: i64, until: i64) -> StoreResult<()> {
+        self.extend_lease(id, until).await
+    }
+
     async fn account_for_address(&self, address: &str) -> StoreResult<Option<i64>> {
         self.address_owner(address).await
     }

@@ -59,14 +59,15 @@ where
         .bind(D::text(&submission.delivery_status).into_owned())
         .fetch_one(&mut *tx)
         .await?;
-        // Held for a minute by the node that made them: it delivers them
-        // at once; another node takes one only if it did not.
+        // Held for ten minutes (`mail::delivery::LEASE`) by the node that
+        // made them: it delivers them at once, renewing the hold before
+        // each recipient; another node takes one only if it stopped.
         let mut stored = Vec::with_capacity(deliveries.len());
         for delivery in deliveries {
             let delivery_id: i64 = sqlx::query_scalar(
                 "INSERT INTO deliveries (submission_id, account_id, blob_id, mail_from, \
                  recipients, send_at, attempts, next_attempt_at, lease_until) \
-                 VALUES ($1, $2, $3, $4, $5, $6, 0, $6, $6 + 60) RETURNING id",
+                 VALUES ($1, $2, $3, $4, $5, $6, 0, $6, $6 + 600) RETURNING id",
             )
             .bind(id)
             .bind(account)
@@ -185,6 +186,15 @@ where
             }
         }
         tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn extend_lease(&self, id: i64, until: i64) -> StoreResult<()> {
+        sqlx::query("UPDATE deliveries SET lease_until = $2 WHERE id = $1 AND lease_until < $2")
+            .bind(id)
+            .bind(until)
+            .execute(&self.writer)
+            .await?;
         Ok(())
     }
 

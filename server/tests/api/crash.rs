@@ -165,8 +165,9 @@ async fn kill_9_between_queue_and_send_neither_loses_nor_doubles() {
         b"From: ann@example.com\r\nTo: bob@example.com, carol@example.com\r\nSubject: Queued\r\n\r\nhi\r\n"
             .to_vec();
     let blob_id = app.app.blobs.put(message.clone()).await.unwrap();
-    // Sent two minutes ago: the lease of the node that crashed ran out.
-    let send_at = chrono::Utc::now().timestamp() - 120;
+    // Sent a quarter of an hour ago: the lease of the node that crashed
+    // ran out.
+    let send_at = chrono::Utc::now().timestamp() - 900;
     let row = SubmissionRow {
         id: 0,
         identity_id: 1,

@@ -303,6 +303,40 @@ async fn a_submission_that_cannot_be_sent_says_why() {
     );
     // Nothing was sent, so nothing implicit followed.
     assert_eq!(responses.len(), 2);
+
+    // A Sender not the account's is refused like a From; a recipient the
+    // envelope names twice (in any case) gets one copy.
+    let mut forged_sender = draft(
+        &drafts,
+        "ann@example.com",
+        "bob@example.com",
+        "bob@example.com",
+        "s",
+    );
+    forged_sender["sender"] = json!([{"email": "boss@example.com"}]);
+    let responses = calls(
+        &app,
+        &ann,
+        json!([
+            ["Email/set", {"accountId": ann.account_id, "create": {
+                "sender": forged_sender,
+                "twice": draft(&drafts, "ann@example.com", "bob@example.com", "bob@example.com", "t"),
+            }}],
+            ["EmailSubmission/set", {"accountId": ann.account_id, "create": {
+                "sender": {"identityId": identity, "emailId": "#sender"},
+                "twice": {"identityId": identity, "emailId": "#twice", "envelope": {
+                    "mailFrom": {"email": "ann@example.com"},
+                    "rcptTo": [{"email": "bob@example.com"}, {"email": "BOB@example.com"}]}},
+            }}],
+        ]),
+    )
+    .await;
+    assert_eq!(
+        responses[1][1]["notCreated"]["sender"]["type"],
+        "forbiddenFrom"
+    );
+    let status = &responses[1][1]["created"]["twice"]["deliveryStatus"];
+    assert_eq!(status.as_object().unwrap().len(), 1, "{status}");
 }
 
 #[tokio::test]
@@ -342,32 +376,39 @@ async fn a_failed_delivery_is_retried_from_the_queue_and_delivered_once() {
         .create_submission(ann.id, &row, &[queued])
         .await
         .unwrap();
-    // Held by its maker for a minute: not due for anyone else before.
+    // Held by its maker for ten minutes: not due for anyone else before.
     assert_eq!(
         delivery::deliver_due(store, &app.app.blobs, None, "test", send_at)
             .await
             .unwrap(),
         0
     );
-    let taken = store.take_deliveries(send_at + 61, 60, 10).await.unwrap();
+    let taken = store.take_deliveries(send_at + 601, 60, 10).await.unwrap();
     assert_eq!(taken.len(), 1);
     assert_eq!(
-        store.take_deliveries(send_at + 62, 60, 10).await.unwrap(),
+        store.take_deliveries(send_at + 602, 60, 10).await.unwrap(),
         vec![]
     );
-    delivery::deliver(store, &app.app.blobs, None, "test", &taken[0], send_at + 61)
-        .await
-        .unwrap();
+    delivery::deliver(
+        store,
+        &app.app.blobs,
+        None,
+        "test",
+        &taken[0],
+        send_at + 601,
+    )
+    .await
+    .unwrap();
     // Retried a minute later, not before.
     assert!(
         store
-            .take_deliveries(send_at + 100, 60, 10)
+            .take_deliveries(send_at + 640, 60, 10)
             .await
             .unwrap()
             .is_empty()
     );
     app.app.blobs.put(message).await.unwrap();
-    let done = delivery::deliver_due(store, &app.app.blobs, None, "test", send_at + 121)
+    let done = delivery::deliver_due(store, &app.app.blobs, None, "test", send_at + 662)
         .await
         .unwrap();
     assert_eq!(done, 1);

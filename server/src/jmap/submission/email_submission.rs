@@ -27,7 +27,9 @@ use crate::jmap::mail::email;
 use crate::jmap::mail::get::{GetArgs, found, get_response, parse_properties, requested_ids};
 use crate::jmap::mail::set::{SetOutcome, check_request};
 use crate::mail::delivery;
-use crate::mail::submission::{derived_envelope, from_addresses, header_end, without_bcc};
+use crate::mail::submission::{
+    derived_envelope, from_addresses, header_end, sender_addresses, without_bcc,
+};
 use crate::store::{ChangeType, Delivery, StoreError, SubmissionRow};
 
 /// Every EmailSubmission property (RFC 8621 §7).
@@ -273,6 +275,25 @@ pub async fn submission_query(
     Ok(response)
 }
 
+/// Handles one EmailSubmission/queryChanges call (RFC 8621 §7.4): this
+/// server keeps no query states for submissions (`canCalculateChanges` is
+/// false in every EmailSubmission/query), so it says it cannot
+/// (`cannotCalculateChanges`, RFC 8620 §5.6) and the client queries anew.
+#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+pub async fn submission_query_changes(
+    ctx: &mut CallContext<'_>,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
+    let account_id = arguments
+        .get("accountId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| MethodError::InvalidArguments("accountId is required".into()))?;
+    args::check_account(ctx.account, account_id)?;
+    Err(MethodError::CannotCalculateChanges(
+        "EmailSubmission queries are not tracked: query again".into(),
+    ))
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct SetRequest {
@@ -504,8 +525,13 @@ async fn plan_create(
     let body_start = header_end(&raw);
     let header_block = &raw[..body_start];
     let froms = from_addresses(header_block);
-    if froms.is_empty() || froms.iter().any(|from| !may_send_as(own, &aliases, from)) {
-        let why = "the From field must name only addresses this account may send as";
+    let senders = sender_addresses(header_block);
+    let foreign = froms
+        .iter()
+        .chain(&senders)
+        .any(|address| !may_send_as(own, &aliases, address));
+    if froms.is_empty() || foreign {
+        let why = "the From and Sender fields must name only addresses this account may send as";
         return Ok(Err(SetError::new("forbiddenFrom", why)));
     }
     let (mail_from, recipients) = match object.get("envelope") {
@@ -619,12 +645,22 @@ fn given_envelope(value: &Value) -> Option<(String, Vec<String>)> {
         return None;
     }
     let mail_from = address(object.get("mailFrom")?)?;
-    let recipients = object
+    let given = object
         .get("rcptTo")?
         .as_array()?
         .iter()
         .map(address)
         .collect::<Option<Vec<_>>>()?;
+    // Each recipient once, as the derived envelope has them.
+    let mut recipients: Vec<String> = Vec::with_capacity(given.len());
+    for recipient in given {
+        if !recipients
+            .iter()
+            .any(|r| r.eq_ignore_ascii_case(&recipient))
+        {
+            recipients.push(recipient);
+        }
+    }
     Some((mail_from, recipients))
 }
 

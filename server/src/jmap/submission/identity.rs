@@ -118,8 +118,13 @@ struct SetRequest {
 /// as `address` (case-insensitively; an alias `*@domain` grants the domain,
 /// and an identity `*@domain` needs exactly that alias).
 pub fn may_send_as(own: &str, aliases: &[String], address: &str) -> bool {
-    let address = address.to_lowercase();
-    if address == own.to_lowercase() || aliases.contains(&address) {
+    // ASCII folding only: Unicode lowercasing would make a look-alike (the
+    // Kelvin sign for `K`) the same address.
+    if !plausible_address(address) {
+        return false;
+    }
+    let address = address.to_ascii_lowercase();
+    if address == own.to_ascii_lowercase() || aliases.contains(&address) {
         return true;
     }
     let domain = address.rsplit_once('@').map(|(_, domain)| domain);
@@ -340,6 +345,17 @@ mod tests {
         ));
         assert!(!may_send_as("ann@example.com", &aliases, "*@example.com"));
         assert!(!may_send_as("ann@example.com", &aliases, "nobody"));
+        assert!(!may_send_as(
+            "kim@example.com",
+            &[],
+            "\u{212A}im@example.com"
+        ));
+        assert!(!may_send_as(
+            "ann@example.com",
+            &aliases,
+            "a\r\nb@example.org"
+        ));
+        assert!(!may_send_as("ann@example.com", &aliases, "@example.org"));
     }
 
     #[test]
