@@ -563,6 +563,20 @@ where
                 sqlx::query(*statement).execute(&mut *tx).await?;
             }
         }
+        if table == "accounts" {
+            // Identities are not copied (nor aliases, vacation responses,
+            // submissions): each copied account gets the identity for its
+            // own address an account is made with, so it can send.
+            sqlx::query(
+                "INSERT INTO identities (account_id, name, email, text_signature, \
+                 html_signature, may_delete) SELECT a.id, '', a.email, '', '', $1 \
+                 FROM accounts a WHERE NOT EXISTS \
+                 (SELECT 1 FROM identities i WHERE i.account_id = a.id)",
+            )
+            .bind(false)
+            .execute(&mut *tx)
+            .await?;
+        }
         tx.commit().await?;
         Ok(written)
     }

@@ -239,6 +239,19 @@ async fn migrate_store_copies_sqlite_into_postgres_and_resumes() {
             .iter()
             .all(|e| e["id"] != new_id)
     );
+
+    // The copied accounts can send: each has the identity for its address.
+    let identities = target
+        .call_using(
+            &ann,
+            &["urn:ietf:params:jmap:submission"],
+            json!([["Identity/get", {"accountId": ann.account_id}]]),
+        )
+        .await;
+    let list = identities[0][1]["list"].as_array().unwrap();
+    assert_eq!(list.len(), 1, "{identities:?}");
+    assert_eq!(list[0]["email"], json!(ann.email));
+    assert_eq!(list[0]["mayDelete"], false);
     drop(target);
     drop(database);
 }
