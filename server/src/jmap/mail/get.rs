@@ -72,6 +72,23 @@ pub fn parse_properties<T>(
     }
 }
 
+/// The properties a Foo/get asks for among `all` (every one when null),
+/// with `id` always among them; unknown names are `invalidArguments`
+/// ([`parse_properties`]).
+pub fn named_properties(
+    names: Option<&[String]>,
+    all: &[&'static str],
+) -> Result<Vec<&'static str>, MethodError> {
+    let mut properties = match names {
+        None => all.to_vec(),
+        Some(names) => parse_properties(names, |name| all.iter().find(|p| **p == name).copied())?,
+    };
+    if !properties.contains(&"id") {
+        properties.insert(0, "id");
+    }
+    Ok(properties)
+}
+
 /// The response of a Foo/get (RFC 8620 §5.1): `accountId`, `state` (the
 /// type's state string), `list` (the objects, moved in, not copied) and
 /// `notFound` (ids asked for that do not exist).

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::mail::changes::changes;
-use crate::jmap::mail::get::{GetArgs, found, get_response, parse_properties, requested_ids};
+use crate::jmap::mail::get::{GetArgs, found, get_response, named_properties, requested_ids};
 use crate::jmap::mail::set::{SetOutcome, check_request};
 use crate::jmap::{args, ids};
 use crate::store::{ChangeType, IdentityPatch, IdentityRow, StoreError};
@@ -64,15 +64,7 @@ pub async fn identity_get(
     let request: GetArgs = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
     // Plan.
-    let mut properties = match &request.properties {
-        None => PROPERTIES.to_vec(),
-        Some(names) => parse_properties(names, |name| {
-            PROPERTIES.iter().find(|p| **p == name).copied()
-        })?,
-    };
-    if !properties.contains(&"id") {
-        properties.insert(0, "id");
-    }
+    let properties = named_properties(request.properties.as_deref(), PROPERTIES)?;
     let limit = ctx.jmap.limits.max_objects_in_get;
     let requested = request
         .ids

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use super::{MAILBOX_PROPERTIES, mailbox_json};
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
-use crate::jmap::mail::get::{GetArgs, found, get_response, requested_ids};
+use crate::jmap::mail::get::{GetArgs, found, get_response, named_properties, requested_ids};
 use crate::jmap::{args, ids};
 use crate::store::MailboxRow;
 
@@ -18,7 +18,7 @@ pub async fn mailbox_get(
     let request: GetArgs = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
     // Plan.
-    let properties = mailbox_properties(request.properties.as_deref())?;
+    let properties = named_properties(request.properties.as_deref(), MAILBOX_PROPERTIES)?;
     let limit = ctx.jmap.limits.max_objects_in_get;
     let requested = request
         .ids
@@ -38,34 +38,4 @@ pub async fn mailbox_get(
         }),
     };
     Ok(get_response(request.account_id, state, list, not_found))
-}
-
-/// The requested properties (all when null), `id` always among them;
-/// unknown names are `invalidArguments`.
-fn mailbox_properties(names: Option<&[String]>) -> Result<Vec<&'static str>, MethodError> {
-    let Some(names) = names else {
-        return Ok(MAILBOX_PROPERTIES.to_vec());
-    };
-    let known = |name: &String| {
-        MAILBOX_PROPERTIES
-            .iter()
-            .find(|p| **p == name.as_str())
-            .copied()
-    };
-    let unknown: Vec<&str> = names
-        .iter()
-        .filter(|name| known(name).is_none())
-        .map(String::as_str)
-        .collect();
-    if !unknown.is_empty() {
-        return Err(MethodError::InvalidArguments(format!(
-            "unknown properties: {}",
-            unknown.join(", ")
-        )));
-    }
-    let mut properties: Vec<&'static str> = names.iter().filter_map(known).collect();
-    if !properties.contains(&"id") {
-        properties.insert(0, "id");
-    }
-    Ok(properties)
 }
