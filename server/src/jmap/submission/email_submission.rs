@@ -24,13 +24,13 @@ use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::ids;
 use crate::jmap::mail::changes::changes;
 use crate::jmap::mail::email;
-use crate::jmap::mail::get::{GetArgs, found, get_response, parse_properties, requested_ids};
+use crate::jmap::mail::get::{GetArgs, found, get_response, named_properties, requested_ids};
 use crate::jmap::mail::set::{SetOutcome, check_request};
 use crate::mail::delivery;
 use crate::mail::submission::{
     derived_envelope, from_addresses, header_end, sender_addresses, without_bcc,
 };
-use crate::store::{ChangeType, Delivery, StoreError, SubmissionRow};
+use crate::store::{ChangeType, Delivery, IdentityRow, StoreError, SubmissionRow};
 
 /// Every EmailSubmission property (RFC 8621 §7).
 const PROPERTIES: &[&str] = &[
@@ -69,19 +69,6 @@ fn submission_json(row: &SubmissionRow, properties: &[&'static str]) -> Value {
     Value::Object(object)
 }
 
-fn requested_properties(names: &Option<Vec<String>>) -> Result<Vec<&'static str>, MethodError> {
-    let mut properties = match names {
-        None => PROPERTIES.to_vec(),
-        Some(names) => parse_properties(names, |name| {
-            PROPERTIES.iter().find(|p| **p == name).copied()
-        })?,
-    };
-    if !properties.contains(&"id") {
-        properties.insert(0, "id");
-    }
-    Ok(properties)
-}
-
 /// Handles one EmailSubmission/get call.
 #[tracing::instrument(skip_all, fields(account = ctx.account.id))]
 pub async fn submission_get(
@@ -90,7 +77,7 @@ pub async fn submission_get(
 ) -> Result<Value, MethodError> {
     let request: GetArgs = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
-    let properties = requested_properties(&request.properties)?;
+    let properties = named_properties(request.properties.as_deref(), PROPERTIES)?;
     let limit = ctx.jmap.limits.max_objects_in_get;
     let requested = request
         .ids
@@ -335,12 +322,16 @@ pub async fn submission_set(
     let limit = ctx.jmap.limits.max_objects_in_set;
     check_request(request.if_in_state.as_deref(), old_state, objects, limit)?;
     let mut outcome = SetOutcome::default();
+    let send_as = SendAs {
+        identities: store.identities(account).await?,
+        aliases: store.aliases(account).await?,
+    };
     // Submission id (or `#creationId`) → the Email it sent.
     let mut sent: HashMap<String, i64> = HashMap::new();
     let mut creates: Vec<_> = request.create.unwrap_or_default().into_iter().collect();
     creates.sort_by(|a, b| a.0.cmp(&b.0));
     for (creation_id, object) in creates {
-        let planned = match plan_create(ctx, &object).await? {
+        let planned = match plan_create(ctx, &send_as, &object).await? {
             Ok(planned) => planned,
             Err(error) => {
                 outcome.not_created.push((creation_id, error));
@@ -461,10 +452,18 @@ fn implicit_email_set(
     Some(arguments)
 }
 
+/// What the account may send as, read once per call: its identities and
+/// the aliases an operator granted it.
+struct SendAs {
+    identities: Vec<IdentityRow>,
+    aliases: Vec<String>,
+}
+
 /// Checks one create and reads what it sends; `Ok(Err(_))` is the
 /// SetError for this create, `Err(_)` a failure of the whole call.
 async fn plan_create(
     ctx: &CallContext<'_>,
+    send_as: &SendAs,
     object: &Map<String, Value>,
 ) -> Result<Result<Planned, SetError>, MethodError> {
     let invalid =
@@ -487,10 +486,9 @@ async fn plan_create(
     };
     let store = &ctx.jmap.store;
     let account = ctx.account.id;
-    let identities = store.identities(account).await?;
     let identity = reference("identityId")
         .and_then(|id| ids::parse_identity_id(&id))
-        .and_then(|id| identities.into_iter().find(|row| row.id == id));
+        .and_then(|id| send_as.identities.iter().find(|row| row.id == id));
     let Some(identity) = identity else {
         return invalid("identityId", "no such identity");
     };
@@ -501,9 +499,9 @@ async fn plan_create(
     let Some(email) = email else {
         return invalid("emailId", "no such email");
     };
-    let aliases = store.aliases(account).await?;
+    let aliases = &send_as.aliases;
     let own = &ctx.account.email;
-    if !may_send_as(own, &aliases, &identity.email) {
+    if !may_send_as(own, aliases, &identity.email) {
         let why = format!("this account may no longer send as {}", identity.email);
         return Ok(Err(SetError::new("forbiddenFrom", why)));
     }
@@ -529,7 +527,7 @@ async fn plan_create(
     let foreign = froms
         .iter()
         .chain(&senders)
-        .any(|address| !may_send_as(own, &aliases, address));
+        .any(|address| !may_send_as(own, aliases, address));
     if froms.is_empty() || foreign {
         let why = "the From and Sender fields must name only addresses this account may send as";
         return Ok(Err(SetError::new("forbiddenFrom", why)));
@@ -540,7 +538,7 @@ async fn plan_create(
                 // §7.5: an address the identity may not send as gives way to
                 // the identity's.
                 let from = from
-                    .filter(|from| may_send_as(own, &aliases, from))
+                    .filter(|from| may_send_as(own, aliases, from))
                     .unwrap_or_else(|| identity.email.clone());
                 (from, recipients)
             }
@@ -551,7 +549,7 @@ async fn plan_create(
             None => return invalid("envelope", "envelope must be {mailFrom, rcptTo}"),
         },
     };
-    if !may_send_as(own, &aliases, &mail_from) {
+    if !may_send_as(own, aliases, &mail_from) {
         let why = format!("this account may not use {mail_from} as the envelope sender");
         return Ok(Err(SetError::new("forbiddenMailFrom", why)));
     }
