@@ -40,11 +40,8 @@ pub async fn demo(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCo
         std::fs::write(&password_file, format!("{password}\n"))?;
         let inbox = app
             .store
-            .mailboxes(account.id)
+            .role_mailbox(account.id, "inbox")
             .await?
-            .into_iter()
-            .find(|m| m.role.as_deref() == Some("inbox"))
-            .map(|m| m.id)
             .ok_or_else(|| anyhow::anyhow!("the demo account has no inbox"))?;
         let count = DEMO_MESSAGES.len() as i64;
         let batch = DEMO_MESSAGES

@@ -256,12 +256,12 @@ async fn store_in_inbox(
     message: Vec<u8>,
     now: i64,
 ) -> Result<(), Stored> {
-    let mailboxes = store.mailboxes(account).await.map_err(|_| Stored::Failed)?;
-    let inbox = mailboxes
-        .into_iter()
-        .find(|m| m.role.as_deref() == Some("inbox"))
+    let inbox = store
+        .role_mailbox(account, "inbox")
+        .await
+        .map_err(|_| Stored::Failed)?
         .ok_or(Stored::NoInbox)?;
-    let prepared = prepare(message, vec![inbox.id], Vec::new(), |_| now);
+    let prepared = prepare(message, vec![inbox], Vec::new(), |_| now);
     match store_batch(store, blobs, account, vec![prepared]).await {
         Ok(_) => Ok(()),
         Err(super::ingest::IngestError::Store(crate::store::StoreError::OverQuota)) => {

@@ -699,6 +699,9 @@ pub trait Store: Send + Sync + 'static {
     async fn mailboxes(&self, account: i64) -> StoreResult<Vec<MailboxRow>>;
     /// Whether the mailbox exists in the account (one indexed lookup).
     async fn owns_mailbox(&self, account: i64, mailbox: i64) -> StoreResult<bool>;
+    /// The account's mailbox with `role` (`inbox`, `sent`, …), if it has
+    /// one: one row read, without the counts [`Store::mailboxes`] computes.
+    async fn role_mailbox(&self, account: i64, role: &str) -> StoreResult<Option<i64>>;
     /// Creates a mailbox; returns its id.
     async fn create_mailbox(&self, account: i64, mailbox: &NewMailbox) -> StoreResult<i64>;
     /// Applies a patch to a mailbox.

@@ -1088,6 +1088,16 @@ where
         Ok(found.is_some())
     }
 
+    async fn role_mailbox(&self, account: i64, role: &str) -> StoreResult<Option<i64>> {
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM mailboxes WHERE account_id = $1 AND role = $2 ORDER BY id LIMIT 1",
+        )
+        .bind(account)
+        .bind(role)
+        .fetch_optional(&self.reader)
+        .await?)
+    }
+
     async fn create_mailbox(&self, account: i64, mailbox: &NewMailbox) -> StoreResult<i64> {
         let mut tx = self.write(Some(account)).await?;
         if let Some(parent) = mailbox.parent_id {
