@@ -644,6 +644,8 @@ pub trait Store: Send + Sync + 'static {
     async fn remove_alias(&self, account: i64, address: &str) -> StoreResult<bool>;
     /// The account's EmailSubmissions (RFC 8621 §7), by id.
     async fn submissions(&self, account: i64) -> StoreResult<Vec<SubmissionRow>>;
+    /// One of the account's EmailSubmissions, if it has it.
+    async fn submission(&self, account: i64, id: i64) -> StoreResult<Option<SubmissionRow>>;
     /// Stores a submission (its `id` ignored) with the deliveries that send
     /// it (their `id` and `submission_id` ignored), in one transaction, and
     /// logs it; the submission's id and the deliveries as stored.

@@ -991,6 +991,10 @@ where
         self.read_submissions(account).await
     }
 
+    async fn submission(&self, account: i64, id: i64) -> StoreResult<Option<SubmissionRow>> {
+        self.read_submission(account, id).await
+    }
+
     async fn create_submission(
         &self,
         account: i64,

@@ -37,6 +37,21 @@ where
         .await?)
     }
 
+    pub(super) async fn read_submission(
+        &self,
+        account: i64,
+        id: i64,
+    ) -> StoreResult<Option<SubmissionRow>> {
+        Ok(sqlx::query_as(
+            "SELECT id, identity_id, email_id, thread_id, envelope, send_at, undo_status, \
+             delivery_status FROM email_submissions WHERE account_id = $1 AND id = $2",
+        )
+        .bind(account)
+        .bind(id)
+        .fetch_optional(&self.reader)
+        .await?)
+    }
+
     pub(super) async fn insert_submission(
         &self,
         account: i64,

@@ -695,11 +695,7 @@ async fn send(ctx: &CallContext<'_>, planned: Planned) -> Result<(i64, i64, Valu
             tracing::warn!(submission = id, %error, "delivery left for a retry");
         }
     }
-    let row = store
-        .submissions(account)
-        .await?
-        .into_iter()
-        .find(|row| row.id == id);
+    let row = store.submission(account, id).await?;
     let delivery_status = row
         .as_ref()
         .map(|row| serde_json::from_str(&row.delivery_status).unwrap_or(Value::Null))
