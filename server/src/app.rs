@@ -81,6 +81,8 @@ pub struct ServeOptions {
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// The SMTP relay mail to other servers goes through (`--smtp-relay`).
     pub smtp_relay: Option<std::sync::Arc<crate::mail::relay::Relay>>,
+    /// The IMAP server this instance mirrors (`--upstream`, issue 18).
+    pub upstream: Option<crate::mail::upstream::UpstreamOptions>,
 }
 
 /// Bounds on the connections of one serving instance (`serve` flags

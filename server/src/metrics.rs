@@ -13,6 +13,12 @@
 //!   run, for known and unknown users alike)
 //! - `fastview_login_refusals_total{reason="braked|busy"}` (logins refused
 //!   unverified: too many failures, or too many verifications waiting)
+//! - `fastview_upstream_round_trips_total{command="login|sync"}` (the
+//!   projection proxy's sessions with its IMAP upstream, issue 18)
+//! - `fastview_upstream_fetched_messages_total`,
+//!   `fastview_upstream_fetched_bytes_total` (messages read from the upstream)
+//! - `fastview_upstream_sync_seconds` (histogram: how long one account's
+//!   sync took; with IDLE/NOTIFY this is the lag of a change behind the upstream)
 //!
 //! No label carries an account.
 
@@ -41,6 +47,12 @@ pub struct RefusalLabel {
     pub reason: &'static str,
 }
 
+/// `command` label of `fastview_upstream_round_trips_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UpstreamCommandLabel {
+    pub command: &'static str,
+}
+
 /// `method` label of the per-method latency histogram.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MethodLabel {
@@ -64,6 +76,10 @@ pub struct Metrics {
     pub method_duration: Family<MethodLabel, Histogram, fn() -> Histogram>,
     pub login_verifications: Counter,
     pub login_refusals: Family<RefusalLabel, Counter>,
+    pub upstream_round_trips: Family<UpstreamCommandLabel, Counter>,
+    pub upstream_fetched_messages: Counter,
+    pub upstream_fetched_bytes: Counter,
+    pub upstream_sync_seconds: Histogram,
 }
 
 impl Default for Metrics {
@@ -131,8 +147,36 @@ impl Metrics {
             "Logins refused without verifying the password, by reason",
             login_refusals.clone(),
         );
+        let upstream_round_trips = Family::<UpstreamCommandLabel, Counter>::default();
+        registry.register(
+            "fastview_upstream_round_trips",
+            "Sessions with the IMAP upstream, by what they were for",
+            upstream_round_trips.clone(),
+        );
+        let upstream_fetched_messages = Counter::default();
+        registry.register(
+            "fastview_upstream_fetched_messages",
+            "Messages read from the IMAP upstream",
+            upstream_fetched_messages.clone(),
+        );
+        let upstream_fetched_bytes = Counter::default();
+        registry.register(
+            "fastview_upstream_fetched_bytes",
+            "Octets of the messages read from the IMAP upstream",
+            upstream_fetched_bytes.clone(),
+        );
+        let upstream_sync_seconds = latency_histogram();
+        registry.register(
+            "fastview_upstream_sync_seconds",
+            "How long one account's sync with the IMAP upstream took",
+            upstream_sync_seconds.clone(),
+        );
         Self {
             registry,
+            upstream_round_trips,
+            upstream_fetched_messages,
+            upstream_fetched_bytes,
+            upstream_sync_seconds,
             email_get,
             fast_view_hits,
             fast_view_misses,
@@ -164,6 +208,21 @@ impl Metrics {
         self.login_refusals
             .get_or_create(&RefusalLabel { reason })
             .inc();
+    }
+
+    /// Counts one session with the upstream (`command`: `login`, `sync`).
+    pub fn count_upstream_round_trip(&self, command: &'static str) {
+        self.upstream_round_trips
+            .get_or_create(&UpstreamCommandLabel { command })
+            .inc();
+    }
+
+    /// Records one account sync: messages and octets read, time taken.
+    pub fn upstream_synced(&self, messages: usize, octets: u64, took: std::time::Duration) {
+        self.count_upstream_round_trip("sync");
+        self.upstream_fetched_messages.inc_by(messages as u64);
+        self.upstream_fetched_bytes.inc_by(octets);
+        self.upstream_sync_seconds.observe(took.as_secs_f64());
     }
 
     /// Counts one blob read of `bytes` octets.

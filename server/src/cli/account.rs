@@ -159,6 +159,13 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
             password_stdin,
             quota,
         } => {
+            if let Some(upstream) = app.store.upstream_source().await? {
+                bail!(
+                    "{} mirrors the IMAP server {upstream}: an account is made when its \
+                     user first logs in with the IMAP credentials; `account add` cannot add one",
+                    app.data_dir.display()
+                );
+            }
             let password = match (password, password_stdin) {
                 (Some(password), false) if !password.is_empty() => password,
                 (Some(_), false) => bail!("the password is empty"),

@@ -22,7 +22,7 @@ const DEMO_MESSAGES: &[(&str, &[u8])] = include!(concat!(env!("OUT_DIR"), "/demo
 
 /// `fastview demo`.
 pub async fn demo(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let app = global.open().await?;
+    let app = global.open_own("fastview demo").await?;
     let password_file = app.data_dir.join("demo-password");
     if app.store.account_by_email(DEMO_ACCOUNT).await?.is_none() {
         let password: String = {

@@ -129,7 +129,7 @@ fn prepare_source(message: SourceMessage, mailbox: i64) -> PreparedEmail {
 
 /// `fastview import`.
 pub async fn import(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<ExitCode> {
-    let app = global.open().await?;
+    let app = global.open_own("fastview import").await?;
     let account = app
         .store
         .account_by_email(&args.account)

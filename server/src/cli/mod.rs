@@ -67,6 +67,23 @@ impl GlobalArgs {
         )
         .await?)
     }
+
+    /// Opens the storage for a command that adds accounts or mail of its
+    /// own: refused on a data dir that mirrors an upstream (`serve
+    /// --upstream`), whose accounts and mail come from there.
+    pub async fn open_own(&self, command: &str) -> anyhow::Result<App> {
+        let app = self.open().await?;
+        if let Some(upstream) = app.store.upstream_source().await? {
+            anyhow::bail!(
+                "{}: {} mirrors the IMAP server {upstream}; its accounts and mail come \
+                 from there (users log in with their IMAP credentials), so `{command}` \
+                 cannot add any",
+                command,
+                app.data_dir.display()
+            );
+        }
+        Ok(app)
+    }
 }
 
 /// The subcommands.

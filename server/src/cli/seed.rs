@@ -134,7 +134,7 @@ pub async fn seed(global: &GlobalArgs, args: SeedArgs) -> anyhow::Result<ExitCod
         );
     }
     let started = Instant::now();
-    let app = global.open().await?;
+    let app = global.open_own("fastview seed").await?;
     let wanted = (args.accounts as usize * args.messages_per_account as usize).min(20_000);
     let from = args.from.clone();
     let mut sources: Vec<PreparedEmail> = tokio::task::spawn_blocking(move || {

@@ -95,6 +95,20 @@ pub struct ServeArgs {
     pub smtp_relay: Option<std::sync::Arc<crate::mail::relay::Relay>>,
     /// Address of the Prometheus metrics listener (`GET /metrics`, no auth),
     /// or `off`. Not served on the API port.
+    /// Mirror an existing IMAP server (issue 18): `imaps://host[:993]`, or
+    /// `imap://host[:143]` (STARTTLS required unless the host is loopback).
+    /// Users log in with their IMAP credentials; accounts are made on their
+    /// first login and synced while in use. A data dir serves one upstream.
+    #[arg(long, env = "FASTVIEW_UPSTREAM", value_parser = crate::mail::upstream::UpstreamUrl::parse)]
+    pub upstream: Option<crate::mail::upstream::UpstreamUrl>,
+    /// Seconds a listening account waits for the upstream between syncs
+    /// (the IDLE timeout; without IDLE, the poll interval).
+    #[arg(long, env = "FASTVIEW_UPSTREAM_POLL", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub upstream_poll: u64,
+    /// Minutes after its last request that an account stays synced (and
+    /// its credentials kept in memory).
+    #[arg(long, env = "FASTVIEW_UPSTREAM_IDLE_MINUTES", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub upstream_idle_minutes: u64,
     #[arg(long, env = "FASTVIEW_METRICS_LISTEN", default_value = "127.0.0.1:9090", value_parser = parse_metrics_listen)]
     pub metrics_listen: MetricsListen,
 }
@@ -150,6 +164,14 @@ impl ServeArgs {
             },
             trusted_proxies: self.trusted_proxy.clone(),
             smtp_relay: self.smtp_relay.clone(),
+            upstream: self
+                .upstream
+                .clone()
+                .map(|url| crate::mail::upstream::UpstreamOptions {
+                    url,
+                    poll: std::time::Duration::from_secs(self.upstream_poll),
+                    idle: std::time::Duration::from_secs(self.upstream_idle_minutes * 60),
+                }),
             ..ServeOptions::default()
         }
     }
@@ -180,6 +202,27 @@ pub async fn shutdown_signal() {
 
 /// Serves an opened app with the given flags.
 pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    let recorded = app.store.upstream_source().await?;
+    match (&args.upstream, &recorded) {
+        (Some(url), None) => {
+            if !app.store.list_accounts().await?.is_empty() {
+                anyhow::bail!(
+                    "{} has accounts of its own; --upstream {url} needs a data dir of its own",
+                    app.data_dir.display()
+                );
+            }
+            app.store.set_upstream_source(&url.to_string()).await?;
+        }
+        (Some(url), Some(recorded)) if url.to_string() != *recorded => anyhow::bail!(
+            "{} mirrors {recorded}, not {url}: one data dir serves one upstream",
+            app.data_dir.display()
+        ),
+        (None, Some(recorded)) => anyhow::bail!(
+            "{} mirrors {recorded}: serve it with --upstream {recorded}",
+            app.data_dir.display()
+        ),
+        _ => {}
+    }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -222,6 +265,9 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
         args.smtp_relay.clone(),
         std::time::Duration::from_secs(15),
     );
+    if let Some(upstream) = &args.upstream {
+        eprintln!("mirroring the IMAP server {upstream}: users log in with its credentials");
+    }
     if let Some(relay) = &args.smtp_relay {
         eprintln!("mail to other servers goes through the SMTP relay {relay}");
     }

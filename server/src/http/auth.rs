@@ -42,6 +42,13 @@
 //!
 //! Login names are compared in one form, [`normalize_address`] (NFKC, then
 //! lowercase), here and in `fastview account`.
+//!
+//! Behind an IMAP upstream (`serve --upstream`, issue 18) a Basic login is
+//! verified by logging in to the upstream instead of argon2 (the same
+//! brake, cache and re-checks; an upstream that cannot be asked is 503,
+//! not a failure), the account is made on its first accepted login, and
+//! every authenticated request hands the credentials to the account's sync
+//! ([`Upstream::use_account`]), which keeps them in memory only.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -59,6 +66,7 @@ use tokio::sync::Semaphore;
 use unicode_normalization::UnicodeNormalization;
 
 use super::error::HttpError;
+use crate::mail::upstream::Upstream;
 use crate::metrics::Metrics;
 use crate::store::{Account, Store};
 
@@ -191,6 +199,10 @@ pub struct Authenticator {
     tokens: Cache<String, (Account, i64)>,
     /// The deployment's push access key, read once.
     push_key: tokio::sync::OnceCell<Vec<u8>>,
+    /// `serve --upstream`: logins are checked against the upstream IMAP
+    /// server instead of a stored hash, and every request keeps its
+    /// account's sync going (`crate::mail::upstream`).
+    pub upstream: Option<Arc<Upstream>>,
 }
 
 impl Authenticator {
@@ -224,6 +236,7 @@ impl Authenticator {
                 .time_to_live(TOKEN_RECHECK)
                 .build(),
             push_key: tokio::sync::OnceCell::new(),
+            upstream: None,
         }
     }
 
@@ -398,21 +411,58 @@ impl Authenticator {
             });
         }
         let key = (user.clone(), self.secret_digest(&user, &password));
+        let (account, credential) = self.basic(key, &user, &password, client, fresh).await?;
+        if let Some(upstream) = &self.upstream {
+            upstream.use_account(account.id, &user, &password);
+        }
+        Ok((account, credential))
+    }
+
+    /// [`Authenticator::authenticate`] for Basic credentials: from the
+    /// cache, else verified (argon2, or a login at the upstream).
+    async fn basic(
+        &self,
+        key: (String, [u8; 32]),
+        user: &str,
+        password: &str,
+        client: IpAddr,
+        fresh: bool,
+    ) -> Result<(Account, Credential), HttpError> {
         if let Some(verified) = self.verified.get(&key).await {
             if !fresh && verified.checked_at.elapsed() < CREDENTIAL_TTL {
                 return Ok(verified.into_credential());
             }
-            if let Some(account) = self.recheck(&user, &verified.account).await? {
+            if let Some(account) = self.recheck(user, &verified.account).await? {
                 let verified = Verified::now(account);
                 self.verified.insert(key, verified.clone()).await;
                 return Ok(verified.into_credential());
             }
             self.verified.invalidate(&key).await;
         }
-        let slots = self.reserve_failure(&user, client).await?;
+        let slots = self.reserve_failure(user, client).await?;
+        if let Some(upstream) = &self.upstream {
+            return match upstream.verify(user, password).await {
+                Ok(true) => {
+                    drop(slots);
+                    let account = upstream
+                        .account(user)
+                        .await
+                        .map_err(|error| HttpError::Internal(error.to_string()))?;
+                    let verified = Verified::now(account);
+                    self.verified.insert(key, verified.clone()).await;
+                    Ok(verified.into_credential())
+                }
+                Ok(false) => {
+                    slots.keep();
+                    Err(HttpError::Unauthorized)
+                }
+                // Not a failure of the user's: the slots go back.
+                Err(error) => Err(HttpError::UpstreamUnavailable(error.to_string())),
+            };
+        }
         let account = self
             .store
-            .account_by_email(&user)
+            .account_by_email(user)
             .await
             .map_err(|error| HttpError::Internal(error.to_string()))?;
         // Unknown users cost one verification like known ones.
@@ -420,7 +470,7 @@ impl Authenticator {
             || self.dummy_hash.clone(),
             |a| a.password_hash.as_str().into(),
         );
-        let verified = self.verify(password, hash).await?;
+        let verified = self.verify(password.to_string(), hash).await?;
         match account {
             Some(account) if verified => {
                 drop(slots); // a valid login gives its slots back

@@ -40,6 +40,11 @@ pub enum HttpError {
     /// Retry-After (the verifications in progress bound memory and CPU).
     #[error("too many logins being verified")]
     LoginBusy,
+    /// The login could not be checked: the upstream IMAP server (`serve
+    /// --upstream`) could not be asked. 503 with Retry-After; the cause is
+    /// logged, not shown.
+    #[error("the upstream could not check the login: {0}")]
+    UpstreamUnavailable(String),
     /// The client hung up while its request was being read: logged at
     /// debug (nothing failed here), answered 400 if anyone is still there.
     #[error("the client disconnected")]
@@ -176,6 +181,18 @@ impl IntoResponse for HttpError {
                 response
                     .headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                response
+            }
+            HttpError::UpstreamUnavailable(cause) => {
+                tracing::warn!(%cause, "a login could not be checked against the upstream");
+                let mut response = problem(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "about:blank",
+                    "the mail server behind this one could not check the login; try again",
+                );
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
                 response
             }
             HttpError::ClientDisconnected => {

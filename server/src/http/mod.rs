@@ -82,15 +82,32 @@ impl AppState {
             options.cache_sizes,
         );
         jmap.relay = options.smtp_relay.clone();
+        jmap.upstream = options
+            .upstream
+            .as_ref()
+            .map(|upstream| upstream.url.to_string());
         let max_in_flight = match options.max_in_flight {
             0 => DEFAULT_MAX_IN_FLIGHT,
             max => max,
         };
         let metrics = jmap.metrics.clone();
         let limits = jmap.limits;
+        let mut auth = Authenticator::new(
+            app.store.clone(),
+            metrics.clone(),
+            options.trusted_proxies.clone(),
+        );
+        auth.upstream = options.upstream.clone().map(|upstream| {
+            crate::mail::upstream::Upstream::new(
+                upstream,
+                app.store.clone(),
+                app.blobs.clone(),
+                metrics,
+            )
+        });
         Self {
             jmap: Arc::new(jmap),
-            auth: Authenticator::new(app.store.clone(), metrics, options.trusted_proxies.clone()),
+            auth,
             public_url: options
                 .public_url
                 .as_ref()

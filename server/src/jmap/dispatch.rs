@@ -109,11 +109,30 @@ fn capability_of(method: &str) -> &'static str {
     }
 }
 
+/// The methods that change mail: behind an IMAP upstream they must reach
+/// the upstream first (issue 18), which this node does not do yet, so they
+/// are refused rather than letting the mirror and the upstream part ways.
+const UPSTREAM_WRITES: &[&str] = &[
+    "Mailbox/set",
+    "Email/set",
+    "Email/import",
+    "Email/copy",
+    "EmailSubmission/set",
+];
+
 async fn call(
     ctx: &mut CallContext<'_>,
     method: &str,
     arguments: Map<String, Value>,
 ) -> Result<Value, MethodError> {
+    if let Some(upstream) = &ctx.jmap.upstream
+        && UPSTREAM_WRITES.contains(&method)
+    {
+        return Err(MethodError::Forbidden(format!(
+            "this server mirrors the IMAP server {upstream}, and writes through to it \
+             are not available yet: make this change with an IMAP client"
+        )));
+    }
     match method {
         "Core/echo" => Ok(core::echo(arguments)),
         "Blob/copy" => super::copy::blob_copy(ctx, arguments).await,

@@ -140,6 +140,9 @@ pub struct Jmap {
     /// Where mail to other servers goes (`serve --smtp-relay`); without
     /// one, EmailSubmission/set refuses such recipients.
     pub relay: Option<Arc<crate::mail::relay::Relay>>,
+    /// The IMAP server this instance mirrors (`serve --upstream`), if any:
+    /// its accounts' mail comes from there (`crate::mail::upstream`).
+    pub upstream: Option<String>,
 }
 
 impl Jmap {
@@ -177,6 +180,7 @@ impl Jmap {
                 limits.max_held_per_node(),
             )),
             relay: None,
+            upstream: None,
         }
     }
 }

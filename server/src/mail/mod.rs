@@ -20,5 +20,6 @@ pub mod search;
 pub mod structure;
 pub mod submission;
 pub mod thread;
+pub mod upstream;
 pub mod vacation;
 pub mod work;

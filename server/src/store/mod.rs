@@ -26,6 +26,7 @@ pub mod raw;
 pub mod sql;
 pub mod sqlite;
 mod submission;
+mod upstream;
 
 use std::collections::{HashMap, HashSet};
 
@@ -279,6 +280,18 @@ pub struct MailboxPatch {
     pub role: Option<Option<String>>,
     pub sort_order: Option<i64>,
     pub is_subscribed: Option<bool>,
+}
+
+/// A local mailbox that mirrors a mailbox of the upstream IMAP server
+/// (issue 18, migration 0309).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamMailbox {
+    pub mailbox_id: i64,
+    /// The upstream's full name as on the wire (RFC 3501 §5.1.3 modified
+    /// UTF-7, hierarchy delimiters included).
+    pub name: String,
+    /// The UIDVALIDITY the mapped UIDs belong to (RFC 3501 §2.3.1.1).
+    pub uid_validity: i64,
 }
 
 /// The metadata of one email: everything Email/get serves at the metadata
@@ -696,6 +709,29 @@ pub trait Store: Send + Sync + 'static {
         account: i64,
         response: &VacationResponse,
     ) -> StoreResult<()>;
+
+    /// The upstream IMAP server this data dir mirrors (`serve --upstream`),
+    /// if any (migration 0309).
+    async fn upstream_source(&self) -> StoreResult<Option<String>>;
+    /// Records the upstream this data dir mirrors.
+    async fn set_upstream_source(&self, url: &str) -> StoreResult<()>;
+    /// The account's mailboxes that mirror upstream mailboxes.
+    async fn upstream_mailboxes(&self, account: i64) -> StoreResult<Vec<UpstreamMailbox>>;
+    /// Records (or renames, or moves to a new UIDVALIDITY) the upstream
+    /// mailbox a mailbox of the account mirrors; nothing when the mailbox is
+    /// not the account's.
+    async fn put_upstream_mailbox(
+        &self,
+        account: i64,
+        mailbox: &UpstreamMailbox,
+    ) -> StoreResult<()>;
+    /// `(uid, email id)` of every synced message of a mirrored mailbox, by UID.
+    async fn upstream_uids(&self, mailbox: i64) -> StoreResult<Vec<(i64, i64)>>;
+    /// Records which email each `(uid, email id)` of a mirrored mailbox is.
+    async fn record_upstream_uids(&self, mailbox: i64, uids: &[(i64, i64)]) -> StoreResult<()>;
+    /// Forgets UIDs of a mirrored mailbox (`None`: all of them, after a
+    /// UIDVALIDITY change); the emails stay.
+    async fn forget_upstream_uids(&self, mailbox: i64, uids: Option<&[i64]>) -> StoreResult<()>;
 
     /// All mailboxes of the account with their counts, by id.
     async fn mailboxes(&self, account: i64) -> StoreResult<Vec<MailboxRow>>;

@@ -31,7 +31,7 @@ use super::{
     EmailMeta, EmailUpdate, FastView, IdentityPatch, IdentityRow, Inserted, LogPosition,
     MailboxPatch, MailboxRow, NewEmail, NewMailbox, QueryRow, Quota, ROLE_MAILBOXES, SearchText,
     States, Store, StoreError, StoreResult, SubmissionRow, TextSearch, UpdateOutcome,
-    VacationResponse,
+    UpstreamMailbox, VacationResponse,
 };
 
 /// Bound values per multi-row statement: below SQLite's 32,766 host
@@ -973,6 +973,38 @@ where
 
     async fn destroy_identity(&self, account: i64, id: i64) -> StoreResult<()> {
         self.delete_identity(account, id).await
+    }
+
+    async fn upstream_source(&self) -> StoreResult<Option<String>> {
+        self.read_upstream_source().await
+    }
+
+    async fn set_upstream_source(&self, url: &str) -> StoreResult<()> {
+        self.write_upstream_source(url).await
+    }
+
+    async fn upstream_mailboxes(&self, account: i64) -> StoreResult<Vec<UpstreamMailbox>> {
+        self.read_upstream_mailboxes(account).await
+    }
+
+    async fn put_upstream_mailbox(
+        &self,
+        account: i64,
+        mailbox: &UpstreamMailbox,
+    ) -> StoreResult<()> {
+        self.write_upstream_mailbox(account, mailbox).await
+    }
+
+    async fn upstream_uids(&self, mailbox: i64) -> StoreResult<Vec<(i64, i64)>> {
+        self.read_upstream_uids(mailbox).await
+    }
+
+    async fn record_upstream_uids(&self, mailbox: i64, uids: &[(i64, i64)]) -> StoreResult<()> {
+        self.write_upstream_uids(mailbox, uids).await
+    }
+
+    async fn forget_upstream_uids(&self, mailbox: i64, uids: Option<&[i64]>) -> StoreResult<()> {
+        self.delete_upstream_uids(mailbox, uids).await
     }
 
     async fn aliases(&self, account: i64) -> StoreResult<Vec<String>> {

@@ -134,6 +134,10 @@ impl Dialect for SqliteDialect {
             "SELECT id FROM mailboxes WHERE account_id = $1 AND id ",
             in_list!(2)
         ),
+        forget_upstream_uids: concat!(
+            "DELETE FROM upstream_messages WHERE mailbox_id = $1 AND uid ",
+            in_list!(2)
+        ),
         stored_blobs: concat!(
             "SELECT blob_id, id FROM emails WHERE account_id = $1 AND blob_id ",
             in_list!(2)

@@ -35,3 +35,4 @@ mod submission;
 mod sync;
 mod tokens;
 mod uploads;
+mod upstream_imap;

@@ -1,0 +1,27 @@
+-- The projection proxy in front of an IMAP server (issue 18, ADR 0008).
+-- `upstream_source`: the one upstream a data dir serves, recorded by the
+-- first `serve --upstream`; other commands refuse to add mail or accounts
+-- to such a data dir. `upstream_mailboxes`: which upstream mailbox (its
+-- full name as on the wire, modified UTF-7) a local mailbox mirrors, at
+-- which UIDVALIDITY. `upstream_messages`: which email each UID of a
+-- mirrored mailbox is (the same message in two mailboxes is one email).
+CREATE TABLE upstream_source (
+    id             INTEGER PRIMARY KEY CHECK (id = 1),
+    url            TEXT NOT NULL
+);
+
+CREATE TABLE upstream_mailboxes (
+    mailbox_id     INTEGER PRIMARY KEY REFERENCES mailboxes(id) ON DELETE CASCADE,
+    account_id     INTEGER NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+    name           TEXT NOT NULL,
+    uid_validity   INTEGER NOT NULL,
+    UNIQUE (account_id, name)
+);
+
+CREATE TABLE upstream_messages (
+    mailbox_id     INTEGER NOT NULL REFERENCES mailboxes(id) ON DELETE CASCADE,
+    uid            INTEGER NOT NULL,
+    email_id       INTEGER NOT NULL REFERENCES emails(id) ON DELETE CASCADE,
+    PRIMARY KEY (mailbox_id, uid)
+);
+CREATE INDEX upstream_messages_by_email ON upstream_messages (email_id);

@@ -1,0 +1,444 @@
+//! One connection to the upstream IMAP server (RFC 3501) through
+//! async-imap: connect (TLS, STARTTLS, or plain to loopback only), log in
+//! with the user's credentials, and the few commands a sync needs — LIST
+//! with RFC 6154 special-use attributes, LSUB, EXAMINE, UID FETCH of flags
+//! and of whole messages (BODY.PEEK[], so reading never sets `\Seen`), and
+//! IDLE (RFC 2177). Every command has a deadline: an upstream that stops
+//! answering is [`UpstreamError::Unreachable`], never a hung task.
+
+use std::collections::HashSet;
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use async_imap::imap_proto::NameAttribute;
+use futures::TryStreamExt;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::{Security, UpstreamError, UpstreamUrl};
+
+/// How long connecting, TLS and login may take together.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long one command may take (a FETCH of a batch of messages included).
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A byte stream a session runs over: TCP or TLS over TCP.
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send + Debug {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + Debug> Io for T {}
+
+type Session = async_imap::Session<Box<dyn Io>>;
+
+/// A mailbox as LIST names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedMailbox {
+    /// The full name on the wire (modified UTF-7, with delimiters).
+    pub name: String,
+    /// The hierarchy delimiter, when the server has a hierarchy.
+    pub delimiter: Option<String>,
+    /// The RFC 8621 role from RFC 6154 special use (`inbox` for INBOX).
+    pub role: Option<&'static str>,
+    /// Whether it can be selected (not `\Noselect` / `\NonExistent`).
+    pub selectable: bool,
+}
+
+/// What EXAMINE tells of a mailbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Selected {
+    pub uid_validity: u32,
+    pub exists: u32,
+    /// RFC 7162 HIGHESTMODSEQ, when the server has CONDSTORE.
+    pub highest_modseq: Option<u64>,
+}
+
+/// A message's UID and flags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageFlags {
+    pub uid: u32,
+    pub flags: Vec<String>,
+}
+
+/// A whole message as fetched.
+#[derive(Debug, Clone)]
+pub struct FetchedMessage {
+    pub uid: u32,
+    pub flags: Vec<String>,
+    /// INTERNALDATE in unix seconds.
+    pub internal_date: Option<i64>,
+    pub raw: Vec<u8>,
+}
+
+/// A logged-in connection.
+pub struct Connection {
+    session: Session,
+    capabilities: HashSet<String>,
+}
+
+/// Runs `future` with a deadline: an elapsed one is `Unreachable`.
+async fn deadline<T, E: Into<UpstreamError>>(
+    limit: Duration,
+    what: &str,
+    future: impl Future<Output = Result<T, E>>,
+) -> Result<T, UpstreamError> {
+    match tokio::time::timeout(limit, future).await {
+        Ok(result) => result.map_err(Into::into),
+        Err(_) => Err(UpstreamError::Unreachable(format!(
+            "{what}: no answer within {} s",
+            limit.as_secs()
+        ))),
+    }
+}
+
+/// The TLS client settings: rustls with ring and the webpki roots.
+fn tls() -> Arc<rustls::ClientConfig> {
+    static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let roots =
+                rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+            let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default TLS versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+            Arc::new(config)
+        })
+        .clone()
+}
+
+async fn wrap_tls(host: &str, stream: Box<dyn Io>) -> Result<Box<dyn Io>, UpstreamError> {
+    let name = rustls::pki_types::ServerName::try_from(host.to_string())
+        .map_err(|error| UpstreamError::Unreachable(format!("{host}: {error}")))?;
+    let stream = tokio_rustls::TlsConnector::from(tls())
+        .connect(name, stream)
+        .await
+        .map_err(|error| UpstreamError::Unreachable(format!("TLS with {host}: {error}")))?;
+    Ok(Box::new(stream))
+}
+
+/// Reads the greeting: `OK` (or `PREAUTH`) goes on, `BYE` is a refusal.
+async fn greeting(client: &mut async_imap::Client<Box<dyn Io>>) -> Result<(), UpstreamError> {
+    use async_imap::imap_proto::{Response, Status};
+    let response = client
+        .read_response()
+        .await
+        .map_err(|error| UpstreamError::Unreachable(error.to_string()))?
+        .ok_or_else(|| UpstreamError::Unreachable("closed before its greeting".into()))?;
+    match response.parsed() {
+        Response::Data {
+            status: Status::Bye,
+            outcome,
+            ..
+        } => Err(UpstreamError::Refused(format!(
+            "greeting BYE {}",
+            outcome.information.as_deref().unwrap_or("")
+        ))),
+        _ => Ok(()),
+    }
+}
+
+impl Connection {
+    /// Connects to `url` and logs in as `user` (LOGIN). `LoginRefused` when
+    /// the upstream says `NO` (or the credentials cannot be sent in a
+    /// quoted string); `Unreachable` for a network, TLS or time failure.
+    pub async fn login(
+        url: &UpstreamUrl,
+        user: &str,
+        password: &str,
+    ) -> Result<Self, UpstreamError> {
+        let connecting = async {
+            let tcp = tokio::net::TcpStream::connect((url.host.as_str(), url.port))
+                .await
+                .map_err(|error| UpstreamError::Unreachable(format!("{url}: {error}")))?;
+            tcp.set_nodelay(true).ok();
+            let tcp: Box<dyn Io> = Box::new(tcp);
+            let client = match url.security {
+                Security::Tls => {
+                    let mut client = async_imap::Client::new(wrap_tls(&url.host, tcp).await?);
+                    greeting(&mut client).await?;
+                    client
+                }
+                Security::Plain => {
+                    let mut client = async_imap::Client::new(tcp);
+                    greeting(&mut client).await?;
+                    client
+                }
+                Security::StartTls => {
+                    let mut client = async_imap::Client::new(tcp);
+                    greeting(&mut client).await?;
+                    client
+                        .run_command_and_check_ok("STARTTLS", None)
+                        .await
+                        .map_err(|error| {
+                            UpstreamError::Refused(format!(
+                                "STARTTLS (required off loopback): {error}"
+                            ))
+                        })?;
+                    async_imap::Client::new(wrap_tls(&url.host, client.into_inner()).await?)
+                }
+            };
+            let mut session = match client.login(user, password).await {
+                Ok(session) => session,
+                Err((async_imap::error::Error::No(_), _))
+                | Err((async_imap::error::Error::Validate(_), _)) => {
+                    return Err(UpstreamError::LoginRefused);
+                }
+                Err((error, _)) => return Err(error.into()),
+            };
+            let capabilities = session
+                .capabilities()
+                .await?
+                .iter()
+                .map(|capability| match capability {
+                    async_imap::types::Capability::Atom(atom) => atom.to_ascii_uppercase(),
+                    async_imap::types::Capability::Imap4rev1 => "IMAP4REV1".to_string(),
+                    async_imap::types::Capability::Auth(mechanism) => {
+                        format!("AUTH={}", mechanism.to_ascii_uppercase())
+                    }
+                })
+                .collect();
+            Ok::<_, UpstreamError>(Self {
+                session,
+                capabilities,
+            })
+        };
+        deadline(CONNECT_TIMEOUT, "login", connecting).await
+    }
+
+    /// Whether the upstream offers `capability` (uppercase, e.g. `IDLE`).
+    pub fn has(&self, capability: &str) -> bool {
+        self.capabilities.contains(capability)
+    }
+
+    /// Every mailbox (LIST "" "*"), with its special use.
+    pub async fn list(&mut self) -> Result<Vec<ListedMailbox>, UpstreamError> {
+        let names: Vec<async_imap::types::Name> = deadline(COMMAND_TIMEOUT, "LIST", async {
+            self.session
+                .list(Some(""), Some("*"))
+                .await?
+                .try_collect()
+                .await
+        })
+        .await?;
+        Ok(names
+            .iter()
+            .map(|name| {
+                let attributes = name.attributes();
+                let selectable = !attributes.iter().any(|attribute| {
+                    matches!(attribute, NameAttribute::NoSelect)
+                        || matches!(attribute, NameAttribute::Extension(ext)
+                            if ext.eq_ignore_ascii_case("\\NonExistent"))
+                });
+                let role = if name.name().eq_ignore_ascii_case("INBOX") {
+                    Some("inbox")
+                } else {
+                    attributes.iter().find_map(role_of)
+                };
+                ListedMailbox {
+                    name: name.name().to_string(),
+                    delimiter: name.delimiter().map(str::to_string),
+                    role,
+                    selectable,
+                }
+            })
+            .collect())
+    }
+
+    /// The names of the subscribed mailboxes (LSUB "" "*").
+    pub async fn subscribed(&mut self) -> Result<HashSet<String>, UpstreamError> {
+        let names: Vec<async_imap::types::Name> = deadline(COMMAND_TIMEOUT, "LSUB", async {
+            self.session
+                .lsub(Some(""), Some("*"))
+                .await?
+                .try_collect()
+                .await
+        })
+        .await?;
+        Ok(names.iter().map(|name| name.name().to_string()).collect())
+    }
+
+    /// Opens `name` read-only (EXAMINE: `\Recent` stays the other clients').
+    pub async fn examine(&mut self, name: &str) -> Result<Selected, UpstreamError> {
+        let mailbox = deadline(COMMAND_TIMEOUT, "EXAMINE", self.session.examine(name)).await?;
+        Ok(Selected {
+            uid_validity: mailbox.uid_validity.unwrap_or(0),
+            exists: mailbox.exists,
+            highest_modseq: mailbox.highest_modseq,
+        })
+    }
+
+    /// The UID and flags of every message of the open mailbox.
+    pub async fn flags(&mut self, selected: &Selected) -> Result<Vec<MessageFlags>, UpstreamError> {
+        if selected.exists == 0 {
+            return Ok(Vec::new());
+        }
+        let fetches: Vec<async_imap::types::Fetch> =
+            deadline(COMMAND_TIMEOUT, "UID FETCH FLAGS", async {
+                self.session
+                    .uid_fetch("1:*", "(UID FLAGS)")
+                    .await?
+                    .try_collect()
+                    .await
+            })
+            .await?;
+        Ok(fetches
+            .iter()
+            .filter_map(|fetch| {
+                Some(MessageFlags {
+                    uid: fetch.uid?,
+                    flags: fetch.flags().map(|flag| flag_text(&flag)).collect(),
+                })
+            })
+            .collect())
+    }
+
+    /// The whole messages `uids` of the open mailbox, with flags and
+    /// INTERNALDATE; a UID expunged meanwhile is simply absent.
+    pub async fn fetch(&mut self, uids: &[u32]) -> Result<Vec<FetchedMessage>, UpstreamError> {
+        if uids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let set = uid_set(uids);
+        let fetches: Vec<async_imap::types::Fetch> =
+            deadline(COMMAND_TIMEOUT, "UID FETCH BODY", async {
+                self.session
+                    .uid_fetch(&set, "(UID FLAGS INTERNALDATE BODY.PEEK[])")
+                    .await?
+                    .try_collect()
+                    .await
+            })
+            .await?;
+        Ok(fetches
+            .iter()
+            .filter_map(|fetch| {
+                Some(FetchedMessage {
+                    uid: fetch.uid?,
+                    flags: fetch.flags().map(|flag| flag_text(&flag)).collect(),
+                    internal_date: fetch.internal_date().map(|date| date.timestamp()),
+                    raw: fetch.body()?.to_vec(),
+                })
+            })
+            .collect())
+    }
+
+    /// Asks to be told of changes in every mailbox (RFC 5465 NOTIFY), when
+    /// the upstream offers it; `false` when it does not.
+    pub async fn notify_all(&mut self) -> Result<bool, UpstreamError> {
+        if !self.has("NOTIFY") {
+            return Ok(false);
+        }
+        deadline(
+            COMMAND_TIMEOUT,
+            "NOTIFY",
+            self.session.run_command_and_check_ok(
+                "NOTIFY SET (selected (MessageNew (UID) MessageExpunge FlagChange)) \
+                 (personal (MessageNew MessageExpunge FlagChange MailboxName SubscriptionChange))",
+            ),
+        )
+        .await?;
+        Ok(true)
+    }
+
+    /// Waits in IDLE (RFC 2177) on the open mailbox for at most `limit`:
+    /// `true` when the upstream told of a change, `false` at the limit.
+    /// Without IDLE it sleeps `limit` and answers `true` (poll).
+    pub async fn wait(self, limit: Duration) -> Result<(Self, bool), UpstreamError> {
+        if !self.has("IDLE") {
+            tokio::time::sleep(limit).await;
+            return Ok((self, true));
+        }
+        let Self {
+            session,
+            capabilities,
+        } = self;
+        while session.unsolicited_responses.try_recv().is_ok() {}
+        let mut idle = session.idle();
+        deadline(COMMAND_TIMEOUT, "IDLE", idle.init()).await?;
+        let (waiting, _stop) = idle.wait_with_timeout(limit);
+        let woke = match waiting.await? {
+            async_imap::extensions::idle::IdleResponse::NewData(_) => true,
+            async_imap::extensions::idle::IdleResponse::Timeout
+            | async_imap::extensions::idle::IdleResponse::ManualInterrupt => false,
+        };
+        let session = deadline(COMMAND_TIMEOUT, "DONE", idle.done()).await?;
+        Ok((
+            Self {
+                session,
+                capabilities,
+            },
+            woke,
+        ))
+    }
+
+    /// Ends the session politely (LOGOUT), ignoring a failure.
+    pub async fn logout(mut self) {
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.session.logout()).await;
+    }
+}
+
+/// The RFC 8621 role of an RFC 6154 special-use attribute.
+fn role_of(attribute: &NameAttribute<'_>) -> Option<&'static str> {
+    Some(match attribute {
+        NameAttribute::All => "all",
+        NameAttribute::Archive => "archive",
+        NameAttribute::Drafts => "drafts",
+        NameAttribute::Flagged => "flagged",
+        NameAttribute::Junk => "junk",
+        NameAttribute::Sent => "sent",
+        NameAttribute::Trash => "trash",
+        _ => return None,
+    })
+}
+
+/// A flag as IMAP writes it (`\Seen`, `$Forwarded`).
+fn flag_text(flag: &async_imap::types::Flag<'_>) -> String {
+    use async_imap::types::Flag;
+    match flag {
+        Flag::Seen => "\\Seen".into(),
+        Flag::Answered => "\\Answered".into(),
+        Flag::Flagged => "\\Flagged".into(),
+        Flag::Deleted => "\\Deleted".into(),
+        Flag::Draft => "\\Draft".into(),
+        Flag::Recent => "\\Recent".into(),
+        Flag::MayCreate => "\\*".into(),
+        Flag::Custom(name) => name.to_string(),
+    }
+}
+
+/// A UID set in IMAP's compact form: ascending, runs as `a:b`.
+pub fn uid_set(uids: &[u32]) -> String {
+    let mut sorted = uids.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let start = sorted[i];
+        let mut end = start;
+        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
+            i += 1;
+            end = sorted[i];
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}:{end}")
+        });
+        i += 1;
+    }
+    parts.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uid_sets_are_compact() {
+        assert_eq!(uid_set(&[5, 1, 2, 3, 9, 10, 7]), "1:3,5,7,9:10");
+        assert_eq!(uid_set(&[4]), "4");
+        assert_eq!(uid_set(&[2, 2, 1]), "1:2");
+    }
+}

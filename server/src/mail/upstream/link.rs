@@ -1,0 +1,256 @@
+//! The upstream of one serving instance (`serve --upstream`): login checks
+//! against the upstream, the accounts they make, and each active account's
+//! sync task.
+//!
+//! A user's credentials live in memory only, in the account's [`Link`],
+//! for as long as the account is in use: every authenticated request
+//! renews it ([`Upstream::use_account`]); after `idle` without one the task
+//! logs out and the credentials are dropped. Nothing is written to disk.
+//!
+//! While the account is in use its task keeps one connection: a sync
+//! ([`super::sync::sync_account`]), then NOTIFY for every mailbox when the
+//! upstream has it (RFC 5465) and IDLE on INBOX (RFC 2177) until the
+//! upstream tells of a change or `poll` passes, then a sync again. An
+//! upstream that cannot be reached is retried with backoff (1 s doubling
+//! to `poll`); a refused login (the password changed upstream) ends the
+//! task until the user logs in again.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
+
+use super::imap::Connection;
+use super::sync::sync_account;
+use super::{UpstreamError, UpstreamUrl};
+use crate::blob::BlobStore;
+use crate::metrics::Metrics;
+use crate::store::{Account, Store, StoreError};
+
+/// The password hash an account made by an upstream login carries: not a
+/// PHC string, so no password ever verifies against it locally.
+pub const UPSTREAM_PASSWORD_HASH: &str = "!upstream";
+
+/// Upstream logins checked at once per node; more wait their turn.
+const LOGINS_AT_ONCE: usize = 32;
+
+/// How a serving instance uses its upstream (`serve` flags).
+#[derive(Debug, Clone)]
+pub struct UpstreamOptions {
+    /// `--upstream`.
+    pub url: UpstreamUrl,
+    /// `--upstream-poll`: the longest a listening account waits between
+    /// syncs (and the IDLE timeout); without IDLE the poll interval.
+    pub poll: Duration,
+    /// `--upstream-idle-minutes`: how long after its last request an
+    /// account stays synced (and its credentials kept).
+    pub idle: Duration,
+}
+
+/// The credentials and last use of one active account.
+struct Link {
+    user: String,
+    password: Mutex<String>,
+    last_used: Mutex<Instant>,
+}
+
+impl Link {
+    fn idle_for(&self) -> Duration {
+        self.last_used
+            .lock()
+            .map_or(Duration::ZERO, |at| at.elapsed())
+    }
+}
+
+/// The upstream of one serving instance.
+pub struct Upstream {
+    options: UpstreamOptions,
+    store: Arc<dyn Store>,
+    blobs: Arc<BlobStore>,
+    metrics: Arc<Metrics>,
+    links: Mutex<HashMap<i64, Arc<Link>>>,
+    logins: Semaphore,
+}
+
+impl Upstream {
+    /// An upstream with no active account.
+    pub fn new(
+        options: UpstreamOptions,
+        store: Arc<dyn Store>,
+        blobs: Arc<BlobStore>,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            options,
+            store,
+            blobs,
+            metrics,
+            links: Mutex::new(HashMap::new()),
+            logins: Semaphore::new(LOGINS_AT_ONCE),
+        })
+    }
+
+    /// The upstream's URL.
+    pub fn url(&self) -> &UpstreamUrl {
+        &self.options.url
+    }
+
+    /// Whether the upstream accepts `user` with `password` (a LOGIN, then
+    /// LOGOUT). `Err` when it cannot be asked (unreachable, not IMAP).
+    pub async fn verify(&self, user: &str, password: &str) -> Result<bool, UpstreamError> {
+        let _turn = self.logins.acquire().await;
+        self.metrics.count_upstream_round_trip("login");
+        match Connection::login(&self.options.url, user, password).await {
+            Ok(connection) => {
+                connection.logout().await;
+                Ok(true)
+            }
+            Err(UpstreamError::LoginRefused) => Ok(false),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// The account of a login the upstream accepted, made on its first one.
+    pub async fn account(&self, user: &str) -> Result<Account, StoreError> {
+        if let Some(account) = self.store.account_by_email(user).await? {
+            return Ok(account);
+        }
+        match self
+            .store
+            .create_account(user, UPSTREAM_PASSWORD_HASH)
+            .await
+        {
+            Ok(account) => Ok(account),
+            // Another request made it first.
+            Err(StoreError::Conflict(_)) => self
+                .store
+                .account_by_email(user)
+                .await?
+                .ok_or_else(|| StoreError::Conflict(format!("account {user} vanished"))),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Notes a request of `account` authenticated as `user` with
+    /// `password`: keeps the credentials and starts the account's sync task
+    /// when it is not running.
+    pub fn use_account(self: &Arc<Self>, account: i64, user: &str, password: &str) {
+        let Ok(mut links) = self.links.lock() else {
+            return;
+        };
+        if let Some(link) = links.get(&account) {
+            if let Ok(mut at) = link.last_used.lock() {
+                *at = Instant::now();
+            }
+            if let Ok(mut kept) = link.password.lock()
+                && *kept != password
+            {
+                *kept = password.to_string();
+            }
+            return;
+        }
+        let link = Arc::new(Link {
+            user: user.to_string(),
+            password: Mutex::new(password.to_string()),
+            last_used: Mutex::new(Instant::now()),
+        });
+        links.insert(account, link.clone());
+        tokio::spawn(self.clone().run(account, link));
+    }
+
+    /// The accounts whose sync task runs now.
+    pub fn active_accounts(&self) -> usize {
+        self.links.lock().map_or(0, |links| links.len())
+    }
+
+    /// One account's task: sync and listen while the account is in use.
+    async fn run(self: Arc<Self>, account: i64, link: Arc<Link>) {
+        tracing::debug!(account, upstream = %self.options.url, "upstream sync starts");
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            if link.idle_for() >= self.options.idle && self.release(account, &link) {
+                return;
+            }
+            let password = link.password.lock().map(|p| p.clone()).unwrap_or_default();
+            self.metrics.count_upstream_round_trip("login");
+            let outcome = match Connection::login(&self.options.url, &link.user, &password).await {
+                Ok(connection) => {
+                    backoff = Duration::from_secs(1);
+                    self.listen(account, &link, connection).await
+                }
+                Err(error) => Err(error),
+            };
+            match outcome {
+                Ok(()) => {}
+                Err(UpstreamError::LoginRefused) => {
+                    tracing::info!(account, "the upstream refused the login; sync stops");
+                    self.forget(account, &link);
+                    return;
+                }
+                Err(error) => {
+                    tracing::warn!(account, %error, "upstream sync failed; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(self.options.poll);
+                }
+            }
+        }
+    }
+
+    /// Syncs, then waits for the upstream to tell of a change (or `poll`),
+    /// until the account is idle.
+    async fn listen(
+        &self,
+        account: i64,
+        link: &Link,
+        mut connection: Connection,
+    ) -> Result<(), UpstreamError> {
+        let mut notifying = false;
+        loop {
+            let started = Instant::now();
+            let report = sync_account(&*self.store, &self.blobs, account, &mut connection).await?;
+            self.metrics
+                .upstream_synced(report.fetched, report.fetched_octets, started.elapsed());
+            tracing::debug!(account, ?report, took = ?started.elapsed(), "synced from the upstream");
+            if link.idle_for() >= self.options.idle {
+                connection.logout().await;
+                return Ok(());
+            }
+            if !notifying {
+                notifying = connection.notify_all().await?;
+            }
+            connection.examine("INBOX").await?;
+            let (back, _woke) = connection.wait(self.options.poll).await?;
+            connection = back;
+        }
+    }
+
+    /// Drops the account's link if it is still idle: `false` when a
+    /// request renewed it meanwhile (the task goes on).
+    fn release(&self, account: i64, link: &Arc<Link>) -> bool {
+        let Ok(mut links) = self.links.lock() else {
+            return true;
+        };
+        if link.idle_for() < self.options.idle {
+            return false;
+        }
+        if links
+            .get(&account)
+            .is_some_and(|current| Arc::ptr_eq(current, link))
+        {
+            links.remove(&account);
+        }
+        true
+    }
+
+    /// Drops the account's link whatever its use.
+    fn forget(&self, account: i64, link: &Arc<Link>) {
+        if let Ok(mut links) = self.links.lock()
+            && links
+                .get(&account)
+                .is_some_and(|current| Arc::ptr_eq(current, link))
+        {
+            links.remove(&account);
+        }
+    }
+}

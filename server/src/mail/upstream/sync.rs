@@ -1,0 +1,375 @@
+//! One sync of an account from its upstream IMAP server: mailboxes from
+//! LIST and LSUB, then, per mailbox, the UIDs and flags the upstream holds
+//! against the UIDs the store has mapped (a comparison of UID sets, RFC
+//! 3501 §2.3.1.1: a UIDVALIDITY change forgets the mailbox's UIDs, and its
+//! messages are read again — the same bytes are the same email, so the
+//! JMAP ids of unchanged messages stay).
+//!
+//! A new UID's message is read once (`BODY.PEEK[]`) and stored through
+//! [`crate::mail::ingest`] like any imported message: header block,
+//! projection, part tree, threads, search index. After every mailbox is
+//! read, each email's mailboxIds and keywords are set to what the upstream
+//! holds (the union of the flags of its copies), and an email the upstream
+//! no longer has anywhere is destroyed. Additions come before removals, so
+//! a message another client MOVEd keeps its JMAP id and only changes
+//! mailboxIds. Every change goes through the store's ordinary writes, so
+//! it reaches Email/changes, Mailbox/changes and push like a JMAP write.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use super::imap::{Connection, ListedMailbox};
+use super::{UpstreamError, keywords_of_flags, utf7};
+use crate::blob::BlobStore;
+use crate::mail::ingest::{self, PreparedEmail};
+use crate::store::{
+    EmailUpdate, Inserted, MailboxPatch, MailboxRow, NewMailbox, Store, UpstreamMailbox,
+};
+
+/// Messages fetched per UID FETCH of whole messages.
+const FETCH_BATCH: usize = 32;
+
+/// What one sync did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    /// Upstream mailboxes mirrored.
+    pub mailboxes: usize,
+    /// Messages read from the upstream (new UIDs).
+    pub fetched: usize,
+    /// Octets of those messages.
+    pub fetched_octets: u64,
+    /// Emails whose mailboxIds or keywords changed.
+    pub updated: usize,
+    /// Emails destroyed (gone from every upstream mailbox).
+    pub destroyed: usize,
+}
+
+/// What the upstream holds of one email: its mailboxes and keywords.
+#[derive(Default)]
+struct Held {
+    mailboxes: BTreeSet<i64>,
+    keywords: BTreeSet<String>,
+}
+
+/// Syncs `account` from the logged-in `connection`. An error leaves the
+/// store consistent (every step is one of its ordinary writes) and the next
+/// sync picks up where this one stopped.
+pub async fn sync_account(
+    store: &dyn Store,
+    blobs: &Arc<BlobStore>,
+    account: i64,
+    connection: &mut Connection,
+) -> Result<SyncReport, UpstreamError> {
+    let listed = connection.list().await?;
+    let subscribed = connection.subscribed().await?;
+    let (mirrored, stale, leftovers) =
+        mirror_mailboxes(store, account, &listed, &subscribed).await?;
+    for mailbox in leftovers {
+        // A mailbox the account was made with that mirrors nothing; one
+        // that holds mail or a child stays (the store refuses).
+        let _ = store.destroy_mailbox(account, mailbox, false).await;
+    }
+    let mut report = SyncReport {
+        mailboxes: mirrored.len(),
+        ..SyncReport::default()
+    };
+    let mut known: HashSet<i64> = HashSet::new();
+    for mailbox in mirrored.iter().map(|(m, _)| m).chain(&stale) {
+        known.extend(
+            store
+                .upstream_uids(mailbox.mailbox_id)
+                .await?
+                .into_iter()
+                .map(|(_, e)| e),
+        );
+    }
+    let mut held: HashMap<i64, Held> = HashMap::new();
+    for (mailbox, selectable) in &mirrored {
+        if *selectable {
+            sync_mailbox(
+                store,
+                blobs,
+                account,
+                connection,
+                mailbox,
+                &mut held,
+                &mut report,
+            )
+            .await?;
+        }
+    }
+    reconcile(store, account, &known, &held, &mut report).await?;
+    // Children before parents: a longer name is never a parent of a shorter.
+    let mut gone: Vec<&UpstreamMailbox> = stale.iter().collect();
+    gone.sort_by_key(|mailbox| std::cmp::Reverse(mailbox.name.len()));
+    for mailbox in gone {
+        store
+            .destroy_mailbox(account, mailbox.mailbox_id, true)
+            .await?;
+    }
+    Ok(report)
+}
+
+/// Reads one mailbox: new UIDs fetched and stored, gone UIDs forgotten,
+/// and what the upstream holds noted in `held`.
+async fn sync_mailbox(
+    store: &dyn Store,
+    blobs: &Arc<BlobStore>,
+    account: i64,
+    connection: &mut Connection,
+    mailbox: &UpstreamMailbox,
+    held: &mut HashMap<i64, Held>,
+    report: &mut SyncReport,
+) -> Result<(), UpstreamError> {
+    let selected = connection.examine(&mailbox.name).await?;
+    let uid_validity = i64::from(selected.uid_validity);
+    if uid_validity != mailbox.uid_validity {
+        store.forget_upstream_uids(mailbox.mailbox_id, None).await?;
+        let renewed = UpstreamMailbox {
+            uid_validity,
+            ..mailbox.clone()
+        };
+        store.put_upstream_mailbox(account, &renewed).await?;
+    }
+    let mut local: HashMap<u32, i64> = store
+        .upstream_uids(mailbox.mailbox_id)
+        .await?
+        .into_iter()
+        .filter_map(|(uid, email)| Some((u32::try_from(uid).ok()?, email)))
+        .collect();
+    let upstream = connection.flags(&selected).await?;
+    let on_upstream: HashSet<u32> = upstream.iter().map(|m| m.uid).collect();
+    let gone: Vec<i64> = local
+        .keys()
+        .filter(|uid| !on_upstream.contains(uid))
+        .map(|uid| i64::from(*uid))
+        .collect();
+    store
+        .forget_upstream_uids(mailbox.mailbox_id, Some(&gone))
+        .await?;
+    let new: Vec<u32> = upstream
+        .iter()
+        .map(|m| m.uid)
+        .filter(|uid| !local.contains_key(uid))
+        .collect();
+    for batch in new.chunks(FETCH_BATCH) {
+        let fetched = connection.fetch(batch).await?;
+        report.fetched += fetched.len();
+        report.fetched_octets += fetched.iter().map(|m| m.raw.len() as u64).sum::<u64>();
+        let uids: Vec<u32> = fetched.iter().map(|m| m.uid).collect();
+        let mailbox_id = mailbox.mailbox_id;
+        let prepared: Vec<PreparedEmail> = tokio::task::spawn_blocking(move || {
+            fetched
+                .into_iter()
+                .map(|message| {
+                    let keywords = keywords_of_flags(message.flags.iter().map(String::as_str));
+                    // INTERNALDATE is receivedAt; a server that gives none: now.
+                    let received_at = message
+                        .internal_date
+                        .unwrap_or_else(|| chrono::Utc::now().timestamp());
+                    ingest::prepare(message.raw, vec![mailbox_id], keywords, |_| received_at)
+                })
+                .collect()
+        })
+        .await
+        .map_err(|error| UpstreamError::Refused(format!("preparing messages: {error}")))?;
+        let inserted = ingest::store_batch(store, blobs, account, prepared).await?;
+        let recorded: Vec<(i64, i64)> = uids
+            .iter()
+            .zip(&inserted)
+            .map(|(uid, outcome)| {
+                let email = match outcome {
+                    Inserted::New(id) | Inserted::Duplicate(id) => *id,
+                };
+                (i64::from(*uid), email)
+            })
+            .collect();
+        store
+            .record_upstream_uids(mailbox.mailbox_id, &recorded)
+            .await?;
+        for (uid, email) in recorded {
+            local.insert(uid as u32, email);
+        }
+    }
+    for message in &upstream {
+        let Some(email) = local.get(&message.uid) else {
+            continue; // expunged between the flag read and the fetch
+        };
+        let entry = held.entry(*email).or_default();
+        entry.mailboxes.insert(mailbox.mailbox_id);
+        entry
+            .keywords
+            .extend(keywords_of_flags(message.flags.iter().map(String::as_str)));
+    }
+    Ok(())
+}
+
+/// Sets every email's mailboxIds and keywords to what the upstream holds,
+/// and destroys those it holds nowhere.
+async fn reconcile(
+    store: &dyn Store,
+    account: i64,
+    known: &HashSet<i64>,
+    held: &HashMap<i64, Held>,
+    report: &mut SyncReport,
+) -> Result<(), UpstreamError> {
+    let ids: Vec<i64> = known
+        .iter()
+        .chain(held.keys())
+        .copied()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let metas = store.email_meta(account, &ids).await?;
+    let mut updates = Vec::new();
+    let mut destroy = Vec::new();
+    for meta in metas {
+        match held.get(&meta.id) {
+            None => destroy.push(meta.id),
+            Some(upstream) => {
+                let mailboxes: Vec<i64> = upstream.mailboxes.iter().copied().collect();
+                let keywords: Vec<String> = upstream.keywords.iter().cloned().collect();
+                if mailboxes != meta.mailbox_ids || keywords != meta.keywords {
+                    updates.push(EmailUpdate::replace(
+                        meta.id,
+                        Some(keywords),
+                        Some(mailboxes),
+                    ));
+                }
+            }
+        }
+    }
+    if !updates.is_empty() {
+        store.update_emails(account, &updates).await?;
+        report.updated = updates.len();
+    }
+    if !destroy.is_empty() {
+        report.destroyed = store.destroy_emails(account, &destroy).await?.len();
+    }
+    Ok(())
+}
+
+/// Mirrors the upstream's mailboxes: each listed one mapped to a local
+/// mailbox (made, or adopted from those the account was made with by role
+/// or by name, or updated in name, parent, role and subscription). Returns
+/// the mirrored mailboxes with whether they can be selected (parents
+/// first), the mapped ones the upstream no longer lists, and local
+/// mailboxes that mirror nothing.
+async fn mirror_mailboxes(
+    store: &dyn Store,
+    account: i64,
+    listed: &[ListedMailbox],
+    subscribed: &HashSet<String>,
+) -> Result<(Vec<(UpstreamMailbox, bool)>, Vec<UpstreamMailbox>, Vec<i64>), UpstreamError> {
+    let local: HashMap<i64, MailboxRow> = store
+        .mailboxes(account)
+        .await?
+        .into_iter()
+        .map(|row| (row.id, row))
+        .collect();
+    let mapped = store.upstream_mailboxes(account).await?;
+    let mut by_name: HashMap<&str, &UpstreamMailbox> =
+        mapped.iter().map(|m| (m.name.as_str(), m)).collect();
+    let mut claimed: HashSet<i64> = mapped.iter().map(|m| m.mailbox_id).collect();
+    let mut ordered: Vec<&ListedMailbox> = listed.iter().collect();
+    ordered.sort_by_key(|m| (depth(m), m.name.clone()));
+    let mut ids_by_name: HashMap<&str, i64> = HashMap::new();
+    let mut roles_taken: HashSet<&str> = HashSet::new();
+    let mut mirrored = Vec::new();
+    for listed in ordered {
+        let (parent_name, leaf) = split_name(listed);
+        let parent_id = parent_name.and_then(|parent| ids_by_name.get(parent).copied());
+        let name = utf7::decode(leaf).unwrap_or_else(|| leaf.to_string());
+        let role = listed.role.filter(|role| roles_taken.insert(role));
+        let is_subscribed = subscribed.contains(&listed.name) || listed.role == Some("inbox");
+        let existing = by_name.remove(listed.name.as_str()).cloned().or_else(|| {
+            // Adopt a mailbox the account was made with: by role, else by name.
+            let adopt = local
+                .values()
+                .filter(|row| !claimed.contains(&row.id))
+                .find(|row| {
+                    (role.is_some() && row.role.as_deref() == role)
+                        || (row.parent_id == parent_id && row.name == name)
+                })?;
+            Some(UpstreamMailbox {
+                mailbox_id: adopt.id,
+                name: listed.name.clone(),
+                uid_validity: 0,
+            })
+        });
+        let mailbox = match existing {
+            Some(mailbox) => {
+                claimed.insert(mailbox.mailbox_id);
+                if let Some(row) = local.get(&mailbox.mailbox_id) {
+                    let patch = MailboxPatch {
+                        parent_id: (row.parent_id != parent_id).then_some(parent_id),
+                        name: (row.name != name).then(|| name.clone()),
+                        role: (row.role.as_deref() != role).then(|| role.map(str::to_string)),
+                        sort_order: None,
+                        is_subscribed: (row.is_subscribed != is_subscribed)
+                            .then_some(is_subscribed),
+                    };
+                    if patch != MailboxPatch::default() {
+                        store
+                            .update_mailbox(account, mailbox.mailbox_id, &patch)
+                            .await?;
+                    }
+                }
+                mailbox
+            }
+            None => {
+                let id = store
+                    .create_mailbox(
+                        account,
+                        &NewMailbox {
+                            parent_id,
+                            name,
+                            role: role.map(str::to_string),
+                            sort_order: 0,
+                            is_subscribed,
+                        },
+                    )
+                    .await?;
+                claimed.insert(id);
+                UpstreamMailbox {
+                    mailbox_id: id,
+                    name: listed.name.clone(),
+                    uid_validity: 0,
+                }
+            }
+        };
+        store.put_upstream_mailbox(account, &mailbox).await?;
+        ids_by_name.insert(listed.name.as_str(), mailbox.mailbox_id);
+        mirrored.push((mailbox, listed.selectable));
+    }
+    let stale: Vec<UpstreamMailbox> = by_name.into_values().cloned().collect();
+    let leftovers: Vec<i64> = local
+        .keys()
+        .filter(|id| !claimed.contains(id))
+        .copied()
+        .collect();
+    Ok((mirrored, stale, leftovers))
+}
+
+/// How deep a mailbox is in the upstream's hierarchy (0: top level).
+fn depth(mailbox: &ListedMailbox) -> usize {
+    match &mailbox.delimiter {
+        Some(delimiter) if !delimiter.is_empty() => {
+            mailbox.name.matches(delimiter.as_str()).count()
+        }
+        _ => 0,
+    }
+}
+
+/// The parent's full name and the leaf of a listed name.
+fn split_name(mailbox: &ListedMailbox) -> (Option<&str>, &str) {
+    match &mailbox.delimiter {
+        Some(delimiter) if !delimiter.is_empty() => {
+            match mailbox.name.rsplit_once(delimiter.as_str()) {
+                Some((parent, leaf)) => (Some(parent), leaf),
+                None => (None, mailbox.name.as_str()),
+            }
+        }
+        _ => (None, mailbox.name.as_str()),
+    }
+}

@@ -1,0 +1,153 @@
+//! What the projection proxy keeps about its upstream IMAP server (issue 18,
+//! ADR 0008; migration 0309): the upstream a data dir serves, which
+//! upstream mailbox each local mailbox mirrors and at which UIDVALIDITY,
+//! and which email each UID of a mirrored mailbox is. The emails
+//! themselves are ordinary rows written by the ingest path; these tables
+//! only map them to the upstream's names and UIDs, so a sync is a
+//! comparison of UID sets.
+
+use sqlx::{ColumnIndex, Database, Encode, Executor, IntoArguments, Type};
+
+use super::dialect::{Column, Dialect};
+use super::sql::SqlStore;
+use super::{StoreResult, UpstreamMailbox};
+
+impl<D: Dialect> SqlStore<D>
+where
+    for<'c> &'c mut <D::Db as Database>::Connection: Executor<'c, Database = D::Db>,
+    <D::Db as Database>::Arguments: IntoArguments<D::Db>,
+    usize: ColumnIndex<<D::Db as Database>::Row>,
+    for<'s> &'s str: ColumnIndex<<D::Db as Database>::Row>,
+    i16: Column<D::Db>,
+    i64: Column<D::Db>,
+    bool: Column<D::Db>,
+    String: Column<D::Db>,
+    Vec<u8>: Column<D::Db>,
+    Option<i64>: Column<D::Db>,
+    Option<bool>: Column<D::Db>,
+    Option<String>: Column<D::Db>,
+    for<'a> &'a str: Encode<'a, D::Db> + Type<D::Db>,
+{
+    pub(super) async fn read_upstream_source(&self) -> StoreResult<Option<String>> {
+        Ok(
+            sqlx::query_scalar("SELECT url FROM upstream_source WHERE id = 1")
+                .fetch_optional(&self.reader)
+                .await?,
+        )
+    }
+
+    pub(super) async fn write_upstream_source(&self, url: &str) -> StoreResult<()> {
+        let mut tx = self.write(None).await?;
+        sqlx::query(
+            "INSERT INTO upstream_source (id, url) VALUES (1, $1) \
+             ON CONFLICT (id) DO UPDATE SET url = excluded.url",
+        )
+        .bind(url)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn read_upstream_mailboxes(
+        &self,
+        account: i64,
+    ) -> StoreResult<Vec<UpstreamMailbox>> {
+        let rows: Vec<(i64, String, i64)> = sqlx::query_as(
+            "SELECT mailbox_id, name, uid_validity FROM upstream_mailboxes \
+             WHERE account_id = $1 ORDER BY mailbox_id",
+        )
+        .bind(account)
+        .fetch_all(&self.reader)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(mailbox_id, name, uid_validity)| UpstreamMailbox {
+                mailbox_id,
+                name,
+                uid_validity,
+            })
+            .collect())
+    }
+
+    pub(super) async fn write_upstream_mailbox(
+        &self,
+        account: i64,
+        mailbox: &UpstreamMailbox,
+    ) -> StoreResult<()> {
+        let mut tx = self.write(None).await?;
+        sqlx::query(
+            "INSERT INTO upstream_mailboxes (mailbox_id, account_id, name, uid_validity) \
+             SELECT $1, $2, $3, $4 FROM mailboxes WHERE id = $1 AND account_id = $2 \
+             ON CONFLICT (mailbox_id) DO UPDATE SET name = excluded.name, \
+               uid_validity = excluded.uid_validity",
+        )
+        .bind(mailbox.mailbox_id)
+        .bind(account)
+        .bind(mailbox.name.as_str())
+        .bind(mailbox.uid_validity)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn read_upstream_uids(&self, mailbox: i64) -> StoreResult<Vec<(i64, i64)>> {
+        Ok(sqlx::query_as(
+            "SELECT uid, email_id FROM upstream_messages WHERE mailbox_id = $1 ORDER BY uid",
+        )
+        .bind(mailbox)
+        .fetch_all(&self.reader)
+        .await?)
+    }
+
+    pub(super) async fn write_upstream_uids(
+        &self,
+        mailbox: i64,
+        uids: &[(i64, i64)],
+    ) -> StoreResult<()> {
+        if uids.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.write(None).await?;
+        Self::insert_rows(
+            &mut tx,
+            "INSERT INTO upstream_messages (mailbox_id, uid, email_id)",
+            "ON CONFLICT (mailbox_id, uid) DO UPDATE SET email_id = excluded.email_id",
+            3,
+            uids,
+            |row, (uid, email)| {
+                row.push_bind(mailbox).push_bind(*uid).push_bind(*email);
+            },
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn delete_upstream_uids(
+        &self,
+        mailbox: i64,
+        uids: Option<&[i64]>,
+    ) -> StoreResult<()> {
+        let mut tx = self.write(None).await?;
+        match uids {
+            None => {
+                sqlx::query("DELETE FROM upstream_messages WHERE mailbox_id = $1")
+                    .bind(mailbox)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            Some([]) => return Ok(()),
+            Some(uids) => {
+                sqlx::query(D::SQL.forget_upstream_uids)
+                    .bind(mailbox)
+                    .bind(D::ids(uids))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,603 @@
+//! Fastview in front of a real IMAP server (issue 18): Dovecot, started
+//! here on a loopback port from a config in a temporary folder (Maildir,
+//! passwd-file users), and Python's imaplib as "another IMAP client".
+//! Messages appended to Dovecot are read through Fastview with the same
+//! JSON, at every read level, as a standalone Fastview that imported the
+//! same bytes with the same receivedAt; what the other client does (flags,
+//! MOVE, EXPUNGE, APPEND, a UIDVALIDITY reset) reaches JMAP while Fastview
+//! listens (IDLE).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use fastview::app::ServeOptions;
+use fastview::mail::upstream::{UpstreamOptions, UpstreamUrl};
+use serde_json::{Value, json};
+
+use crate::support::{
+    PASSWORD, TestAccount, TestApp, corpus, corpus_sample, require, spawn_app, spawn_app_with,
+};
+
+/// A throwaway Dovecot, stopped when dropped.
+struct Dovecot {
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+impl Dovecot {
+    fn config(&self) -> PathBuf {
+        self.dir.path().join("dovecot.conf")
+    }
+
+    /// Starts Dovecot with one user per address (password [`PASSWORD`]), or
+    /// `None` (after [`require`]) when it is not installed.
+    fn start(users: &[&str]) -> Option<Self> {
+        if Command::new("dovecot").arg("--version").output().is_err() {
+            require("imap", "no dovecot (apt-get install dovecot-imapd)");
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path();
+        // Dovecot's mail processes run as the dovecot user.
+        set_mode(root, 0o755);
+        std::fs::create_dir(root.join("mail")).unwrap();
+        set_mode(&root.join("mail"), 0o777);
+        let passwd: String = users
+            .iter()
+            .map(|user| format!("{user}:{{PLAIN}}{PASSWORD}::::::\n"))
+            .collect();
+        std::fs::write(root.join("passwd"), passwd).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let root_text = root.display();
+        let config = format!(
+            r#"protocols = imap
+listen = 127.0.0.1
+base_dir = {root_text}/run
+state_dir = {root_text}/state
+log_path = {root_text}/dovecot.log
+ssl = no
+disable_plaintext_auth = no
+auth_mechanisms = plain login
+default_login_user = dovenull
+default_internal_user = dovecot
+mail_uid = dovecot
+mail_gid = dovecot
+first_valid_uid = 1
+mail_location = maildir:{root_text}/mail/%u
+protocol imap {{
+  mail_max_userip_connections = 100
+}}
+passdb {{
+  driver = passwd-file
+  args = scheme=PLAIN username_format=%u {root_text}/passwd
+}}
+userdb {{
+  driver = static
+  args = uid=dovecot gid=dovecot home={root_text}/mail/%u
+}}
+service imap-login {{
+  chroot =
+  inet_listener imap {{
+    address = 127.0.0.1
+    port = {port}
+  }}
+  inet_listener imaps {{
+    port = 0
+  }}
+}}
+service anvil {{
+  chroot =
+}}
+namespace inbox {{
+  inbox = yes
+  separator = /
+  mailbox Drafts {{
+    special_use = \Drafts
+    auto = subscribe
+  }}
+  mailbox Sent {{
+    special_use = \Sent
+    auto = subscribe
+  }}
+  mailbox Trash {{
+    special_use = \Trash
+    auto = subscribe
+  }}
+  mailbox Archive {{
+    special_use = \Archive
+    auto = subscribe
+  }}
+}}
+"#
+        );
+        let dovecot = Self { dir, port };
+        std::fs::write(dovecot.config(), config).unwrap();
+        let status = Command::new("dovecot")
+            .arg("-c")
+            .arg(dovecot.config())
+            .status()
+            .expect("run dovecot");
+        assert!(status.success(), "dovecot did not start: {}", dovecot.log());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "dovecot is not listening: {}",
+                dovecot.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(dovecot)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("dovecot.log")).unwrap_or_default()
+    }
+
+    fn url(&self) -> UpstreamUrl {
+        UpstreamUrl::parse(&format!("imap://127.0.0.1:{}", self.port)).unwrap()
+    }
+
+    /// Runs Python with `m`, an imaplib connection logged in as `user`;
+    /// returns what it prints.
+    fn client(&self, user: &str, code: &str) -> String {
+        let script = format!(
+            "import imaplib, sys\nm = imaplib.IMAP4('127.0.0.1', {})\nm.login({user:?}, {PASSWORD:?})\n{code}\nm.logout()\n",
+            self.port
+        );
+        let output = Command::new("python3")
+            .arg("-c")
+            .arg(script)
+            .output()
+            .expect("python3");
+        assert!(
+            output.status.success(),
+            "imaplib: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// APPENDs messages to `mailbox` with flags and INTERNALDATE
+    /// `base_time + index`.
+    fn append(&self, user: &str, mailbox: &str, messages: &[Vec<u8>], flags: &str, base_time: i64) {
+        let folder = tempfile::tempdir().unwrap();
+        for (index, raw) in messages.iter().enumerate() {
+            std::fs::write(folder.path().join(format!("{index:05}")), raw).unwrap();
+        }
+        self.client(
+            user,
+            &format!(
+                "import os\nfolder = {:?}\nfor i, name in enumerate(sorted(os.listdir(folder))):\n    \
+                 data = open(os.path.join(folder, name), 'rb').read()\n    \
+                 r = m.append({mailbox:?}, {flags:?} or None, imaplib.Time2Internaldate({base_time} + i), data)\n    \
+                 assert r[0] == 'OK', r",
+                folder.path().display().to_string()
+            ),
+        );
+    }
+}
+
+impl Drop for Dovecot {
+    fn drop(&mut self) {
+        let _ = Command::new("doveadm")
+            .arg("-c")
+            .arg(self.config())
+            .arg("stop")
+            .output();
+        let pid =
+            std::fs::read_to_string(self.dir.path().join("run/master.pid")).unwrap_or_default();
+        if let Ok(pid) = pid.trim().parse::<i32>() {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
+    }
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A message as IMAP carries it: CRLF line ends (RFC 3501 §4.3).
+fn crlf(raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(raw.len() + raw.len() / 32);
+    for (i, &byte) in raw.iter().enumerate() {
+        if byte == b'\n' && (i == 0 || raw[i - 1] != b'\r') {
+            out.push(b'\r');
+        }
+        out.push(byte);
+    }
+    out
+}
+
+/// A Fastview in front of `dovecot`, listening with a long poll (so what
+/// arrives within seconds came through IDLE).
+async fn spawn_proxy(dovecot: &Dovecot) -> TestApp {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("fastview=debug"))
+        .with_test_writer()
+        .try_init();
+    spawn_app_with(ServeOptions {
+        upstream: Some(UpstreamOptions {
+            url: dovecot.url(),
+            poll: Duration::from_secs(300),
+            idle: Duration::from_secs(1800),
+        }),
+        ..ServeOptions::default()
+    })
+    .await
+}
+
+/// The account `user` logs in to on the proxy (made by that login).
+async fn login(proxy: &TestApp, user: &str) -> TestAccount {
+    let stub = TestAccount {
+        id: 0,
+        email: user.to_string(),
+        account_id: String::new(),
+        inbox: String::new(),
+    };
+    let session = proxy.session(&stub).await;
+    let account_id = session["primaryAccounts"]["urn:ietf:params:jmap:mail"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a session: {session}"))
+        .to_string();
+    TestAccount {
+        id: fastview::jmap::ids::parse_account_id(&account_id).unwrap(),
+        email: user.to_string(),
+        account_id,
+        inbox: String::new(),
+    }
+}
+
+/// Waits (at most `limit`) until `check` holds of a fresh `Email/query`
+/// + `Email/get` of every email; returns that list.
+async fn until(
+    proxy: &TestApp,
+    user: &TestAccount,
+    limit: Duration,
+    what: &str,
+    check: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let started = Instant::now();
+    loop {
+        let responses = proxy
+            .call(
+                user,
+                json!([
+                    ["Email/query", {"accountId": user.account_id,
+                        "sort": [{"property": "receivedAt", "isAscending": true}]}, "q"],
+                    ["Email/get", {"accountId": user.account_id,
+                        "#ids": {"resultOf": "0", "name": "Email/query", "path": "/ids"},
+                        "properties": ["id", "blobId", "mailboxIds", "keywords", "receivedAt"]}, "g"]
+                ]),
+            )
+            .await;
+        let list = responses[1][1]["list"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if check(&list) {
+            return list;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "{what}: not within {limit:?}; the proxy has {responses:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn mailbox_ids(proxy: &TestApp, user: &TestAccount) -> Vec<(String, Value)> {
+    let got = proxy
+        .call1(user, "Mailbox/get", json!({"accountId": user.account_id}))
+        .await;
+    got["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["name"].as_str().unwrap().to_string(), m.clone()))
+        .collect()
+}
+
+fn mailbox_named(mailboxes: &[(String, Value)], name: &str) -> String {
+    mailboxes
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, m)| m["id"].as_str().unwrap().to_string())
+        .unwrap_or_else(|| panic!("no mailbox {name} in {mailboxes:#?}"))
+}
+
+/// Removes what differs by design between two servers: ids.
+fn without_ids(mut value: Value) -> Value {
+    if let Some(list) = value["list"].as_array_mut() {
+        for email in list {
+            if let Some(object) = email.as_object_mut() {
+                object.remove("id");
+                object.remove("threadId");
+                object.remove("mailboxIds");
+            }
+        }
+    }
+    if let Some(object) = value.as_object_mut() {
+        object.remove("state");
+        object.remove("accountId");
+    }
+    value
+}
+
+#[tokio::test]
+async fn mailboxes_and_messages_read_through_the_proxy_match_an_import() {
+    let Some(dovecot) = Dovecot::start(&["ann@example.com"]) else {
+        return;
+    };
+    let messages: Vec<Vec<u8>> = match corpus() {
+        Some(corpus) => corpus_sample(&corpus, 40),
+        None => golden_messages(),
+    }
+    .iter()
+    .map(|raw| crlf(raw))
+    .collect();
+    let base_time = 1_700_000_000;
+    dovecot.append("ann@example.com", "INBOX", &messages, "\\Seen", base_time);
+    dovecot.client("ann@example.com", "m.create('Work/Projects')");
+    let proxy = spawn_proxy(&dovecot).await;
+    // A wrong password is refused by the upstream.
+    let (status, _) = proxy
+        .client
+        .get(format!("{}/jmap/session", proxy.base))
+        .basic_auth("ann@example.com", Some("wrong"))
+        .send()
+        .await
+        .map(|r| (r.status().as_u16(), ()))
+        .unwrap();
+    assert_eq!(status, 401);
+    let ann = login(&proxy, "ann@example.com").await;
+    let list = until(
+        &proxy,
+        &ann,
+        Duration::from_secs(30),
+        "the first sync",
+        |list| list.len() == messages.len(),
+    )
+    .await;
+    assert!(
+        list.iter()
+            .all(|email| email["keywords"] == json!({"$seen": true}))
+    );
+    assert_eq!(list[0]["receivedAt"], "2023-11-14T22:13:20Z");
+
+    // Mailboxes: roles from SPECIAL-USE, the hierarchy, subscriptions.
+    let mailboxes = mailbox_ids(&proxy, &ann).await;
+    let names: Vec<&str> = mailboxes.iter().map(|(n, _)| n.as_str()).collect();
+    for name in [
+        "INBOX", "Drafts", "Sent", "Trash", "Archive", "Work", "Projects",
+    ] {
+        assert!(names.contains(&name), "{name} in {names:?}");
+    }
+    let by_name = |name: &str| &mailboxes.iter().find(|(n, _)| n == name).unwrap().1;
+    assert_eq!(by_name("INBOX")["role"], "inbox");
+    assert_eq!(by_name("Sent")["role"], "sent");
+    assert_eq!(by_name("Archive")["role"], "archive");
+    assert_eq!(by_name("Projects")["parentId"], by_name("Work")["id"]);
+    assert_eq!(by_name("Projects")["isSubscribed"], false);
+    assert_eq!(by_name("Sent")["isSubscribed"], true);
+    assert_eq!(by_name("INBOX")["totalEmails"], messages.len());
+    assert_eq!(mailboxes.len(), 7, "{names:?}");
+
+    // The same JSON as a standalone import of the same bytes.
+    let standalone = spawn_app().await;
+    let alone = standalone.account("ann@example.com").await;
+    let alone_ids = standalone.ingest(&alone, &messages, base_time).await;
+    // Same flags as the upstream's copies.
+    let seen: Vec<Value> = alone_ids
+        .iter()
+        .map(|id| {
+            json!([ "Email/set", {"accountId": alone.account_id,
+            "update": {id: {"keywords/$seen": true}}}, "s"])
+        })
+        .collect();
+    standalone.call(&alone, Value::Array(seen)).await;
+    let proxy_ids: Vec<Value> = list.iter().map(|email| email["id"].clone()).collect();
+    let property_sets = [
+        Value::Null,
+        json!(["mailboxIds", "keywords", "size", "receivedAt", "blobId"]),
+        json!([
+            "from",
+            "to",
+            "subject",
+            "sentAt",
+            "preview",
+            "hasAttachment",
+            "headers",
+            "header:List-Id:asText",
+            "messageId",
+            "inReplyTo",
+            "references"
+        ]),
+        json!(["bodyStructure", "textBody", "htmlBody", "attachments"]),
+    ];
+    for properties in property_sets {
+        for fetch in [
+            json!({}),
+            json!({"fetchAllBodyValues": true, "maxBodyValueBytes": 100}),
+        ] {
+            let mut arguments = json!({"properties": properties});
+            for (key, value) in fetch.as_object().unwrap() {
+                arguments[key] = value.clone();
+            }
+            arguments["accountId"] = json!(ann.account_id);
+            arguments["ids"] = json!(proxy_ids);
+            let through = proxy.call1(&ann, "Email/get", arguments.clone()).await;
+            arguments["accountId"] = json!(alone.account_id);
+            arguments["ids"] = json!(alone_ids);
+            let imported = standalone
+                .call1(&alone, "Email/get", arguments.clone())
+                .await;
+            assert_eq!(through["list"].as_array().unwrap().len(), messages.len());
+            assert_eq!(without_ids(through), without_ids(imported), "{arguments}");
+        }
+    }
+
+    // Writes are refused until they go upstream first.
+    let refused = proxy
+        .call(
+            &ann,
+            json!([["Email/set", {"accountId": ann.account_id,
+            "update": {proxy_ids[0].as_str().unwrap(): {"keywords/$flagged": true}}}, "s"]]),
+        )
+        .await;
+    assert_eq!(refused[0][0], "error");
+    assert_eq!(refused[0][1]["type"], "forbidden", "{refused:?}");
+}
+
+#[tokio::test]
+async fn another_clients_changes_reach_jmap_within_two_seconds() {
+    let Some(dovecot) = Dovecot::start(&["bob@example.com"]) else {
+        return;
+    };
+    let messages: Vec<Vec<u8>> = golden_messages()
+        .iter()
+        .take(4)
+        .map(|raw| crlf(raw))
+        .collect();
+    dovecot.append("bob@example.com", "INBOX", &messages, "", 1_700_000_000);
+    let proxy = spawn_proxy(&dovecot).await;
+    let bob = login(&proxy, "bob@example.com").await;
+    let first = until(
+        &proxy,
+        &bob,
+        Duration::from_secs(30),
+        "the first sync",
+        |list| list.len() == 4,
+    )
+    .await;
+    let mailboxes = mailbox_ids(&proxy, &bob).await;
+    let inbox = mailbox_named(&mailboxes, "INBOX");
+    let archive = mailbox_named(&mailboxes, "Archive");
+    let ids: Vec<String> = first
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_string())
+        .collect();
+    let state = proxy
+        .call1(
+            &bob,
+            "Email/get",
+            json!({"accountId": bob.account_id, "ids": []}),
+        )
+        .await["state"]
+        .clone();
+    // Give the sync time to start listening.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // A flag set by another client.
+    dovecot.client(
+        "bob@example.com",
+        "m.select('INBOX')\nm.uid('STORE', '1', '+FLAGS', '(\\\\Flagged)')",
+    );
+    until(&proxy, &bob, Duration::from_secs(2), "a flag", |list| {
+        list.iter()
+            .any(|e| e["id"] == ids[0] && e["keywords"] == json!({"$flagged": true}))
+    })
+    .await;
+    let changes = proxy
+        .call1(
+            &bob,
+            "Email/changes",
+            json!({"accountId": bob.account_id, "sinceState": state}),
+        )
+        .await;
+    assert_eq!(changes["updated"], json!([ids[0]]), "{changes}");
+
+    // A MOVE keeps the JMAP id and changes mailboxIds.
+    dovecot.client(
+        "bob@example.com",
+        "m.select('INBOX')\nr = m.uid('MOVE', '2', 'Archive')\nassert r[0] == 'OK', r",
+    );
+    until(&proxy, &bob, Duration::from_secs(2), "a move", |list| {
+        list.iter()
+            .any(|e| e["id"] == ids[1] && e["mailboxIds"] == json!({archive.clone(): true}))
+    })
+    .await;
+
+    // An EXPUNGE destroys.
+    dovecot.client(
+        "bob@example.com",
+        "m.select('INBOX')\nm.uid('STORE', '3', '+FLAGS', '(\\\\Deleted)')\nm.expunge()",
+    );
+    let after = until(&proxy, &bob, Duration::from_secs(2), "an expunge", |list| {
+        list.len() == 3 && !list.iter().any(|e| e["id"] == ids[2])
+    })
+    .await;
+    assert!(
+        after
+            .iter()
+            .any(|e| e["id"] == ids[0] && e["mailboxIds"] == json!({inbox.clone(): true}))
+    );
+
+    // An APPEND shows up.
+    let extra = crlf(b"From: carol@example.com\nTo: bob@example.com\nSubject: new\n\nhello\n");
+    dovecot.append("bob@example.com", "INBOX", &[extra], "", 1_800_000_000);
+    let appended = until(&proxy, &bob, Duration::from_secs(2), "an append", |list| {
+        list.len() == 4
+    })
+    .await;
+    let new_id = appended.last().unwrap()["id"].clone();
+
+    // A UIDVALIDITY reset keeps the ids of unchanged messages.
+    let before: Vec<Value> = appended.iter().map(|e| e["id"].clone()).collect();
+    let output = Command::new("doveadm")
+        .arg("-c")
+        .arg(dovecot.config())
+        .args([
+            "mailbox",
+            "update",
+            "-u",
+            "bob@example.com",
+            "--uid-validity",
+            "12345",
+            "INBOX",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // A change to wake the listener after the reset.
+    dovecot.client(
+        "bob@example.com",
+        "m.select('INBOX')\nm.store('1', '+FLAGS', '(\\\\Seen)')",
+    );
+    let reset = until(
+        &proxy,
+        &bob,
+        Duration::from_secs(5),
+        "a UIDVALIDITY reset",
+        |list| list.iter().any(|e| e["keywords"].get("$seen").is_some()),
+    )
+    .await;
+    let after_reset: Vec<Value> = reset.iter().map(|e| e["id"].clone()).collect();
+    assert_eq!(after_reset, before);
+    assert!(after_reset.contains(&new_id));
+}
+
+/// The golden fixtures' messages (when the corpus is absent).
+fn golden_messages() -> Vec<Vec<u8>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/golden");
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "eml"))
+        .collect();
+    names.sort();
+    names
+        .iter()
+        .map(|path| std::fs::read(path).unwrap())
+        .collect()
+}
