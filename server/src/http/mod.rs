@@ -82,10 +82,14 @@ impl AppState {
             options.cache_sizes,
         );
         jmap.relay = options.smtp_relay.clone();
-        jmap.upstream = options
-            .upstream
-            .as_ref()
-            .map(|upstream| upstream.url.to_string());
+        jmap.upstream = options.upstream.clone().map(|upstream| {
+            crate::mail::upstream::Upstream::new(
+                upstream,
+                app.store.clone(),
+                app.blobs.clone(),
+                jmap.metrics.clone(),
+            )
+        });
         let max_in_flight = match options.max_in_flight {
             0 => DEFAULT_MAX_IN_FLIGHT,
             max => max,
@@ -97,14 +101,7 @@ impl AppState {
             metrics.clone(),
             options.trusted_proxies.clone(),
         );
-        auth.upstream = options.upstream.clone().map(|upstream| {
-            crate::mail::upstream::Upstream::new(
-                upstream,
-                app.store.clone(),
-                app.blobs.clone(),
-                metrics,
-            )
-        });
+        auth.upstream = jmap.upstream.clone();
         Self {
             jmap: Arc::new(jmap),
             auth,

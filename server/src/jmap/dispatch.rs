@@ -109,16 +109,11 @@ fn capability_of(method: &str) -> &'static str {
     }
 }
 
-/// The methods that change mail: behind an IMAP upstream they must reach
-/// the upstream first (issue 18), which this node does not do yet, so they
-/// are refused rather than letting the mirror and the upstream part ways.
-const UPSTREAM_WRITES: &[&str] = &[
-    "Mailbox/set",
-    "Email/set",
-    "Email/import",
-    "Email/copy",
-    "EmailSubmission/set",
-];
+/// Behind an IMAP upstream (issue 18) mail is sent through the upstream's
+/// own submission server, which this node does not do yet: refused rather
+/// than delivered around the upstream. (Email/copy between accounts has no
+/// second account to copy from here.)
+const NOT_THROUGH_UPSTREAM: &[&str] = &["Email/copy", "EmailSubmission/set"];
 
 async fn call(
     ctx: &mut CallContext<'_>,
@@ -126,11 +121,11 @@ async fn call(
     arguments: Map<String, Value>,
 ) -> Result<Value, MethodError> {
     if let Some(upstream) = &ctx.jmap.upstream
-        && UPSTREAM_WRITES.contains(&method)
+        && NOT_THROUGH_UPSTREAM.contains(&method)
     {
         return Err(MethodError::Forbidden(format!(
-            "this server mirrors the IMAP server {upstream}, and writes through to it \
-             are not available yet: make this change with an IMAP client"
+            "this server mirrors the IMAP server {}; {method} through it is not available yet",
+            upstream.url()
         )));
     }
     match method {

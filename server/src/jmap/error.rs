@@ -156,6 +156,24 @@ pub enum MethodError {
     ServerUnavailable(String),
 }
 
+impl From<crate::mail::upstream::UpstreamError> for MethodError {
+    /// A write through to the upstream that failed as a whole: the upstream
+    /// could not be reached or refused the session (`serverUnavailable`, a
+    /// retry may succeed; nothing changed locally), a store error as any.
+    fn from(error: crate::mail::upstream::UpstreamError) -> Self {
+        use crate::mail::upstream::UpstreamError;
+        match error {
+            UpstreamError::Store(error) => error.into(),
+            UpstreamError::Ingest(error) => {
+                MethodError::server_fail("storing a synced message", error)
+            }
+            other => MethodError::ServerUnavailable(format!(
+                "the mail server behind this one: {other}; nothing was changed"
+            )),
+        }
+    }
+}
+
 impl MethodError {
     /// The error `type` string.
     pub fn type_name(&self) -> &'static str {

@@ -141,8 +141,9 @@ pub struct Jmap {
     /// one, EmailSubmission/set refuses such recipients.
     pub relay: Option<Arc<crate::mail::relay::Relay>>,
     /// The IMAP server this instance mirrors (`serve --upstream`), if any:
-    /// its accounts' mail comes from there (`crate::mail::upstream`).
-    pub upstream: Option<String>,
+    /// its accounts' mail comes from there, and their writes go there first
+    /// (`crate::mail::upstream`).
+    pub upstream: Option<Arc<crate::mail::upstream::Upstream>>,
 }
 
 impl Jmap {

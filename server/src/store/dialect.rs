@@ -101,6 +101,9 @@ pub struct Statements {
     pub stored_blobs: &'static str,
     /// `$1` mailbox, `$2` list of UIDs: deletes those `upstream_messages` rows.
     pub forget_upstream_uids: &'static str,
+    /// `$1` account, `$2` list of email ids → (email_id, mailbox_id, uid)
+    /// of their upstream copies, by mailbox then UID.
+    pub upstream_locations: &'static str,
     /// `$1` account, `$2` list of ref keys → (message_id, thread_id, base_subject).
     pub thread_refs: &'static str,
     /// `$1` account, `$2` thread list, `$3` email list → the threads that

@@ -729,6 +729,19 @@ pub trait Store: Send + Sync + 'static {
     async fn upstream_uids(&self, mailbox: i64) -> StoreResult<Vec<(i64, i64)>>;
     /// Records which email each `(uid, email id)` of a mirrored mailbox is.
     async fn record_upstream_uids(&self, mailbox: i64, uids: &[(i64, i64)]) -> StoreResult<()>;
+    /// `(email id, mailbox id, uid)` of every upstream copy of the
+    /// account's emails among `emails`, by mailbox then UID.
+    async fn upstream_locations(
+        &self,
+        account: i64,
+        emails: &[i64],
+    ) -> StoreResult<Vec<(i64, i64, i64)>>;
+    /// `(blob id, email id)` of the account's emails with those blob ids.
+    async fn emails_of_blobs(
+        &self,
+        account: i64,
+        blob_ids: &[&str],
+    ) -> StoreResult<Vec<(String, i64)>>;
     /// Forgets UIDs of a mirrored mailbox (`None`: all of them, after a
     /// UIDVALIDITY change); the emails stay.
     async fn forget_upstream_uids(&self, mailbox: i64, uids: Option<&[i64]>) -> StoreResult<()>;

@@ -140,6 +140,9 @@ impl Dialect for PostgresDialect {
         next_email_ids: "SELECT nextval(pg_get_serial_sequence('emails', 'id')) \
              FROM generate_series(1, $1)",
         owned_mailboxes: "SELECT id FROM mailboxes WHERE account_id = $1 AND id = any($2)",
+        upstream_locations: "SELECT u.email_id, u.mailbox_id, u.uid FROM upstream_messages u \
+             JOIN mailboxes m ON m.id = u.mailbox_id \
+             WHERE m.account_id = $1 AND u.email_id = any($2) ORDER BY u.mailbox_id, u.uid",
         forget_upstream_uids: "DELETE FROM upstream_messages WHERE mailbox_id = $1 AND uid = any($2)",
         stored_blobs: "SELECT blob_id, id FROM emails WHERE account_id = $1 AND blob_id = any($2)",
         thread_refs: "SELECT message_id, thread_id, base_subject FROM thread_refs \

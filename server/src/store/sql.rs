@@ -1003,6 +1003,22 @@ where
         self.write_upstream_uids(mailbox, uids).await
     }
 
+    async fn upstream_locations(
+        &self,
+        account: i64,
+        emails: &[i64],
+    ) -> StoreResult<Vec<(i64, i64, i64)>> {
+        self.read_upstream_locations(account, emails).await
+    }
+
+    async fn emails_of_blobs(
+        &self,
+        account: i64,
+        blob_ids: &[&str],
+    ) -> StoreResult<Vec<(String, i64)>> {
+        self.read_emails_of_blobs(account, blob_ids).await
+    }
+
     async fn forget_upstream_uids(&self, mailbox: i64, uids: Option<&[i64]>) -> StoreResult<()> {
         self.delete_upstream_uids(mailbox, uids).await
     }

@@ -134,6 +134,13 @@ impl Dialect for SqliteDialect {
             "SELECT id FROM mailboxes WHERE account_id = $1 AND id ",
             in_list!(2)
         ),
+        upstream_locations: concat!(
+            "SELECT u.email_id, u.mailbox_id, u.uid FROM upstream_messages u \
+             JOIN mailboxes m ON m.id = u.mailbox_id \
+             WHERE m.account_id = $1 AND u.email_id ",
+            in_list!(2),
+            " ORDER BY u.mailbox_id, u.uid"
+        ),
         forget_upstream_uids: concat!(
             "DELETE FROM upstream_messages WHERE mailbox_id = $1 AND uid ",
             in_list!(2)

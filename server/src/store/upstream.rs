@@ -150,4 +150,28 @@ where
         tx.commit().await?;
         Ok(())
     }
+
+    pub(super) async fn read_upstream_locations(
+        &self,
+        account: i64,
+        emails: &[i64],
+    ) -> StoreResult<Vec<(i64, i64, i64)>> {
+        Ok(sqlx::query_as(D::SQL.upstream_locations)
+            .bind(account)
+            .bind(D::ids(emails))
+            .fetch_all(&self.reader)
+            .await?)
+    }
+
+    pub(super) async fn read_emails_of_blobs(
+        &self,
+        account: i64,
+        blob_ids: &[&str],
+    ) -> StoreResult<Vec<(String, i64)>> {
+        Ok(sqlx::query_as(D::SQL.stored_blobs)
+            .bind(account)
+            .bind(D::texts(blob_ids))
+            .fetch_all(&self.reader)
+            .await?)
+    }
 }

@@ -185,6 +185,9 @@ namespace inbox {{
 
 impl Drop for Dovecot {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("dovecot's log:\n{}", self.log());
+        }
         let _ = Command::new("doveadm")
             .arg("-c")
             .arg(self.config())
@@ -442,17 +445,6 @@ async fn mailboxes_and_messages_read_through_the_proxy_match_an_import() {
             assert_eq!(without_ids(through), without_ids(imported), "{arguments}");
         }
     }
-
-    // Writes are refused until they go upstream first.
-    let refused = proxy
-        .call(
-            &ann,
-            json!([["Email/set", {"accountId": ann.account_id,
-            "update": {proxy_ids[0].as_str().unwrap(): {"keywords/$flagged": true}}}, "s"]]),
-        )
-        .await;
-    assert_eq!(refused[0][0], "error");
-    assert_eq!(refused[0][1]["type"], "forbidden", "{refused:?}");
 }
 
 #[tokio::test]
@@ -600,4 +592,222 @@ fn golden_messages() -> Vec<Vec<u8>> {
         .iter()
         .map(|path| std::fs::read(path).unwrap())
         .collect()
+}
+
+/// What imaplib sees of a mailbox: `UID FLAGS` lines, one per message.
+fn upstream_flags(dovecot: &Dovecot, user: &str, mailbox: &str) -> Vec<String> {
+    let out = dovecot.client(
+        user,
+        &format!(
+            "typ, n = m.select({mailbox:?})\nassert typ == 'OK', n\n\
+             if int(n[0]) > 0:\n    \
+             typ, data = m.uid('FETCH', '1:*', '(UID FLAGS)')\n    \
+             for line in data:\n        print(line.decode())"
+        ),
+    );
+    out.lines().map(str::to_string).collect()
+}
+
+fn upstream_mailbox_names(dovecot: &Dovecot, user: &str) -> Vec<String> {
+    let out = dovecot.client(
+        user,
+        "typ, data = m.list()\nfor line in data:\n    print(line.decode().split(' \"/\" ', 1)[1].strip('\"'))",
+    );
+    let mut names: Vec<String> = out.lines().map(str::to_string).collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn jmap_writes_go_to_the_upstream_first() {
+    let Some(dovecot) = Dovecot::start(&["carol@example.com"]) else {
+        return;
+    };
+    let messages: Vec<Vec<u8>> = golden_messages()
+        .iter()
+        .take(3)
+        .map(|raw| crlf(raw))
+        .collect();
+    dovecot.append("carol@example.com", "INBOX", &messages, "", 1_700_000_000);
+    let proxy = spawn_proxy(&dovecot).await;
+    let carol = login(&proxy, "carol@example.com").await;
+    let first = until(
+        &proxy,
+        &carol,
+        Duration::from_secs(30),
+        "the first sync",
+        |list| list.len() == 3,
+    )
+    .await;
+    let ids: Vec<String> = first
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_string())
+        .collect();
+    let mailboxes = mailbox_ids(&proxy, &carol).await;
+    let inbox = mailbox_named(&mailboxes, "INBOX");
+    let archive = mailbox_named(&mailboxes, "Archive");
+
+    // Keywords: UID STORE upstream, then the change here.
+    let set = proxy
+        .call1(
+            &carol,
+            "Email/set",
+            json!({"accountId": carol.account_id,
+            "update": {ids[0].clone(): {"keywords/$flagged": true, "keywords/$seen": true}}}),
+        )
+        .await;
+    assert_eq!(set["updated"], json!({ids[0].clone(): null}), "{set}");
+    let flags = upstream_flags(&dovecot, "carol@example.com", "INBOX");
+    assert!(
+        flags[0].contains("\\Flagged") && flags[0].contains("\\Seen"),
+        "{flags:?}"
+    );
+    let got = proxy
+        .call1(
+            &carol,
+            "Email/get",
+            json!({"accountId": carol.account_id, "ids": [ids[0]],
+            "properties": ["keywords"]}),
+        )
+        .await;
+    assert_eq!(
+        got["list"][0]["keywords"],
+        json!({"$flagged": true, "$seen": true})
+    );
+
+    // mailboxIds: UID MOVE; the JMAP id stays.
+    let set = proxy
+        .call1(
+            &carol,
+            "Email/set",
+            json!({"accountId": carol.account_id,
+            "update": {ids[1].clone(): {"mailboxIds": {archive.clone(): true}}}}),
+        )
+        .await;
+    assert_eq!(set["updated"], json!({ids[1].clone(): null}), "{set}");
+    assert_eq!(
+        upstream_flags(&dovecot, "carol@example.com", "INBOX").len(),
+        2
+    );
+    assert_eq!(
+        upstream_flags(&dovecot, "carol@example.com", "Archive").len(),
+        1
+    );
+    let got = proxy
+        .call1(
+            &carol,
+            "Email/get",
+            json!({"accountId": carol.account_id, "ids": [ids[1]],
+            "properties": ["mailboxIds"]}),
+        )
+        .await;
+    assert_eq!(got["list"][0]["mailboxIds"], json!({archive.clone(): true}));
+
+    // In two mailboxes at once: UID COPY.
+    let set = proxy
+        .call1(
+            &carol,
+            "Email/set",
+            json!({"accountId": carol.account_id,
+            "update": {ids[1].clone(): {format!("mailboxIds/{inbox}"): true}}}),
+        )
+        .await;
+    assert_eq!(set["updated"], json!({ids[1].clone(): null}), "{set}");
+    assert_eq!(
+        upstream_flags(&dovecot, "carol@example.com", "INBOX").len(),
+        3
+    );
+
+    // Destroy: \Deleted + UID EXPUNGE of every copy.
+    let set = proxy
+        .call1(
+            &carol,
+            "Email/set",
+            json!({"accountId": carol.account_id, "destroy": [ids[1]]}),
+        )
+        .await;
+    assert_eq!(set["destroyed"], json!([ids[1]]), "{set}");
+    assert_eq!(
+        upstream_flags(&dovecot, "carol@example.com", "INBOX").len(),
+        2
+    );
+    assert!(upstream_flags(&dovecot, "carol@example.com", "Archive").is_empty());
+
+    // Email/import: APPEND, with flags and INTERNALDATE.
+    let raw = b"From: dan@example.com\nTo: carol@example.com\nSubject: imported\n\nhi\n".to_vec();
+    let (status, upload) = proxy.upload(&carol, raw).await;
+    assert_eq!(status, 201, "{upload}");
+    let imported = proxy
+        .call1(
+            &carol,
+            "Email/import",
+            json!({"accountId": carol.account_id, "emails": {"i": {
+            "blobId": upload["blobId"], "mailboxIds": {archive.clone(): true},
+            "keywords": {"$seen": true}, "receivedAt": "2024-01-02T03:04:05Z"}}}),
+        )
+        .await;
+    let created = &imported["created"]["i"];
+    assert!(created["id"].is_string(), "{imported}");
+    let flags = upstream_flags(&dovecot, "carol@example.com", "Archive");
+    assert_eq!(flags.len(), 1);
+    assert!(flags[0].contains("\\Seen"), "{flags:?}");
+    let got = proxy
+        .call1(
+            &carol,
+            "Email/get",
+            json!({"accountId": carol.account_id, "ids": [created["id"]],
+            "properties": ["receivedAt", "subject", "mailboxIds"]}),
+        )
+        .await;
+    assert_eq!(got["list"][0]["receivedAt"], "2024-01-02T03:04:05Z");
+    assert_eq!(got["list"][0]["subject"], "imported");
+
+    // Mailbox/set: CREATE, RENAME (the id stays), DELETE; a refusal.
+    let made = proxy
+        .call1(
+            &carol,
+            "Mailbox/set",
+            json!({"accountId": carol.account_id,
+            "create": {"l": {"name": "Lists", "parentId": null}, "bad": {"name": "~x"}}}),
+        )
+        .await;
+    let lists = made["created"]["l"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{made}"))
+        .to_string();
+    assert_eq!(made["notCreated"]["bad"]["type"], "forbidden", "{made}");
+    assert!(upstream_mailbox_names(&dovecot, "carol@example.com").contains(&"Lists".to_string()));
+    let renamed = proxy
+        .call1(
+            &carol,
+            "Mailbox/set",
+            json!({"accountId": carol.account_id,
+            "update": {lists.clone(): {"name": "Lists ✓", "parentId": archive}}}),
+        )
+        .await;
+    assert_eq!(
+        renamed["updated"],
+        json!({lists.clone(): null}),
+        "{renamed}"
+    );
+    let names = upstream_mailbox_names(&dovecot, "carol@example.com");
+    assert!(
+        names.contains(&"Archive/Lists &JxM-".to_string()),
+        "{names:?}"
+    );
+    let after = mailbox_ids(&proxy, &carol).await;
+    assert_eq!(mailbox_named(&after, "Lists ✓"), lists);
+    let gone = proxy
+        .call1(
+            &carol,
+            "Mailbox/set",
+            json!({"accountId": carol.account_id, "destroy": [lists]}),
+        )
+        .await;
+    assert_eq!(gone["destroyed"], json!([lists]), "{gone}");
+    assert!(
+        !upstream_mailbox_names(&dovecot, "carol@example.com")
+            .iter()
+            .any(|n| n.contains("Lists"))
+    );
 }

@@ -323,8 +323,164 @@ impl Connection {
             .collect())
     }
 
-    /// Asks to be told of changes in every mailbox (RFC 5465 NOTIFY), when
-    /// the upstream offers it; `false` when it does not.
+    /// Opens `name` read-write (SELECT), for the writes below.
+    pub async fn select(&mut self, name: &str) -> Result<Selected, UpstreamError> {
+        let mailbox = deadline(COMMAND_TIMEOUT, "SELECT", self.session.select(name)).await?;
+        Ok(Selected {
+            uid_validity: mailbox.uid_validity.unwrap_or(0),
+            exists: mailbox.exists,
+            highest_modseq: mailbox.highest_modseq,
+        })
+    }
+
+    /// Adds (`add`) or removes `flags` on `uids` of the open mailbox
+    /// (UID STORE ±FLAGS.SILENT).
+    pub async fn store_flags(
+        &mut self,
+        uids: &[u32],
+        add: bool,
+        flags: &[String],
+    ) -> Result<(), UpstreamError> {
+        if uids.is_empty() || flags.is_empty() {
+            return Ok(());
+        }
+        let query = format!(
+            "{}FLAGS.SILENT ({})",
+            if add { "+" } else { "-" },
+            flags.join(" ")
+        );
+        let set = uid_set(uids);
+        deadline(COMMAND_TIMEOUT, "UID STORE", async {
+            self.session
+                .uid_store(&set, &query)
+                .await?
+                .try_collect::<Vec<_>>()
+                .await
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Copies `uids` of the open mailbox to `target` (UID COPY).
+    pub async fn copy(&mut self, uids: &[u32], target: &str) -> Result<(), UpstreamError> {
+        deadline(
+            COMMAND_TIMEOUT,
+            "UID COPY",
+            self.session.uid_copy(uid_set(uids), target),
+        )
+        .await
+    }
+
+    /// Moves `uids` of the open mailbox to `target`: UID MOVE (RFC 6851)
+    /// when offered, else UID COPY, `\Deleted` and UID EXPUNGE.
+    pub async fn move_to(&mut self, uids: &[u32], target: &str) -> Result<(), UpstreamError> {
+        if self.has("MOVE") {
+            return deadline(
+                COMMAND_TIMEOUT,
+                "UID MOVE",
+                self.session.uid_mv(uid_set(uids), target),
+            )
+            .await;
+        }
+        self.copy(uids, target).await?;
+        self.expunge(uids).await
+    }
+
+    /// Removes `uids` from the open mailbox: `\Deleted`, then UID EXPUNGE
+    /// (RFC 4315 UIDPLUS) of just those, so another client's `\Deleted`
+    /// messages stay. Without UIDPLUS it is refused.
+    pub async fn expunge(&mut self, uids: &[u32]) -> Result<(), UpstreamError> {
+        if !self.has("UIDPLUS") {
+            return Err(UpstreamError::Refused(
+                "the upstream has no UIDPLUS: removing one message would expunge others".into(),
+            ));
+        }
+        self.store_flags(uids, true, &["\\Deleted".to_string()])
+            .await?;
+        let set = uid_set(uids);
+        deadline(COMMAND_TIMEOUT, "UID EXPUNGE", async {
+            self.session
+                .uid_expunge(&set)
+                .await?
+                .try_collect::<Vec<_>>()
+                .await
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Appends a message to `mailbox` with `flags` and INTERNALDATE
+    /// `received_at` (unix seconds).
+    pub async fn append(
+        &mut self,
+        mailbox: &str,
+        flags: &[String],
+        received_at: i64,
+        raw: &[u8],
+    ) -> Result<(), UpstreamError> {
+        let flags = format!("({})", flags.join(" "));
+        let date = chrono::DateTime::from_timestamp(received_at, 0)
+            .unwrap_or_default()
+            .format("\"%d-%b-%Y %H:%M:%S +0000\"")
+            .to_string();
+        deadline(
+            COMMAND_TIMEOUT,
+            "APPEND",
+            self.session.append(mailbox, Some(&flags), Some(&date), raw),
+        )
+        .await
+    }
+
+    /// Leaves the open mailbox (UNSELECT, RFC 3691; else EXAMINE INBOX):
+    /// before RENAME or DELETE, since a server may end a session whose
+    /// selected mailbox goes away.
+    pub async fn unselect(&mut self) -> Result<(), UpstreamError> {
+        if self.has("UNSELECT") {
+            deadline(
+                COMMAND_TIMEOUT,
+                "UNSELECT",
+                self.session.run_command_and_check_ok("UNSELECT"),
+            )
+            .await
+        } else {
+            self.examine("INBOX").await.map(|_| ())
+        }
+    }
+
+    /// CREATE.
+    pub async fn create(&mut self, name: &str) -> Result<(), UpstreamError> {
+        deadline(COMMAND_TIMEOUT, "CREATE", self.session.create(name)).await
+    }
+
+    /// RENAME.
+    pub async fn rename(&mut self, from: &str, to: &str) -> Result<(), UpstreamError> {
+        deadline(COMMAND_TIMEOUT, "RENAME", self.session.rename(from, to)).await
+    }
+
+    /// DELETE.
+    pub async fn delete(&mut self, name: &str) -> Result<(), UpstreamError> {
+        deadline(COMMAND_TIMEOUT, "DELETE", self.session.delete(name)).await
+    }
+
+    /// SUBSCRIBE or UNSUBSCRIBE.
+    pub async fn subscribe(&mut self, name: &str, subscribed: bool) -> Result<(), UpstreamError> {
+        if subscribed {
+            deadline(COMMAND_TIMEOUT, "SUBSCRIBE", self.session.subscribe(name)).await
+        } else {
+            deadline(
+                COMMAND_TIMEOUT,
+                "UNSUBSCRIBE",
+                self.session.unsubscribe(name),
+            )
+            .await
+        }
+    }
+
+    /// Asks to be told of changes to the messages of every mailbox (RFC
+    /// 5465 NOTIFY), when the upstream offers it; `false` when it does not.
+    /// Mailbox events (MailboxName, SubscriptionChange) are not asked for:
+    /// their LIST responses with extended data do not parse, and a renamed
+    /// or new mailbox is seen at the next sync anyway.
     pub async fn notify_all(&mut self) -> Result<bool, UpstreamError> {
         if !self.has("NOTIFY") {
             return Ok(false);
@@ -334,7 +490,7 @@ impl Connection {
             "NOTIFY",
             self.session.run_command_and_check_ok(
                 "NOTIFY SET (selected (MessageNew (UID) MessageExpunge FlagChange)) \
-                 (personal (MessageNew MessageExpunge FlagChange MailboxName SubscriptionChange))",
+                 (personal (MessageNew MessageExpunge FlagChange))",
             ),
         )
         .await?;

@@ -49,10 +49,14 @@ pub struct UpstreamOptions {
 }
 
 /// The credentials and last use of one active account.
-struct Link {
+pub(super) struct Link {
     user: String,
     password: Mutex<String>,
     last_used: Mutex<Instant>,
+    /// Held by every sync of the account and by every write through to the
+    /// upstream (so a sync never records half a write); it keeps the
+    /// connection writes use, made on the first write.
+    pub(super) writer: tokio::sync::Mutex<Option<Connection>>,
 }
 
 impl Link {
@@ -154,6 +158,7 @@ impl Upstream {
             user: user.to_string(),
             password: Mutex::new(password.to_string()),
             last_used: Mutex::new(Instant::now()),
+            writer: tokio::sync::Mutex::new(None),
         });
         links.insert(account, link.clone());
         tokio::spawn(self.clone().run(account, link));
@@ -207,8 +212,11 @@ impl Upstream {
     ) -> Result<(), UpstreamError> {
         let mut notifying = false;
         loop {
+            let turn = link.writer.lock().await;
             let started = Instant::now();
-            let report = sync_account(&*self.store, &self.blobs, account, &mut connection).await?;
+            let report = sync_account(&*self.store, &self.blobs, account, &mut connection).await;
+            drop(turn);
+            let report = report?;
             self.metrics
                 .upstream_synced(report.fetched, report.fetched_octets, started.elapsed());
             tracing::debug!(account, ?report, took = ?started.elapsed(), "synced from the upstream");
@@ -223,6 +231,61 @@ impl Upstream {
             let (back, _woke) = connection.wait(self.options.poll).await?;
             connection = back;
         }
+    }
+
+    /// The link of an account in use: what a write through to the upstream
+    /// logs in with. `Unreachable` when the account has no credentials here
+    /// (it authenticated with an API token, or not recently).
+    pub(super) fn link(&self, account: i64) -> Result<Arc<Link>, UpstreamError> {
+        self.links
+            .lock()
+            .ok()
+            .and_then(|links| links.get(&account).cloned())
+            .ok_or_else(|| {
+                UpstreamError::Unreachable(
+                    "no upstream credentials for this account here: log in with a password".into(),
+                )
+            })
+    }
+
+    /// The writer connection of `link` (under its lock), logged in when
+    /// there is none.
+    pub(super) async fn writer<'a>(
+        &self,
+        link: &Link,
+        slot: &'a mut Option<Connection>,
+    ) -> Result<&'a mut Connection, UpstreamError> {
+        if slot.is_none() {
+            let password = link.password.lock().map(|p| p.clone()).unwrap_or_default();
+            self.metrics.count_upstream_round_trip("login");
+            *slot = Some(Connection::login(&self.options.url, &link.user, &password).await?);
+        }
+        slot.as_mut()
+            .ok_or_else(|| UpstreamError::Unreachable("no connection".into()))
+    }
+
+    /// Syncs the account on the writer connection after a write (the lock
+    /// held), so the store records the write as any sync would.
+    pub(super) async fn sync_after_write(
+        &self,
+        account: i64,
+        connection: &mut Connection,
+    ) -> Result<(), UpstreamError> {
+        let started = Instant::now();
+        let report = sync_account(&*self.store, &self.blobs, account, connection).await?;
+        self.metrics
+            .upstream_synced(report.fetched, report.fetched_octets, started.elapsed());
+        Ok(())
+    }
+
+    /// The store this upstream syncs into.
+    pub(super) fn store(&self) -> &dyn Store {
+        &*self.store
+    }
+
+    /// Counts one command sent on behalf of a JMAP method.
+    pub(super) fn count(&self, command: &'static str) {
+        self.metrics.count_upstream_round_trip(command);
     }
 
     /// Drops the account's link if it is still idle: `false` when a

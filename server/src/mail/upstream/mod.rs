@@ -18,6 +18,7 @@ pub mod imap;
 pub mod link;
 pub mod sync;
 pub mod utf7;
+pub mod write;
 
 pub use link::{Upstream, UpstreamOptions};
 

@@ -245,6 +245,27 @@ async fn store_message(
     let (blob, size) = (prepared.email.blob_id.clone(), prepared.email.size);
     let storing = || format!("storing blob {blob}");
     let (jmap, account) = (ctx.jmap, ctx.account.id);
+    if let Some(upstream) = &jmap.upstream {
+        // APPENDed upstream, then stored by a sync (CRLF line ends, as IMAP
+        // carries a message: the email's blob is the octets it holds).
+        let appended = upstream.append(account, prepared).await?;
+        return Ok(match appended {
+            Ok(inserted) => {
+                let id = match inserted {
+                    Inserted::New(id) | Inserted::Duplicate(id) => id,
+                };
+                let meta = jmap.store.email_meta(account, &[id]).await?;
+                let (blob, size) = meta
+                    .first()
+                    .map_or((blob, size), |m| (m.blob_id.clone(), m.size));
+                Ok((inserted, blob, size))
+            }
+            Err(refusal) => Err(SetError::new(
+                "forbidden",
+                format!("the mail server behind this one refused: {refusal}"),
+            )),
+        });
+    }
     let outcome = match store_batch(jmap.store.as_ref(), &jmap.blobs, account, vec![prepared]).await
     {
         Ok(outcome) => outcome,

@@ -277,8 +277,29 @@ async fn update_emails(
             Err(error) => outcome.not_updated.push((id.clone(), error)),
         }
     }
-    let results = ctx.jmap.store.update_emails(ctx.account.id, &valid).await?;
+    // Behind an IMAP upstream the upstream changes first (its refusal of
+    // one email is that email's `forbidden`), then the store by a sync.
+    let results: Vec<Result<UpdateOutcome, String>> = match &ctx.jmap.upstream {
+        Some(upstream) => upstream.update_emails(ctx.account.id, &valid).await?,
+        None => {
+            let store = &ctx.jmap.store;
+            store
+                .update_emails(ctx.account.id, &valid)
+                .await?
+                .into_iter()
+                .map(Ok)
+                .collect()
+        }
+    };
     for (id, result) in valid_ids.into_iter().zip(results) {
+        let Ok(result) = result else {
+            let refusal = result.err().unwrap_or_default();
+            let text = format!("the mail server behind this one refused: {refusal}");
+            outcome
+                .not_updated
+                .push((id, SetError::new("forbidden", text)));
+            continue;
+        };
         let error = match result {
             UpdateOutcome::Updated => {
                 outcome.updated.insert(id, Value::Null);
@@ -308,13 +329,26 @@ async fn destroy_emails(
         .iter()
         .filter_map(|id| resolve_email_id(id, ctx.created_ids))
         .collect();
-    let gone = ctx
-        .jmap
-        .store
-        .destroy_emails(ctx.account.id, &numeric)
-        .await?;
+    let (gone, refused) = match &ctx.jmap.upstream {
+        Some(upstream) => upstream.destroy_emails(ctx.account.id, &numeric).await?,
+        None => {
+            let store = &ctx.jmap.store;
+            (
+                store.destroy_emails(ctx.account.id, &numeric).await?,
+                HashMap::new(),
+            )
+        }
+    };
     for id in destroy {
-        match resolve_email_id(&id, ctx.created_ids).filter(|n| gone.contains(n)) {
+        let numeric = resolve_email_id(&id, ctx.created_ids);
+        if let Some(refusal) = numeric.and_then(|n| refused.get(&n)) {
+            let text = format!("the mail server behind this one refused: {refusal}");
+            outcome
+                .not_destroyed
+                .push((id, SetError::new("forbidden", text)));
+            continue;
+        }
+        match numeric.filter(|n| gone.contains(n)) {
             Some(numeric) => outcome.destroyed.push(ids::email_id(numeric)),
             None => outcome.not_destroyed.push((id, SetError::not_found())),
         }

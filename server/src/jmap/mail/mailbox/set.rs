@@ -11,6 +11,7 @@ use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::mail::set::{SetOutcome, check_request};
 use crate::jmap::{args, ids};
+use crate::mail::upstream::UpstreamError;
 use crate::store::{MailboxPatch, MailboxRow, NewMailbox, StoreError};
 
 /// Roles a mailbox may have (IANA "IMAP Mailbox Name Attributes", RFC 8621 §2).
@@ -296,7 +297,18 @@ impl MailboxSet<'_, '_> {
                 }
             };
             let (store, account) = (&self.ctx.jmap.store, self.ctx.account.id);
-            let id = store.create_mailbox(account, &new).await?;
+            let id = match &self.ctx.jmap.upstream {
+                None => store.create_mailbox(account, &new).await?,
+                Some(upstream) => match upstream.create_mailbox(account, &new).await? {
+                    Ok(id) => id,
+                    Err(refusal) => {
+                        self.outcome
+                            .not_created
+                            .push((creation_id, upstream_refusal(refusal)));
+                        continue;
+                    }
+                },
+            };
             self.mailboxes.push(new_row(id, new));
             let jmap_id = ids::mailbox_id(id);
             self.ctx
@@ -343,7 +355,17 @@ impl MailboxSet<'_, '_> {
                 }
             };
             let (store, account) = (&self.ctx.jmap.store, self.ctx.account.id);
-            store.update_mailbox(account, mailbox, &patch).await?;
+            match &self.ctx.jmap.upstream {
+                None => store.update_mailbox(account, mailbox, &patch).await?,
+                Some(upstream) => {
+                    if let Err(refusal) = upstream.update_mailbox(account, mailbox, &patch).await? {
+                        self.outcome
+                            .not_updated
+                            .push((id, upstream_refusal(refusal)));
+                        continue;
+                    }
+                }
+            }
             if let Some(row) = self.mailboxes.iter_mut().find(|m| m.id == mailbox) {
                 apply_patch(row, patch);
             }
@@ -415,7 +437,19 @@ impl MailboxSet<'_, '_> {
         remove_emails: bool,
     ) -> Result<Result<(), SetError>, MethodError> {
         let (store, account) = (&self.ctx.jmap.store, self.ctx.account.id);
-        let refused = match store.destroy_mailbox(account, mailbox, remove_emails).await {
+        let destroyed = match &self.ctx.jmap.upstream {
+            None => store.destroy_mailbox(account, mailbox, remove_emails).await,
+            Some(upstream) => match upstream
+                .destroy_mailbox(account, mailbox, remove_emails)
+                .await
+            {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(refusal)) => return Ok(Err(upstream_refusal(refusal))),
+                Err(UpstreamError::Store(error)) => Err(error),
+                Err(error) => return Err(error.into()),
+            },
+        };
+        let refused = match destroyed {
             Ok(()) => {
                 self.mailboxes.retain(|m| m.id != mailbox);
                 return Ok(Ok(()));
@@ -437,6 +471,14 @@ impl MailboxSet<'_, '_> {
         let id = resolve_mailbox_id(id, self.ctx.created_ids)?;
         self.mailboxes.iter().find(|m| m.id == id)
     }
+}
+
+/// The SetError of a change the upstream IMAP server refused.
+fn upstream_refusal(refusal: String) -> SetError {
+    SetError::new(
+        "forbidden",
+        format!("the mail server behind this one refused: {refusal}"),
+    )
 }
 
 /// The row of a mailbox just created (no emails yet).
