@@ -3,8 +3,9 @@
 -- first `serve --upstream`; other commands refuse to add mail or accounts
 -- to such a data dir. `upstream_mailboxes`: which upstream mailbox (its
 -- full name as on the wire, modified UTF-7) a local mailbox mirrors, at
--- which UIDVALIDITY. `upstream_messages`: which email each UID of a
--- mirrored mailbox is (the same message in two mailboxes is one email).
+-- which UIDVALIDITY and HIGHESTMODSEQ. `upstream_messages`: which email
+-- each UID of a mirrored mailbox is (the same message in two mailboxes is
+-- one email), with that copy's flags.
 CREATE TABLE upstream_source (
     id             INTEGER PRIMARY KEY CHECK (id = 1),
     url            TEXT NOT NULL
@@ -15,6 +16,9 @@ CREATE TABLE upstream_mailboxes (
     account_id     INTEGER NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
     name           TEXT NOT NULL,
     uid_validity   INTEGER NOT NULL,
+    -- RFC 7162 HIGHESTMODSEQ when last read whole (NULL: unknown, or no
+    -- CONDSTORE): an unchanged one means nothing in it changed.
+    highest_modseq INTEGER,
     UNIQUE (account_id, name)
 );
 
@@ -22,6 +26,9 @@ CREATE TABLE upstream_messages (
     mailbox_id     INTEGER NOT NULL REFERENCES mailboxes(id) ON DELETE CASCADE,
     uid            INTEGER NOT NULL,
     email_id       INTEGER NOT NULL REFERENCES emails(id) ON DELETE CASCADE,
+    -- The copy's flags as keywords, sorted, space-separated: an email's
+    -- keywords are the union over its copies.
+    keywords       TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (mailbox_id, uid)
 );
 CREATE INDEX upstream_messages_by_email ON upstream_messages (email_id);

@@ -15,6 +15,8 @@
 //!   unverified: too many failures, or too many verifications waiting)
 //! - `fastview_upstream_round_trips_total{command="login|sync"}` (the
 //!   projection proxy's sessions with its IMAP upstream, issue 18)
+//! - `fastview_upstream_mailboxes_read_total` (mailboxes whose UIDs and
+//!   flags a sync read; an unchanged one, by CONDSTORE, is not read)
 //! - `fastview_upstream_fetched_messages_total`,
 //!   `fastview_upstream_fetched_bytes_total` (messages read from the upstream)
 //! - `fastview_upstream_sync_seconds` (histogram: how long one account's
@@ -77,6 +79,7 @@ pub struct Metrics {
     pub login_verifications: Counter,
     pub login_refusals: Family<RefusalLabel, Counter>,
     pub upstream_round_trips: Family<UpstreamCommandLabel, Counter>,
+    pub upstream_mailboxes_read: Counter,
     pub upstream_fetched_messages: Counter,
     pub upstream_fetched_bytes: Counter,
     pub upstream_sync_seconds: Histogram,
@@ -153,6 +156,12 @@ impl Metrics {
             "Sessions with the IMAP upstream, by what they were for",
             upstream_round_trips.clone(),
         );
+        let upstream_mailboxes_read = Counter::default();
+        registry.register(
+            "fastview_upstream_mailboxes_read",
+            "Mailboxes whose UIDs and flags an upstream sync read",
+            upstream_mailboxes_read.clone(),
+        );
         let upstream_fetched_messages = Counter::default();
         registry.register(
             "fastview_upstream_fetched_messages",
@@ -174,6 +183,7 @@ impl Metrics {
         Self {
             registry,
             upstream_round_trips,
+            upstream_mailboxes_read,
             upstream_fetched_messages,
             upstream_fetched_bytes,
             upstream_sync_seconds,
@@ -217,9 +227,17 @@ impl Metrics {
             .inc();
     }
 
-    /// Records one account sync: messages and octets read, time taken.
-    pub fn upstream_synced(&self, messages: usize, octets: u64, took: std::time::Duration) {
+    /// Records one account sync: mailboxes read, messages and octets
+    /// fetched, time taken.
+    pub fn upstream_synced(
+        &self,
+        mailboxes: usize,
+        messages: usize,
+        octets: u64,
+        took: std::time::Duration,
+    ) {
         self.count_upstream_round_trip("sync");
+        self.upstream_mailboxes_read.inc_by(mailboxes as u64);
         self.upstream_fetched_messages.inc_by(messages as u64);
         self.upstream_fetched_bytes.inc_by(octets);
         self.upstream_sync_seconds.observe(took.as_secs_f64());

@@ -292,6 +292,18 @@ pub struct UpstreamMailbox {
     pub name: String,
     /// The UIDVALIDITY the mapped UIDs belong to (RFC 3501 §2.3.1.1).
     pub uid_validity: i64,
+    /// RFC 7162 HIGHESTMODSEQ when the mailbox was last read whole;
+    /// `None` when unknown or the upstream has no CONDSTORE.
+    pub highest_modseq: Option<i64>,
+}
+
+/// One synced copy of a message in a mirrored mailbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamCopy {
+    pub uid: i64,
+    pub email_id: i64,
+    /// The copy's flags as keywords (lowercase, sorted).
+    pub keywords: Vec<String>,
 }
 
 /// The metadata of one email: everything Email/get serves at the metadata
@@ -725,10 +737,10 @@ pub trait Store: Send + Sync + 'static {
         account: i64,
         mailbox: &UpstreamMailbox,
     ) -> StoreResult<()>;
-    /// `(uid, email id)` of every synced message of a mirrored mailbox, by UID.
-    async fn upstream_uids(&self, mailbox: i64) -> StoreResult<Vec<(i64, i64)>>;
-    /// Records which email each `(uid, email id)` of a mirrored mailbox is.
-    async fn record_upstream_uids(&self, mailbox: i64, uids: &[(i64, i64)]) -> StoreResult<()>;
+    /// Every synced copy in a mirrored mailbox, by UID.
+    async fn upstream_uids(&self, mailbox: i64) -> StoreResult<Vec<UpstreamCopy>>;
+    /// Records (or updates the flags of) copies in a mirrored mailbox.
+    async fn record_upstream_uids(&self, mailbox: i64, copies: &[UpstreamCopy]) -> StoreResult<()>;
     /// `(email id, mailbox id, uid)` of every upstream copy of the
     /// account's emails among `emails`, by mailbox then UID.
     async fn upstream_locations(

@@ -30,7 +30,7 @@ use super::{
     Account, ApiToken, ChangeKind, ChangeType, Changes, Delivery, EmailIndex, EmailLists,
     EmailMeta, EmailUpdate, FastView, IdentityPatch, IdentityRow, Inserted, LogPosition,
     MailboxPatch, MailboxRow, NewEmail, NewMailbox, QueryRow, Quota, ROLE_MAILBOXES, SearchText,
-    States, Store, StoreError, StoreResult, SubmissionRow, TextSearch, UpdateOutcome,
+    States, Store, StoreError, StoreResult, SubmissionRow, TextSearch, UpdateOutcome, UpstreamCopy,
     UpstreamMailbox, VacationResponse,
 };
 
@@ -995,12 +995,12 @@ where
         self.write_upstream_mailbox(account, mailbox).await
     }
 
-    async fn upstream_uids(&self, mailbox: i64) -> StoreResult<Vec<(i64, i64)>> {
+    async fn upstream_uids(&self, mailbox: i64) -> StoreResult<Vec<UpstreamCopy>> {
         self.read_upstream_uids(mailbox).await
     }
 
-    async fn record_upstream_uids(&self, mailbox: i64, uids: &[(i64, i64)]) -> StoreResult<()> {
-        self.write_upstream_uids(mailbox, uids).await
+    async fn record_upstream_uids(&self, mailbox: i64, copies: &[UpstreamCopy]) -> StoreResult<()> {
+        self.write_upstream_uids(mailbox, copies).await
     }
 
     async fn upstream_locations(

@@ -10,7 +10,7 @@ use sqlx::{ColumnIndex, Database, Encode, Executor, IntoArguments, Type};
 
 use super::dialect::{Column, Dialect};
 use super::sql::SqlStore;
-use super::{StoreResult, UpstreamMailbox};
+use super::{StoreResult, UpstreamCopy, UpstreamMailbox};
 
 impl<D: Dialect> SqlStore<D>
 where
@@ -53,8 +53,8 @@ where
         &self,
         account: i64,
     ) -> StoreResult<Vec<UpstreamMailbox>> {
-        let rows: Vec<(i64, String, i64)> = sqlx::query_as(
-            "SELECT mailbox_id, name, uid_validity FROM upstream_mailboxes \
+        let rows: Vec<(i64, String, i64, Option<i64>)> = sqlx::query_as(
+            "SELECT mailbox_id, name, uid_validity, highest_modseq FROM upstream_mailboxes \
              WHERE account_id = $1 ORDER BY mailbox_id",
         )
         .bind(account)
@@ -62,11 +62,14 @@ where
         .await?;
         Ok(rows
             .into_iter()
-            .map(|(mailbox_id, name, uid_validity)| UpstreamMailbox {
-                mailbox_id,
-                name,
-                uid_validity,
-            })
+            .map(
+                |(mailbox_id, name, uid_validity, highest_modseq)| UpstreamMailbox {
+                    mailbox_id,
+                    name,
+                    uid_validity,
+                    highest_modseq,
+                },
+            )
             .collect())
     }
 
@@ -77,47 +80,62 @@ where
     ) -> StoreResult<()> {
         let mut tx = self.write(None).await?;
         sqlx::query(
-            "INSERT INTO upstream_mailboxes (mailbox_id, account_id, name, uid_validity) \
-             SELECT $1, $2, $3, $4 FROM mailboxes WHERE id = $1 AND account_id = $2 \
+            "INSERT INTO upstream_mailboxes \
+               (mailbox_id, account_id, name, uid_validity, highest_modseq) \
+             SELECT $1, $2, $3, $4, $5 FROM mailboxes WHERE id = $1 AND account_id = $2 \
              ON CONFLICT (mailbox_id) DO UPDATE SET name = excluded.name, \
-               uid_validity = excluded.uid_validity",
+               uid_validity = excluded.uid_validity, highest_modseq = excluded.highest_modseq",
         )
         .bind(mailbox.mailbox_id)
         .bind(account)
         .bind(mailbox.name.as_str())
         .bind(mailbox.uid_validity)
+        .bind(mailbox.highest_modseq)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
         Ok(())
     }
 
-    pub(super) async fn read_upstream_uids(&self, mailbox: i64) -> StoreResult<Vec<(i64, i64)>> {
-        Ok(sqlx::query_as(
-            "SELECT uid, email_id FROM upstream_messages WHERE mailbox_id = $1 ORDER BY uid",
+    pub(super) async fn read_upstream_uids(&self, mailbox: i64) -> StoreResult<Vec<UpstreamCopy>> {
+        let rows: Vec<(i64, i64, String)> = sqlx::query_as(
+            "SELECT uid, email_id, keywords FROM upstream_messages WHERE mailbox_id = $1 \
+             ORDER BY uid",
         )
         .bind(mailbox)
         .fetch_all(&self.reader)
-        .await?)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(uid, email_id, keywords)| UpstreamCopy {
+                uid,
+                email_id,
+                keywords: keywords.split_whitespace().map(str::to_string).collect(),
+            })
+            .collect())
     }
 
     pub(super) async fn write_upstream_uids(
         &self,
         mailbox: i64,
-        uids: &[(i64, i64)],
+        copies: &[UpstreamCopy],
     ) -> StoreResult<()> {
-        if uids.is_empty() {
+        if copies.is_empty() {
             return Ok(());
         }
         let mut tx = self.write(None).await?;
         Self::insert_rows(
             &mut tx,
-            "INSERT INTO upstream_messages (mailbox_id, uid, email_id)",
-            "ON CONFLICT (mailbox_id, uid) DO UPDATE SET email_id = excluded.email_id",
-            3,
-            uids,
-            |row, (uid, email)| {
-                row.push_bind(mailbox).push_bind(*uid).push_bind(*email);
+            "INSERT INTO upstream_messages (mailbox_id, uid, email_id, keywords)",
+            "ON CONFLICT (mailbox_id, uid) DO UPDATE SET email_id = excluded.email_id, \
+             keywords = excluded.keywords",
+            4,
+            copies,
+            |row, copy| {
+                row.push_bind(mailbox)
+                    .push_bind(copy.uid)
+                    .push_bind(copy.email_id)
+                    .push_bind(copy.keywords.join(" "));
             },
         )
         .await?;

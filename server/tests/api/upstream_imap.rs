@@ -647,7 +647,9 @@ async fn jmap_writes_go_to_the_upstream_first() {
     let inbox = mailbox_named(&mailboxes, "INBOX");
     let archive = mailbox_named(&mailboxes, "Archive");
 
-    // Keywords: UID STORE upstream, then the change here.
+    // Keywords: UID STORE upstream, then the change here, by a sync that
+    // reads only the mailbox that changed (CONDSTORE: HIGHESTMODSEQ).
+    let read_before = proxy.metric("fastview_upstream_mailboxes_read_total").await;
     let set = proxy
         .call1(
             &carol,
@@ -657,6 +659,8 @@ async fn jmap_writes_go_to_the_upstream_first() {
         )
         .await;
     assert_eq!(set["updated"], json!({ids[0].clone(): null}), "{set}");
+    let read = proxy.metric("fastview_upstream_mailboxes_read_total").await - read_before;
+    assert_eq!(read, 1.0, "mailboxes read by the sync after the write");
     let flags = upstream_flags(&dovecot, "carol@example.com", "INBOX");
     assert!(
         flags[0].contains("\\Flagged") && flags[0].contains("\\Seen"),

@@ -105,6 +105,7 @@ mod plans;
 mod search;
 mod storage_full;
 mod threads;
+mod upstream;
 
 // ---- messages -------------------------------------------------------------
 

@@ -187,7 +187,7 @@ impl Connection {
                 }
                 Err((error, _)) => return Err(error.into()),
             };
-            let capabilities = session
+            let capabilities: HashSet<String> = session
                 .capabilities()
                 .await?
                 .iter()
@@ -199,6 +199,11 @@ impl Connection {
                     }
                 })
                 .collect();
+            // RFC 7162 §3.1: with CONDSTORE enabled, SELECT and EXAMINE tell
+            // HIGHESTMODSEQ, so an unchanged mailbox need not be read.
+            if capabilities.contains("CONDSTORE") {
+                session.run_command_and_check_ok("ENABLE CONDSTORE").await?;
+            }
             Ok::<_, UpstreamError>(Self {
                 session,
                 capabilities,

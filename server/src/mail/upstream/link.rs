@@ -217,8 +217,12 @@ impl Upstream {
             let report = sync_account(&*self.store, &self.blobs, account, &mut connection).await;
             drop(turn);
             let report = report?;
-            self.metrics
-                .upstream_synced(report.fetched, report.fetched_octets, started.elapsed());
+            self.metrics.upstream_synced(
+                report.mailboxes_read,
+                report.fetched,
+                report.fetched_octets,
+                started.elapsed(),
+            );
             tracing::debug!(account, ?report, took = ?started.elapsed(), "synced from the upstream");
             if link.idle_for() >= self.options.idle {
                 connection.logout().await;
@@ -273,8 +277,12 @@ impl Upstream {
     ) -> Result<(), UpstreamError> {
         let started = Instant::now();
         let report = sync_account(&*self.store, &self.blobs, account, connection).await?;
-        self.metrics
-            .upstream_synced(report.fetched, report.fetched_octets, started.elapsed());
+        self.metrics.upstream_synced(
+            report.mailboxes_read,
+            report.fetched,
+            report.fetched_octets,
+            started.elapsed(),
+        );
         Ok(())
     }
 

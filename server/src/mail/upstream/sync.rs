@@ -23,7 +23,8 @@ use super::{UpstreamError, keywords_of_flags, utf7};
 use crate::blob::BlobStore;
 use crate::mail::ingest::{self, PreparedEmail};
 use crate::store::{
-    EmailUpdate, Inserted, MailboxPatch, MailboxRow, NewMailbox, Store, UpstreamMailbox,
+    EmailUpdate, Inserted, MailboxPatch, MailboxRow, NewMailbox, Store, UpstreamCopy,
+    UpstreamMailbox,
 };
 
 /// Messages fetched per UID FETCH of whole messages.
@@ -34,6 +35,9 @@ const FETCH_BATCH: usize = 32;
 pub struct SyncReport {
     /// Upstream mailboxes mirrored.
     pub mailboxes: usize,
+    /// Mailboxes whose UIDs and flags were read (the others were unchanged
+    /// since their last read, by CONDSTORE).
+    pub mailboxes_read: usize,
     /// Messages read from the upstream (new UIDs).
     pub fetched: usize,
     /// Octets of those messages.
@@ -80,22 +84,18 @@ pub async fn sync_account(
                 .upstream_uids(mailbox.mailbox_id)
                 .await?
                 .into_iter()
-                .map(|(_, e)| e),
+                .map(|copy| copy.email_id),
         );
     }
     let mut held: HashMap<i64, Held> = HashMap::new();
     for (mailbox, selectable) in &mirrored {
         if *selectable {
-            sync_mailbox(
-                store,
-                blobs,
-                account,
-                connection,
-                mailbox,
-                &mut held,
-                &mut report,
-            )
-            .await?;
+            sync_mailbox(store, blobs, account, connection, mailbox, &mut report).await?;
+        }
+        for copy in store.upstream_uids(mailbox.mailbox_id).await? {
+            let entry = held.entry(copy.email_id).or_default();
+            entry.mailboxes.insert(mailbox.mailbox_id);
+            entry.keywords.extend(copy.keywords);
         }
     }
     reconcile(store, account, &known, &held, &mut report).await?;
@@ -110,32 +110,38 @@ pub async fn sync_account(
     Ok(report)
 }
 
-/// Reads one mailbox: new UIDs fetched and stored, gone UIDs forgotten,
-/// and what the upstream holds noted in `held`.
+/// Reads one mailbox: nothing when its UIDVALIDITY and HIGHESTMODSEQ
+/// (RFC 7162 CONDSTORE) are those of its last whole read; else its UIDs
+/// and flags, new UIDs fetched and stored, gone UIDs forgotten, changed
+/// flags recorded per copy.
 async fn sync_mailbox(
     store: &dyn Store,
     blobs: &Arc<BlobStore>,
     account: i64,
     connection: &mut Connection,
     mailbox: &UpstreamMailbox,
-    held: &mut HashMap<i64, Held>,
     report: &mut SyncReport,
 ) -> Result<(), UpstreamError> {
     let selected = connection.examine(&mailbox.name).await?;
     let uid_validity = i64::from(selected.uid_validity);
+    let highest_modseq = selected
+        .highest_modseq
+        .and_then(|modseq| i64::try_from(modseq).ok());
+    if uid_validity == mailbox.uid_validity
+        && highest_modseq.is_some()
+        && highest_modseq == mailbox.highest_modseq
+    {
+        return Ok(());
+    }
+    report.mailboxes_read += 1;
     if uid_validity != mailbox.uid_validity {
         store.forget_upstream_uids(mailbox.mailbox_id, None).await?;
-        let renewed = UpstreamMailbox {
-            uid_validity,
-            ..mailbox.clone()
-        };
-        store.put_upstream_mailbox(account, &renewed).await?;
     }
-    let mut local: HashMap<u32, i64> = store
+    let mut local: HashMap<u32, UpstreamCopy> = store
         .upstream_uids(mailbox.mailbox_id)
         .await?
         .into_iter()
-        .filter_map(|(uid, email)| Some((u32::try_from(uid).ok()?, email)))
+        .filter_map(|copy| Some((u32::try_from(copy.uid).ok()?, copy)))
         .collect();
     let upstream = connection.flags(&selected).await?;
     let on_upstream: HashSet<u32> = upstream.iter().map(|m| m.uid).collect();
@@ -156,7 +162,10 @@ async fn sync_mailbox(
         let fetched = connection.fetch(batch).await?;
         report.fetched += fetched.len();
         report.fetched_octets += fetched.iter().map(|m| m.raw.len() as u64).sum::<u64>();
-        let uids: Vec<u32> = fetched.iter().map(|m| m.uid).collect();
+        let heads: Vec<(u32, Vec<String>)> = fetched
+            .iter()
+            .map(|m| (m.uid, keywords_of_flags(m.flags.iter().map(String::as_str))))
+            .collect();
         let mailbox_id = mailbox.mailbox_id;
         let prepared: Vec<PreparedEmail> = tokio::task::spawn_blocking(move || {
             fetched
@@ -174,33 +183,44 @@ async fn sync_mailbox(
         .await
         .map_err(|error| UpstreamError::Refused(format!("preparing messages: {error}")))?;
         let inserted = ingest::store_batch(store, blobs, account, prepared).await?;
-        let recorded: Vec<(i64, i64)> = uids
-            .iter()
+        let recorded: Vec<UpstreamCopy> = heads
+            .into_iter()
             .zip(&inserted)
-            .map(|(uid, outcome)| {
-                let email = match outcome {
+            .map(|((uid, keywords), outcome)| UpstreamCopy {
+                uid: i64::from(uid),
+                email_id: match outcome {
                     Inserted::New(id) | Inserted::Duplicate(id) => *id,
-                };
-                (i64::from(*uid), email)
+                },
+                keywords,
             })
             .collect();
         store
             .record_upstream_uids(mailbox.mailbox_id, &recorded)
             .await?;
-        for (uid, email) in recorded {
-            local.insert(uid as u32, email);
+        for copy in recorded {
+            local.insert(copy.uid as u32, copy);
         }
     }
-    for message in &upstream {
-        let Some(email) = local.get(&message.uid) else {
-            continue; // expunged between the flag read and the fetch
-        };
-        let entry = held.entry(*email).or_default();
-        entry.mailboxes.insert(mailbox.mailbox_id);
-        entry
-            .keywords
-            .extend(keywords_of_flags(message.flags.iter().map(String::as_str)));
-    }
+    let changed: Vec<UpstreamCopy> = upstream
+        .iter()
+        .filter_map(|message| {
+            let copy = local.get(&message.uid)?;
+            let keywords = keywords_of_flags(message.flags.iter().map(String::as_str));
+            (keywords != copy.keywords).then(|| UpstreamCopy {
+                keywords,
+                ..copy.clone()
+            })
+        })
+        .collect();
+    store
+        .record_upstream_uids(mailbox.mailbox_id, &changed)
+        .await?;
+    let read = UpstreamMailbox {
+        uid_validity,
+        highest_modseq,
+        ..mailbox.clone()
+    };
+    store.put_upstream_mailbox(account, &read).await?;
     Ok(())
 }
 
@@ -295,6 +315,7 @@ async fn mirror_mailboxes(
                 mailbox_id: adopt.id,
                 name: listed.name.clone(),
                 uid_validity: 0,
+                highest_modseq: None,
             })
         });
         let mailbox = match existing {
@@ -335,6 +356,7 @@ async fn mirror_mailboxes(
                     mailbox_id: id,
                     name: listed.name.clone(),
                     uid_validity: 0,
+                    highest_modseq: None,
                 }
             }
         };
