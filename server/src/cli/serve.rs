@@ -109,6 +109,25 @@ pub struct ServeArgs {
     /// its credentials kept in memory).
     #[arg(long, env = "FASTVIEW_UPSTREAM_IDLE_MINUTES", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub upstream_idle_minutes: u64,
+    /// A master login of the upstream (Dovecot: a passdb with `master =
+    /// yes`, logins as `user*master`): every account is synced all the
+    /// time, and users' passwords are checked but never kept. Needs
+    /// `--upstream-master-password`.
+    #[arg(
+        long,
+        env = "FASTVIEW_UPSTREAM_MASTER_USER",
+        requires = "upstream_master_password"
+    )]
+    pub upstream_master_user: Option<String>,
+    /// The master login's password (better from the environment: a flag is
+    /// visible in the process list).
+    #[arg(
+        long,
+        env = "FASTVIEW_UPSTREAM_MASTER_PASSWORD",
+        hide_env_values = true,
+        requires = "upstream_master_user"
+    )]
+    pub upstream_master_password: Option<String>,
     #[arg(long, env = "FASTVIEW_METRICS_LISTEN", default_value = "127.0.0.1:9090", value_parser = parse_metrics_listen)]
     pub metrics_listen: MetricsListen,
 }
@@ -171,6 +190,14 @@ impl ServeArgs {
                     url,
                     poll: std::time::Duration::from_secs(self.upstream_poll),
                     idle: std::time::Duration::from_secs(self.upstream_idle_minutes * 60),
+                    master: self
+                        .upstream_master_user
+                        .clone()
+                        .zip(self.upstream_master_password.clone())
+                        .map(|(user, password)| crate::mail::upstream::MasterLogin {
+                            user,
+                            password,
+                        }),
                 }),
             ..ServeOptions::default()
         }
@@ -228,6 +255,12 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let options = args.options();
     let (router, state) = crate::http::assemble(app, &options);
+    if let Some(upstream) = &state.jmap.upstream {
+        let started = upstream.start_all().await?;
+        if started > 0 {
+            eprintln!("syncing {started} accounts with the upstream's master login");
+        }
+    }
     let shutdown = shutdown_signal().shared();
     let metrics = match args.metrics_listen.0 {
         Some(metrics_address) => {

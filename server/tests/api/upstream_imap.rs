@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use fastview::app::ServeOptions;
-use fastview::mail::upstream::{UpstreamOptions, UpstreamUrl};
+use fastview::mail::upstream::{MasterLogin, UpstreamOptions, UpstreamUrl};
 use serde_json::{Value, json};
 
 use crate::support::{
@@ -33,6 +33,12 @@ impl Dovecot {
     /// Starts Dovecot with one user per address (password [`PASSWORD`]), or
     /// `None` (after [`require`]) when it is not installed.
     fn start(users: &[&str]) -> Option<Self> {
+        Self::start_with_master(users, None)
+    }
+
+    /// [`Dovecot::start`] with a master login (user, password): any user
+    /// logs in as `user*master` with the master's password.
+    fn start_with_master(users: &[&str], master: Option<(&str, &str)>) -> Option<Self> {
         if Command::new("dovecot").arg("--version").output().is_err() {
             require("imap", "no dovecot (apt-get install dovecot-imapd)");
             return None;
@@ -48,6 +54,21 @@ impl Dovecot {
             .map(|user| format!("{user}:{{PLAIN}}{PASSWORD}::::::\n"))
             .collect();
         std::fs::write(root.join("passwd"), passwd).unwrap();
+        let master_passdb = match master {
+            Some((user, password)) => {
+                std::fs::write(
+                    root.join("masters"),
+                    format!("{user}:{{PLAIN}}{password}::::::\n"),
+                )
+                .unwrap();
+                format!(
+                    "auth_master_user_separator = *\npassdb {{\n  driver = passwd-file\n  \
+                     master = yes\n  args = scheme=PLAIN username_format=%u {}/masters\n}}\n",
+                    root.display()
+                )
+            }
+            None => String::new(),
+        };
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -93,6 +114,7 @@ service imap-login {{
 service anvil {{
   chroot =
 }}
+{master_passdb}
 namespace inbox {{
   inbox = yes
   separator = /
@@ -221,6 +243,11 @@ fn crlf(raw: &[u8]) -> Vec<u8> {
 /// A Fastview in front of `dovecot`, listening with a long poll (so what
 /// arrives within seconds came through IDLE).
 async fn spawn_proxy(dovecot: &Dovecot) -> TestApp {
+    spawn_proxy_with(dovecot, None).await
+}
+
+/// [`spawn_proxy`] with a master login.
+async fn spawn_proxy_with(dovecot: &Dovecot, master: Option<MasterLogin>) -> TestApp {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new("fastview=debug"))
         .with_test_writer()
@@ -230,6 +257,7 @@ async fn spawn_proxy(dovecot: &Dovecot) -> TestApp {
             url: dovecot.url(),
             poll: Duration::from_secs(300),
             idle: Duration::from_secs(1800),
+            master,
         }),
         ..ServeOptions::default()
     })
@@ -483,8 +511,6 @@ async fn another_clients_changes_reach_jmap_within_two_seconds() {
         )
         .await["state"]
         .clone();
-    // Give the sync time to start listening.
-    tokio::time::sleep(Duration::from_millis(500)).await;
 
     // A flag set by another client.
     dovecot.client(
@@ -649,6 +675,16 @@ async fn jmap_writes_go_to_the_upstream_first() {
 
     // Keywords: UID STORE upstream, then the change here, by a sync that
     // reads only the mailbox that changed (CONDSTORE: HIGHESTMODSEQ).
+    // (After the first sync has ended, which is after its emails show.)
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while proxy
+        .metric("fastview_upstream_round_trips_total{command=\"sync\"}")
+        .await
+        < 1.0
+    {
+        assert!(Instant::now() < deadline, "the first sync ends");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let read_before = proxy.metric("fastview_upstream_mailboxes_read_total").await;
     let set = proxy
         .call1(
@@ -814,4 +850,59 @@ async fn jmap_writes_go_to_the_upstream_first() {
             .iter()
             .any(|n| n.contains("Lists"))
     );
+}
+
+#[tokio::test]
+async fn a_master_login_syncs_every_account_without_its_user() {
+    let Some(dovecot) =
+        Dovecot::start_with_master(&["dan@example.com"], Some(("fastview", "master-secret")))
+    else {
+        return;
+    };
+    let messages: Vec<Vec<u8>> = golden_messages()
+        .iter()
+        .take(2)
+        .map(|raw| crlf(raw))
+        .collect();
+    dovecot.append("dan@example.com", "INBOX", &messages, "", 1_700_000_000);
+    let proxy = spawn_proxy_with(
+        &dovecot,
+        Some(MasterLogin {
+            user: "fastview".into(),
+            password: "master-secret".into(),
+        }),
+    )
+    .await;
+    // An account an earlier login made; nobody logs in now.
+    let upstream = proxy.state.jmap.upstream.clone().expect("an upstream");
+    let dan = upstream.account("dan@example.com").await.unwrap();
+    assert_eq!(upstream.start_all().await.unwrap(), 1);
+    let store = proxy.app.store.clone();
+    let emails = || async { store.query_rows(dan.id, None).await.unwrap().len() };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while emails().await < 2 {
+        assert!(Instant::now() < deadline, "the master login's first sync");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Still listening, with no request at all.
+    let extra = crlf(b"From: eve@example.com\nTo: dan@example.com\nSubject: later\n\nhi\n");
+    dovecot.append("dan@example.com", "INBOX", &[extra], "", 1_800_000_000);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while emails().await < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "a change while nobody is logged in"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Dan's own password is still checked against the upstream.
+    let status = |password: &'static str| {
+        let request = proxy
+            .client
+            .get(format!("{}/jmap/session", proxy.base))
+            .basic_auth("dan@example.com", Some(password));
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(status("wrong").await, 401);
+    assert_eq!(status(PASSWORD).await, 200);
 }

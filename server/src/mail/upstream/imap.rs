@@ -502,6 +502,32 @@ impl Connection {
         Ok(true)
     }
 
+    /// Whether the upstream told of a change since the last call (an
+    /// unsolicited EXISTS, EXPUNGE, FETCH or NOTIFY STATUS arrived among
+    /// the answers to other commands); drains what it told.
+    pub fn changes_pending(&mut self) -> bool {
+        use async_imap::imap_proto::Response;
+        use async_imap::types::UnsolicitedResponse;
+        let mut pending = false;
+        while let Ok(response) = self.session.unsolicited_responses.try_recv() {
+            // Not `\Recent` counts or status lines (`* OK [...]`): a
+            // message came, went or changed flags.
+            pending |= match response {
+                UnsolicitedResponse::Status { .. }
+                | UnsolicitedResponse::Exists(_)
+                | UnsolicitedResponse::Expunge(_) => true,
+                UnsolicitedResponse::Recent(_) => false,
+                UnsolicitedResponse::Other(data) => {
+                    matches!(
+                        data.parsed(),
+                        Response::Fetch(..) | Response::Vanished { .. }
+                    )
+                }
+            };
+        }
+        pending
+    }
+
     /// Waits in IDLE (RFC 2177) on the open mailbox for at most `limit`:
     /// `true` when the upstream told of a change, `false` at the limit.
     /// Without IDLE it sleeps `limit` and answers `true` (poll).

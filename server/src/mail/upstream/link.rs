@@ -6,6 +6,9 @@
 //! for as long as the account is in use: every authenticated request
 //! renews it ([`Upstream::use_account`]); after `idle` without one the task
 //! logs out and the credentials are dropped. Nothing is written to disk.
+//! With a master login ([`MasterLogin`]) every account the store has is
+//! synced all the time ([`Upstream::start_all`]) and users' passwords are
+//! checked at login but never kept.
 //!
 //! While the account is in use its task keeps one connection: a sync
 //! ([`super::sync::sync_account`]), then NOTIFY for every mailbox when the
@@ -21,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 
-use super::imap::Connection;
+use super::imap::{Connection, Selected};
 use super::sync::sync_account;
 use super::{UpstreamError, UpstreamUrl};
 use crate::blob::BlobStore;
@@ -46,6 +49,29 @@ pub struct UpstreamOptions {
     /// `--upstream-idle-minutes`: how long after its last request an
     /// account stays synced (and its credentials kept).
     pub idle: Duration,
+    /// `--upstream-master-user` / `--upstream-master-password`: a login
+    /// that may act as any user (Dovecot's `user*master`), with which every
+    /// account is synced all the time; users' own passwords are then only
+    /// checked, never kept.
+    pub master: Option<MasterLogin>,
+}
+
+/// A master login of the upstream (Dovecot: `auth_master_user_separator`
+/// `*`, a passdb with `master = yes`): user `ann@example.com` is logged in
+/// as `ann@example.com*{user}` with the master's password.
+#[derive(Clone)]
+pub struct MasterLogin {
+    pub user: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for MasterLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MasterLogin")
+            .field("user", &self.user)
+            .field("password", &"…")
+            .finish()
+    }
 }
 
 /// The credentials and last use of one active account.
@@ -143,6 +169,12 @@ impl Upstream {
         let Ok(mut links) = self.links.lock() else {
             return;
         };
+        // With a master login a user's password is checked, never kept.
+        let password = if self.options.master.is_some() {
+            ""
+        } else {
+            password
+        };
         if let Some(link) = links.get(&account) {
             if let Ok(mut at) = link.last_used.lock() {
                 *at = Instant::now();
@@ -164,6 +196,39 @@ impl Upstream {
         tokio::spawn(self.clone().run(account, link));
     }
 
+    /// With a master login: starts the sync of every account the store
+    /// has (a serving instance calls it once at start). Returns how many.
+    pub async fn start_all(self: &Arc<Self>) -> Result<usize, StoreError> {
+        if self.options.master.is_none() {
+            return Ok(0);
+        }
+        let accounts = self.store.list_accounts().await?;
+        for account in &accounts {
+            self.use_account(account.id, &account.email, "");
+        }
+        Ok(accounts.len())
+    }
+
+    /// The login the account's sessions use: the user's own, or the master's.
+    fn credentials(&self, link: &Link) -> (String, String) {
+        match &self.options.master {
+            Some(master) => (
+                format!("{}*{}", link.user, master.user),
+                master.password.clone(),
+            ),
+            None => (
+                link.user.clone(),
+                link.password.lock().map(|p| p.clone()).unwrap_or_default(),
+            ),
+        }
+    }
+
+    /// Whether the account's sync should stop: unused for the idle time,
+    /// unless a master login syncs every account all the time.
+    fn is_idle(&self, link: &Link) -> bool {
+        self.options.master.is_none() && link.idle_for() >= self.options.idle
+    }
+
     /// The accounts whose sync task runs now.
     pub fn active_accounts(&self) -> usize {
         self.links.lock().map_or(0, |links| links.len())
@@ -174,12 +239,12 @@ impl Upstream {
         tracing::debug!(account, upstream = %self.options.url, "upstream sync starts");
         let mut backoff = Duration::from_secs(1);
         loop {
-            if link.idle_for() >= self.options.idle && self.release(account, &link) {
+            if self.is_idle(&link) && self.release(account, &link) {
                 return;
             }
-            let password = link.password.lock().map(|p| p.clone()).unwrap_or_default();
+            let (user, password) = self.credentials(&link);
             self.metrics.count_upstream_round_trip("login");
-            let outcome = match Connection::login(&self.options.url, &link.user, &password).await {
+            let outcome = match Connection::login(&self.options.url, &user, &password).await {
                 Ok(connection) => {
                     backoff = Duration::from_secs(1);
                     self.listen(account, &link, connection).await
@@ -188,7 +253,7 @@ impl Upstream {
             };
             match outcome {
                 Ok(()) => {}
-                Err(UpstreamError::LoginRefused) => {
+                Err(UpstreamError::LoginRefused) if self.options.master.is_none() => {
                     tracing::info!(account, "the upstream refused the login; sync stops");
                     self.forget(account, &link);
                     return;
@@ -210,7 +275,9 @@ impl Upstream {
         link: &Link,
         mut connection: Connection,
     ) -> Result<(), UpstreamError> {
-        let mut notifying = false;
+        // NOTIFY before the first sync: a change made while the sync runs
+        // is then either read by it or waiting as a notification below.
+        connection.notify_all().await?;
         loop {
             let turn = link.writer.lock().await;
             let started = Instant::now();
@@ -224,16 +291,39 @@ impl Upstream {
                 started.elapsed(),
             );
             tracing::debug!(account, ?report, took = ?started.elapsed(), "synced from the upstream");
-            if link.idle_for() >= self.options.idle {
+            if self.is_idle(link) {
                 connection.logout().await;
                 return Ok(());
             }
-            if !notifying {
-                notifying = connection.notify_all().await?;
+            let inbox = connection.examine("INBOX").await?;
+            // A change between the sync's read and now: sync again at once.
+            if connection.changes_pending() || self.inbox_moved(account, &inbox).await? {
+                continue;
             }
-            connection.examine("INBOX").await?;
             let (back, _woke) = connection.wait(self.options.poll).await?;
             connection = back;
+        }
+    }
+
+    /// Whether INBOX as just opened is not as the last sync left it: its
+    /// HIGHESTMODSEQ moved (CONDSTORE), or, without one, its message count.
+    async fn inbox_moved(&self, account: i64, inbox: &Selected) -> Result<bool, UpstreamError> {
+        let mirrored = self.store.upstream_mailboxes(account).await?;
+        let Some(mapped) = mirrored
+            .iter()
+            .find(|m| m.name.eq_ignore_ascii_case("INBOX"))
+        else {
+            return Ok(false);
+        };
+        if mapped.uid_validity != i64::from(inbox.uid_validity) {
+            return Ok(true);
+        }
+        match (inbox.highest_modseq, mapped.highest_modseq) {
+            (Some(now), Some(read)) => Ok(i64::try_from(now).ok() != Some(read)),
+            _ => {
+                let copies = self.store.upstream_uids(mapped.mailbox_id).await?.len();
+                Ok(copies != inbox.exists as usize)
+            }
         }
     }
 
@@ -260,9 +350,9 @@ impl Upstream {
         slot: &'a mut Option<Connection>,
     ) -> Result<&'a mut Connection, UpstreamError> {
         if slot.is_none() {
-            let password = link.password.lock().map(|p| p.clone()).unwrap_or_default();
+            let (user, password) = self.credentials(link);
             self.metrics.count_upstream_round_trip("login");
-            *slot = Some(Connection::login(&self.options.url, &link.user, &password).await?);
+            *slot = Some(Connection::login(&self.options.url, &user, &password).await?);
         }
         slot.as_mut()
             .ok_or_else(|| UpstreamError::Unreachable("no connection".into()))
@@ -302,7 +392,7 @@ impl Upstream {
         let Ok(mut links) = self.links.lock() else {
             return true;
         };
-        if link.idle_for() < self.options.idle {
+        if !self.is_idle(link) {
             return false;
         }
         if links

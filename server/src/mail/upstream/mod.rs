@@ -20,7 +20,7 @@ pub mod sync;
 pub mod utf7;
 pub mod write;
 
-pub use link::{Upstream, UpstreamOptions};
+pub use link::{MasterLogin, Upstream, UpstreamOptions};
 
 /// How a connection to the upstream is secured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
