@@ -153,12 +153,14 @@ def main():
     corpus = sys.argv[3] if len(sys.argv) > 3 else os.path.join(
         os.path.dirname(__file__), "../../shared/corpus")
     work = tempfile.mkdtemp(prefix="fastview-upstream-bench-")
+    os.chmod(work, 0o755)  # Dovecot's processes run as the dovecot user
     processes = []
     try:
         imap_port, proxy_port, alone_port = free_port(), free_port(), free_port()
         os.mkdir(f"{work}/dovecot")
         start_dovecot(f"{work}/dovecot", imap_port)
-        messages = [crlf(m) for m in corpus_messages(corpus, count)]
+        # Distinct bytes: one mailbox holding the same message twice is one Email.
+        messages = list(dict.fromkeys(crlf(m) for m in corpus_messages(corpus, count)))
         imap = imaplib.IMAP4("127.0.0.1", imap_port)
         imap.login(USER, PASSWORD)
         os.mkdir(f"{work}/eml")

@@ -93,8 +93,6 @@ pub struct ServeArgs {
     /// EmailSubmission sends only to accounts on this server.
     #[arg(long, env = "FASTVIEW_SMTP_RELAY", value_parser = parse_smtp_relay)]
     pub smtp_relay: Option<std::sync::Arc<crate::mail::relay::Relay>>,
-    /// Address of the Prometheus metrics listener (`GET /metrics`, no auth),
-    /// or `off`. Not served on the API port.
     /// Mirror an existing IMAP server (issue 18): `imaps://host[:993]`, or
     /// `imap://host[:143]` (STARTTLS required unless the host is loopback).
     /// Users log in with their IMAP credentials; accounts are made on their
@@ -128,6 +126,8 @@ pub struct ServeArgs {
         requires = "upstream_master_user"
     )]
     pub upstream_master_password: Option<String>,
+    /// Address of the Prometheus metrics listener (`GET /metrics`, no auth),
+    /// or `off`. Not served on the API port.
     #[arg(long, env = "FASTVIEW_METRICS_LISTEN", default_value = "127.0.0.1:9090", value_parser = parse_metrics_listen)]
     pub metrics_listen: MetricsListen,
 }

@@ -45,8 +45,9 @@
 //!
 //! Behind an IMAP upstream (`serve --upstream`, issue 18) a Basic login is
 //! verified by logging in to the upstream instead of argon2 (the same
-//! brake, cache and re-checks; an upstream that cannot be asked is 503,
-//! not a failure), the account is made on its first accepted login, and
+//! brake and cache; past [`CREDENTIAL_TTL`], or when `fresh`, the upstream
+//! is asked again, so a password changed there stops working here within
+//! that time; an upstream that cannot be asked is 503, not a failure), the account is made on its first accepted login, and
 //! every authenticated request hands the credentials to the account's sync
 //! ([`Upstream::use_account`]), which keeps them in memory only.
 
@@ -432,7 +433,11 @@ impl Authenticator {
             if !fresh && verified.checked_at.elapsed() < CREDENTIAL_TTL {
                 return Ok(verified.into_credential());
             }
-            if let Some(account) = self.recheck(user, &verified.account).await? {
+            // Behind an upstream the password is the upstream's: it is asked
+            // again (below), since no local hash changes when it changes.
+            if self.upstream.is_none()
+                && let Some(account) = self.recheck(user, &verified.account).await?
+            {
                 let verified = Verified::now(account);
                 self.verified.insert(key, verified.clone()).await;
                 return Ok(verified.into_credential());

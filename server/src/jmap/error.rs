@@ -159,7 +159,8 @@ pub enum MethodError {
 impl From<crate::mail::upstream::UpstreamError> for MethodError {
     /// A write through to the upstream that failed as a whole: the upstream
     /// could not be reached or refused the session (`serverUnavailable`, a
-    /// retry may succeed; nothing changed locally), a store error as any.
+    /// retry may succeed; the store shows what the upstream holds, so what
+    /// it did before the failure shows too), a store error as any.
     fn from(error: crate::mail::upstream::UpstreamError) -> Self {
         use crate::mail::upstream::UpstreamError;
         match error {
@@ -168,7 +169,8 @@ impl From<crate::mail::upstream::UpstreamError> for MethodError {
                 MethodError::server_fail("storing a synced message", error)
             }
             other => MethodError::ServerUnavailable(format!(
-                "the mail server behind this one: {other}; nothing was changed"
+                "the mail server behind this one: {other}; what it had done before \
+                 stands and shows after the next sync"
             )),
         }
     }

@@ -837,6 +837,18 @@ async fn jmap_writes_go_to_the_upstream_first() {
     );
     let after = mailbox_ids(&proxy, &carol).await;
     assert_eq!(mailbox_named(&after, "Lists ✓"), lists);
+    // The subscription followed the new name.
+    let row = &after.iter().find(|(n, _)| n == "Lists ✓").unwrap().1;
+    assert_eq!(row["isSubscribed"], true, "{row}");
+    // A name holding the hierarchy delimiter is refused, not nested.
+    let nested = proxy
+        .call1(
+            &carol,
+            "Mailbox/set",
+            json!({"accountId": carol.account_id, "create": {"x": {"name": "x/y"}}}),
+        )
+        .await;
+    assert_eq!(nested["notCreated"]["x"]["type"], "forbidden", "{nested}");
     let gone = proxy
         .call1(
             &carol,
@@ -850,6 +862,90 @@ async fn jmap_writes_go_to_the_upstream_first() {
             .iter()
             .any(|n| n.contains("Lists"))
     );
+
+    // The same bytes twice in INBOX are one email; a move takes both copies.
+    let twice = crlf(b"From: fay@example.com\nTo: carol@example.com\nSubject: twice\n\nsame\n");
+    dovecot.append(
+        "carol@example.com",
+        "INBOX",
+        &[twice.clone(), twice],
+        "",
+        1_750_000_000,
+    );
+    let listed = until(
+        &proxy,
+        &carol,
+        Duration::from_secs(5),
+        "two copies",
+        |list| {
+            list.iter()
+                .any(|e| e["receivedAt"] == "2025-06-15T15:06:40Z")
+        },
+    )
+    .await;
+    let once = listed
+        .iter()
+        .find(|e| e["receivedAt"] == "2025-06-15T15:06:40Z")
+        .unwrap()["id"]
+        .clone();
+    let inbox_before = upstream_flags(&dovecot, "carol@example.com", "INBOX").len();
+    let set = proxy
+        .call1(
+            &carol,
+            "Email/set",
+            json!({"accountId": carol.account_id,
+            "update": {once.as_str().unwrap(): {"mailboxIds": {archive.clone(): true}}}}),
+        )
+        .await;
+    assert!(
+        set["updated"].get(once.as_str().unwrap()).is_some(),
+        "{set}"
+    );
+    assert_eq!(
+        upstream_flags(&dovecot, "carol@example.com", "INBOX").len(),
+        inbox_before - 2
+    );
+    assert_eq!(
+        upstream_flags(&dovecot, "carol@example.com", "Archive").len(),
+        3
+    );
+
+    // A mailbox the upstream will not open does not stop the others.
+    dovecot.client("carol@example.com", "m.create('Broken')");
+    let broken = dovecot.dir.path().join("mail/carol@example.com/.Broken");
+    set_mode(&broken, 0o000);
+    let late = crlf(b"From: gil@example.com\nTo: carol@example.com\nSubject: late\n\nstill\n");
+    dovecot.append("carol@example.com", "INBOX", &[late], "", 1_760_000_000);
+    until(
+        &proxy,
+        &carol,
+        Duration::from_secs(5),
+        "mail beside a broken mailbox",
+        |list| {
+            list.iter()
+                .any(|e| e["receivedAt"] == "2025-10-09T08:53:20Z")
+        },
+    )
+    .await;
+    set_mode(&broken, 0o755);
+
+    // A password changed upstream stops working here (a fresh check asks).
+    // (Dovecot notices a changed passwd-file by its mtime, in seconds.)
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    std::fs::write(
+        dovecot.dir.path().join("passwd"),
+        "carol@example.com:{PLAIN}changed::::::\n",
+    )
+    .unwrap();
+    let session = |password: &'static str| {
+        let request = proxy
+            .client
+            .get(format!("{}/jmap/session", proxy.base))
+            .basic_auth("carol@example.com", Some(password));
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(session(PASSWORD).await, 401);
+    assert_eq!(session("changed").await, 200);
 }
 
 #[tokio::test]

@@ -47,6 +47,7 @@ pub struct ListedMailbox {
 pub struct Selected {
     pub uid_validity: u32,
     pub exists: u32,
+    pub uid_next: Option<u32>,
     /// RFC 7162 HIGHESTMODSEQ, when the server has CONDSTORE.
     pub highest_modseq: Option<u64>,
 }
@@ -270,6 +271,7 @@ impl Connection {
         Ok(Selected {
             uid_validity: mailbox.uid_validity.unwrap_or(0),
             exists: mailbox.exists,
+            uid_next: mailbox.uid_next,
             highest_modseq: mailbox.highest_modseq,
         })
     }
@@ -334,6 +336,7 @@ impl Connection {
         Ok(Selected {
             uid_validity: mailbox.uid_validity.unwrap_or(0),
             exists: mailbox.exists,
+            uid_next: mailbox.uid_next,
             highest_modseq: mailbox.highest_modseq,
         })
     }
@@ -502,30 +505,17 @@ impl Connection {
         Ok(true)
     }
 
+    /// NOOP: whether the session is still there.
+    pub async fn noop(&mut self) -> Result<(), UpstreamError> {
+        deadline(Duration::from_secs(10), "NOOP", self.session.noop()).await
+    }
+
     /// Whether the upstream told of a change since the last call (an
     /// unsolicited EXISTS, EXPUNGE, FETCH or NOTIFY STATUS arrived among
     /// the answers to other commands); drains what it told.
     pub fn changes_pending(&mut self) -> bool {
-        use async_imap::imap_proto::Response;
-        use async_imap::types::UnsolicitedResponse;
-        let mut pending = false;
-        while let Ok(response) = self.session.unsolicited_responses.try_recv() {
-            // Not `\Recent` counts or status lines (`* OK [...]`): a
-            // message came, went or changed flags.
-            pending |= match response {
-                UnsolicitedResponse::Status { .. }
-                | UnsolicitedResponse::Exists(_)
-                | UnsolicitedResponse::Expunge(_) => true,
-                UnsolicitedResponse::Recent(_) => false,
-                UnsolicitedResponse::Other(data) => {
-                    matches!(
-                        data.parsed(),
-                        Response::Fetch(..) | Response::Vanished { .. }
-                    )
-                }
-            };
-        }
-        pending
+        let told = &self.session.unsolicited_responses;
+        pending_changes(|| told.try_recv().ok())
     }
 
     /// Waits in IDLE (RFC 2177) on the open mailbox for at most `limit`:
@@ -540,14 +530,17 @@ impl Connection {
             session,
             capabilities,
         } = self;
-        while session.unsolicited_responses.try_recv().is_ok() {}
+        let told = session.unsolicited_responses.clone();
         let mut idle = session.idle();
         deadline(COMMAND_TIMEOUT, "IDLE", idle.init()).await?;
-        let (waiting, _stop) = idle.wait_with_timeout(limit);
-        let woke = match waiting.await? {
-            async_imap::extensions::idle::IdleResponse::NewData(_) => true,
-            async_imap::extensions::idle::IdleResponse::Timeout
-            | async_imap::extensions::idle::IdleResponse::ManualInterrupt => false,
+        // What came before the server's "+ idling" is not waited for again.
+        let woke = pending_changes(|| told.try_recv().ok()) || {
+            let (waiting, _stop) = idle.wait_with_timeout(limit);
+            match waiting.await? {
+                async_imap::extensions::idle::IdleResponse::NewData(_) => true,
+                async_imap::extensions::idle::IdleResponse::Timeout
+                | async_imap::extensions::idle::IdleResponse::ManualInterrupt => false,
+            }
         };
         let session = deadline(COMMAND_TIMEOUT, "DONE", idle.done()).await?;
         Ok((
@@ -563,6 +556,32 @@ impl Connection {
     pub async fn logout(mut self) {
         let _ = tokio::time::timeout(Duration::from_secs(5), self.session.logout()).await;
     }
+}
+
+/// Whether the unsolicited responses waiting tell of a change (a message
+/// came, went or changed flags; not `\Recent` counts or `* OK [...]`
+/// status lines); drains them.
+fn pending_changes(
+    mut told: impl FnMut() -> Option<async_imap::types::UnsolicitedResponse>,
+) -> bool {
+    use async_imap::imap_proto::Response;
+    use async_imap::types::UnsolicitedResponse;
+    let mut pending = false;
+    while let Some(response) = told() {
+        pending |= match response {
+            UnsolicitedResponse::Status { .. }
+            | UnsolicitedResponse::Exists(_)
+            | UnsolicitedResponse::Expunge(_) => true,
+            UnsolicitedResponse::Recent(_) => false,
+            UnsolicitedResponse::Other(data) => {
+                matches!(
+                    data.parsed(),
+                    Response::Fetch(..) | Response::Vanished { .. }
+                )
+            }
+        };
+    }
+    pending
 }
 
 /// The RFC 8621 role of an RFC 6154 special-use attribute.

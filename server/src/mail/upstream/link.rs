@@ -245,10 +245,7 @@ impl Upstream {
             let (user, password) = self.credentials(&link);
             self.metrics.count_upstream_round_trip("login");
             let outcome = match Connection::login(&self.options.url, &user, &password).await {
-                Ok(connection) => {
-                    backoff = Duration::from_secs(1);
-                    self.listen(account, &link, connection).await
-                }
+                Ok(connection) => self.listen(account, &link, connection, &mut backoff).await,
                 Err(error) => Err(error),
             };
             match outcome {
@@ -274,6 +271,7 @@ impl Upstream {
         account: i64,
         link: &Link,
         mut connection: Connection,
+        backoff: &mut Duration,
     ) -> Result<(), UpstreamError> {
         // NOTIFY before the first sync: a change made while the sync runs
         // is then either read by it or waiting as a notification below.
@@ -291,6 +289,11 @@ impl Upstream {
                 started.elapsed(),
             );
             tracing::debug!(account, ?report, took = ?started.elapsed(), "synced from the upstream");
+            // Only a whole sync ends a run of failures (a login alone does not).
+            *backoff = Duration::from_secs(1);
+            if report.unstable {
+                continue;
+            }
             if self.is_idle(link) {
                 connection.logout().await;
                 return Ok(());
@@ -349,6 +352,13 @@ impl Upstream {
         link: &Link,
         slot: &'a mut Option<Connection>,
     ) -> Result<&'a mut Connection, UpstreamError> {
+        // A kept connection the upstream may have dropped meanwhile (a
+        // restart, an autologout): one NOOP tells, and a new login follows.
+        if let Some(connection) = slot.as_mut()
+            && connection.noop().await.is_err()
+        {
+            *slot = None;
+        }
         if slot.is_none() {
             let (user, password) = self.credentials(link);
             self.metrics.count_upstream_round_trip("login");

@@ -18,7 +18,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use super::imap::{Connection, ListedMailbox};
+use super::imap::{Connection, ListedMailbox, Selected};
 use super::{UpstreamError, keywords_of_flags, utf7};
 use crate::blob::BlobStore;
 use crate::mail::ingest::{self, PreparedEmail};
@@ -46,6 +46,11 @@ pub struct SyncReport {
     pub updated: usize,
     /// Emails destroyed (gone from every upstream mailbox).
     pub destroyed: usize,
+    /// Mailboxes the upstream refused to open (their mail kept as it was).
+    pub skipped: usize,
+    /// A mailbox changed while the sync read the others, so emails that
+    /// seemed gone were kept: sync again soon.
+    pub unstable: bool,
 }
 
 /// What the upstream holds of one email: its mailboxes and keywords.
@@ -88,9 +93,21 @@ pub async fn sync_account(
         );
     }
     let mut held: HashMap<i64, Held> = HashMap::new();
+    // What each mailbox was when read: a message that moved between two
+    // reads is seen in neither, and must not be destroyed for that.
+    let mut seen: Vec<(&UpstreamMailbox, Selected)> = Vec::new();
     for (mailbox, selectable) in &mirrored {
         if *selectable {
-            sync_mailbox(store, blobs, account, connection, mailbox, &mut report).await?;
+            match sync_mailbox(store, blobs, account, connection, mailbox, &mut report).await {
+                Ok(selected) => seen.push((mailbox, selected)),
+                // One mailbox the upstream will not open (`NO`) is skipped,
+                // its messages kept as they were; the others sync.
+                Err(UpstreamError::Refused(why)) => {
+                    tracing::warn!(account, mailbox = %mailbox.name, %why, "upstream mailbox skipped");
+                    report.skipped += 1;
+                }
+                Err(error) => return Err(error),
+            }
         }
         for copy in store.upstream_uids(mailbox.mailbox_id).await? {
             let entry = held.entry(copy.email_id).or_default();
@@ -98,7 +115,14 @@ pub async fn sync_account(
             entry.keywords.extend(copy.keywords);
         }
     }
-    reconcile(store, account, &known, &held, &mut report).await?;
+    let destroy = reconcile(store, account, &known, &held, &mut report).await?;
+    if !destroy.is_empty() {
+        if unchanged_since_read(connection, &seen).await? {
+            report.destroyed = store.destroy_emails(account, &destroy).await?.len();
+        } else {
+            report.unstable = true;
+        }
+    }
     // Children before parents: a longer name is never a parent of a shorter.
     let mut gone: Vec<&UpstreamMailbox> = stale.iter().collect();
     gone.sort_by_key(|mailbox| std::cmp::Reverse(mailbox.name.len()));
@@ -121,7 +145,7 @@ async fn sync_mailbox(
     connection: &mut Connection,
     mailbox: &UpstreamMailbox,
     report: &mut SyncReport,
-) -> Result<(), UpstreamError> {
+) -> Result<Selected, UpstreamError> {
     let selected = connection.examine(&mailbox.name).await?;
     let uid_validity = i64::from(selected.uid_validity);
     let highest_modseq = selected
@@ -131,7 +155,7 @@ async fn sync_mailbox(
         && highest_modseq.is_some()
         && highest_modseq == mailbox.highest_modseq
     {
-        return Ok(());
+        return Ok(selected);
     }
     report.mailboxes_read += 1;
     if uid_validity != mailbox.uid_validity {
@@ -221,18 +245,36 @@ async fn sync_mailbox(
         ..mailbox.clone()
     };
     store.put_upstream_mailbox(account, &read).await?;
-    Ok(())
+    Ok(selected)
 }
 
-/// Sets every email's mailboxIds and keywords to what the upstream holds,
-/// and destroys those it holds nowhere.
+/// Whether every mailbox read is still as it was when read (EXAMINE again:
+/// UIDVALIDITY, HIGHESTMODSEQ or else EXISTS and UIDNEXT).
+async fn unchanged_since_read(
+    connection: &mut Connection,
+    seen: &[(&UpstreamMailbox, Selected)],
+) -> Result<bool, UpstreamError> {
+    for (mailbox, then) in seen {
+        match connection.examine(&mailbox.name).await {
+            Ok(now) if now == *then => {}
+            Ok(_) => return Ok(false),
+            Err(UpstreamError::Refused(_)) => return Ok(false),
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(true)
+}
+
+/// Sets every email's mailboxIds and keywords to what the upstream holds;
+/// returns those it holds nowhere (to destroy once the read is known to be
+/// stable).
 async fn reconcile(
     store: &dyn Store,
     account: i64,
     known: &HashSet<i64>,
     held: &HashMap<i64, Held>,
     report: &mut SyncReport,
-) -> Result<(), UpstreamError> {
+) -> Result<Vec<i64>, UpstreamError> {
     let ids: Vec<i64> = known
         .iter()
         .chain(held.keys())
@@ -263,10 +305,7 @@ async fn reconcile(
         store.update_emails(account, &updates).await?;
         report.updated = updates.len();
     }
-    if !destroy.is_empty() {
-        report.destroyed = store.destroy_emails(account, &destroy).await?.len();
-    }
-    Ok(())
+    Ok(destroy)
 }
 
 /// Mirrors the upstream's mailboxes: each listed one mapped to a local

@@ -15,10 +15,16 @@
 //!   DELETE. Roles are the upstream's special use and cannot be set here;
 //!   `sortOrder` is Fastview's own.
 //!
-//! The account's writes and syncs take turns ([`super::link`]'s lock). An
-//! object the upstream refuses (`NO`) is [`UpstreamError::Refused`] for that
-//! object alone; an upstream that cannot be reached fails the call, and
-//! nothing changes locally.
+//! The account's writes and syncs take turns ([`super::link`]'s lock), and
+//! a write first syncs, so it acts on the upstream's UIDs as they are (not
+//! as they were before another client moved a message). What can be
+//! checked first is checked before anything is sent (the mailboxes a
+//! message goes to can hold messages; a mailbox name holds no hierarchy
+//! delimiter); mailbox changes go before keyword changes, so a refused
+//! move leaves the flags alone. An object the upstream refuses (`NO`) is
+//! refused alone; an upstream that cannot be reached fails the call. Either
+//! way the local store shows what the upstream holds after a sync: a change
+//! the upstream made before it refused or dropped the connection stands.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -50,6 +56,21 @@ impl Upstream {
     ) -> Result<Vec<ObjectResult<UpdateOutcome>>, UpstreamError> {
         let link = self.link(account)?;
         let mut slot = link.writer.lock().await;
+        let connection = self.writer(&link, &mut slot).await?;
+        let result = self.update_on(connection, account, updates).await;
+        self.settle(account, &mut slot, result, |text| {
+            vec![Err(text); updates.len()]
+        })
+        .await
+    }
+
+    async fn update_on(
+        &self,
+        connection: &mut Connection,
+        account: i64,
+        updates: &[EmailUpdate],
+    ) -> Result<Vec<ObjectResult<UpdateOutcome>>, UpstreamError> {
+        self.sync_after_write(account, connection).await?;
         let store = self.store();
         let ids: Vec<i64> = updates.iter().map(|u| u.id).collect();
         let before: HashMap<i64, EmailLists> = store
@@ -66,34 +87,51 @@ impl Upstream {
             .collect();
         let (after, outcomes) = apply_updates(&before, &owned, updates);
         let names = self.mailbox_names(account).await?;
-        let copies = self.copies(account, &ids).await?;
-        let connection = self.writer(&link, &mut slot).await?;
-        let mut refused: HashMap<i64, String> = HashMap::new();
-        let mut changed: Vec<&i64> = after.keys().collect();
+        let holding = holding_mailboxes(connection).await?;
+        let mut changed: Vec<i64> = after.keys().copied().collect();
         changed.sort();
-        for id in changed {
+        let mut refused: HashMap<i64, String> = HashMap::new();
+        // Mailboxes first: a refused move leaves the flags as they were.
+        let copies = self.copies(account, &ids).await?;
+        let mut moved = false;
+        for id in &changed {
             let (from, to) = (&before[id], &after[id]);
-            let result = self
-                .change_email(
-                    connection,
-                    from,
-                    to,
-                    copies.get(id).map_or(&[][..], Vec::as_slice),
-                    &names,
-                )
-                .await;
-            match result {
+            let copies = copies.get(id).map_or(&[][..], Vec::as_slice);
+            match self
+                .change_mailboxes(connection, from, to, copies, &names, &holding)
+                .await
+            {
+                Ok(changed) => moved |= changed,
+                Err(UpstreamError::Refused(text)) => {
+                    refused.insert(*id, text);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        // The flags, on the copies as they are after the moves.
+        let copies = if moved {
+            self.sync_after_write(account, connection).await?;
+            self.copies(account, &ids).await?
+        } else {
+            copies
+        };
+        for id in &changed {
+            if refused.contains_key(id) {
+                continue;
+            }
+            let (from, to) = (&before[id], &after[id]);
+            let copies = copies.get(id).map_or(&[][..], Vec::as_slice);
+            match self
+                .change_keywords(connection, from, to, copies, &names)
+                .await
+            {
                 Ok(()) => {}
                 Err(UpstreamError::Refused(text)) => {
                     refused.insert(*id, text);
                 }
-                Err(error) => {
-                    *slot = None;
-                    return Err(error);
-                }
+                Err(error) => return Err(error),
             }
         }
-        self.finish(account, &mut slot).await?;
         Ok(updates
             .iter()
             .zip(outcomes)
@@ -115,6 +153,24 @@ impl Upstream {
     ) -> Result<(Vec<i64>, HashMap<i64, String>), UpstreamError> {
         let link = self.link(account)?;
         let mut slot = link.writer.lock().await;
+        let connection = self.writer(&link, &mut slot).await?;
+        let result = self.destroy_on(connection, account, ids).await;
+        self.settle(account, &mut slot, result, |text| {
+            (
+                Vec::new(),
+                ids.iter().map(|id| (*id, text.clone())).collect(),
+            )
+        })
+        .await
+    }
+
+    async fn destroy_on(
+        &self,
+        connection: &mut Connection,
+        account: i64,
+        ids: &[i64],
+    ) -> Result<(Vec<i64>, HashMap<i64, String>), UpstreamError> {
+        self.sync_after_write(account, connection).await?;
         let present: Vec<i64> = self
             .store()
             .email_meta(account, ids)
@@ -124,7 +180,6 @@ impl Upstream {
             .collect();
         let names = self.mailbox_names(account).await?;
         let copies = self.copies(account, &present).await?;
-        let connection = self.writer(&link, &mut slot).await?;
         let (mut destroyed, mut refused) = (Vec::new(), HashMap::new());
         for id in present {
             let mut result = Ok(());
@@ -139,13 +194,9 @@ impl Upstream {
                 Err(UpstreamError::Refused(text)) => {
                     refused.insert(id, text);
                 }
-                Err(error) => {
-                    *slot = None;
-                    return Err(error);
-                }
+                Err(error) => return Err(error),
             }
         }
-        self.finish(account, &mut slot).await?;
         Ok((destroyed, refused))
     }
 
@@ -159,28 +210,56 @@ impl Upstream {
     ) -> Result<ObjectResult<Inserted>, UpstreamError> {
         let link = self.link(account)?;
         let mut slot = link.writer.lock().await;
+        let connection = self.writer(&link, &mut slot).await?;
+        let result = self.append_on(connection, account, prepared).await;
+        let (blob, existed) = match self.settle(account, &mut slot, result, Err).await? {
+            Ok(appended) => appended,
+            Err(refusal) => return Ok(Err(refusal)),
+        };
+        let found = self
+            .store()
+            .emails_of_blobs(account, &[blob.as_str()])
+            .await?;
+        Ok(match found.first() {
+            Some((_, id)) if existed => Ok(Inserted::Duplicate(*id)),
+            Some((_, id)) => Ok(Inserted::New(*id)),
+            None => Err("the upstream accepted the message but does not list it".into()),
+        })
+    }
+
+    async fn append_on(
+        &self,
+        connection: &mut Connection,
+        account: i64,
+        prepared: PreparedEmail,
+    ) -> Result<ObjectResult<(String, bool)>, UpstreamError> {
         let raw = crlf(&prepared.raw);
         let blob = blob_id_of(&raw);
         let store = self.store();
-        if let Some((_, id)) = store
+        if !store
             .emails_of_blobs(account, &[blob.as_str()])
             .await?
-            .first()
+            .is_empty()
         {
-            return Ok(Ok(Inserted::Duplicate(*id)));
+            return Ok(Ok((blob, true)));
         }
         let names = self.mailbox_names(account).await?;
+        let holding = holding_mailboxes(connection).await?;
+        let mut targets = Vec::new();
+        for mailbox in &prepared.email.mailbox_ids {
+            match name_of(&names, *mailbox).and_then(|name| holds(&holding, name)) {
+                Ok(name) => targets.push(name.to_string()),
+                Err(UpstreamError::Refused(text)) => return Ok(Err(text)),
+                Err(error) => return Err(error),
+            }
+        }
         let flags: Vec<String> = prepared
             .email
             .keywords
             .iter()
             .map(|k| flag_of_keyword(k))
             .collect();
-        let connection = self.writer(&link, &mut slot).await?;
-        for mailbox in &prepared.email.mailbox_ids {
-            let Some(name) = names.get(mailbox) else {
-                return Ok(Err("the mailbox is not on the upstream".into()));
-            };
+        for name in &targets {
             self.count("append");
             match connection
                 .append(name, &flags, prepared.email.received_at, &raw)
@@ -188,23 +267,10 @@ impl Upstream {
             {
                 Ok(()) => {}
                 Err(UpstreamError::Refused(text)) => return Ok(Err(text)),
-                Err(error) => {
-                    *slot = None;
-                    return Err(error);
-                }
+                Err(error) => return Err(error),
             }
         }
-        self.finish(account, &mut slot).await?;
-        match store
-            .emails_of_blobs(account, &[blob.as_str()])
-            .await?
-            .first()
-        {
-            Some((_, id)) => Ok(Ok(Inserted::New(*id))),
-            None => Ok(Err(
-                "the upstream accepted the message but does not list it".into(),
-            )),
-        }
+        Ok(Ok((blob, false)))
     }
 
     /// Mailbox/set `create` through the upstream (CREATE, SUBSCRIBE): the
@@ -219,22 +285,12 @@ impl Upstream {
         }
         let link = self.link(account)?;
         let mut slot = link.writer.lock().await;
-        let names = self.mailbox_names(account).await?;
         let connection = self.writer(&link, &mut slot).await?;
-        let full = match full_name(connection, &names, new.parent_id, &new.name).await {
+        let result = self.create_mailbox_on(connection, account, new).await;
+        let full = match self.settle(account, &mut slot, result, Err).await? {
             Ok(full) => full,
-            Err(error) => return self.fail(&mut slot, error).map(Err),
+            Err(refusal) => return Ok(Err(refusal)),
         };
-        self.count("create");
-        let created = async {
-            connection.create(&full).await?;
-            connection.subscribe(&full, new.is_subscribed).await
-        }
-        .await;
-        if let Err(error) = created {
-            return self.fail(&mut slot, error).map(Err);
-        }
-        self.finish(account, &mut slot).await?;
         let store = self.store();
         let Some(mirrored) = store
             .upstream_mailboxes(account)
@@ -258,11 +314,50 @@ impl Upstream {
         Ok(Ok(mirrored.mailbox_id))
     }
 
+    async fn create_mailbox_on(
+        &self,
+        connection: &mut Connection,
+        account: i64,
+        new: &NewMailbox,
+    ) -> Result<ObjectResult<String>, UpstreamError> {
+        let names = self.mailbox_names(account).await?;
+        let full = match full_name(connection, &names, new.parent_id, &new.name).await {
+            Ok(full) => full,
+            Err(UpstreamError::Refused(text)) => return Ok(Err(text)),
+            Err(error) => return Err(error),
+        };
+        self.count("create");
+        let created = async {
+            connection.create(&full).await?;
+            connection.subscribe(&full, new.is_subscribed).await
+        }
+        .await;
+        match created {
+            Ok(()) => Ok(Ok(full)),
+            Err(UpstreamError::Refused(text)) => Ok(Err(text)),
+            Err(error) => Err(error),
+        }
+    }
+
     /// Mailbox/set `update` through the upstream: RENAME for a new name or
-    /// parent (the mailbox and those under it keep their ids),
-    /// SUBSCRIBE / UNSUBSCRIBE; `sortOrder` locally.
+    /// parent (the mailbox and those under it keep their ids and their
+    /// subscriptions), SUBSCRIBE / UNSUBSCRIBE; `sortOrder` locally.
     pub async fn update_mailbox(
         &self,
+        account: i64,
+        id: i64,
+        patch: &MailboxPatch,
+    ) -> Result<ObjectResult<()>, UpstreamError> {
+        let link = self.link(account)?;
+        let mut slot = link.writer.lock().await;
+        let connection = self.writer(&link, &mut slot).await?;
+        let result = self.update_mailbox_on(connection, account, id, patch).await;
+        self.settle(account, &mut slot, result, Err).await
+    }
+
+    async fn update_mailbox_on(
+        &self,
+        connection: &mut Connection,
         account: i64,
         id: i64,
         patch: &MailboxPatch,
@@ -283,13 +378,10 @@ impl Upstream {
         {
             return Ok(Err(ROLE_REFUSAL.into()));
         }
-        let link = self.link(account)?;
-        let mut slot = link.writer.lock().await;
         let names = self.mailbox_names(account).await?;
         let Some(old) = names.get(&id).cloned() else {
             return Ok(Err("the mailbox is not on the upstream".into()));
         };
-        let connection = self.writer(&link, &mut slot).await?;
         let moved = patch
             .name
             .as_ref()
@@ -297,28 +389,37 @@ impl Upstream {
             || patch
                 .parent_id
                 .is_some_and(|parent| parent != current.parent_id);
-        let renamed = async {
+        let changed = async {
             let mut full = old.clone();
             if moved {
                 let parent = patch.parent_id.unwrap_or(current.parent_id);
                 let name = patch.name.as_deref().unwrap_or(&current.name);
                 full = full_name(connection, &names, parent, name).await?;
+                let delimiter = delimiter(connection).await?;
+                let subscribed = connection.subscribed().await?;
                 connection.unselect().await?;
+                self.count("rename");
                 connection.rename(&old, &full).await?;
+                // Subscriptions follow the names (RFC 3501 §6.3.5 keeps them
+                // under the old ones): for the mailbox and those under it.
+                for name in subscribed {
+                    if let Some(renamed) = renamed(&name, &old, &full, &delimiter) {
+                        connection.subscribe(&name, false).await?;
+                        connection.subscribe(&renamed, true).await?;
+                    }
+                }
+                self.rename_mapped(account, &old, &full, &delimiter).await?;
             }
             if let Some(subscribed) = patch.is_subscribed {
                 connection.subscribe(&full, subscribed).await?;
             }
-            Ok::<_, UpstreamError>(full)
+            Ok::<_, UpstreamError>(())
         }
         .await;
-        let full = match renamed {
-            Ok(full) => full,
-            Err(error) => return self.fail(&mut slot, error).map(Err),
-        };
-        self.count("rename");
-        if full != old {
-            self.rename_mapped(account, &old, &full).await?;
+        match changed {
+            Ok(()) => {}
+            Err(UpstreamError::Refused(text)) => return Ok(Err(text)),
+            Err(error) => return Err(error),
         }
         if let Some(order) = patch.sort_order {
             let local = MailboxPatch {
@@ -327,7 +428,6 @@ impl Upstream {
             };
             store.update_mailbox(account, id, &local).await?;
         }
-        self.finish(account, &mut slot).await?;
         Ok(Ok(()))
     }
 
@@ -340,6 +440,23 @@ impl Upstream {
         id: i64,
         remove_emails: bool,
     ) -> Result<ObjectResult<()>, UpstreamError> {
+        let link = self.link(account)?;
+        let mut slot = link.writer.lock().await;
+        let connection = self.writer(&link, &mut slot).await?;
+        let result = self
+            .destroy_mailbox_on(connection, account, id, remove_emails)
+            .await;
+        self.settle(account, &mut slot, result, Err).await
+    }
+
+    async fn destroy_mailbox_on(
+        &self,
+        connection: &mut Connection,
+        account: i64,
+        id: i64,
+        remove_emails: bool,
+    ) -> Result<ObjectResult<()>, UpstreamError> {
+        self.sync_after_write(account, connection).await?;
         let store = self.store();
         let mailboxes = store.mailboxes(account).await?;
         let Some(current) = mailboxes.iter().find(|m| m.id == id) else {
@@ -351,67 +468,58 @@ impl Upstream {
         if current.total_emails > 0 && !remove_emails {
             return Err(StoreError::MailboxHasEmail.into());
         }
-        let link = self.link(account)?;
-        let mut slot = link.writer.lock().await;
         let names = self.mailbox_names(account).await?;
         let Some(name) = names.get(&id).cloned() else {
             return Ok(Err("the mailbox is not on the upstream".into()));
         };
-        let connection = self.writer(&link, &mut slot).await?;
         self.count("delete");
         let deleted = async {
             connection.unselect().await?;
             connection.delete(&name).await
         }
         .await;
-        if let Err(error) = deleted {
-            return self.fail(&mut slot, error).map(Err);
+        match deleted {
+            Ok(()) => Ok(Ok(())),
+            Err(UpstreamError::Refused(text)) => Ok(Err(text)),
+            Err(error) => Err(error),
         }
-        self.finish(account, &mut slot).await?;
-        Ok(Ok(()))
     }
 
-    /// Makes one email's keyword and mailbox changes on the upstream.
-    async fn change_email(
+    /// Makes one email's mailbox changes on the upstream: each mailbox it
+    /// leaves is MOVEd (all its copies there) to one it enters, further
+    /// mailboxes it enters get a COPY, further ones it leaves an EXPUNGE.
+    /// Whether anything was sent.
+    async fn change_mailboxes(
         &self,
         connection: &mut Connection,
         before: &EmailLists,
         after: &EmailLists,
         copies: &[(i64, u32)],
         names: &HashMap<i64, String>,
-    ) -> Result<(), UpstreamError> {
-        if copies.is_empty() {
-            return Err(UpstreamError::Refused(
-                "the email is not on the upstream".into(),
-            ));
-        }
-        let flags = |from: &[String], to: &[String]| -> Vec<String> {
-            to.iter()
-                .filter(|k| !from.contains(k))
-                .map(|k| flag_of_keyword(k))
-                .collect()
-        };
-        let (added, removed) = (flags(&before.0, &after.0), flags(&after.0, &before.0));
-        if !added.is_empty() || !removed.is_empty() {
-            for (mailbox, uids) in by_mailbox(copies) {
-                connection.select(name_of(names, mailbox)?).await?;
-                self.count("store");
-                connection.store_flags(&uids, true, &added).await?;
-                connection.store_flags(&uids, false, &removed).await?;
-            }
-        }
+        holding: &HashSet<String>,
+    ) -> Result<bool, UpstreamError> {
         let targets: Vec<i64> = after
             .1
             .iter()
             .filter(|m| !before.1.contains(m))
             .copied()
             .collect();
-        let mut leaving: Vec<(i64, u32)> = copies
-            .iter()
+        let leaving: Vec<(i64, Vec<u32>)> = by_mailbox(copies)
+            .into_iter()
             .filter(|(mailbox, _)| !after.1.contains(mailbox))
-            .copied()
             .collect();
-        // More mailboxes added than copies leaving: copy to the extra ones.
+        if targets.is_empty() && leaving.is_empty() {
+            return Ok(false);
+        }
+        if copies.is_empty() {
+            return Err(UpstreamError::Refused(
+                "the email is not on the upstream".into(),
+            ));
+        }
+        // Checked before anything is sent: every mailbox entered holds mail.
+        for target in &targets {
+            holds(holding, name_of(names, *target)?)?;
+        }
         let extra = targets.len().saturating_sub(leaving.len());
         if extra > 0 {
             let (mailbox, uid) = copies[0];
@@ -421,17 +529,51 @@ impl Upstream {
                 connection.copy(&[uid], name_of(names, *target)?).await?;
             }
         }
+        let mut leaving = leaving.into_iter();
         for target in &targets[extra..] {
-            let Some((mailbox, uid)) = leaving.pop() else {
+            let Some((mailbox, uids)) = leaving.next() else {
                 break;
             };
             connection.select(name_of(names, mailbox)?).await?;
             self.count("move");
-            connection.move_to(&[uid], name_of(names, *target)?).await?;
+            connection.move_to(&uids, name_of(names, *target)?).await?;
         }
-        let leaving: Copies = leaving;
-        for (mailbox, uids) in by_mailbox(&leaving) {
+        for (mailbox, uids) in leaving {
             self.expunge(connection, names, mailbox, &uids).await?;
+        }
+        Ok(true)
+    }
+
+    /// Makes one email's keyword changes on the upstream: UID STORE on
+    /// every copy.
+    async fn change_keywords(
+        &self,
+        connection: &mut Connection,
+        before: &EmailLists,
+        after: &EmailLists,
+        copies: &[(i64, u32)],
+        names: &HashMap<i64, String>,
+    ) -> Result<(), UpstreamError> {
+        let flags = |from: &[String], to: &[String]| -> Vec<String> {
+            to.iter()
+                .filter(|k| !from.contains(k))
+                .map(|k| flag_of_keyword(k))
+                .collect()
+        };
+        let (added, removed) = (flags(&before.0, &after.0), flags(&after.0, &before.0));
+        if added.is_empty() && removed.is_empty() {
+            return Ok(());
+        }
+        if copies.is_empty() {
+            return Err(UpstreamError::Refused(
+                "the email is not on the upstream".into(),
+            ));
+        }
+        for (mailbox, uids) in by_mailbox(copies) {
+            connection.select(name_of(names, mailbox)?).await?;
+            self.count("store");
+            connection.store_flags(&uids, true, &added).await?;
+            connection.store_flags(&uids, false, &removed).await?;
         }
         Ok(())
     }
@@ -476,62 +618,52 @@ impl Upstream {
     }
 
     /// After RENAME: the mapped names of the mailbox and those under it.
-    async fn rename_mapped(&self, account: i64, old: &str, new: &str) -> Result<(), UpstreamError> {
+    async fn rename_mapped(
+        &self,
+        account: i64,
+        old: &str,
+        new: &str,
+        delimiter: &str,
+    ) -> Result<(), UpstreamError> {
         let store = self.store();
         for mapped in store.upstream_mailboxes(account).await? {
-            let renamed = if mapped.name == old {
-                new.to_string()
-            } else if let Some(rest) = mapped.name.strip_prefix(old)
-                && !rest.is_empty()
-                && !rest.starts_with(|c: char| c.is_alphanumeric())
-            {
-                format!("{new}{rest}")
-            } else {
-                continue;
-            };
-            store
-                .put_upstream_mailbox(
-                    account,
-                    &UpstreamMailbox {
-                        name: renamed,
-                        ..mapped
-                    },
-                )
-                .await?;
+            if let Some(name) = renamed(&mapped.name, old, new, delimiter) {
+                store
+                    .put_upstream_mailbox(account, &UpstreamMailbox { name, ..mapped })
+                    .await?;
+            }
         }
         Ok(())
     }
 
-    /// Syncs after a write; a failure drops the writer connection.
-    async fn finish(
+    /// After a write: a sync records what the upstream now holds (also
+    /// after a refusal or a lost connection: what was done stands), and a
+    /// connection that failed is dropped. The write's result; a refusal of
+    /// the whole write becomes `refused(text)`.
+    async fn settle<T>(
         &self,
         account: i64,
         slot: &mut Option<Connection>,
-    ) -> Result<(), UpstreamError> {
-        let Some(connection) = slot.as_mut() else {
-            return Ok(());
+        result: Result<T, UpstreamError>,
+        refused: impl FnOnce(String) -> T,
+    ) -> Result<T, UpstreamError> {
+        let synced = match (slot.as_mut(), &result) {
+            (Some(connection), Ok(_) | Err(UpstreamError::Refused(_))) => {
+                self.sync_after_write(account, connection).await
+            }
+            _ => Ok(()),
         };
-        let synced = self.sync_after_write(account, connection).await;
-        if synced.is_err() {
+        let failed = matches!(&result, Err(error) if !matches!(error, UpstreamError::Refused(_)));
+        if synced.is_err() || failed {
             *slot = None;
         }
-        synced
-    }
-
-    /// A refusal is the object's (`Ok(text)`); anything else fails the call
-    /// and drops the writer connection.
-    fn fail(
-        &self,
-        slot: &mut Option<Connection>,
-        error: UpstreamError,
-    ) -> Result<String, UpstreamError> {
-        match error {
-            UpstreamError::Refused(text) => Ok(text),
-            error => {
-                *slot = None;
-                Err(error)
-            }
-        }
+        let value = match result {
+            Ok(value) => value,
+            Err(UpstreamError::Refused(text)) => refused(text),
+            Err(error) => return Err(error),
+        };
+        synced?;
+        Ok(value)
     }
 }
 
@@ -545,6 +677,50 @@ fn name_of(names: &HashMap<i64, String>, mailbox: i64) -> Result<&str, UpstreamE
         .get(&mailbox)
         .map(String::as_str)
         .ok_or_else(|| UpstreamError::Refused("the mailbox is not on the upstream".into()))
+}
+
+/// The upstream names of the mailboxes that can hold messages (LIST: not
+/// `\Noselect` / `\NonExistent`).
+async fn holding_mailboxes(connection: &mut Connection) -> Result<HashSet<String>, UpstreamError> {
+    Ok(connection
+        .list()
+        .await?
+        .into_iter()
+        .filter(|listed| listed.selectable)
+        .map(|listed| listed.name)
+        .collect())
+}
+
+/// `name` when that upstream mailbox can hold messages, else a refusal.
+fn holds<'a>(holding: &HashSet<String>, name: &'a str) -> Result<&'a str, UpstreamError> {
+    if holding.contains(name) {
+        Ok(name)
+    } else {
+        Err(UpstreamError::Refused(format!(
+            "the upstream mailbox {name} cannot hold messages"
+        )))
+    }
+}
+
+/// The upstream's hierarchy delimiter (LIST), `/` when it lists none.
+async fn delimiter(connection: &mut Connection) -> Result<String, UpstreamError> {
+    Ok(connection
+        .list()
+        .await?
+        .into_iter()
+        .find_map(|listed| listed.delimiter)
+        .unwrap_or_else(|| "/".into()))
+}
+
+/// `name` after `old` was renamed `new`: `new` for `old` itself, `new`
+/// and the rest for a mailbox under it (`old` then the delimiter), `None`
+/// for any other (`Tom & Jerry` is not under `Tom`).
+fn renamed(name: &str, old: &str, new: &str, delimiter: &str) -> Option<String> {
+    if name == old {
+        return Some(new.to_string());
+    }
+    let rest = name.strip_prefix(old)?;
+    rest.starts_with(delimiter).then(|| format!("{new}{rest}"))
 }
 
 /// Copies grouped by mailbox, UIDs ascending.
@@ -569,17 +745,17 @@ async fn full_name(
     parent: Option<i64>,
     name: &str,
 ) -> Result<String, UpstreamError> {
+    let delimiter = delimiter(connection).await?;
+    if name.contains(delimiter.as_str()) {
+        return Err(UpstreamError::Refused(format!(
+            "a mailbox name cannot hold the upstream's hierarchy delimiter {delimiter:?}"
+        )));
+    }
     let leaf = utf7::encode(name);
     let Some(parent) = parent else {
         return Ok(leaf);
     };
     let parent = name_of(names, parent)?.to_string();
-    let delimiter = connection
-        .list()
-        .await?
-        .into_iter()
-        .find_map(|listed| listed.delimiter)
-        .ok_or_else(|| UpstreamError::Refused("the upstream has no hierarchy".into()))?;
     Ok(format!("{parent}{delimiter}{leaf}"))
 }
 
@@ -605,6 +781,22 @@ mod tests {
         assert_eq!(crlf(b"a\nb\r\nc\n"), b"a\r\nb\r\nc\r\n");
         assert_eq!(crlf(b"\n"), b"\r\n");
         assert_eq!(crlf(b"x\r\n"), b"x\r\n");
+    }
+
+    #[test]
+    fn renames_reach_the_mailbox_and_those_under_it_only() {
+        assert_eq!(renamed("Tom", "Tom", "Tim", "/").as_deref(), Some("Tim"));
+        assert_eq!(
+            renamed("Tom/a/b", "Tom", "Tim", "/").as_deref(),
+            Some("Tim/a/b")
+        );
+        assert_eq!(renamed("Tom &- Jerry", "Tom", "Tim", "/"), None);
+        assert_eq!(renamed("Tom-2", "Tom", "Tim", "/"), None);
+        assert_eq!(renamed("Tom.x", "Tom", "Tim", "/"), None);
+        assert_eq!(
+            renamed("Tom.x", "Tom", "Tim", ".").as_deref(),
+            Some("Tim.x")
+        );
     }
 
     #[test]
