@@ -5,7 +5,8 @@
 -- full name as on the wire, modified UTF-7) a local mailbox mirrors, at
 -- which UIDVALIDITY and HIGHESTMODSEQ. `upstream_messages`: which email
 -- each UID of a mirrored mailbox is (the same message in two mailboxes is
--- one email), with that copy's flags.
+-- one email), with that copy's flags. `upstream_evicted`: message blobs the
+-- bounded cache (`--upstream-cache-mb`) deleted; read again by UID on use.
 CREATE TABLE upstream_source (
     id             INTEGER PRIMARY KEY CHECK (id = 1),
     url            TEXT NOT NULL
@@ -32,3 +33,8 @@ CREATE TABLE upstream_messages (
     PRIMARY KEY (mailbox_id, uid)
 );
 CREATE INDEX upstream_messages_by_email ON upstream_messages (email_id);
+
+CREATE TABLE upstream_evicted (
+    blob_id        TEXT PRIMARY KEY,
+    size           INTEGER NOT NULL
+);

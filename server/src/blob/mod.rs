@@ -150,10 +150,22 @@ pub struct Listed {
     pub modified: i64,
 }
 
+/// Puts back a blob the database refers to that is absent on purpose: a
+/// message the IMAP upstream's bounded cache evicted (ADR 0008), read again
+/// from the upstream. Implemented above this module (`mail::upstream`).
+#[async_trait::async_trait]
+pub trait Refill: Send + Sync {
+    /// Puts `blob_id` back in the store when it can; whether it did.
+    async fn refill(&self, blob_id: &str) -> bool;
+}
+
 /// Content-addressed blobs under one root, local or in S3.
 #[derive(Clone)]
 pub struct BlobStore {
     inner: Arc<dyn ObjectStore>,
+    /// Asked once when a read finds a blob absent (see [`Refill`]); shared
+    /// by clones, weak so that it does not keep its owner alive.
+    refill: Arc<std::sync::OnceLock<std::sync::Weak<dyn Refill>>>,
     /// `file:///…` or `s3://bucket/prefix`: for messages and logs.
     url: String,
     /// The root directory of a local store: uploads are written to a
@@ -180,6 +192,7 @@ impl BlobStore {
             inner: Arc::new(store),
             url: format!("file://{}", absolute.display()),
             local_root: Some(absolute),
+            refill: Arc::default(),
         })
     }
 
@@ -209,6 +222,7 @@ impl BlobStore {
                 inner,
                 url,
                 local_root: None,
+                refill: Arc::default(),
             });
         }
         if let Some(path) = url.strip_prefix("file://") {
@@ -319,8 +333,13 @@ impl BlobStore {
         let Some(key) = Self::key_of(blob_id) else {
             return Ok(None);
         };
-        let Some(bytes) = self.fetch(&key).await? else {
-            return Ok(None);
+        let bytes = match self.fetch(&key).await? {
+            Some(bytes) => bytes,
+            None if self.refilled(blob_id).await => match self.fetch(&key).await? {
+                Some(bytes) => bytes,
+                None => return Ok(None),
+            },
+            None => return Ok(None),
         };
         let (bytes, matches) = hash_matches(bytes, blob_id.to_string()).await;
         if !matches {
@@ -363,7 +382,12 @@ impl BlobStore {
         let key = Self::key_of(blob_id).ok_or(BlobError::InvalidId)?;
         let wanted: Vec<std::ops::Range<u64>> =
             ranges.iter().map(|(range, _)| range.clone()).collect();
-        let read = match self.inner.get_ranges(&key, &wanted).await {
+        let mut read = self.inner.get_ranges(&key, &wanted).await;
+        if matches!(read, Err(object_store::Error::NotFound { .. })) && self.refilled(blob_id).await
+        {
+            read = self.inner.get_ranges(&key, &wanted).await;
+        }
+        let read = match read {
             Ok(read) => read,
             Err(object_store::Error::NotFound { .. }) => {
                 return Err(BlobError::Missing(blob_id.to_string()));
@@ -463,6 +487,27 @@ impl BlobStore {
                 .delete(&Path::from(format!("{STAGING_PREFIX}/{name}")))
                 .await,
         )
+    }
+
+    /// Sets what puts back a referred-to blob found absent (once; later
+    /// calls are ignored).
+    pub fn set_refill(&self, refill: std::sync::Weak<dyn Refill>) {
+        let _ = self.refill.set(refill);
+    }
+
+    /// Asks the [`Refill`] (if any) to put `blob_id` back.
+    async fn refilled(&self, blob_id: &str) -> bool {
+        match self.refill.get().and_then(std::sync::Weak::upgrade) {
+            Some(refill) => refill.refill(blob_id).await,
+            None => false,
+        }
+    }
+
+    /// Deletes a blob at once, for a cache that evicts it (its bytes can
+    /// be had again elsewhere: [`Refill`]).
+    pub async fn evict(&self, blob_id: &str) -> Result<(), BlobError> {
+        let key = Self::key_of(blob_id).ok_or(BlobError::InvalidId)?;
+        ignore_not_found(self.inner.delete(&key).await)
     }
 
     /// Moves a blob out of its place to `deleting/{id}` (the first phase of

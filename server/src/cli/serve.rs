@@ -99,6 +99,11 @@ pub struct ServeArgs {
     /// first login and synced while in use. A data dir serves one upstream.
     #[arg(long, env = "FASTVIEW_UPSTREAM", value_parser = crate::mail::upstream::UpstreamUrl::parse)]
     pub upstream: Option<crate::mail::upstream::UpstreamUrl>,
+    /// The most megabytes of message blobs an upstream data dir keeps: the
+    /// oldest mail's beyond it are evicted (every minute) and read again
+    /// from the upstream by UID when opened. 0: no bound.
+    #[arg(long, env = "FASTVIEW_UPSTREAM_CACHE_MB", default_value_t = 4096)]
+    pub upstream_cache_mb: u64,
     /// Seconds a listening account waits for the upstream between syncs
     /// (the IDLE timeout; without IDLE, the poll interval).
     #[arg(long, env = "FASTVIEW_UPSTREAM_POLL", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
@@ -190,6 +195,7 @@ impl ServeArgs {
                     url,
                     poll: std::time::Duration::from_secs(self.upstream_poll),
                     idle: std::time::Duration::from_secs(self.upstream_idle_minutes * 60),
+                    cache_bytes: self.upstream_cache_mb.saturating_mul(1 << 20),
                     master: self
                         .upstream_master_user
                         .clone()
@@ -256,6 +262,7 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
     let options = args.options();
     let (router, state) = crate::http::assemble(app, &options);
     if let Some(upstream) = &state.jmap.upstream {
+        upstream.spawn_eviction(std::time::Duration::from_secs(60));
         let started = upstream.start_all().await?;
         if started > 0 {
             eprintln!("syncing {started} accounts with the upstream's master login");

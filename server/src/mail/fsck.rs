@@ -76,14 +76,25 @@ pub async fn check(
             .buffered(CONCURRENCY)
             .collect()
             .await;
+        let mut missing = Vec::new();
         for (id, found) in found {
             report.checked += 1;
             match found? {
                 Found::Whole => {}
-                Found::Missing => report.missing.push(id),
+                Found::Missing => missing.push(id),
                 Found::Corrupt => report.corrupt.push(id),
             }
         }
+        // Behind an IMAP upstream the cache evicts messages on purpose.
+        let names: Vec<&str> = missing.iter().map(String::as_str).collect();
+        let evicted: std::collections::HashSet<String> = if names.is_empty() {
+            Default::default()
+        } else {
+            store.evicted_among(&names).await?.into_iter().collect()
+        };
+        report
+            .missing
+            .extend(missing.into_iter().filter(|id| !evicted.contains(id)));
         progress(report.checked);
         after = last;
     }

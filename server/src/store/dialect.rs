@@ -101,6 +101,10 @@ pub struct Statements {
     pub stored_blobs: &'static str,
     /// `$1` mailbox, `$2` list of UIDs: deletes those `upstream_messages` rows.
     pub forget_upstream_uids: &'static str,
+    /// `$1` text list of blob ids: deletes their `upstream_evicted` rows.
+    pub unmark_evicted: &'static str,
+    /// `$1` text list of blob ids → those in `upstream_evicted`.
+    pub evicted_among: &'static str,
     /// `$1` account, `$2` list of email ids → (email_id, mailbox_id, uid)
     /// of their upstream copies, by mailbox then UID.
     pub upstream_locations: &'static str,

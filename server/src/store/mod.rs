@@ -754,6 +754,23 @@ pub trait Store: Send + Sync + 'static {
         account: i64,
         blob_ids: &[&str],
     ) -> StoreResult<Vec<(String, i64)>>;
+    /// Octets of the distinct message blobs the data dir holds, evicted ones
+    /// aside (the upstream cache's size).
+    async fn upstream_cache_total(&self) -> StoreResult<i64>;
+    /// Up to `limit` cached message blobs `(blob id, size)`, those of the
+    /// oldest receivedAt first (what the cache evicts first).
+    async fn upstream_cache_oldest(&self, limit: i64) -> StoreResult<Vec<(String, i64)>>;
+    /// Records blobs as evicted (before they are deleted).
+    async fn mark_evicted(&self, blobs: &[(String, i64)]) -> StoreResult<()>;
+    /// Records blobs as back in the store.
+    async fn unmark_evicted(&self, blobs: &[&str]) -> StoreResult<()>;
+    /// Those of `blobs` that are evicted.
+    async fn evicted_among(&self, blobs: &[&str]) -> StoreResult<Vec<String>>;
+    /// Where a message blob is on the upstream: (account, mailbox name, UID).
+    async fn upstream_blob_location(
+        &self,
+        blob_id: &str,
+    ) -> StoreResult<Option<(i64, String, i64)>>;
     /// Forgets UIDs of a mirrored mailbox (`None`: all of them, after a
     /// UIDVALIDITY change); the emails stay.
     async fn forget_upstream_uids(&self, mailbox: i64, uids: Option<&[i64]>) -> StoreResult<()>;

@@ -143,6 +143,8 @@ impl Dialect for PostgresDialect {
         upstream_locations: "SELECT u.email_id, u.mailbox_id, u.uid FROM upstream_messages u \
              JOIN mailboxes m ON m.id = u.mailbox_id \
              WHERE m.account_id = $1 AND u.email_id = any($2) ORDER BY u.mailbox_id, u.uid",
+        unmark_evicted: "DELETE FROM upstream_evicted WHERE blob_id = any($1)",
+        evicted_among: "SELECT blob_id FROM upstream_evicted WHERE blob_id = any($1)",
         forget_upstream_uids: "DELETE FROM upstream_messages WHERE mailbox_id = $1 AND uid = any($2)",
         stored_blobs: "SELECT blob_id, id FROM emails WHERE account_id = $1 AND blob_id = any($2)",
         thread_refs: "SELECT message_id, thread_id, base_subject FROM thread_refs \

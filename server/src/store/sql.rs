@@ -1019,6 +1019,33 @@ where
         self.read_emails_of_blobs(account, blob_ids).await
     }
 
+    async fn upstream_cache_total(&self) -> StoreResult<i64> {
+        self.read_upstream_cache_total().await
+    }
+
+    async fn upstream_cache_oldest(&self, limit: i64) -> StoreResult<Vec<(String, i64)>> {
+        self.read_upstream_cache_oldest(limit).await
+    }
+
+    async fn mark_evicted(&self, blobs: &[(String, i64)]) -> StoreResult<()> {
+        self.write_evicted(blobs).await
+    }
+
+    async fn unmark_evicted(&self, blobs: &[&str]) -> StoreResult<()> {
+        self.delete_evicted(blobs).await
+    }
+
+    async fn evicted_among(&self, blobs: &[&str]) -> StoreResult<Vec<String>> {
+        self.read_evicted_among(blobs).await
+    }
+
+    async fn upstream_blob_location(
+        &self,
+        blob_id: &str,
+    ) -> StoreResult<Option<(i64, String, i64)>> {
+        self.read_upstream_blob_location(blob_id).await
+    }
+
     async fn forget_upstream_uids(&self, mailbox: i64, uids: Option<&[i64]>) -> StoreResult<()> {
         self.delete_upstream_uids(mailbox, uids).await
     }

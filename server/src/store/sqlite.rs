@@ -141,6 +141,11 @@ impl Dialect for SqliteDialect {
             in_list!(2),
             " ORDER BY u.mailbox_id, u.uid"
         ),
+        unmark_evicted: concat!("DELETE FROM upstream_evicted WHERE blob_id ", in_list!(1)),
+        evicted_among: concat!(
+            "SELECT blob_id FROM upstream_evicted WHERE blob_id ",
+            in_list!(1)
+        ),
         forget_upstream_uids: concat!(
             "DELETE FROM upstream_messages WHERE mailbox_id = $1 AND uid ",
             in_list!(2)

@@ -192,4 +192,84 @@ where
             .fetch_all(&self.reader)
             .await?)
     }
+
+    pub(super) async fn read_upstream_cache_total(&self) -> StoreResult<i64> {
+        Ok(sqlx::query_scalar(
+            "SELECT CAST(coalesce(sum(size), 0) AS BIGINT) FROM \
+               (SELECT e.blob_id, max(e.size) AS size FROM emails e \
+                WHERE NOT EXISTS (SELECT 1 FROM upstream_evicted v WHERE v.blob_id = e.blob_id) \
+                GROUP BY e.blob_id) cached",
+        )
+        .fetch_one(&self.reader)
+        .await?)
+    }
+
+    pub(super) async fn read_upstream_cache_oldest(
+        &self,
+        limit: i64,
+    ) -> StoreResult<Vec<(String, i64)>> {
+        Ok(sqlx::query_as(
+            "SELECT e.blob_id, max(e.size) FROM emails e \
+             WHERE NOT EXISTS (SELECT 1 FROM upstream_evicted v WHERE v.blob_id = e.blob_id) \
+             GROUP BY e.blob_id ORDER BY max(e.received_at), e.blob_id LIMIT $1",
+        )
+        .bind(limit)
+        .fetch_all(&self.reader)
+        .await?)
+    }
+
+    pub(super) async fn write_evicted(&self, blobs: &[(String, i64)]) -> StoreResult<()> {
+        if blobs.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.write(None).await?;
+        Self::insert_rows(
+            &mut tx,
+            "INSERT INTO upstream_evicted (blob_id, size)",
+            "ON CONFLICT (blob_id) DO NOTHING",
+            2,
+            blobs,
+            |row, (blob, size)| {
+                row.push_bind(blob.clone()).push_bind(*size);
+            },
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn delete_evicted(&self, blobs: &[&str]) -> StoreResult<()> {
+        if blobs.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.write(None).await?;
+        sqlx::query(D::SQL.unmark_evicted)
+            .bind(D::texts(blobs))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn read_evicted_among(&self, blobs: &[&str]) -> StoreResult<Vec<String>> {
+        Ok(sqlx::query_scalar(D::SQL.evicted_among)
+            .bind(D::texts(blobs))
+            .fetch_all(&self.reader)
+            .await?)
+    }
+
+    pub(super) async fn read_upstream_blob_location(
+        &self,
+        blob_id: &str,
+    ) -> StoreResult<Option<(i64, String, i64)>> {
+        Ok(sqlx::query_as(
+            "SELECT e.account_id, b.name, u.uid FROM emails e \
+             JOIN upstream_messages u ON u.email_id = e.id \
+             JOIN upstream_mailboxes b ON b.mailbox_id = u.mailbox_id \
+             WHERE e.blob_id = $1 ORDER BY u.mailbox_id, u.uid LIMIT 1",
+        )
+        .bind(blob_id)
+        .fetch_optional(&self.reader)
+        .await?)
+    }
 }

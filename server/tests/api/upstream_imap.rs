@@ -248,6 +248,15 @@ async fn spawn_proxy(dovecot: &Dovecot) -> TestApp {
 
 /// [`spawn_proxy`] with a master login.
 async fn spawn_proxy_with(dovecot: &Dovecot, master: Option<MasterLogin>) -> TestApp {
+    spawn_proxy_options(dovecot, master, 0).await
+}
+
+/// [`spawn_proxy`] with a master login and a bound of the message cache.
+async fn spawn_proxy_options(
+    dovecot: &Dovecot,
+    master: Option<MasterLogin>,
+    cache_bytes: u64,
+) -> TestApp {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new("fastview=debug"))
         .with_test_writer()
@@ -257,6 +266,7 @@ async fn spawn_proxy_with(dovecot: &Dovecot, master: Option<MasterLogin>) -> Tes
             url: dovecot.url(),
             poll: Duration::from_secs(300),
             idle: Duration::from_secs(1800),
+            cache_bytes,
             master,
         }),
         ..ServeOptions::default()
@@ -1001,4 +1011,95 @@ async fn a_master_login_syncs_every_account_without_its_user() {
     };
     assert_eq!(status("wrong").await, 401);
     assert_eq!(status(PASSWORD).await, 200);
+}
+
+#[tokio::test]
+async fn evicted_messages_are_read_again_from_the_upstream() {
+    let Some(dovecot) = Dovecot::start(&["erin@example.com"]) else {
+        return;
+    };
+    let messages: Vec<Vec<u8>> = golden_messages()
+        .iter()
+        .take(6)
+        .map(|raw| crlf(raw))
+        .collect();
+    dovecot.append("erin@example.com", "INBOX", &messages, "", 1_700_000_000);
+    // A bound of one octet: the eviction pass takes every message.
+    let proxy = spawn_proxy_options(&dovecot, None, 1).await;
+    let erin = login(&proxy, "erin@example.com").await;
+    let listed = until(
+        &proxy,
+        &erin,
+        Duration::from_secs(30),
+        "the first sync",
+        |list| list.len() == 6,
+    )
+    .await;
+    let ids: Vec<Value> = listed.iter().map(|e| e["id"].clone()).collect();
+    let blobs: Vec<String> = listed
+        .iter()
+        .map(|e| e["blobId"].as_str().unwrap().to_string())
+        .collect();
+    let full = json!({"accountId": erin.account_id, "ids": ids,
+        "properties": ["blobId", "bodyValues", "textBody", "htmlBody", "attachments", "preview"],
+        "fetchAllBodyValues": true});
+    let before = proxy.call1(&erin, "Email/get", full.clone()).await;
+
+    let upstream = proxy.state.jmap.upstream.clone().expect("an upstream");
+    assert_eq!(upstream.evict().await.unwrap(), 6);
+    for blob in &blobs {
+        assert!(
+            !proxy.app.blobs.exists(blob).await.unwrap(),
+            "{blob} evicted"
+        );
+    }
+    // `fastview fsck` (its own blob store, no upstream to read from):
+    // evicted blobs are not missing.
+    let plain = fastview::blob::BlobStore::open(proxy.app.blobs.url()).unwrap();
+    let report = fastview::mail::fsck::check(proxy.app.store.as_ref(), &plain, |_| {})
+        .await
+        .unwrap();
+    assert_eq!(report.checked, 6);
+    assert!(report.missing.is_empty(), "{:?}", report.missing);
+    assert!(!proxy.app.blobs.exists(&blobs[0]).await.unwrap());
+    // The list view reads no blob: they stay evicted.
+    let list = proxy
+        .call1(
+            &erin,
+            "Email/get",
+            json!({"accountId": erin.account_id, "ids": ids,
+            "properties": ["subject", "from", "preview", "hasAttachment", "bodyStructure"]}),
+        )
+        .await;
+    assert_eq!(list["list"].as_array().unwrap().len(), 6);
+    assert!(!proxy.app.blobs.exists(&blobs[0]).await.unwrap());
+    // A full read brings each back from the upstream, the same JSON.
+    let after = proxy.call1(&erin, "Email/get", full).await;
+    assert_eq!(after["list"], before["list"]);
+    for blob in &blobs {
+        assert!(
+            proxy.app.blobs.exists(blob).await.unwrap(),
+            "{blob} read again"
+        );
+    }
+    let names: Vec<&str> = blobs.iter().map(String::as_str).collect();
+    assert!(
+        proxy
+            .app
+            .store
+            .evicted_among(&names)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // A download of an evicted message: byte for byte what IMAP holds.
+    assert_eq!(upstream.evict().await.unwrap(), 6);
+    let (status, body) = proxy.download(&erin, &blobs[1], "m.eml").await;
+    assert_eq!(status, 200);
+    assert!(messages.contains(&body));
+    assert_eq!(
+        fastview::blob::blob_id_of(&body),
+        blobs[1],
+        "the octets hash to the blob id"
+    );
 }

@@ -49,6 +49,10 @@ pub struct UpstreamOptions {
     /// `--upstream-idle-minutes`: how long after its last request an
     /// account stays synced (and its credentials kept).
     pub idle: Duration,
+    /// `--upstream-cache-mb` in octets: the most the message blobs of the
+    /// data dir may take; the eviction pass deletes those of the oldest
+    /// mail beyond it (read again by UID when needed). 0: no bound.
+    pub cache_bytes: u64,
     /// `--upstream-master-user` / `--upstream-master-password`: a login
     /// that may act as any user (Dovecot's `user*master`), with which every
     /// account is synced all the time; users' own passwords are then only
@@ -111,14 +115,17 @@ impl Upstream {
         blobs: Arc<BlobStore>,
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
-        Arc::new(Self {
+        let upstream = Arc::new(Self {
             options,
             store,
             blobs,
             metrics,
             links: Mutex::new(HashMap::new()),
             logins: Semaphore::new(LOGINS_AT_ONCE),
-        })
+        });
+        let refill: std::sync::Weak<dyn crate::blob::Refill> = Arc::downgrade(&upstream) as _;
+        upstream.blobs.set_refill(refill);
+        upstream
     }
 
     /// The upstream's URL.
@@ -384,6 +391,16 @@ impl Upstream {
             started.elapsed(),
         );
         Ok(())
+    }
+
+    /// The blob store this upstream caches messages in.
+    pub(super) fn blobs(&self) -> &Arc<BlobStore> {
+        &self.blobs
+    }
+
+    /// The bound of the message cache in octets (0: none).
+    pub(super) fn cache_bytes(&self) -> u64 {
+        self.options.cache_bytes
     }
 
     /// The store this upstream syncs into.

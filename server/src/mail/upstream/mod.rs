@@ -14,6 +14,7 @@
 //!   ⇄ IMAP flag mapping (`$seen` ⇄ `\Seen`, …).
 //! - [`utf7`]: mailbox names on the wire (RFC 3501 §5.1.3).
 
+pub mod cache;
 pub mod imap;
 pub mod link;
 pub mod sync;

@@ -206,7 +206,11 @@ async fn sync_mailbox(
         })
         .await
         .map_err(|error| UpstreamError::Refused(format!("preparing messages: {error}")))?;
+        let stored: Vec<String> = prepared.iter().map(|p| p.email.blob_id.clone()).collect();
         let inserted = ingest::store_batch(store, blobs, account, prepared).await?;
+        // A message read again is in the cache again, evicted or not before.
+        let stored: Vec<&str> = stored.iter().map(String::as_str).collect();
+        store.unmark_evicted(&stored).await?;
         let recorded: Vec<UpstreamCopy> = heads
             .into_iter()
             .zip(&inserted)
