@@ -939,6 +939,47 @@ async fn jmap_writes_go_to_the_upstream_first() {
     .await;
     set_mode(&broken, 0o755);
 
+    // A name with quotes and a backslash round-trips (LIST quotes it).
+    let odd = proxy
+        .call1(
+            &carol,
+            "Mailbox/set",
+            json!({"accountId": carol.account_id, "create": {"q": {"name": "\"quoted\" back\\slash"}}}),
+        )
+        .await;
+    let odd_id = odd["created"]["q"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{odd}"))
+        .to_string();
+    let mailboxes = mailbox_ids(&proxy, &carol).await;
+    assert_eq!(mailbox_named(&mailboxes, "\"quoted\" back\\slash"), odd_id);
+
+    // Another client deleting the mailbox a write's sync read last (the
+    // last by name) does not break the next write.
+    dovecot.client("carol@example.com", "m.create('Zz')");
+    let set = proxy
+        .call1(
+            &carol,
+            "Email/set",
+            json!({"accountId": carol.account_id,
+            "update": {ids[0].clone(): {"keywords/$forwarded": true}}}),
+        )
+        .await;
+    assert!(set["updated"].get(&ids[0]).is_some(), "{set}");
+    dovecot.client(
+        "carol@example.com",
+        "r = m.delete('Zz')\nassert r[0] == 'OK', r",
+    );
+    let set = proxy
+        .call1(
+            &carol,
+            "Email/set",
+            json!({"accountId": carol.account_id,
+            "update": {ids[0].clone(): {"keywords/$answered": true}}}),
+        )
+        .await;
+    assert!(set["updated"].get(&ids[0]).is_some(), "{set}");
+
     // A password changed upstream stops working here (a fresh check asks).
     // (Dovecot notices a changed passwd-file by its mtime, in seconds.)
     tokio::time::sleep(Duration::from_millis(1100)).await;

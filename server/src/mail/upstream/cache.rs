@@ -90,7 +90,9 @@ impl Upstream {
         self.count("refill");
         let fetched = async {
             connection.examine(&mailbox).await?;
-            connection.fetch(&[uid]).await
+            let fetched = connection.fetch(&[uid]).await?;
+            connection.unselect().await?;
+            Ok::<_, UpstreamError>(fetched)
         }
         .await;
         let fetched = match fetched {

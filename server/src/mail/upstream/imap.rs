@@ -243,7 +243,7 @@ impl Connection {
                     attributes.iter().find_map(role_of)
                 };
                 ListedMailbox {
-                    name: name.name().to_string(),
+                    name: unquoted(name.name()),
                     delimiter: name.delimiter().map(str::to_string),
                     role,
                     selectable,
@@ -262,7 +262,7 @@ impl Connection {
                 .await
         })
         .await?;
-        Ok(names.iter().map(|name| name.name().to_string()).collect())
+        Ok(names.iter().map(|name| unquoted(name.name())).collect())
     }
 
     /// Opens `name` read-only (EXAMINE: `\Recent` stays the other clients').
@@ -443,7 +443,7 @@ impl Connection {
     /// before RENAME or DELETE, since a server may end a session whose
     /// selected mailbox goes away.
     pub async fn unselect(&mut self) -> Result<(), UpstreamError> {
-        if self.has("UNSELECT") {
+        let left = if self.has("UNSELECT") {
             deadline(
                 COMMAND_TIMEOUT,
                 "UNSELECT",
@@ -452,6 +452,11 @@ impl Connection {
             .await
         } else {
             self.examine("INBOX").await.map(|_| ())
+        };
+        match left {
+            // None was open (`BAD`): nothing to leave.
+            Err(UpstreamError::Refused(_)) => Ok(()),
+            left => left,
         }
     }
 
@@ -584,6 +589,24 @@ fn pending_changes(
     pending
 }
 
+/// A mailbox name as LIST and LSUB give it, with the quoted-string
+/// escapes (`\"`, `\\`, RFC 3501 §9) undone: the name commands take
+/// (async-imap quotes it again when sending).
+fn unquoted(listed: &str) -> String {
+    let mut name = String::with_capacity(listed.len());
+    let mut chars = listed.chars();
+    while let Some(c) = chars.next() {
+        match (c, chars.clone().next()) {
+            ('\\', Some(next @ ('"' | '\\'))) => {
+                name.push(next);
+                chars.next();
+            }
+            _ => name.push(c),
+        }
+    }
+    name
+}
+
 /// The RFC 8621 role of an RFC 6154 special-use attribute.
 fn role_of(attribute: &NameAttribute<'_>) -> Option<&'static str> {
     Some(match attribute {
@@ -640,6 +663,13 @@ pub fn uid_set(uids: &[u32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listed_names_lose_their_quoting() {
+        assert_eq!(unquoted(r#"\"quoted\""#), r#""quoted""#);
+        assert_eq!(unquoted(r"back\\slash"), r"back\slash");
+        assert_eq!(unquoted("plain &AOk-"), "plain &AOk-");
+    }
 
     #[test]
     fn uid_sets_are_compact() {

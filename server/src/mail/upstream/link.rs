@@ -384,6 +384,9 @@ impl Upstream {
     ) -> Result<(), UpstreamError> {
         let started = Instant::now();
         let report = sync_account(&*self.store, &self.blobs, account, connection).await?;
+        // No mailbox stays open on the writer between writes: another
+        // client renaming or deleting it would end the session.
+        connection.unselect().await?;
         self.metrics.upstream_synced(
             report.mailboxes_read,
             report.fetched,
