@@ -99,6 +99,12 @@ pub struct ServeArgs {
     /// first login and synced while in use. A data dir serves one upstream.
     #[arg(long, env = "FASTVIEW_UPSTREAM", value_parser = crate::mail::upstream::UpstreamUrl::parse)]
     pub upstream: Option<crate::mail::upstream::UpstreamUrl>,
+    /// The upstream's submission server: `smtps://host[:465]` or
+    /// `smtp://host[:587]` (STARTTLS unless loopback), no credentials in it:
+    /// mail is sent with each user's own (or the master login's). Without
+    /// it EmailSubmission/set is refused behind an upstream.
+    #[arg(long, env = "FASTVIEW_UPSTREAM_SMTP", value_parser = parse_upstream_smtp, requires = "upstream")]
+    pub upstream_smtp: Option<String>,
     /// The most megabytes of message blobs an upstream data dir keeps: the
     /// oldest mail's beyond it are evicted (every minute) and read again
     /// from the upstream by UID when opened. 0: no bound.
@@ -151,6 +157,16 @@ fn parse_metrics_listen(value: &str) -> Result<MetricsListen, String> {
         .map_err(|_| format!("expected an address such as 127.0.0.1:9090, or off: {value}"))
 }
 
+fn parse_upstream_smtp(value: &str) -> Result<String, String> {
+    let parsed = url::Url::parse(value).map_err(|error| format!("{value}: {error}"))?;
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(format!("{value}: no credentials: each user's own are used"));
+    }
+    crate::mail::relay::Relay::from_url(value)
+        .map(|_| value.to_string())
+        .map_err(|error| error.to_string())
+}
+
 fn parse_smtp_relay(value: &str) -> Result<std::sync::Arc<crate::mail::relay::Relay>, String> {
     crate::mail::relay::Relay::from_url(value)
         .map(std::sync::Arc::new)
@@ -196,6 +212,7 @@ impl ServeArgs {
                     poll: std::time::Duration::from_secs(self.upstream_poll),
                     idle: std::time::Duration::from_secs(self.upstream_idle_minutes * 60),
                     cache_bytes: self.upstream_cache_mb.saturating_mul(1 << 20),
+                    smtp: self.upstream_smtp.clone(),
                     master: self
                         .upstream_master_user
                         .clone()
@@ -261,6 +278,7 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let options = args.options();
     let (router, state) = crate::http::assemble(app, &options);
+    let upstream = state.jmap.upstream.clone();
     if let Some(upstream) = &state.jmap.upstream {
         upstream.spawn_eviction(std::time::Duration::from_secs(60));
         let started = upstream.start_all().await?;
@@ -303,6 +321,7 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
         app.store.clone(),
         app.blobs.clone(),
         args.smtp_relay.clone(),
+        upstream,
         std::time::Duration::from_secs(15),
     );
     if let Some(upstream) = &args.upstream {

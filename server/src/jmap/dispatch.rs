@@ -110,10 +110,12 @@ fn capability_of(method: &str) -> &'static str {
 }
 
 /// Behind an IMAP upstream (issue 18) mail is sent through the upstream's
-/// own submission server, which this node does not do yet: refused rather
-/// than delivered around the upstream. (Email/copy between accounts has no
-/// second account to copy from here.)
-const NOT_THROUGH_UPSTREAM: &[&str] = &["Email/copy", "EmailSubmission/set"];
+/// own submission server (`--upstream-smtp`): without one, EmailSubmission/set
+/// is refused rather than delivered around the upstream. (Email/copy between
+/// accounts has no second account to copy from here.)
+fn not_through_upstream(upstream: &crate::mail::upstream::Upstream, method: &str) -> bool {
+    method == "Email/copy" || (method == "EmailSubmission/set" && !upstream.sends())
+}
 
 async fn call(
     ctx: &mut CallContext<'_>,
@@ -121,7 +123,7 @@ async fn call(
     arguments: Map<String, Value>,
 ) -> Result<Value, MethodError> {
     if let Some(upstream) = &ctx.jmap.upstream
-        && NOT_THROUGH_UPSTREAM.contains(&method)
+        && not_through_upstream(upstream, method)
     {
         return Err(MethodError::Forbidden(format!(
             "this server mirrors the IMAP server {}; {method} through it is not available yet",

@@ -15,6 +15,13 @@
 //! recipient left gets `delivered: "no"`. A crash after the relay accepted
 //! and before that was recorded sends that recipient's copy again on the
 //! retry: SMTP cannot make a hand-over and its record one step.
+//!
+//! Behind an IMAP upstream (`serve --upstream … --upstream-smtp …`, ADR
+//! 0008) every recipient goes to the upstream's submission server with the
+//! account's own credentials ([`Outbound::Upstream`]): the upstream's
+//! server delivers to its own users, and a bounce is APPENDed to the
+//! upstream INBOX. Without credentials (the user has not logged in lately,
+//! no master login) a delivery waits queued.
 
 use std::sync::Arc;
 
@@ -23,6 +30,7 @@ use serde_json::json;
 use super::ingest::{prepare, store_batch};
 use super::relay::{Refusal, Relay};
 use super::submission::{bounce, header_end, received_copy};
+use super::upstream::Upstream;
 use super::vacation;
 use crate::blob::BlobStore;
 use crate::store::{Delivery, Store, StoreResult};
@@ -62,13 +70,35 @@ enum Outcome {
     Again(Option<String>),
 }
 
-/// Delivers what it can of `delivery` and records it: the statuses of the
-/// recipients done, a retry for the others. `host` names this server in the
-/// Received field; `now` is Unix seconds.
+/// Where mail to other servers goes.
+#[derive(Clone, Copy)]
+pub enum Outbound<'a> {
+    /// The operator's relay (`--smtp-relay`), if any; accounts here get
+    /// their copies through ingest.
+    Relay(Option<&'a Relay>),
+    /// The IMAP upstream's submission server, for every recipient.
+    Upstream(&'a Upstream),
+}
+
+/// [`deliver_through`] the operator's relay.
 pub async fn deliver(
     store: &dyn Store,
     blobs: &Arc<BlobStore>,
     relay: Option<&Relay>,
+    host: &str,
+    delivery: &Delivery,
+    now: i64,
+) -> StoreResult<()> {
+    deliver_through(store, blobs, Outbound::Relay(relay), host, delivery, now).await
+}
+
+/// Delivers what it can of `delivery` and records it: the statuses of the
+/// recipients done, a retry for the others. `host` names this server in the
+/// Received field; `now` is Unix seconds.
+pub async fn deliver_through(
+    store: &dyn Store,
+    blobs: &Arc<BlobStore>,
+    outbound: Outbound<'_>,
     host: &str,
     delivery: &Delivery,
     now: i64,
@@ -93,7 +123,14 @@ pub async fn deliver(
                     address: &recipient,
                     message,
                 };
-                deliver_one(store, blobs, relay, host, delivery, to, now).await
+                match outbound {
+                    Outbound::Relay(relay) => {
+                        deliver_one(store, blobs, relay, host, delivery, to, now).await
+                    }
+                    Outbound::Upstream(upstream) => {
+                        send_upstream(upstream, host, delivery, to).await
+                    }
+                }
             }
             None => Outcome::Again(None),
         };
@@ -131,6 +168,39 @@ pub async fn deliver(
 struct Recipient<'a> {
     address: &'a str,
     message: &'a [u8],
+}
+
+/// Sends to one recipient through the upstream's submission server with
+/// the account's credentials; a permanent refusal is a bounce APPENDed to
+/// the upstream INBOX.
+async fn send_upstream(
+    upstream: &Upstream,
+    host: &str,
+    delivery: &Delivery,
+    to: Recipient<'_>,
+) -> Outcome {
+    let Some(relay) = upstream.submission_for(delivery.account_id) else {
+        return Outcome::Again(Some(status(
+            "451 4.7.0 No credentials for the upstream's submission server until the user logs in",
+            "queued",
+        )));
+    };
+    match relay
+        .send(&delivery.mail_from, to.address, to.message)
+        .await
+    {
+        Ok(reply) => Outcome::Done(status(&reply, "unknown")),
+        Err(Refusal::Temporary(reply)) => Outcome::Again(Some(status(&reply, "queued"))),
+        Err(Refusal::Permanent(reply)) => {
+            let submission = delivery.submission_id.to_string();
+            let (from, at) = (&delivery.mail_from, delivery.send_at);
+            let dsn = bounce(host, &submission, from, to.address, &reply, to.message, at);
+            match upstream.append_to_inbox(delivery.account_id, dsn).await {
+                Ok(()) => Outcome::Done(status(&reply, "no")),
+                Err(_) => Outcome::Again(None),
+            }
+        }
+    }
 }
 
 /// Delivers to one recipient: into its inbox when it is an account here,
@@ -283,9 +353,20 @@ pub async fn deliver_due(
     host: &str,
     now: i64,
 ) -> StoreResult<usize> {
+    deliver_due_through(store, blobs, Outbound::Relay(relay), host, now).await
+}
+
+/// [`deliver_due`] to `outbound`.
+pub async fn deliver_due_through(
+    store: &dyn Store,
+    blobs: &Arc<BlobStore>,
+    outbound: Outbound<'_>,
+    host: &str,
+    now: i64,
+) -> StoreResult<usize> {
     let due = store.take_deliveries(now, LEASE, 32).await?;
     for delivery in &due {
-        deliver(store, blobs, relay, host, delivery, now).await?;
+        deliver_through(store, blobs, outbound, host, delivery, now).await?;
     }
     Ok(due.len())
 }
@@ -296,6 +377,7 @@ pub fn spawn_periodic(
     store: Arc<dyn Store>,
     blobs: Arc<BlobStore>,
     relay: Option<Arc<Relay>>,
+    upstream: Option<Arc<Upstream>>,
     every: std::time::Duration,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -304,7 +386,11 @@ pub fn spawn_periodic(
         loop {
             ticks.tick().await;
             let now = chrono::Utc::now().timestamp();
-            match deliver_due(store.as_ref(), &blobs, relay.as_deref(), HOST, now).await {
+            let outbound = match &upstream {
+                Some(upstream) => Outbound::Upstream(upstream),
+                None => Outbound::Relay(relay.as_deref()),
+            };
+            match deliver_due_through(store.as_ref(), &blobs, outbound, HOST, now).await {
                 Ok(0) => {}
                 Ok(done) => tracing::info!(done, "queued deliveries"),
                 Err(error) => tracing::warn!(%error, "delivering the queue failed"),

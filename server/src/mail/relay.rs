@@ -48,6 +48,16 @@ impl Relay {
     /// STARTTLS unless the host is loopback) or `smtps://…` (port 465).
     /// The user and password are percent-decoded.
     pub fn from_url(url: &str) -> Result<Self, RelayUrlError> {
+        Self::build(url, None)
+    }
+
+    /// The relay of `url` (without credentials in it) as `user` with
+    /// `password`: the IMAP upstream's submission server, as each user.
+    pub fn from_url_as(url: &str, user: &str, password: &str) -> Result<Self, RelayUrlError> {
+        Self::build(url, Some((user.to_string(), password.to_string())))
+    }
+
+    fn build(url: &str, credentials: Option<(String, String)>) -> Result<Self, RelayUrlError> {
         let parsed =
             url::Url::parse(url).map_err(|error| RelayUrlError::Malformed(error.to_string()))?;
         let host = parsed.host_str().ok_or(RelayUrlError::NoHost)?.to_string();
@@ -76,9 +86,10 @@ impl Relay {
                 .decode_utf8_lossy()
                 .into_owned()
         };
-        let builder = match parsed.username() {
-            "" => builder,
-            user => builder.credentials(Credentials::new(
+        let builder = match (credentials, parsed.username()) {
+            (Some((user, password)), _) => builder.credentials(Credentials::new(user, password)),
+            (None, "") => builder,
+            (None, user) => builder.credentials(Credentials::new(
                 decode(user),
                 decode(parsed.password().unwrap_or_default()),
             )),

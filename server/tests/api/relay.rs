@@ -22,9 +22,9 @@ use crate::support::{TestApp, require, spawn_app_with};
 const SUBMISSION: &str = "urn:ietf:params:jmap:submission";
 
 /// The SMTP server of a test, killed with it.
-struct Sink {
+pub(crate) struct Sink {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Drop for Sink {
@@ -36,7 +36,7 @@ impl Drop for Sink {
 
 /// Starts the sink writing into `dir`, or `None` (after [`require`]) when
 /// Python's aiosmtpd is not installed.
-fn start_sink(dir: &Path, args: &[&str]) -> Option<Sink> {
+pub(crate) fn start_sink(dir: &Path, args: &[&str]) -> Option<Sink> {
     let present = Command::new("python3")
         .args(["-c", "import aiosmtpd"])
         .status()
@@ -183,7 +183,7 @@ async fn remote_recipients_go_through_the_relay_with_retries_and_bounces() {
         serde_json::from_slice(&std::fs::read(dir.path().join("1.json")).unwrap()).unwrap();
     assert_eq!(
         envelope,
-        json!({"mail_from": "ann@example.com", "rcpt_tos": ["zed@far.example"]})
+        json!({"mail_from": "ann@example.com", "rcpt_tos": ["zed@far.example"], "login": null})
     );
 
     // The refused recipient came back to Ann as a delivery status report.

@@ -267,6 +267,7 @@ async fn spawn_proxy_options(
             poll: Duration::from_secs(300),
             idle: Duration::from_secs(1800),
             cache_bytes,
+            smtp: None,
             master,
         }),
         ..ServeOptions::default()
@@ -1143,4 +1144,91 @@ async fn evicted_messages_are_read_again_from_the_upstream() {
         blobs[1],
         "the octets hash to the blob id"
     );
+}
+
+#[tokio::test]
+async fn mail_is_sent_through_the_upstreams_submission_server_as_the_user() {
+    let Some(dovecot) = Dovecot::start(&["hana@example.com"]) else {
+        return;
+    };
+    let outbox = tempfile::tempdir().unwrap();
+    let auth = format!("hana@example.com:{PASSWORD}");
+    let Some(sink) = crate::relay::start_sink(outbox.path(), &["--auth", &auth]) else {
+        return;
+    };
+    let welcome = crlf(b"From: ivy@example.com\nTo: hana@example.com\nSubject: hi\n\nhello\n");
+    dovecot.append("hana@example.com", "INBOX", &[welcome], "", 1_700_000_000);
+    let proxy = spawn_app_with(ServeOptions {
+        upstream: Some(UpstreamOptions {
+            url: dovecot.url(),
+            poll: Duration::from_secs(300),
+            idle: Duration::from_secs(1800),
+            cache_bytes: 0,
+            smtp: Some(format!("smtp://127.0.0.1:{}", sink.port)),
+            master: None,
+        }),
+        ..ServeOptions::default()
+    })
+    .await;
+    let hana = login(&proxy, "hana@example.com").await;
+    until(
+        &proxy,
+        &hana,
+        Duration::from_secs(30),
+        "the first sync",
+        |list| list.len() == 1,
+    )
+    .await;
+    let mailboxes = mailbox_ids(&proxy, &hana).await;
+    let (drafts, sent) = (
+        mailbox_named(&mailboxes, "Drafts"),
+        mailbox_named(&mailboxes, "Sent"),
+    );
+    let submission = "urn:ietf:params:jmap:submission";
+    let identities = proxy
+        .call_using(
+            &hana,
+            &[submission],
+            json!([["Identity/get", {"accountId": hana.account_id}]]),
+        )
+        .await;
+    let identity = identities[0][1]["list"][0]["id"].clone();
+    let responses = proxy
+        .call_using(
+            &hana,
+            &[submission],
+            json!([
+                ["Email/set", {"accountId": hana.account_id, "create": {"d": {
+                    "mailboxIds": {drafts.clone(): true},
+                    "keywords": {"$draft": true, "$seen": true},
+                    "from": [{"email": "hana@example.com"}],
+                    "to": [{"email": "jo@far.example"}],
+                    "subject": "Out",
+                    "bodyValues": {"1": {"value": "Sent upstream.\n"}},
+                    "textBody": [{"partId": "1", "type": "text/plain"}],
+                }}}],
+                ["EmailSubmission/set", {"accountId": hana.account_id,
+                    "create": {"s": {"identityId": identity, "emailId": "#d"}},
+                    "onSuccessUpdateEmail": {"#s": {"keywords/$draft": null,
+                        format!("mailboxIds/{drafts}"): null, format!("mailboxIds/{sent}"): true}}}],
+            ]),
+        )
+        .await;
+    let created = &responses[1][1]["created"]["s"];
+    assert_eq!(
+        created["deliveryStatus"]["jo@far.example"]["delivered"], "unknown",
+        "{responses:?}"
+    );
+    // The submission server got it from Hana, authenticated as Hana.
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(outbox.path().join("1.json")).unwrap()).unwrap();
+    assert_eq!(record["login"], "hana@example.com");
+    assert_eq!(record["mail_from"], "hana@example.com");
+    assert_eq!(record["rcpt_tos"], json!(["jo@far.example"]));
+    // The draft became the sent copy, on the upstream.
+    assert_eq!(responses[2][0], "Email/set", "{responses:?}");
+    assert!(upstream_flags(&dovecot, "hana@example.com", "Drafts").is_empty());
+    let sent_flags = upstream_flags(&dovecot, "hana@example.com", "Sent");
+    assert_eq!(sent_flags.len(), 1);
+    assert!(!sent_flags[0].contains("\\Draft"), "{sent_flags:?}");
 }

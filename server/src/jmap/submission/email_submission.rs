@@ -566,9 +566,9 @@ async fn plan_create(
         );
         return Ok(Err(error.with("maxRecipients", json!(MAX_RECIPIENTS))));
     }
-    // With a relay any address may be sent to; without, only the
-    // accounts here.
-    let relay = ctx.jmap.relay.is_some();
+    // With a relay (or the upstream's submission server) any address may
+    // be sent to; without, only the accounts here.
+    let relay = ctx.jmap.relay.is_some() || ctx.jmap.upstream.is_some();
     let mut invalid_recipients = Vec::new();
     for recipient in &recipients {
         let valid = plausible_address(recipient)
@@ -686,11 +686,15 @@ async fn send(ctx: &CallContext<'_>, planned: Planned) -> Result<(i64, i64, Valu
         .create_submission(account, &planned.row, &[delivery])
         .await?;
     let now = chrono::Utc::now().timestamp();
-    let relay = ctx.jmap.relay.as_deref();
+    let outbound = match &ctx.jmap.upstream {
+        Some(upstream) => delivery::Outbound::Upstream(upstream),
+        None => delivery::Outbound::Relay(ctx.jmap.relay.as_deref()),
+    };
     for delivery in &deliveries {
         // A failure here leaves the delivery queued: `serve` retries it.
+        let host = delivery::HOST;
         if let Err(error) =
-            delivery::deliver(store.as_ref(), blobs, relay, delivery::HOST, delivery, now).await
+            delivery::deliver_through(store.as_ref(), blobs, outbound, host, delivery, now).await
         {
             tracing::warn!(submission = id, %error, "delivery left for a retry");
         }

@@ -49,6 +49,10 @@ pub struct UpstreamOptions {
     /// `--upstream-idle-minutes`: how long after its last request an
     /// account stays synced (and its credentials kept).
     pub idle: Duration,
+    /// `--upstream-smtp`: the upstream's submission server
+    /// (`smtps://host[:465]`, `smtp://host[:587]` with STARTTLS unless
+    /// loopback), to which mail is sent with each user's credentials.
+    pub smtp: Option<String>,
     /// `--upstream-cache-mb` in octets: the most the message blobs of the
     /// data dir may take; the eviction pass deletes those of the oldest
     /// mail beyond it (read again by UID when needed). 0: no bound.
@@ -234,6 +238,42 @@ impl Upstream {
     /// unless a master login syncs every account all the time.
     fn is_idle(&self, link: &Link) -> bool {
         self.options.master.is_none() && link.idle_for() >= self.options.idle
+    }
+
+    /// Whether mail is sent through the upstream (`--upstream-smtp`).
+    pub fn sends(&self) -> bool {
+        self.options.smtp.is_some()
+    }
+
+    /// The upstream's submission server as the account's user (or the
+    /// master login as that user), while its credentials are here; `None`
+    /// without `--upstream-smtp` or credentials.
+    pub fn submission_for(&self, account: i64) -> Option<crate::mail::relay::Relay> {
+        let url = self.options.smtp.as_deref()?;
+        let link = self.link(account).ok()?;
+        let (user, password) = self.credentials(&link);
+        if password.is_empty() {
+            return None;
+        }
+        crate::mail::relay::Relay::from_url_as(url, &user, &password).ok()
+    }
+
+    /// Puts a message the upstream's submission server refused to send
+    /// back (a bounce) in the account's upstream INBOX: APPENDed, then synced.
+    pub async fn append_to_inbox(
+        &self,
+        account: i64,
+        message: Vec<u8>,
+    ) -> Result<(), UpstreamError> {
+        let Some(inbox) = self.store.role_mailbox(account, "inbox").await? else {
+            return Err(UpstreamError::Refused("the account has no inbox".into()));
+        };
+        let now = chrono::Utc::now().timestamp();
+        let prepared = crate::mail::ingest::prepare(message, vec![inbox], Vec::new(), |_| now);
+        match self.append(account, prepared).await? {
+            Ok(_) => Ok(()),
+            Err(refusal) => Err(UpstreamError::Refused(refusal)),
+        }
     }
 
     /// The accounts whose sync task runs now.
