@@ -13,8 +13,14 @@
 //!   run, for known and unknown users alike)
 //! - `fastview_login_refusals_total{reason="braked|busy"}` (logins refused
 //!   unverified: too many failures, or too many verifications waiting)
-//! - `fastview_upstream_round_trips_total{command="login|sync"}` (the
-//!   projection proxy's sessions with its IMAP upstream, issue 18)
+//! - `fastview_upstream_round_trips_total{method, command}` (the
+//!   projection proxy's commands to its IMAP upstream, issue 18, by the
+//!   JMAP method they served — `sync` for the background sync, `other`
+//!   for a download — and command: `login`, `sync`, `store`, `move`, …)
+//! - `fastview_upstream_bytes_total{method}` (message octets read from or
+//!   appended to the upstream, by JMAP method)
+//! - `fastview_upstream_cache_refills_total` (evicted messages read again:
+//!   the message cache's misses)
 //! - `fastview_upstream_mailboxes_read_total` (mailboxes whose UIDs and
 //!   flags a sync read; an unchanged one, by CONDSTORE, is not read)
 //! - `fastview_upstream_fetched_messages_total`,
@@ -49,10 +55,17 @@ pub struct RefusalLabel {
     pub reason: &'static str,
 }
 
-/// `command` label of `fastview_upstream_round_trips_total`.
+/// Labels of `fastview_upstream_round_trips_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct UpstreamCommandLabel {
+    pub method: &'static str,
     pub command: &'static str,
+}
+
+/// `method` label of `fastview_upstream_bytes_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UpstreamMethodLabel {
+    pub method: &'static str,
 }
 
 /// `method` label of the per-method latency histogram.
@@ -79,6 +92,8 @@ pub struct Metrics {
     pub login_verifications: Counter,
     pub login_refusals: Family<RefusalLabel, Counter>,
     pub upstream_round_trips: Family<UpstreamCommandLabel, Counter>,
+    pub upstream_bytes: Family<UpstreamMethodLabel, Counter>,
+    pub upstream_cache_refills: Counter,
     pub upstream_mailboxes_read: Counter,
     pub upstream_fetched_messages: Counter,
     pub upstream_fetched_bytes: Counter,
@@ -156,6 +171,18 @@ impl Metrics {
             "Sessions with the IMAP upstream, by what they were for",
             upstream_round_trips.clone(),
         );
+        let upstream_bytes = Family::<UpstreamMethodLabel, Counter>::default();
+        registry.register(
+            "fastview_upstream_bytes",
+            "Message octets read from or appended to the IMAP upstream, by JMAP method",
+            upstream_bytes.clone(),
+        );
+        let upstream_cache_refills = Counter::default();
+        registry.register(
+            "fastview_upstream_cache_refills",
+            "Evicted messages read again from the IMAP upstream",
+            upstream_cache_refills.clone(),
+        );
         let upstream_mailboxes_read = Counter::default();
         registry.register(
             "fastview_upstream_mailboxes_read",
@@ -183,6 +210,8 @@ impl Metrics {
         Self {
             registry,
             upstream_round_trips,
+            upstream_bytes,
+            upstream_cache_refills,
             upstream_mailboxes_read,
             upstream_fetched_messages,
             upstream_fetched_bytes,
@@ -220,23 +249,32 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts one session with the upstream (`command`: `login`, `sync`).
-    pub fn count_upstream_round_trip(&self, command: &'static str) {
+    /// Counts one command to the upstream for JMAP method `method`.
+    pub fn count_upstream_round_trip(&self, method: &'static str, command: &'static str) {
         self.upstream_round_trips
-            .get_or_create(&UpstreamCommandLabel { command })
+            .get_or_create(&UpstreamCommandLabel { method, command })
             .inc();
+    }
+
+    /// Counts message octets read from or appended to the upstream.
+    pub fn count_upstream_bytes(&self, method: &'static str, octets: u64) {
+        self.upstream_bytes
+            .get_or_create(&UpstreamMethodLabel { method })
+            .inc_by(octets);
     }
 
     /// Records one account sync: mailboxes read, messages and octets
     /// fetched, time taken.
     pub fn upstream_synced(
         &self,
+        method: &'static str,
         mailboxes: usize,
         messages: usize,
         octets: u64,
         took: std::time::Duration,
     ) {
-        self.count_upstream_round_trip("sync");
+        self.count_upstream_round_trip(method, "sync");
+        self.count_upstream_bytes(method, octets);
         self.upstream_mailboxes_read.inc_by(mailboxes as u64);
         self.upstream_fetched_messages.inc_by(messages as u64);
         self.upstream_fetched_bytes.inc_by(octets);

@@ -241,7 +241,10 @@ pub async fn handle(
                     budget: &mut budget,
                     follow_ups: Vec::new(),
                 };
-                let result = guarded(&method, call(&mut ctx, &method, arguments)).await;
+                // Upstream round trips are counted under the method.
+                let calling = crate::mail::upstream::JMAP_METHOD
+                    .scope(method_label(&method), call(&mut ctx, &method, arguments));
+                let result = guarded(&method, calling).await;
                 follow_ups = std::mem::take(&mut ctx.follow_ups);
                 let result = match result {
                     Ok(value) => match budget.charge_json(&value) {
@@ -297,13 +300,18 @@ pub async fn handle(
     })
 }
 
-/// Records a call's latency under its method name (`unknown` for a name not in [`METHODS`]).
-fn observe_duration(jmap: &Jmap, method: &str, started: Instant) {
-    let label = METHODS
+/// A method's name as a metrics label: `unknown` for a name not in [`METHODS`].
+fn method_label(method: &str) -> &'static str {
+    METHODS
         .iter()
         .find(|m| **m == method)
         .copied()
-        .unwrap_or("unknown");
+        .unwrap_or("unknown")
+}
+
+/// Records a call's latency under its method name (`unknown` for a name not in [`METHODS`]).
+fn observe_duration(jmap: &Jmap, method: &str, started: Instant) {
+    let label = method_label(method);
     jmap.metrics
         .method_duration
         .get_or_create(&MethodLabel {

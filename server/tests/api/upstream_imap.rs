@@ -689,7 +689,7 @@ async fn jmap_writes_go_to_the_upstream_first() {
     // (After the first sync has ended, which is after its emails show.)
     let deadline = Instant::now() + Duration::from_secs(10);
     while proxy
-        .metric("fastview_upstream_round_trips_total{command=\"sync\"}")
+        .metric("fastview_upstream_round_trips_total{method=\"sync\",command=\"sync\"}")
         .await
         < 1.0
     {
@@ -708,6 +708,10 @@ async fn jmap_writes_go_to_the_upstream_first() {
     assert_eq!(set["updated"], json!({ids[0].clone(): null}), "{set}");
     let read = proxy.metric("fastview_upstream_mailboxes_read_total").await - read_before;
     assert_eq!(read, 1.0, "mailboxes read by the sync after the write");
+    let stores = proxy
+        .metric("fastview_upstream_round_trips_total{method=\"Email/set\",command=\"store\"}")
+        .await;
+    assert_eq!(stores, 1.0, "UID STORE counted under Email/set");
     let flags = upstream_flags(&dovecot, "carol@example.com", "INBOX");
     assert!(
         flags[0].contains("\\Flagged") && flags[0].contains("\\Seen"),
@@ -1118,6 +1122,15 @@ async fn evicted_messages_are_read_again_from_the_upstream() {
     // A full read brings each back from the upstream, the same JSON.
     let after = proxy.call1(&erin, "Email/get", full).await;
     assert_eq!(after["list"], before["list"]);
+    assert_eq!(proxy.metric("fastview_upstream_cache_refills_total").await, 6.0);
+    let octets: usize = messages.iter().map(Vec::len).sum();
+    assert_eq!(
+        proxy
+            .metric("fastview_upstream_bytes_total{method=\"Email/get\"}")
+            .await,
+        octets as f64,
+        "the octets read again, under the method that read them"
+    );
     for blob in &blobs {
         assert!(
             proxy.app.blobs.exists(blob).await.unwrap(),

@@ -108,6 +108,8 @@ impl Upstream {
         if blob_id_of(&message.raw) != blob_id {
             return Ok(false);
         }
+        self.count_refill();
+        self.count_bytes(message.raw.len());
         self.blobs()
             .put_with_id(blob_id, bytes::Bytes::from(message.raw))
             .await

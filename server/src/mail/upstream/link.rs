@@ -141,7 +141,8 @@ impl Upstream {
     /// LOGOUT). `Err` when it cannot be asked (unreachable, not IMAP).
     pub async fn verify(&self, user: &str, password: &str) -> Result<bool, UpstreamError> {
         let _turn = self.logins.acquire().await;
-        self.metrics.count_upstream_round_trip("login");
+        self.metrics
+            .count_upstream_round_trip(super::current_method(), "login");
         match Connection::login(&self.options.url, user, password).await {
             Ok(connection) => {
                 connection.logout().await;
@@ -204,7 +205,7 @@ impl Upstream {
             writer: tokio::sync::Mutex::new(None),
         });
         links.insert(account, link.clone());
-        tokio::spawn(self.clone().run(account, link));
+        tokio::spawn(super::JMAP_METHOD.scope("sync", self.clone().run(account, link)));
     }
 
     /// With a master login: starts the sync of every account the store
@@ -290,7 +291,8 @@ impl Upstream {
                 return;
             }
             let (user, password) = self.credentials(&link);
-            self.metrics.count_upstream_round_trip("login");
+            self.metrics
+                .count_upstream_round_trip(super::current_method(), "login");
             let outcome = match Connection::login(&self.options.url, &user, &password).await {
                 Ok(connection) => self.listen(account, &link, connection, &mut backoff).await,
                 Err(error) => Err(error),
@@ -330,6 +332,7 @@ impl Upstream {
             drop(turn);
             let report = report?;
             self.metrics.upstream_synced(
+                super::current_method(),
                 report.mailboxes_read,
                 report.fetched,
                 report.fetched_octets,
@@ -408,7 +411,8 @@ impl Upstream {
         }
         if slot.is_none() {
             let (user, password) = self.credentials(link);
-            self.metrics.count_upstream_round_trip("login");
+            self.metrics
+                .count_upstream_round_trip(super::current_method(), "login");
             *slot = Some(Connection::login(&self.options.url, &user, &password).await?);
         }
         slot.as_mut()
@@ -428,6 +432,7 @@ impl Upstream {
         // client renaming or deleting it would end the session.
         connection.unselect().await?;
         self.metrics.upstream_synced(
+            super::current_method(),
             report.mailboxes_read,
             report.fetched,
             report.fetched_octets,
@@ -451,9 +456,22 @@ impl Upstream {
         &*self.store
     }
 
+    /// Counts message octets read from or appended to the upstream for
+    /// the running JMAP method.
+    pub(super) fn count_bytes(&self, octets: usize) {
+        self.metrics
+            .count_upstream_bytes(super::current_method(), octets as u64);
+    }
+
+    /// Counts one evicted message read again.
+    pub(super) fn count_refill(&self) {
+        self.metrics.upstream_cache_refills.inc();
+    }
+
     /// Counts one command sent on behalf of a JMAP method.
     pub(super) fn count(&self, command: &'static str) {
-        self.metrics.count_upstream_round_trip(command);
+        self.metrics
+            .count_upstream_round_trip(super::current_method(), command);
     }
 
     /// Drops the account's link if it is still idle: `false` when a

@@ -23,6 +23,18 @@ pub mod write;
 
 pub use link::{MasterLogin, Upstream, UpstreamOptions};
 
+tokio::task_local! {
+    /// The JMAP method a task works for (set by the dispatcher around each
+    /// call, `sync` for an account's sync task): what the upstream's round
+    /// trips and octets are counted under.
+    pub static JMAP_METHOD: &'static str;
+}
+
+/// [`JMAP_METHOD`] of the running task; `other` outside any (a download).
+pub fn current_method() -> &'static str {
+    JMAP_METHOD.try_with(|method| *method).unwrap_or("other")
+}
+
 /// How a connection to the upstream is secured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Security {

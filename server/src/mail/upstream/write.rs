@@ -261,6 +261,7 @@ impl Upstream {
             .collect();
         for name in &targets {
             self.count("append");
+            self.count_bytes(raw.len());
             match connection
                 .append(name, &flags, prepared.email.received_at, &raw)
                 .await
