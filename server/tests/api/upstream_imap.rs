@@ -1122,7 +1122,10 @@ async fn evicted_messages_are_read_again_from_the_upstream() {
     // A full read brings each back from the upstream, the same JSON.
     let after = proxy.call1(&erin, "Email/get", full).await;
     assert_eq!(after["list"], before["list"]);
-    assert_eq!(proxy.metric("fastview_upstream_cache_refills_total").await, 6.0);
+    assert_eq!(
+        proxy.metric("fastview_upstream_cache_refills_total").await,
+        6.0
+    );
     let octets: usize = messages.iter().map(Vec::len).sum();
     assert_eq!(
         proxy
@@ -1244,4 +1247,41 @@ async fn mail_is_sent_through_the_upstreams_submission_server_as_the_user() {
     let sent_flags = upstream_flags(&dovecot, "hana@example.com", "Sent");
     assert_eq!(sent_flags.len(), 1);
     assert!(!sent_flags[0].contains("\\Draft"), "{sent_flags:?}");
+
+    // A client that leaves the draft where it is: the server keeps the
+    // sent copy in Sent (read, without Bcc), the draft stays a draft.
+    let responses = proxy
+        .call_using(
+            &hana,
+            &[submission],
+            json!([
+                ["Email/set", {"accountId": hana.account_id, "create": {"d": {
+                    "mailboxIds": {drafts.clone(): true},
+                    "keywords": {"$draft": true},
+                    "from": [{"email": "hana@example.com"}],
+                    "to": [{"email": "jo@far.example"}],
+                    "bcc": [{"email": "kit@far.example"}],
+                    "subject": "Second",
+                    "bodyValues": {"1": {"value": "Kept by the server.\n"}},
+                    "textBody": [{"partId": "1", "type": "text/plain"}],
+                }}}],
+                ["EmailSubmission/set", {"accountId": hana.account_id,
+                    "create": {"s": {"identityId": identity, "emailId": "#d"}}}],
+            ]),
+        )
+        .await;
+    assert!(responses[1][1]["created"]["s"].is_object(), "{responses:?}");
+    assert_eq!(
+        upstream_flags(&dovecot, "hana@example.com", "Drafts").len(),
+        1
+    );
+    let sent_flags = upstream_flags(&dovecot, "hana@example.com", "Sent");
+    assert_eq!(sent_flags.len(), 2, "{sent_flags:?}");
+    assert!(sent_flags[1].contains("\\Seen"), "{sent_flags:?}");
+    let copy = dovecot.client(
+        "hana@example.com",
+        "m.select('Sent')\ntyp, data = m.uid('FETCH', '2', '(BODY.PEEK[HEADER])')\nprint(data[0][1].decode())",
+    );
+    assert!(copy.contains("Subject: Second"), "{copy}");
+    assert!(!copy.to_ascii_lowercase().contains("bcc:"), "{copy}");
 }

@@ -328,6 +328,8 @@ pub async fn submission_set(
     };
     // Submission id (or `#creationId`) → the Email it sent.
     let mut sent: HashMap<String, i64> = HashMap::new();
+    // Behind an upstream: what each create sent, for its copy in Sent.
+    let mut sent_copies: Vec<(i64, Vec<u8>)> = Vec::new();
     let mut creates: Vec<_> = request.create.unwrap_or_default().into_iter().collect();
     creates.sort_by(|a, b| a.0.cmp(&b.0));
     for (creation_id, object) in creates {
@@ -338,7 +340,11 @@ pub async fn submission_set(
                 continue;
             }
         };
+        let message = ctx.jmap.upstream.is_some().then(|| planned.message.clone());
         let (id, email_id, created) = send(ctx, planned).await?;
+        if let Some(message) = message {
+            sent_copies.push((email_id, message));
+        }
         let jmap_id = ids::submission_id(id);
         ctx.created_ids.insert(creation_id.clone(), jmap_id.clone());
         sent.insert(format!("#{creation_id}"), email_id);
@@ -414,7 +420,49 @@ pub async fn submission_set(
         };
         ctx.follow_ups.push(follow_up);
     }
+    keep_sent_copies(ctx, sent_copies).await?;
     Ok(response)
+}
+
+/// Behind an IMAP upstream, the sent copy of each message goes to the Sent
+/// mailbox there, as IMAP users expect of their server: unless the client
+/// already put the Email there (the usual `onSuccessUpdateEmail` of a
+/// JMAP client moves the draft), the message as it left (without Bcc) is
+/// APPENDed with `\Seen`. Best effort: a refusal is logged, the
+/// submission stands.
+async fn keep_sent_copies(
+    ctx: &CallContext<'_>,
+    sent_copies: Vec<(i64, Vec<u8>)>,
+) -> Result<(), MethodError> {
+    let Some(upstream) = &ctx.jmap.upstream else {
+        return Ok(());
+    };
+    let (store, account) = (&ctx.jmap.store, ctx.account.id);
+    let Some(sent_mailbox) = store.role_mailbox(account, "sent").await? else {
+        return Ok(());
+    };
+    for (email, message) in sent_copies {
+        let meta = store.email_meta(account, &[email]).await?;
+        if meta
+            .first()
+            .is_some_and(|m| m.mailbox_ids.contains(&sent_mailbox))
+        {
+            continue;
+        }
+        let now = chrono::Utc::now().timestamp();
+        let copy = crate::mail::ingest::prepare(
+            message,
+            vec![sent_mailbox],
+            vec!["$seen".to_string()],
+            |_| now,
+        );
+        match upstream.append(account, copy).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(refusal)) => tracing::warn!(account, %refusal, "the sent copy was refused"),
+            Err(error) => tracing::warn!(account, %error, "the sent copy could not be stored"),
+        }
+    }
+    Ok(())
 }
 
 /// The arguments of the implicit Email/set (RFC 8621 §7.5), or `None` when
