@@ -7,6 +7,8 @@
 -- each UID of a mirrored mailbox is (the same message in two mailboxes is
 -- one email), with that copy's flags. `upstream_evicted`: message blobs the
 -- bounded cache (`--upstream-cache-mb`) deleted; read again by UID on use.
+-- `upstream_syncs`: when each account last finished a sync (unix seconds):
+-- how far behind its mirror may be (`fastview account list`).
 CREATE TABLE upstream_source (
     id             bigint PRIMARY KEY CHECK (id = 1),
     url            text NOT NULL
@@ -37,4 +39,9 @@ CREATE INDEX upstream_messages_by_email ON upstream_messages (email_id);
 CREATE TABLE upstream_evicted (
     blob_id        text PRIMARY KEY,
     size           bigint NOT NULL
+);
+
+CREATE TABLE upstream_syncs (
+    account_id     bigint PRIMARY KEY REFERENCES accounts(id) ON DELETE CASCADE,
+    synced_at      bigint NOT NULL
 );

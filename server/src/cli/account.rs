@@ -197,9 +197,20 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
             Err(error) => return Err(error.into()),
         },
         AccountCommand::List => {
+            // Behind an IMAP upstream: when each account last finished a
+            // sync, i.e. how far behind its mirror may be.
+            let upstream = app.store.upstream_source().await?.is_some();
+            let synced: std::collections::HashMap<i64, i64> =
+                app.store.upstream_syncs().await?.into_iter().collect();
+            let now = chrono::Utc::now().timestamp();
             for account in app.store.list_accounts().await? {
+                let lag = match synced.get(&account.id) {
+                    _ if !upstream => String::new(),
+                    Some(at) => format!("\tsynced {} s ago", (now - at).max(0)),
+                    None => "\tnot synced yet".to_string(),
+                };
                 println!(
-                    "{}\t{}",
+                    "{}\t{}{lag}",
                     crate::jmap::ids::account_id(account.id),
                     account.email
                 );

@@ -771,6 +771,10 @@ pub trait Store: Send + Sync + 'static {
         &self,
         blob_id: &str,
     ) -> StoreResult<Option<(i64, String, i64)>>;
+    /// Records that `account` finished a sync at `at` (unix seconds).
+    async fn record_upstream_sync(&self, account: i64, at: i64) -> StoreResult<()>;
+    /// `(account, unix seconds)` of every account's last finished sync.
+    async fn upstream_syncs(&self) -> StoreResult<Vec<(i64, i64)>>;
     /// Forgets UIDs of a mirrored mailbox (`None`: all of them, after a
     /// UIDVALIDITY change); the emails stay.
     async fn forget_upstream_uids(&self, mailbox: i64, uids: Option<&[i64]>) -> StoreResult<()>;

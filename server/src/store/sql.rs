@@ -1046,6 +1046,14 @@ where
         self.read_upstream_blob_location(blob_id).await
     }
 
+    async fn record_upstream_sync(&self, account: i64, at: i64) -> StoreResult<()> {
+        self.write_upstream_synced(account, at).await
+    }
+
+    async fn upstream_syncs(&self) -> StoreResult<Vec<(i64, i64)>> {
+        self.read_upstream_syncs().await
+    }
+
     async fn forget_upstream_uids(&self, mailbox: i64, uids: Option<&[i64]>) -> StoreResult<()> {
         self.delete_upstream_uids(mailbox, uids).await
     }

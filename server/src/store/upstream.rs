@@ -272,4 +272,27 @@ where
         .fetch_optional(&self.reader)
         .await?)
     }
+
+    pub(super) async fn write_upstream_synced(&self, account: i64, at: i64) -> StoreResult<()> {
+        let mut tx = self.write(None).await?;
+        sqlx::query(
+            "INSERT INTO upstream_syncs (account_id, synced_at) \
+             SELECT id, $2 FROM accounts WHERE id = $1 \
+             ON CONFLICT (account_id) DO UPDATE SET synced_at = excluded.synced_at",
+        )
+        .bind(account)
+        .bind(at)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn read_upstream_syncs(&self) -> StoreResult<Vec<(i64, i64)>> {
+        Ok(
+            sqlx::query_as("SELECT account_id, synced_at FROM upstream_syncs ORDER BY account_id")
+                .fetch_all(&self.reader)
+                .await?,
+        )
+    }
 }

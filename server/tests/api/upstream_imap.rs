@@ -261,7 +261,7 @@ async fn spawn_proxy_options(
         .with_env_filter(tracing_subscriber::EnvFilter::new("fastview=debug"))
         .with_test_writer()
         .try_init();
-    spawn_app_with(ServeOptions {
+    let proxy = spawn_app_with(ServeOptions {
         upstream: Some(UpstreamOptions {
             url: dovecot.url(),
             poll: Duration::from_secs(300),
@@ -272,7 +272,15 @@ async fn spawn_proxy_options(
         }),
         ..ServeOptions::default()
     })
-    .await
+    .await;
+    // What `serve --upstream` records in the data dir.
+    proxy
+        .app
+        .store
+        .set_upstream_source(&dovecot.url().to_string())
+        .await
+        .unwrap();
+    proxy
 }
 
 /// The account `user` logs in to on the proxy (made by that login).
@@ -1034,6 +1042,22 @@ async fn a_master_login_syncs_every_account_without_its_user() {
     let deadline = Instant::now() + Duration::from_secs(30);
     while emails().await < 2 {
         assert!(Instant::now() < deadline, "the master login's first sync");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // `account list` tells how far behind each account's mirror may be.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let listed = proxy.cli().args(["account", "list"]).output().unwrap();
+        let text = String::from_utf8_lossy(&listed.stdout).to_string();
+        let line = text
+            .lines()
+            .find(|l| l.contains("dan@example.com"))
+            .unwrap_or_default()
+            .to_string();
+        if line.contains("\tsynced ") && line.ends_with(" s ago") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "account list: {text}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // Still listening, with no request at all.

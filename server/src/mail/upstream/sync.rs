@@ -131,6 +131,9 @@ pub async fn sync_account(
             .destroy_mailbox(account, mailbox.mailbox_id, true)
             .await?;
     }
+    store
+        .record_upstream_sync(account, chrono::Utc::now().timestamp())
+        .await?;
     Ok(report)
 }
 
