@@ -824,6 +824,16 @@ async fn jmap_writes_go_to_the_upstream_first() {
         .await;
     assert_eq!(got["list"][0]["receivedAt"], "2024-01-02T03:04:05Z");
     assert_eq!(got["list"][0]["subject"], "imported");
+    // Synced mail is in the local search index.
+    let found = proxy
+        .call1(
+            &carol,
+            "Email/query",
+            json!({"accountId": carol.account_id,
+            "filter": {"text": "imported"}}),
+        )
+        .await;
+    assert_eq!(found["ids"], json!([created["id"]]), "{found}");
 
     // Mailbox/set: CREATE, RENAME (the id stays), DELETE; a refusal.
     let made = proxy
