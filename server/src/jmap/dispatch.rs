@@ -126,7 +126,8 @@ async fn call(
         && not_through_upstream(upstream, method)
     {
         return Err(MethodError::Forbidden(format!(
-            "this server mirrors the IMAP server {}; {method} through it is not available yet",
+            "this server mirrors the IMAP server {}; {method} needs the upstream's submission \
+             server (serve --upstream-smtp)",
             upstream.url()
         )));
     }

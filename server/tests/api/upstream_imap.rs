@@ -390,6 +390,9 @@ async fn mailboxes_and_messages_read_through_the_proxy_match_an_import() {
         None => golden_messages(),
     }
     .iter()
+    // IMAP carries no NUL octet (RFC 3501 CHAR8): Dovecot stores one as
+    // 0x80, so such a message is not "the same bytes" on both sides.
+    .filter(|raw| !raw.contains(&0))
     .map(|raw| crlf(raw))
     .collect();
     let base_time = 1_700_000_000;
