@@ -301,6 +301,38 @@ impl Connection {
             .collect())
     }
 
+    /// The UID and flags of the messages of the open mailbox whose
+    /// mod-sequence passed `since` (RFC 7162 §3.1.4 CHANGEDSINCE): the new
+    /// ones and those whose flags changed.
+    pub async fn flags_changed_since(
+        &mut self,
+        selected: &Selected,
+        since: u64,
+    ) -> Result<Vec<MessageFlags>, UpstreamError> {
+        if selected.exists == 0 {
+            return Ok(Vec::new());
+        }
+        let query = format!("(UID FLAGS) (CHANGEDSINCE {since})");
+        let fetches: Vec<async_imap::types::Fetch> =
+            deadline(COMMAND_TIMEOUT, "UID FETCH CHANGEDSINCE", async {
+                self.session
+                    .uid_fetch("1:*", &query)
+                    .await?
+                    .try_collect()
+                    .await
+            })
+            .await?;
+        Ok(fetches
+            .iter()
+            .filter_map(|fetch| {
+                Some(MessageFlags {
+                    uid: fetch.uid?,
+                    flags: fetch.flags().map(|flag| flag_text(&flag)).collect(),
+                })
+            })
+            .collect())
+    }
+
     /// The whole messages `uids` of the open mailbox, with flags and
     /// INTERNALDATE; a UID expunged meanwhile is simply absent.
     pub async fn fetch(&mut self, uids: &[u32]) -> Result<Vec<FetchedMessage>, UpstreamError> {

@@ -18,8 +18,8 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use super::imap::{Connection, ListedMailbox, Selected};
-use super::{UpstreamError, keywords_of_flags, utf7};
+use super::imap::{Connection, ListedMailbox, MessageFlags, Selected};
+use super::{UpstreamError, flag_of_keyword, keywords_of_flags, utf7};
 use crate::blob::BlobStore;
 use crate::mail::ingest::{self, PreparedEmail};
 use crate::store::{
@@ -170,7 +170,12 @@ async fn sync_mailbox(
         .into_iter()
         .filter_map(|copy| Some((u32::try_from(copy.uid).ok()?, copy)))
         .collect();
-    let upstream = connection.flags(&selected).await?;
+    let upstream = match (highest_modseq.and(mailbox.highest_modseq), uid_validity) {
+        (Some(since), same) if same == mailbox.uid_validity => {
+            upstream_since(connection, &selected, since, &local).await?
+        }
+        _ => connection.flags(&selected).await?,
+    };
     let on_upstream: HashSet<u32> = upstream.iter().map(|m| m.uid).collect();
     let gone: Vec<i64> = local
         .keys()
@@ -253,6 +258,41 @@ async fn sync_mailbox(
     };
     store.put_upstream_mailbox(account, &read).await?;
     Ok(selected)
+}
+
+/// The UIDs and flags of the open mailbox from what changed since
+/// `since` (RFC 7162 CHANGEDSINCE: new messages and changed flags) and the
+/// copies already known, when no message went (EXISTS is the known count
+/// plus the new ones); else read whole.
+async fn upstream_since(
+    connection: &mut Connection,
+    selected: &Selected,
+    since: i64,
+    local: &HashMap<u32, UpstreamCopy>,
+) -> Result<Vec<MessageFlags>, UpstreamError> {
+    let changed = connection
+        .flags_changed_since(selected, u64::try_from(since).unwrap_or(0))
+        .await?;
+    let new = changed
+        .iter()
+        .filter(|m| !local.contains_key(&m.uid))
+        .count();
+    if selected.exists as usize != local.len() + new {
+        return connection.flags(selected).await;
+    }
+    let mut upstream: HashMap<u32, MessageFlags> = local
+        .iter()
+        .map(|(uid, copy)| {
+            let flags = copy.keywords.iter().map(|k| flag_of_keyword(k)).collect();
+            (*uid, MessageFlags { uid: *uid, flags })
+        })
+        .collect();
+    for message in changed {
+        upstream.insert(message.uid, message);
+    }
+    let mut upstream: Vec<MessageFlags> = upstream.into_values().collect();
+    upstream.sort_by_key(|m| m.uid);
+    Ok(upstream)
 }
 
 /// Whether every mailbox read is still as it was when read (EXAMINE again:
