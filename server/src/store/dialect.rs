@@ -105,8 +105,8 @@ pub struct Statements {
     pub unmark_evicted: &'static str,
     /// `$1` text list of blob ids → those in `upstream_evicted`.
     pub evicted_among: &'static str,
-    /// `$1` account, `$2` list of email ids → (email_id, mailbox_id, uid)
-    /// of their upstream copies, by mailbox then UID.
+    /// `$1` account, `$2` list of email ids → (email_id, mailbox_id, uid,
+    /// keywords) of their upstream copies, by mailbox then UID.
     pub upstream_locations: &'static str,
     /// `$1` account, `$2` list of ref keys → (message_id, thread_id, base_subject).
     pub thread_refs: &'static str,

@@ -741,13 +741,14 @@ pub trait Store: Send + Sync + 'static {
     async fn upstream_uids(&self, mailbox: i64) -> StoreResult<Vec<UpstreamCopy>>;
     /// Records (or updates the flags of) copies in a mirrored mailbox.
     async fn record_upstream_uids(&self, mailbox: i64, copies: &[UpstreamCopy]) -> StoreResult<()>;
-    /// `(email id, mailbox id, uid)` of every upstream copy of the
-    /// account's emails among `emails`, by mailbox then UID.
+    /// `(email id, mailbox id, uid, keywords)` of every upstream copy of
+    /// the account's emails among `emails`, by mailbox then UID (keywords
+    /// space-separated, as [`UpstreamCopy`] holds them).
     async fn upstream_locations(
         &self,
         account: i64,
         emails: &[i64],
-    ) -> StoreResult<Vec<(i64, i64, i64)>>;
+    ) -> StoreResult<Vec<(i64, i64, i64, String)>>;
     /// `(blob id, email id)` of the account's emails with those blob ids.
     async fn emails_of_blobs(
         &self,

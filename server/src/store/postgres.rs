@@ -140,7 +140,7 @@ impl Dialect for PostgresDialect {
         next_email_ids: "SELECT nextval(pg_get_serial_sequence('emails', 'id')) \
              FROM generate_series(1, $1)",
         owned_mailboxes: "SELECT id FROM mailboxes WHERE account_id = $1 AND id = any($2)",
-        upstream_locations: "SELECT u.email_id, u.mailbox_id, u.uid FROM upstream_messages u \
+        upstream_locations: "SELECT u.email_id, u.mailbox_id, u.uid, u.keywords FROM upstream_messages u \
              JOIN mailboxes m ON m.id = u.mailbox_id \
              WHERE m.account_id = $1 AND u.email_id = any($2) ORDER BY u.mailbox_id, u.uid",
         unmark_evicted: "DELETE FROM upstream_evicted WHERE blob_id = any($1)",

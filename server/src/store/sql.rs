@@ -1007,7 +1007,7 @@ where
         &self,
         account: i64,
         emails: &[i64],
-    ) -> StoreResult<Vec<(i64, i64, i64)>> {
+    ) -> StoreResult<Vec<(i64, i64, i64, String)>> {
         self.read_upstream_locations(account, emails).await
     }
 

@@ -135,7 +135,7 @@ impl Dialect for SqliteDialect {
             in_list!(2)
         ),
         upstream_locations: concat!(
-            "SELECT u.email_id, u.mailbox_id, u.uid FROM upstream_messages u \
+            "SELECT u.email_id, u.mailbox_id, u.uid, u.keywords FROM upstream_messages u \
              JOIN mailboxes m ON m.id = u.mailbox_id \
              WHERE m.account_id = $1 AND u.email_id ",
             in_list!(2),

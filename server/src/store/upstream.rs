@@ -173,7 +173,7 @@ where
         &self,
         account: i64,
         emails: &[i64],
-    ) -> StoreResult<Vec<(i64, i64, i64)>> {
+    ) -> StoreResult<Vec<(i64, i64, i64, String)>> {
         Ok(sqlx::query_as(D::SQL.upstream_locations)
             .bind(account)
             .bind(D::ids(emails))

@@ -111,9 +111,9 @@ async fn upstream_rows_map_mailboxes_uids_and_emails(store: Arc<dyn Store>) {
     assert_eq!(
         store.upstream_locations(ann.id, &ids).await.unwrap(),
         [
-            (ids[0], ann_roles.inbox, 3),
-            (ids[1], ann_roles.inbox, 4),
-            (ids[0], ann_roles.archive, 1)
+            (ids[0], ann_roles.inbox, 3, "$seen".to_string()),
+            (ids[1], ann_roles.inbox, 4, "work".to_string()),
+            (ids[0], ann_roles.archive, 1, "$flagged $seen".to_string())
         ],
         "by mailbox, then UID"
     );

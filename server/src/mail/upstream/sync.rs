@@ -53,6 +53,22 @@ pub struct SyncReport {
     pub unstable: bool,
 }
 
+/// What reading one mailbox did, added to the sync's [`SyncReport`].
+#[derive(Default)]
+struct Counts {
+    read: usize,
+    fetched: usize,
+    fetched_octets: u64,
+}
+
+impl SyncReport {
+    fn add(&mut self, counts: Counts) {
+        self.mailboxes_read += counts.read;
+        self.fetched += counts.fetched;
+        self.fetched_octets += counts.fetched_octets;
+    }
+}
+
 /// What the upstream holds of one email: its mailboxes and keywords.
 #[derive(Default)]
 struct Held {
@@ -82,24 +98,25 @@ pub async fn sync_account(
         mailboxes: mirrored.len(),
         ..SyncReport::default()
     };
-    let mut known: HashSet<i64> = HashSet::new();
-    for mailbox in mirrored.iter().map(|(m, _)| m).chain(&stale) {
-        known.extend(
-            store
-                .upstream_uids(mailbox.mailbox_id)
-                .await?
-                .into_iter()
-                .map(|copy| copy.email_id),
-        );
+    // The emails whose copies this sync changes: only they are reconciled
+    // (those of a mailbox gone upstream, and what each mailbox read adds,
+    // removes or reflags).
+    let mut touched: HashSet<i64> = HashSet::new();
+    for mailbox in &stale {
+        let copies = store.upstream_uids(mailbox.mailbox_id).await?;
+        touched.extend(copies.into_iter().map(|copy| copy.email_id));
     }
-    let mut held: HashMap<i64, Held> = HashMap::new();
     // What each mailbox was when read: a message that moved between two
     // reads is seen in neither, and must not be destroyed for that.
     let mut seen: Vec<(&UpstreamMailbox, Selected)> = Vec::new();
     for (mailbox, selectable) in &mirrored {
         if *selectable {
-            match sync_mailbox(store, blobs, account, connection, mailbox, &mut report).await {
-                Ok(selected) => seen.push((mailbox, selected)),
+            let read = sync_mailbox(store, blobs, account, connection, mailbox, &mut touched);
+            match read
+                .await
+                .map(|(selected, counts)| (selected, report.add(counts)))
+            {
+                Ok((selected, ())) => seen.push((mailbox, selected)),
                 // One mailbox the upstream will not open (`NO`) is skipped,
                 // its messages kept as they were; the others sync.
                 Err(UpstreamError::Refused(why)) => {
@@ -109,13 +126,23 @@ pub async fn sync_account(
                 Err(error) => return Err(error),
             }
         }
-        for copy in store.upstream_uids(mailbox.mailbox_id).await? {
-            let entry = held.entry(copy.email_id).or_default();
-            entry.mailboxes.insert(mailbox.mailbox_id);
-            entry.keywords.extend(copy.keywords);
-        }
     }
-    let destroy = reconcile(store, account, &known, &held, &mut report).await?;
+    // What the upstream holds of those emails: their copies in the
+    // mailboxes it still lists.
+    let gone: HashSet<i64> = stale.iter().map(|m| m.mailbox_id).collect();
+    let ids: Vec<i64> = touched.iter().copied().collect();
+    let mut held: HashMap<i64, Held> = HashMap::new();
+    for (email, mailbox, _, keywords) in store.upstream_locations(account, &ids).await? {
+        if gone.contains(&mailbox) {
+            continue;
+        }
+        let entry = held.entry(email).or_default();
+        entry.mailboxes.insert(mailbox);
+        entry
+            .keywords
+            .extend(keywords.split_whitespace().map(str::to_string));
+    }
+    let destroy = reconcile(store, account, &touched, &held, &mut report).await?;
     if !destroy.is_empty() {
         if unchanged_since_read(connection, &seen).await? {
             report.destroyed = store.destroy_emails(account, &destroy).await?.len();
@@ -147,8 +174,9 @@ async fn sync_mailbox(
     account: i64,
     connection: &mut Connection,
     mailbox: &UpstreamMailbox,
-    report: &mut SyncReport,
-) -> Result<Selected, UpstreamError> {
+    touched: &mut HashSet<i64>,
+) -> Result<(Selected, Counts), UpstreamError> {
+    let mut report = Counts::default();
     let selected = connection.examine(&mailbox.name).await?;
     let uid_validity = i64::from(selected.uid_validity);
     let highest_modseq = selected
@@ -158,10 +186,12 @@ async fn sync_mailbox(
         && highest_modseq.is_some()
         && highest_modseq == mailbox.highest_modseq
     {
-        return Ok(selected);
+        return Ok((selected, report));
     }
-    report.mailboxes_read += 1;
+    report.read += 1;
     if uid_validity != mailbox.uid_validity {
+        let copies = store.upstream_uids(mailbox.mailbox_id).await?;
+        touched.extend(copies.into_iter().map(|copy| copy.email_id));
         store.forget_upstream_uids(mailbox.mailbox_id, None).await?;
     }
     let mut local: HashMap<u32, UpstreamCopy> = store
@@ -178,9 +208,12 @@ async fn sync_mailbox(
     };
     let on_upstream: HashSet<u32> = upstream.iter().map(|m| m.uid).collect();
     let gone: Vec<i64> = local
-        .keys()
-        .filter(|uid| !on_upstream.contains(uid))
-        .map(|uid| i64::from(*uid))
+        .iter()
+        .filter(|(uid, _)| !on_upstream.contains(uid))
+        .map(|(uid, copy)| {
+            touched.insert(copy.email_id);
+            i64::from(*uid)
+        })
         .collect();
     store
         .forget_upstream_uids(mailbox.mailbox_id, Some(&gone))
@@ -234,6 +267,7 @@ async fn sync_mailbox(
             .record_upstream_uids(mailbox.mailbox_id, &recorded)
             .await?;
         for copy in recorded {
+            touched.insert(copy.email_id);
             local.insert(copy.uid as u32, copy);
         }
     }
@@ -248,6 +282,7 @@ async fn sync_mailbox(
             })
         })
         .collect();
+    touched.extend(changed.iter().map(|copy| copy.email_id));
     store
         .record_upstream_uids(mailbox.mailbox_id, &changed)
         .await?;
@@ -257,7 +292,7 @@ async fn sync_mailbox(
         ..mailbox.clone()
     };
     store.put_upstream_mailbox(account, &read).await?;
-    Ok(selected)
+    Ok((selected, report))
 }
 
 /// The UIDs and flags of the open mailbox from what changed since
@@ -312,19 +347,18 @@ async fn unchanged_since_read(
     Ok(true)
 }
 
-/// Sets every email's mailboxIds and keywords to what the upstream holds;
+/// Sets the touched emails' mailboxIds and keywords to what the upstream holds;
 /// returns those it holds nowhere (to destroy once the read is known to be
 /// stable).
 async fn reconcile(
     store: &dyn Store,
     account: i64,
-    known: &HashSet<i64>,
+    touched: &HashSet<i64>,
     held: &HashMap<i64, Held>,
     report: &mut SyncReport,
 ) -> Result<Vec<i64>, UpstreamError> {
-    let ids: Vec<i64> = known
+    let ids: Vec<i64> = touched
         .iter()
-        .chain(held.keys())
         .copied()
         .collect::<BTreeSet<_>>()
         .into_iter()

@@ -610,7 +610,7 @@ impl Upstream {
         ids: &[i64],
     ) -> Result<HashMap<i64, Copies>, UpstreamError> {
         let mut copies: HashMap<i64, Copies> = HashMap::new();
-        for (email, mailbox, uid) in self.store().upstream_locations(account, ids).await? {
+        for (email, mailbox, uid, _) in self.store().upstream_locations(account, ids).await? {
             if let Ok(uid) = u32::try_from(uid) {
                 copies.entry(email).or_default().push((mailbox, uid));
             }
