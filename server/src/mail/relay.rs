@@ -159,7 +159,7 @@ impl std::fmt::Display for Relay {
 }
 
 /// `message` with every bare LF and bare CR made a CRLF.
-fn with_crlf(message: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+pub(crate) fn with_crlf(message: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     let clean = message.iter().enumerate().all(|(i, b)| match b {
         b'\r' => message.get(i + 1) == Some(&b'\n'),
         b'\n' => i > 0 && message[i - 1] == b'\r',

@@ -243,33 +243,30 @@ fn crlf(raw: &[u8]) -> Vec<u8> {
 /// A Fastview in front of `dovecot`, listening with a long poll (so what
 /// arrives within seconds came through IDLE).
 async fn spawn_proxy(dovecot: &Dovecot) -> TestApp {
-    spawn_proxy_with(dovecot, None).await
+    spawn_proxy_options(dovecot, |_| {}).await
 }
 
-/// [`spawn_proxy`] with a master login.
-async fn spawn_proxy_with(dovecot: &Dovecot, master: Option<MasterLogin>) -> TestApp {
-    spawn_proxy_options(dovecot, master, 0).await
-}
-
-/// [`spawn_proxy`] with a master login and a bound of the message cache.
+/// [`spawn_proxy`] with its upstream options changed by `change` (a
+/// master login, a bound of the message cache, a submission server).
 async fn spawn_proxy_options(
     dovecot: &Dovecot,
-    master: Option<MasterLogin>,
-    cache_bytes: u64,
+    change: impl FnOnce(&mut UpstreamOptions),
 ) -> TestApp {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new("fastview=debug"))
         .with_test_writer()
         .try_init();
+    let mut upstream = UpstreamOptions {
+        url: dovecot.url(),
+        poll: Duration::from_secs(300),
+        idle: Duration::from_secs(1800),
+        cache_bytes: 0,
+        smtp: None,
+        master: None,
+    };
+    change(&mut upstream);
     let proxy = spawn_app_with(ServeOptions {
-        upstream: Some(UpstreamOptions {
-            url: dovecot.url(),
-            poll: Duration::from_secs(300),
-            idle: Duration::from_secs(1800),
-            cache_bytes,
-            smtp: None,
-            master,
-        }),
+        upstream: Some(upstream),
         ..ServeOptions::default()
     })
     .await;
@@ -281,6 +278,20 @@ async fn spawn_proxy_options(
         .await
         .unwrap();
     proxy
+}
+
+/// The status of `GET /jmap/session` as `user` with `password` (a fresh
+/// credential check).
+async fn session_status(proxy: &TestApp, user: &str, password: &str) -> u16 {
+    proxy
+        .client
+        .get(format!("{}/jmap/session", proxy.base))
+        .basic_auth(user, Some(password))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
 }
 
 /// The account `user` logs in to on the proxy (made by that login).
@@ -400,15 +411,10 @@ async fn mailboxes_and_messages_read_through_the_proxy_match_an_import() {
     dovecot.client("ann@example.com", "m.create('Work/Projects')");
     let proxy = spawn_proxy(&dovecot).await;
     // A wrong password is refused by the upstream.
-    let (status, _) = proxy
-        .client
-        .get(format!("{}/jmap/session", proxy.base))
-        .basic_auth("ann@example.com", Some("wrong"))
-        .send()
-        .await
-        .map(|r| (r.status().as_u16(), ()))
-        .unwrap();
-    assert_eq!(status, 401);
+    assert_eq!(
+        session_status(&proxy, "ann@example.com", "wrong").await,
+        401
+    );
     let ann = login(&proxy, "ann@example.com").await;
     let list = until(
         &proxy,
@@ -1014,15 +1020,9 @@ async fn jmap_writes_go_to_the_upstream_first() {
         "carol@example.com:{PLAIN}changed::::::\n",
     )
     .unwrap();
-    let session = |password: &'static str| {
-        let request = proxy
-            .client
-            .get(format!("{}/jmap/session", proxy.base))
-            .basic_auth("carol@example.com", Some(password));
-        async move { request.send().await.unwrap().status().as_u16() }
-    };
-    assert_eq!(session(PASSWORD).await, 401);
-    assert_eq!(session("changed").await, 200);
+    let carol_with = |password| session_status(&proxy, "carol@example.com", password);
+    assert_eq!(carol_with(PASSWORD).await, 401);
+    assert_eq!(carol_with("changed").await, 200);
 }
 
 #[tokio::test]
@@ -1038,13 +1038,12 @@ async fn a_master_login_syncs_every_account_without_its_user() {
         .map(|raw| crlf(raw))
         .collect();
     dovecot.append("dan@example.com", "INBOX", &messages, "", 1_700_000_000);
-    let proxy = spawn_proxy_with(
-        &dovecot,
-        Some(MasterLogin {
+    let proxy = spawn_proxy_options(&dovecot, |options| {
+        options.master = Some(MasterLogin {
             user: "fastview".into(),
             password: "master-secret".into(),
-        }),
-    )
+        })
+    })
     .await;
     // An account an earlier login made; nobody logs in now.
     let upstream = proxy.state.jmap.upstream.clone().expect("an upstream");
@@ -1085,15 +1084,14 @@ async fn a_master_login_syncs_every_account_without_its_user() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // Dan's own password is still checked against the upstream.
-    let status = |password: &'static str| {
-        let request = proxy
-            .client
-            .get(format!("{}/jmap/session", proxy.base))
-            .basic_auth("dan@example.com", Some(password));
-        async move { request.send().await.unwrap().status().as_u16() }
-    };
-    assert_eq!(status("wrong").await, 401);
-    assert_eq!(status(PASSWORD).await, 200);
+    assert_eq!(
+        session_status(&proxy, "dan@example.com", "wrong").await,
+        401
+    );
+    assert_eq!(
+        session_status(&proxy, "dan@example.com", PASSWORD).await,
+        200
+    );
 }
 
 #[tokio::test]
@@ -1108,7 +1106,7 @@ async fn evicted_messages_are_read_again_from_the_upstream() {
         .collect();
     dovecot.append("erin@example.com", "INBOX", &messages, "", 1_700_000_000);
     // A bound of one octet: the eviction pass takes every message.
-    let proxy = spawn_proxy_options(&dovecot, None, 1).await;
+    let proxy = spawn_proxy_options(&dovecot, |options| options.cache_bytes = 1).await;
     let erin = login(&proxy, "erin@example.com").await;
     let listed = until(
         &proxy,
@@ -1211,16 +1209,8 @@ async fn mail_is_sent_through_the_upstreams_submission_server_as_the_user() {
     };
     let welcome = crlf(b"From: ivy@example.com\nTo: hana@example.com\nSubject: hi\n\nhello\n");
     dovecot.append("hana@example.com", "INBOX", &[welcome], "", 1_700_000_000);
-    let proxy = spawn_app_with(ServeOptions {
-        upstream: Some(UpstreamOptions {
-            url: dovecot.url(),
-            poll: Duration::from_secs(300),
-            idle: Duration::from_secs(1800),
-            cache_bytes: 0,
-            smtp: Some(format!("smtp://127.0.0.1:{}", sink.port)),
-            master: None,
-        }),
-        ..ServeOptions::default()
+    let proxy = spawn_proxy_options(&dovecot, |options| {
+        options.smtp = Some(format!("smtp://127.0.0.1:{}", sink.port))
     })
     .await;
     let hana = login(&proxy, "hana@example.com").await;

@@ -52,6 +52,17 @@ pub struct Selected {
     pub highest_modseq: Option<u64>,
 }
 
+impl Selected {
+    fn of(mailbox: &async_imap::types::Mailbox) -> Self {
+        Self {
+            uid_validity: mailbox.uid_validity.unwrap_or(0),
+            exists: mailbox.exists,
+            uid_next: mailbox.uid_next,
+            highest_modseq: mailbox.highest_modseq,
+        }
+    }
+}
+
 /// A message's UID and flags.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageFlags {
@@ -268,37 +279,12 @@ impl Connection {
     /// Opens `name` read-only (EXAMINE: `\Recent` stays the other clients').
     pub async fn examine(&mut self, name: &str) -> Result<Selected, UpstreamError> {
         let mailbox = deadline(COMMAND_TIMEOUT, "EXAMINE", self.session.examine(name)).await?;
-        Ok(Selected {
-            uid_validity: mailbox.uid_validity.unwrap_or(0),
-            exists: mailbox.exists,
-            uid_next: mailbox.uid_next,
-            highest_modseq: mailbox.highest_modseq,
-        })
+        Ok(Selected::of(&mailbox))
     }
 
     /// The UID and flags of every message of the open mailbox.
     pub async fn flags(&mut self, selected: &Selected) -> Result<Vec<MessageFlags>, UpstreamError> {
-        if selected.exists == 0 {
-            return Ok(Vec::new());
-        }
-        let fetches: Vec<async_imap::types::Fetch> =
-            deadline(COMMAND_TIMEOUT, "UID FETCH FLAGS", async {
-                self.session
-                    .uid_fetch("1:*", "(UID FLAGS)")
-                    .await?
-                    .try_collect()
-                    .await
-            })
-            .await?;
-        Ok(fetches
-            .iter()
-            .filter_map(|fetch| {
-                Some(MessageFlags {
-                    uid: fetch.uid?,
-                    flags: fetch.flags().map(|flag| flag_text(&flag)).collect(),
-                })
-            })
-            .collect())
+        self.fetch_flags(selected, "(UID FLAGS)").await
     }
 
     /// The UID and flags of the messages of the open mailbox whose
@@ -309,14 +295,24 @@ impl Connection {
         selected: &Selected,
         since: u64,
     ) -> Result<Vec<MessageFlags>, UpstreamError> {
+        let query = format!("(UID FLAGS) (CHANGEDSINCE {since})");
+        self.fetch_flags(selected, &query).await
+    }
+
+    /// `UID FETCH 1:* {query}` as UIDs and flags; nothing for an empty
+    /// mailbox (where `1:*` is an error to some servers).
+    async fn fetch_flags(
+        &mut self,
+        selected: &Selected,
+        query: &str,
+    ) -> Result<Vec<MessageFlags>, UpstreamError> {
         if selected.exists == 0 {
             return Ok(Vec::new());
         }
-        let query = format!("(UID FLAGS) (CHANGEDSINCE {since})");
         let fetches: Vec<async_imap::types::Fetch> =
-            deadline(COMMAND_TIMEOUT, "UID FETCH CHANGEDSINCE", async {
+            deadline(COMMAND_TIMEOUT, "UID FETCH FLAGS", async {
                 self.session
-                    .uid_fetch("1:*", &query)
+                    .uid_fetch("1:*", query)
                     .await?
                     .try_collect()
                     .await
@@ -365,12 +361,7 @@ impl Connection {
     /// Opens `name` read-write (SELECT), for the writes below.
     pub async fn select(&mut self, name: &str) -> Result<Selected, UpstreamError> {
         let mailbox = deadline(COMMAND_TIMEOUT, "SELECT", self.session.select(name)).await?;
-        Ok(Selected {
-            uid_validity: mailbox.uid_validity.unwrap_or(0),
-            exists: mailbox.exists,
-            uid_next: mailbox.uid_next,
-            highest_modseq: mailbox.highest_modseq,
-        })
+        Ok(Selected::of(&mailbox))
     }
 
     /// Adds (`add`) or removes `flags` on `uids` of the open mailbox

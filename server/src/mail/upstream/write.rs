@@ -33,6 +33,7 @@ use super::link::Upstream;
 use super::{UpstreamError, flag_of_keyword, utf7};
 use crate::blob::blob_id_of;
 use crate::mail::ingest::PreparedEmail;
+use crate::mail::relay::with_crlf;
 use crate::store::{
     EmailLists, EmailUpdate, Inserted, MailboxPatch, NewMailbox, StoreError, UpdateOutcome,
     UpstreamMailbox, apply_updates,
@@ -233,7 +234,9 @@ impl Upstream {
         account: i64,
         prepared: PreparedEmail,
     ) -> Result<ObjectResult<(String, bool)>, UpstreamError> {
-        let raw = crlf(&prepared.raw);
+        // CRLF line ends, as IMAP carries a message (RFC 3501 §4.3), made
+        // as the relay makes them: the octets the upstream hands back.
+        let raw = with_crlf(&prepared.raw).into_owned();
         let blob = blob_id_of(&raw);
         let store = self.store();
         if !store
@@ -322,7 +325,8 @@ impl Upstream {
         new: &NewMailbox,
     ) -> Result<ObjectResult<String>, UpstreamError> {
         let names = self.mailbox_names(account).await?;
-        let full = match full_name(connection, &names, new.parent_id, &new.name).await {
+        let delimiter = delimiter(connection).await?;
+        let full = match full_name(&delimiter, &names, new.parent_id, &new.name) {
             Ok(full) => full,
             Err(UpstreamError::Refused(text)) => return Ok(Err(text)),
             Err(error) => return Err(error),
@@ -395,8 +399,8 @@ impl Upstream {
             if moved {
                 let parent = patch.parent_id.unwrap_or(current.parent_id);
                 let name = patch.name.as_deref().unwrap_or(&current.name);
-                full = full_name(connection, &names, parent, name).await?;
                 let delimiter = delimiter(connection).await?;
+                full = full_name(&delimiter, &names, parent, name)?;
                 let subscribed = connection.subscribed().await?;
                 connection.unselect().await?;
                 self.count("rename");
@@ -740,14 +744,13 @@ fn by_mailbox(copies: &[(i64, u32)]) -> Vec<(i64, Vec<u32>)> {
 
 /// The upstream's full name for `name` under `parent`: the parent's name,
 /// the hierarchy delimiter the upstream lists, and `name` in modified UTF-7.
-async fn full_name(
-    connection: &mut Connection,
+fn full_name(
+    delimiter: &str,
     names: &HashMap<i64, String>,
     parent: Option<i64>,
     name: &str,
 ) -> Result<String, UpstreamError> {
-    let delimiter = delimiter(connection).await?;
-    if name.contains(delimiter.as_str()) {
+    if name.contains(delimiter) {
         return Err(UpstreamError::Refused(format!(
             "a mailbox name cannot hold the upstream's hierarchy delimiter {delimiter:?}"
         )));
@@ -756,21 +759,8 @@ async fn full_name(
     let Some(parent) = parent else {
         return Ok(leaf);
     };
-    let parent = name_of(names, parent)?.to_string();
+    let parent = name_of(names, parent)?;
     Ok(format!("{parent}{delimiter}{leaf}"))
-}
-
-/// A message with CRLF line ends, as IMAP carries it (RFC 3501 §4.3): the
-/// octets the upstream will hand back.
-pub fn crlf(raw: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(raw.len() + raw.len() / 32);
-    for (i, &byte) in raw.iter().enumerate() {
-        if byte == b'\n' && (i == 0 || raw[i - 1] != b'\r') {
-            out.push(b'\r');
-        }
-        out.push(byte);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -779,6 +769,7 @@ mod tests {
 
     #[test]
     fn bare_line_feeds_become_crlf_and_crlf_stays() {
+        let crlf = |raw: &[u8]| with_crlf(raw).into_owned();
         assert_eq!(crlf(b"a\nb\r\nc\n"), b"a\r\nb\r\nc\r\n");
         assert_eq!(crlf(b"\n"), b"\r\n");
         assert_eq!(crlf(b"x\r\n"), b"x\r\n");
