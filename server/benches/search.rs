@@ -207,6 +207,7 @@ async fn queries(database_url: Option<&str>, messages: usize) {
                     .expect("within budget");
                 durations.push(started.elapsed());
                 let (name, arguments, _) = &response.method_responses[0];
+                let arguments = arguments.value();
                 assert_eq!(name, "Email/query", "{arguments}");
                 if round == 0 {
                     found.push(format!("{text}: {}", arguments["total"]));

@@ -37,7 +37,7 @@ use super::budget::{OverBudget, RequestBudget, server_busy};
 use super::error::{MethodError, RequestError};
 use super::mail::{email, mailbox, thread};
 use super::reference::ReferenceError;
-use super::request::{Invocation, Request, Response};
+use super::request::{Arguments, Invocation, Request, Response};
 use super::submission::{email_submission, identity};
 use super::{Jmap, core, reference};
 use crate::metrics::MethodLabel;
@@ -121,7 +121,7 @@ async fn call(
     ctx: &mut CallContext<'_>,
     method: &str,
     arguments: Map<String, Value>,
-) -> Result<Value, MethodError> {
+) -> Result<Arguments, MethodError> {
     if let Some(upstream) = &ctx.jmap.upstream
         && not_through_upstream(upstream, method)
     {
@@ -131,7 +131,9 @@ async fn call(
             upstream.url()
         )));
     }
-    match method {
+    let value = match method {
+        // Email/get answers text when it renders on the work pool.
+        "Email/get" => return email::get::email_get(ctx, arguments).await,
         "Core/echo" => Ok(core::echo(arguments)),
         "Blob/copy" => super::copy::blob_copy(ctx, arguments).await,
         "Mailbox/get" => mailbox::get::mailbox_get(ctx, arguments).await,
@@ -141,7 +143,6 @@ async fn call(
             mailbox::query_changes::mailbox_query_changes(ctx, arguments).await
         }
         "Mailbox/set" => mailbox::set::mailbox_set(ctx, arguments).await,
-        "Email/get" => email::get::email_get(ctx, arguments).await,
         "Email/changes" => email::changes::email_changes(ctx, arguments).await,
         "Email/query" => email::query::email_query(ctx, arguments).await,
         "Email/queryChanges" => email::query_changes::email_query_changes(ctx, arguments).await,
@@ -169,16 +170,17 @@ async fn call(
         "VacationResponse/get" => super::vacation::vacation_get(ctx, arguments).await,
         "VacationResponse/set" => super::vacation::vacation_set(ctx, arguments).await,
         _ => Err(MethodError::UnknownMethod),
-    }
+    };
+    value.map(Arguments::Value)
 }
 
 /// Runs one method call, turning a panic inside it into `serverFail` for
 /// that call alone, with the panic message as its cause (RFC 8620 §3.6.2:
 /// the other calls of the request still run).
-pub async fn guarded(
+pub async fn guarded<T>(
     method: &str,
-    call: impl Future<Output = Result<Value, MethodError>>,
-) -> Result<Value, MethodError> {
+    call: impl Future<Output = Result<T, MethodError>>,
+) -> Result<T, MethodError> {
     AssertUnwindSafe(call)
         .catch_unwind()
         .await
@@ -222,7 +224,7 @@ pub async fn handle(
     request: Request,
     credential: &str,
 ) -> Result<Response, RequestError> {
-    let mut responses: Vec<(String, Value, String)> =
+    let mut responses: Vec<(String, Arguments, String)> =
         Vec::with_capacity(request.method_calls.len());
     let mut created_ids = request.created_ids.clone().unwrap_or_default();
     let mut budget = RequestBudget::held(&jmap.limits, &jmap.holdings, account.id);
@@ -248,8 +250,8 @@ pub async fn handle(
                 let result = guarded(&method, calling).await;
                 follow_ups = std::mem::take(&mut ctx.follow_ups);
                 let result = match result {
-                    Ok(value) => match budget.charge_json(&value) {
-                        Ok(()) => Ok(Ok(value)),
+                    Ok(arguments) => match charge(&mut budget, &arguments) {
+                        Ok(()) => Ok(Ok(arguments)),
                         Err(OverBudget::Request) => Err(()),
                         Err(OverBudget::Server) => Ok(Err(server_busy())),
                     },
@@ -286,12 +288,12 @@ pub async fn handle(
             }
             Err(error) => {
                 let arguments = error_response(&method, &call_id, &error);
-                responses.push(("error".to_string(), arguments, call_id.clone()));
+                responses.push(("error".to_string(), arguments.into(), call_id.clone()));
             }
         }
         for (name, value) in follow_ups {
             changed_state = true;
-            responses.push((name, value, call_id.clone()));
+            responses.push((name, value.into(), call_id.clone()));
         }
     }
     Ok(Response {
@@ -299,6 +301,15 @@ pub async fn handle(
         created_ids: request.created_ids.map(|_| created_ids),
         session_state: super::session::session_state(account, credential),
     })
+}
+
+/// Takes a response's JSON octets from the request's budget: a value's
+/// counted, text's known.
+fn charge(budget: &mut RequestBudget, arguments: &Arguments) -> Result<(), OverBudget> {
+    match arguments {
+        Arguments::Value(value) => budget.charge_json(value),
+        Arguments::Text(text) => budget.charge_bytes(text.get().len() as u64),
+    }
 }
 
 /// A method's name as a metrics label: `unknown` for a name not in [`METHODS`].
@@ -391,7 +402,7 @@ mod tests {
         );
         // A method error is not a panic: it passes through unchanged.
         let error = futures::executor::block_on(guarded("Email/get", async {
-            Err(MethodError::UnknownMethod)
+            Err::<Value, _>(MethodError::UnknownMethod)
         }));
         assert_eq!(error.unwrap_err(), MethodError::UnknownMethod);
     }

@@ -2,7 +2,10 @@
 
 use std::collections::HashMap;
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::error::RequestError;
@@ -86,11 +89,43 @@ impl Request {
     }
 }
 
+/// The arguments of one method response (RFC 8620 §3.4 `methodResponses`):
+/// a JSON value, or JSON text serialized once where it was built and written
+/// into the response as it is (a heavy Email/get renders each email to text
+/// on the work pool, counting its octets exactly: ADR 0002). Both serialize
+/// to the same bytes the value would.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum Arguments {
+    Value(Value),
+    Text(Box<RawValue>),
+}
+
+impl Arguments {
+    /// The arguments as a JSON value, for a result reference into them
+    /// (RFC 8620 §3.7): text is parsed, which only a reference pays for.
+    /// Text this server wrote always parses; should it not, `null`.
+    pub fn value(&self) -> Cow<'_, Value> {
+        match self {
+            Arguments::Value(value) => Cow::Borrowed(value),
+            Arguments::Text(text) => {
+                Cow::Owned(serde_json::from_str(text.get()).unwrap_or(Value::Null))
+            }
+        }
+    }
+}
+
+impl From<Value> for Arguments {
+    fn from(value: Value) -> Self {
+        Arguments::Value(value)
+    }
+}
+
 /// A JMAP response (RFC 8620 §3.4).
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Response {
-    pub method_responses: Vec<(String, Value, String)>,
+    pub method_responses: Vec<(String, Arguments, String)>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created_ids: Option<HashMap<String, String>>,
     pub session_state: String,

@@ -4,7 +4,8 @@
 
 use std::collections::HashSet;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::jmap::error::MethodError;
@@ -34,10 +35,10 @@ pub fn requested_ids(ids: Vec<String>, limit: u64) -> Result<Vec<String>, Method
 
 /// Renders each requested id that `render` finds, in request order; the
 /// others are `notFound`. Returns `(list, notFound)`.
-pub fn found(
+pub fn found<T>(
     requested: &[String],
-    mut render: impl FnMut(&str) -> Option<Value>,
-) -> (Vec<Value>, Vec<String>) {
+    mut render: impl FnMut(&str) -> Option<T>,
+) -> (Vec<T>, Vec<String>) {
     let mut list = Vec::with_capacity(requested.len());
     let mut not_found = Vec::new();
     for id in requested {
@@ -109,6 +110,34 @@ pub fn get_response(
     Value::Object(response)
 }
 
+/// [`get_response`] with objects already serialized (JSON text), as JSON
+/// text: the same octets [`get_response`] of their values serializes to
+/// (its members in the same, sorted, order).
+pub fn get_response_text(
+    account_id: String,
+    state: i64,
+    list: Vec<Box<RawValue>>,
+    not_found: Vec<String>,
+) -> Box<RawValue> {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct GetResponse {
+        account_id: String,
+        list: Vec<Box<RawValue>>,
+        not_found: Vec<String>,
+        state: String,
+    }
+    let response = GetResponse {
+        account_id,
+        list,
+        not_found,
+        state: state.to_string(),
+    };
+    // Strings, numbers and text already JSON: serializing cannot fail.
+    serde_json::value::to_raw_value(&response)
+        .unwrap_or_else(|_| serde_json::value::to_raw_value(&Value::Null).expect("null serializes"))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -131,5 +160,26 @@ mod tests {
         });
         assert_eq!(list, vec![json!("x1"), json!("x2")]);
         assert_eq!(not_found, ids(&["y"]));
+    }
+
+    #[test]
+    fn a_response_of_text_is_the_octets_of_the_response_of_values() {
+        let list = vec![
+            json!({"id": "M1", "bodyValues": {"1": {"value": "a \"quoted\"\nline ✓"}}}),
+            json!({"id": "M2", "keywords": {}, "size": 1234}),
+        ];
+        let not_found = vec!["M3".to_string(), "M\"4".to_string()];
+        let texts = list
+            .iter()
+            .map(|value| serde_json::value::to_raw_value(value).unwrap())
+            .collect();
+        let values = get_response("A\u{e9}".into(), 42, list, not_found.clone());
+        let text = get_response_text("A\u{e9}".into(), 42, texts, not_found);
+        assert_eq!(text.get(), serde_json::to_string(&values).unwrap());
+        let empty = get_response_text("A1".into(), 7, Vec::new(), Vec::new());
+        assert_eq!(
+            empty.get(),
+            r#"{"accountId":"A1","list":[],"notFound":[],"state":"7"}"#
+        );
     }
 }

@@ -18,13 +18,17 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::render::{BodyOptions, EmailSources, render_email};
-use crate::jmap::budget::{Taken, json_size_within};
+use crate::jmap::budget::Taken;
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
-use crate::jmap::mail::get::{found, get_response, parse_properties, requested_ids};
+use crate::jmap::mail::get::{
+    found, get_response, get_response_text, parse_properties, requested_ids,
+};
+use crate::jmap::request::Arguments;
 use crate::jmap::{Limits, args, ids};
 use crate::mail::fast_view::FastView;
 use crate::mail::load::{BodyReads, LoadedEmail};
@@ -114,7 +118,7 @@ impl EmailShape {
 pub async fn email_get(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,
-) -> Result<Value, MethodError> {
+) -> Result<Arguments, MethodError> {
     let request: GetRequest = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
     let jmap = ctx.jmap;
@@ -194,7 +198,17 @@ pub async fn email_get(
     })?;
     ctx.budget.work_left = work_left;
     ctx.budget.prepaid(held);
-    Ok(get_response(request.account_id, state, list, not_found))
+    Ok(match list {
+        RenderedList::Values(list) => {
+            Arguments::Value(get_response(request.account_id, state, list, not_found))
+        }
+        RenderedList::Text(list) => Arguments::Text(get_response_text(
+            request.account_id,
+            state,
+            list,
+            not_found,
+        )),
+    })
 }
 
 /// `requestTooLarge` for a call over the request's render work.
@@ -268,9 +282,16 @@ struct RenderJob {
     taken: Taken,
 }
 
+/// What a render built: the emails as values (inline), or each as its
+/// JSON text (on the pool: serialized there, once, and counted exactly).
+enum RenderedList {
+    Values(Vec<Value>),
+    Text(Vec<Box<RawValue>>),
+}
+
 /// What a render built.
 struct Rendered {
-    list: Vec<Value>,
+    list: RenderedList,
     not_found: Vec<String>,
     /// Render work units left.
     work_left: u64,
@@ -289,50 +310,82 @@ enum RenderError {
 }
 
 impl RenderJob {
-    /// Renders each requested email.
-    fn run(mut self) -> Result<Rendered, RenderError> {
-        let meter = WorkMeter::new(self.work_left);
-        let by_id: HashMap<i64, &LoadedEmail> =
-            self.loaded.iter().map(|e| (e.meta.id, e)).collect();
-        let mut bytes_left = self.bytes_left;
-        let mut failure = None;
-        let (list, not_found) = found(&self.requested, |id| {
+    /// Renders each requested email: a heavy render serializes each to its
+    /// JSON text as it is built and counts those octets against the
+    /// request's byte budget and the holdings.
+    fn run(self) -> Result<Rendered, RenderError> {
+        let RenderJob {
+            heavy,
+            requested,
+            loaded,
+            level,
+            shape,
+            metrics,
+            work_left,
+            mut bytes_left,
+            mut taken,
+        } = self;
+        let meter = WorkMeter::new(work_left);
+        let by_id: HashMap<i64, &LoadedEmail> = loaded.iter().map(|e| (e.meta.id, e)).collect();
+        let render = |id: &str| -> Option<Result<Value, RenderError>> {
             let email = by_id.get(&ids::parse_email_id(id)?)?;
-            if failure.is_some() {
-                return Some(Value::Null);
-            }
-            let rendered = render_loaded(email, self.level, &self.shape, &self.metrics, &meter)
-                .map_err(|_| RenderError::Work)
-                .and_then(|object| {
-                    // Heavy renders count what they build as they build it.
-                    if self.heavy {
-                        let size =
-                            json_size_within(&object, bytes_left).ok_or(RenderError::Bytes)?;
-                        if !self.taken.take(size) {
-                            return Err(RenderError::Busy);
-                        }
-                        bytes_left -= size;
-                    }
-                    Ok(object)
-                });
-            match rendered {
-                Ok(object) => Some(object),
-                Err(error) => {
-                    failure = Some(error);
-                    Some(Value::Null)
+            Some(
+                render_loaded(email, level, &shape, &metrics, &meter)
+                    .map_err(|_| RenderError::Work),
+            )
+        };
+        let list = match heavy {
+            false => render_each(&requested, render, Ok)
+                .map(|(list, not_found)| (RenderedList::Values(list), not_found)),
+            true => render_each(&requested, render, |object| {
+                let text =
+                    serde_json::value::to_raw_value(&object).map_err(|_| RenderError::Bytes)?;
+                let size = text.get().len() as u64;
+                if size > bytes_left {
+                    return Err(RenderError::Bytes);
                 }
-            }
-        });
-        // On failure, `self.taken` is dropped: what it took is given back.
-        match failure {
-            Some(error) => Err(error),
-            None => Ok(Rendered {
-                list,
-                not_found,
-                work_left: meter.left(),
-                held: self.taken,
-            }),
+                if !taken.take(size) {
+                    return Err(RenderError::Busy);
+                }
+                bytes_left -= size;
+                Ok(text)
+            })
+            .map(|(list, not_found)| (RenderedList::Text(list), not_found)),
+        };
+        // On failure, `taken` is dropped: what it took is given back.
+        let (list, not_found) = list?;
+        Ok(Rendered {
+            list,
+            not_found,
+            work_left: meter.left(),
+            held: taken,
+        })
+    }
+}
+
+/// Renders each of `requested` that `render` finds (the others are
+/// `notFound`) and hands it to `finish`; the first error stops the render.
+fn render_each<T>(
+    requested: &[String],
+    mut render: impl FnMut(&str) -> Option<Result<Value, RenderError>>,
+    mut finish: impl FnMut(Value) -> Result<T, RenderError>,
+) -> Result<(Vec<T>, Vec<String>), RenderError> {
+    let mut failure = None;
+    let (list, not_found) = found(requested, |id| {
+        if failure.is_some() {
+            return None;
         }
+        match render(id)?.and_then(&mut finish) {
+            Ok(object) => Some(object),
+            Err(error) => {
+                failure = Some(error);
+                None
+            }
+        }
+    });
+    match failure {
+        Some(error) => Err(error),
+        None => Ok((list, not_found)),
     }
 }
 
