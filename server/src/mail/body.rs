@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use mail_parser::{Message, PartType};
 use serde_json::{Map, Value};
 
-use super::header::{self, decode_bytes, decode_words, lookup_charset};
+use super::header::{self, decode_bytes, decode_owned, decode_words, lookup_charset};
 use super::property::BodyProperty;
 use crate::mail::read_level::BodyValueFlags;
 
@@ -393,7 +393,11 @@ impl BodyPart {
     /// decoding, and whether the encoding was unknown or the encoded data
     /// malformed.
     fn decoded(&self, body: &[u8]) -> (Vec<u8>, bool) {
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(match self.encoding {
+            // Base64 decodes 4 octets into 3; the others at most 1 into 1.
+            TransferEncoding::Base64 => body.len() / 4 * 3 + 3,
+            _ => body.len(),
+        });
         let problem = transfer_decode(self.encoding, body, &mut out);
         (out, problem)
     }
@@ -487,12 +491,8 @@ impl BodyPart {
     /// charset decoded, CRLF as LF; and whether that met an encoding problem.
     fn text(&self, body: &[u8]) -> (String, bool) {
         let (bytes, transfer_problem) = self.decoded(body);
-        let (text, charset_problem) = decode_bytes(self.charset.as_deref(), &bytes);
-        let text = if text.contains("\r\n") {
-            text.replace("\r\n", "\n")
-        } else {
-            text
-        };
+        let (text, charset_problem) = decode_owned(self.charset.as_deref(), bytes);
+        let text = lf_line_ends(text);
         let problem =
             transfer_problem || charset_problem || self.encoding == TransferEncoding::Unknown;
         (text, problem)
@@ -500,10 +500,13 @@ impl BodyPart {
 
     /// The EmailBodyValue object of a text part (RFC 8621 §4.1.4 bodyValues).
     fn body_value(&self, body: &[u8], max_bytes: usize) -> Value {
-        let (text, problem) = self.text(body);
+        let (mut text, problem) = self.text(body);
         let (value, truncated) = truncate(&text, max_bytes, self.content_type == "text/html");
+        let kept = value.len();
+        // The text is the value: cut in place rather than copied.
+        text.truncate(kept);
         let mut object = Map::new();
-        object.insert("value".into(), Value::String(value.to_string()));
+        object.insert("value".into(), Value::String(text));
         object.insert("isEncodingProblem".into(), Value::Bool(problem));
         object.insert("isTruncated".into(), Value::Bool(truncated));
         Value::Object(object)
@@ -602,6 +605,27 @@ pub(crate) fn body_values(parts: &[&BodyPart], octets: BodyOctets<'_>, max_bytes
         }
     }
     Value::Object(values)
+}
+
+/// `text` with each CRLF replaced by LF, in place.
+fn lf_line_ends(text: String) -> String {
+    if !text.contains("\r\n") {
+        return text;
+    }
+    let mut bytes = text.into_bytes();
+    let mut kept = 0;
+    for read in 0..bytes.len() {
+        let byte = bytes[read];
+        if byte == b'\r' && bytes.get(read + 1) == Some(&b'\n') {
+            continue;
+        }
+        bytes[kept] = byte;
+        kept += 1;
+    }
+    bytes.truncate(kept);
+    // Only ASCII CRs were taken out: the rest is the same UTF-8.
+    String::from_utf8(bytes)
+        .unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned())
 }
 
 /// Cuts `text` to at most `max_bytes` octets (0: no limit) on a character
@@ -1148,6 +1172,23 @@ fn quoted_printable_decode(input: &[u8], out: &mut impl Sink) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn crlf_becomes_lf_in_place_and_lone_crs_stay() {
+        for (text, expected) in [
+            ("", ""),
+            ("no line ends", "no line ends"),
+            ("a\r\nb\r\n", "a\nb\n"),
+            ("lone\rcr\r\r\n\n", "lone\rcr\r\n\n"),
+            (
+                "caf\u{e9}\r\n\u{65e5}\u{672c}\r",
+                "caf\u{e9}\n\u{65e5}\u{672c}\r",
+            ),
+        ] {
+            assert_eq!(lf_line_ends(text.to_string()), expected, "{text:?}");
+            assert_eq!(lf_line_ends(text.to_string()), text.replace("\r\n", "\n"));
+        }
+    }
 
     fn decode(encoding: TransferEncoding, input: &[u8]) -> (Vec<u8>, bool) {
         let mut out = Vec::new();

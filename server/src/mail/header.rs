@@ -815,6 +815,33 @@ pub(crate) fn decode_bytes(label: Option<&str>, bytes: &[u8]) -> (String, bool) 
     }
 }
 
+/// [`decode_bytes`] of octets the caller owns: ASCII and valid UTF-8 become
+/// the text without a copy.
+pub(crate) fn decode_owned(label: Option<&str>, bytes: Vec<u8>) -> (String, bool) {
+    let charset = match label {
+        None => Some(Charset::Ascii),
+        Some(label) => lookup_charset(label),
+    };
+    match charset {
+        Some(Charset::Ascii) if bytes.is_ascii() => (ascii_text(bytes), false),
+        Some(Charset::Utf8) | Some(Charset::Ascii) | None => match String::from_utf8(bytes) {
+            // Not ASCII under an ASCII label (or none known): valid UTF-8 is
+            // taken as UTF-8, with the problem flagged, as decode_bytes does.
+            Ok(text) => {
+                let problem = !matches!(charset, Some(Charset::Utf8));
+                (text, problem)
+            }
+            Err(error) => decode_bytes(label, error.as_bytes()),
+        },
+        Some(Charset::Other(_)) => decode_bytes(label, &bytes),
+    }
+}
+
+/// ASCII octets as a `String`, without a copy.
+fn ascii_text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_default()
+}
+
 fn guess_utf8_or_1252(bytes: &[u8]) -> String {
     match std::str::from_utf8(bytes) {
         Ok(text) => text.to_string(),
@@ -1410,6 +1437,34 @@ fn numeric_offset(digits: &str) -> Option<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decoding_owned_octets_is_decoding_borrowed_ones() {
+        let inputs: [&[u8]; 5] = [
+            b"plain ascii",
+            "caf\u{e9} \u{65e5}\u{672c}".as_bytes(),
+            b"caf\xe9 latin-1",
+            b"\xff\xfe broken utf-8",
+            b"",
+        ];
+        let labels = [
+            None,
+            Some("us-ascii"),
+            Some("UTF-8"),
+            Some("iso-8859-1"),
+            Some("windows-1252"),
+            Some("x-unknown-charset"),
+        ];
+        for label in labels {
+            for bytes in inputs {
+                assert_eq!(
+                    decode_owned(label, bytes.to_vec()),
+                    decode_bytes(label, bytes),
+                    "{label:?} {bytes:?}"
+                );
+            }
+        }
+    }
     use mail_parser::MessageParser;
 
     #[test]
