@@ -99,34 +99,6 @@ impl BodyReads {
     }
 }
 
-/// The bodies of some parts of blob `blob_id`: `(part index, range, digest)`
-/// each, read in one call of the blob store (empty ranges are not read).
-async fn read_part_bodies(
-    blobs: &BlobStore,
-    blob_id: &str,
-    ranges: Vec<PartRange>,
-) -> Result<PartBodies, crate::blob::BlobError> {
-    let mut bodies = PartBodies::default();
-    let (empty, ranges): (Vec<_>, Vec<_>) = ranges
-        .into_iter()
-        .partition(|(_, range, _)| range.is_empty());
-    for (index, _, _) in empty {
-        bodies.insert(index, bytes::Bytes::new());
-    }
-    if ranges.is_empty() {
-        return Ok(bodies);
-    }
-    let asked: Vec<(std::ops::Range<u64>, [u8; 16])> = ranges
-        .iter()
-        .map(|(_, range, digest)| (range.clone(), *digest))
-        .collect();
-    let read = blobs.get_ranges(blob_id, &asked).await?;
-    for ((index, _, _), body) in ranges.into_iter().zip(read) {
-        bodies.insert(index, body);
-    }
-    Ok(bodies)
-}
-
 /// One email with the sources its call's plan asked for.
 pub struct LoadedEmail {
     pub meta: EmailMeta,
@@ -301,19 +273,40 @@ impl EmailLoader {
         loaded: &mut [LoadedEmail],
         reads: BodyReads,
     ) -> Result<(), LoadError> {
-        let wanted = reads.0;
-        let blobs = &self.blobs;
-        let read: Vec<(usize, String, Result<PartBodies, crate::blob::BlobError>)> =
-            futures::stream::iter(wanted)
-                .map(|(slot, blob_id, ranges)| async move {
-                    let result = read_part_bodies(blobs, &blob_id, ranges).await;
-                    (slot, blob_id, result)
-                })
-                .buffer_unordered(BODY_READ_CONCURRENCY)
-                .collect()
-                .await;
-        for (slot, blob_id, result) in read {
-            let bodies = result.map_err(|error| LoadError::Blob { blob_id, error })?;
+        // Empty ranges are not read; the rest of every message in one call
+        // of the blob store.
+        let mut wanted = Vec::with_capacity(reads.0.len());
+        let mut asked = Vec::with_capacity(reads.0.len());
+        for (slot, blob_id, ranges) in reads.0 {
+            let mut bodies = PartBodies::default();
+            let (empty, ranges): (Vec<_>, Vec<_>) = ranges
+                .into_iter()
+                .partition(|(_, range, _)| range.is_empty());
+            for (index, _, _) in empty {
+                bodies.insert(index, bytes::Bytes::new());
+            }
+            if ranges.is_empty() {
+                loaded[slot].bodies = Some(bodies);
+                continue;
+            }
+            let read_ranges = ranges
+                .iter()
+                .map(|(_, range, digest)| (range.clone(), *digest))
+                .collect();
+            asked.push((blob_id, read_ranges));
+            wanted.push((slot, ranges, bodies));
+        }
+        let read = self
+            .blobs
+            .get_ranges_of(asked.clone(), BODY_READ_CONCURRENCY)
+            .await;
+        for (((slot, ranges, mut bodies), (blob_id, _)), result) in
+            wanted.into_iter().zip(asked).zip(read)
+        {
+            let read = result.map_err(|error| LoadError::Blob { blob_id, error })?;
+            for ((index, _, _), body) in ranges.into_iter().zip(read) {
+                bodies.insert(index, body);
+            }
             if bodies.octets() > 0 {
                 self.metrics.count_blob_read(bodies.octets());
             }
