@@ -132,7 +132,7 @@ async fn call(
         )));
     }
     let value = match method {
-        // Email/get answers text when it renders on the work pool.
+        // Email/get answers text, serialized as it rendered each email.
         "Email/get" => return email::get::email_get(ctx, arguments).await,
         "Core/echo" => Ok(core::echo(arguments)),
         "Blob/copy" => super::copy::blob_copy(ctx, arguments).await,
@@ -308,7 +308,7 @@ pub async fn handle(
 fn charge(budget: &mut RequestBudget, arguments: &Arguments) -> Result<(), OverBudget> {
     match arguments {
         Arguments::Value(value) => budget.charge_json(value),
-        Arguments::Text(text) => budget.charge_bytes(text.get().len() as u64),
+        Arguments::Text { text, .. } => budget.charge_bytes(text.get().len() as u64),
     }
 }
 

@@ -175,7 +175,10 @@ mod tests {
             ),
             (
                 "Email/get".into(),
-                Arguments::Text(serde_json::value::to_raw_value(&get).unwrap()),
+                Arguments::Text {
+                    text: serde_json::value::to_raw_value(&get).unwrap(),
+                    value: None,
+                },
                 "g".into(),
             ),
         ]

@@ -91,26 +91,44 @@ impl Request {
 
 /// The arguments of one method response (RFC 8620 §3.4 `methodResponses`):
 /// a JSON value, or JSON text serialized once where it was built and written
-/// into the response as it is (a heavy Email/get renders each email to text
-/// on the work pool, counting its octets exactly: ADR 0002). Both serialize
-/// to the same bytes the value would.
-#[derive(Debug, Clone, Serialize)]
-#[serde(untagged)]
+/// into the response as it is (Email/get serializes each email as it
+/// renders it, on the work pool when heavy, counting its octets exactly:
+/// ADR 0002), with the value beside it when it was small enough to keep.
+/// Both serialize to the same octets the value would.
+#[derive(Debug, Clone)]
 pub enum Arguments {
     Value(Value),
-    Text(Box<RawValue>),
+    Text {
+        text: Box<RawValue>,
+        /// The same arguments as a value, kept by a light render so that a
+        /// result reference into them reads them without parsing.
+        value: Option<Value>,
+    },
 }
 
 impl Arguments {
     /// The arguments as a JSON value, for a result reference into them
-    /// (RFC 8620 §3.7): text is parsed, which only a reference pays for.
-    /// Text this server wrote always parses; should it not, `null`.
+    /// (RFC 8620 §3.7): text without its value is parsed, which only a
+    /// reference pays for. Text this server wrote always parses; should it
+    /// not, `null`.
     pub fn value(&self) -> Cow<'_, Value> {
         match self {
-            Arguments::Value(value) => Cow::Borrowed(value),
-            Arguments::Text(text) => {
+            Arguments::Value(value)
+            | Arguments::Text {
+                value: Some(value), ..
+            } => Cow::Borrowed(value),
+            Arguments::Text { text, value: None } => {
                 Cow::Owned(serde_json::from_str(text.get()).unwrap_or(Value::Null))
             }
+        }
+    }
+}
+
+impl Serialize for Arguments {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Arguments::Value(value) => value.serialize(serializer),
+            Arguments::Text { text, .. } => text.serialize(serializer),
         }
     }
 }

@@ -12,7 +12,8 @@
 //! properties × ids against the render work before any I/O, the octets of
 //! whole messages before they are parsed (part bodies before they are read),
 //! each property's field values before
-//! they are rendered, and (on the pool) each email's JSON as it is built.
+//! they are rendered, and each email's JSON as it is built: every email is
+//! serialized once, where it is rendered, and the response is that text.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -198,16 +199,12 @@ pub async fn email_get(
     })?;
     ctx.budget.work_left = work_left;
     ctx.budget.prepaid(held);
-    Ok(match list {
-        RenderedList::Values(list) => {
-            Arguments::Value(get_response(request.account_id, state, list, not_found))
-        }
-        RenderedList::Text(list) => Arguments::Text(get_response_text(
-            request.account_id,
-            state,
-            list,
-            not_found,
-        )),
+    let value = list
+        .values
+        .map(|list| get_response(request.account_id.clone(), state, list, not_found.clone()));
+    Ok(Arguments::Text {
+        text: get_response_text(request.account_id, state, list.texts, not_found),
+        value,
     })
 }
 
@@ -282,11 +279,12 @@ struct RenderJob {
     taken: Taken,
 }
 
-/// What a render built: the emails as values (inline), or each as its
-/// JSON text (on the pool: serialized there, once, and counted exactly).
-enum RenderedList {
-    Values(Vec<Value>),
-    Text(Vec<Box<RawValue>>),
+/// What a render built: each email as its JSON text, serialized once where
+/// it was rendered and counted exactly; an inline (light) render keeps the
+/// values too, for a result reference into them to read without parsing.
+struct RenderedList {
+    texts: Vec<Box<RawValue>>,
+    values: Option<Vec<Value>>,
 }
 
 /// What a render built.
@@ -310,9 +308,9 @@ enum RenderError {
 }
 
 impl RenderJob {
-    /// Renders each requested email: a heavy render serializes each to its
-    /// JSON text as it is built and counts those octets against the
-    /// request's byte budget and the holdings.
+    /// Renders each requested email and serializes it to its JSON text,
+    /// counting those octets against the request's byte budget and the
+    /// holdings as it goes; a light render keeps the values as well.
     fn run(self) -> Result<Rendered, RenderError> {
         let RenderJob {
             heavy,
@@ -334,24 +332,23 @@ impl RenderJob {
                     .map_err(|_| RenderError::Work),
             )
         };
-        let list = match heavy {
-            false => render_each(&requested, render, Ok)
-                .map(|(list, not_found)| (RenderedList::Values(list), not_found)),
-            true => render_each(&requested, render, |object| {
-                let text =
-                    serde_json::value::to_raw_value(&object).map_err(|_| RenderError::Bytes)?;
-                let size = text.get().len() as u64;
-                if size > bytes_left {
-                    return Err(RenderError::Bytes);
-                }
-                if !taken.take(size) {
-                    return Err(RenderError::Busy);
-                }
-                bytes_left -= size;
-                Ok(text)
-            })
-            .map(|(list, not_found)| (RenderedList::Text(list), not_found)),
-        };
+        let list = render_each(&requested, render, |object| {
+            let text = serde_json::value::to_raw_value(&object).map_err(|_| RenderError::Bytes)?;
+            let size = text.get().len() as u64;
+            if size > bytes_left {
+                return Err(RenderError::Bytes);
+            }
+            if !taken.take(size) {
+                return Err(RenderError::Busy);
+            }
+            bytes_left -= size;
+            Ok((text, (!heavy).then_some(object)))
+        })
+        .map(|(list, not_found)| {
+            let (texts, values): (Vec<_>, Vec<_>) = list.into_iter().unzip();
+            let values = (!heavy).then(|| values.into_iter().flatten().collect());
+            (RenderedList { texts, values }, not_found)
+        });
         // On failure, `taken` is dropped: what it took is given back.
         let (list, not_found) = list?;
         Ok(Rendered {
