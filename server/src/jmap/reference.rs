@@ -83,8 +83,7 @@ fn evaluate(
         ))
         .into());
     }
-    let arguments = arguments.value();
-    let selected = select(&arguments, path)
+    let selected = select(arguments.value(), path)
         .ok_or_else(|| invalid(&format!("the path {path} does not resolve")))?;
     // Measure before copying: the copy is what a hostile request multiplies.
     let mut size = 2;
@@ -175,10 +174,7 @@ mod tests {
             ),
             (
                 "Email/get".into(),
-                Arguments::Text {
-                    text: serde_json::value::to_raw_value(&get).unwrap(),
-                    value: None,
-                },
+                Arguments::text(serde_json::value::to_raw_value(&get).unwrap(), None),
                 "g".into(),
             ),
         ]

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use std::borrow::Cow;
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -100,25 +100,32 @@ pub enum Arguments {
     Value(Value),
     Text {
         text: Box<RawValue>,
-        /// The same arguments as a value, kept by a light render so that a
-        /// result reference into them reads them without parsing.
-        value: Option<Value>,
+        /// The same arguments as a value: kept by a light render, else
+        /// parsed from the text the first time a result reference reads
+        /// them, and kept for the next (at most one parse per response).
+        value: OnceLock<Value>,
     },
 }
 
 impl Arguments {
+    /// JSON text with the value it was serialized from, when that is worth
+    /// keeping for result references.
+    pub fn text(text: Box<RawValue>, value: Option<Value>) -> Self {
+        Arguments::Text {
+            text,
+            value: value.map(OnceLock::from).unwrap_or_default(),
+        }
+    }
+
     /// The arguments as a JSON value, for a result reference into them
-    /// (RFC 8620 §3.7): text without its value is parsed, which only a
+    /// (RFC 8620 §3.7): text without its value is parsed once, which only a
     /// reference pays for. Text this server wrote always parses; should it
     /// not, `null`.
-    pub fn value(&self) -> Cow<'_, Value> {
+    pub fn value(&self) -> &Value {
         match self {
-            Arguments::Value(value)
-            | Arguments::Text {
-                value: Some(value), ..
-            } => Cow::Borrowed(value),
-            Arguments::Text { text, value: None } => {
-                Cow::Owned(serde_json::from_str(text.get()).unwrap_or(Value::Null))
+            Arguments::Value(value) => value,
+            Arguments::Text { text, value } => {
+                value.get_or_init(|| serde_json::from_str(text.get()).unwrap_or(Value::Null))
             }
         }
     }
@@ -188,6 +195,26 @@ pub fn json_values_over(body: &[u8], max: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arguments_as_text_write_their_octets_and_are_parsed_once_for_references() {
+        let value = serde_json::json!({"list": [{"id": "M1", "threadId": "T\"1"}], "state": "3"});
+        let raw = || serde_json::value::to_raw_value(&value).unwrap();
+        let written = |arguments: &Arguments| serde_json::to_string(arguments).unwrap();
+        let kept = Arguments::text(raw(), Some(value.clone()));
+        let parsed = Arguments::text(raw(), None);
+        let plain = Arguments::Value(value.clone());
+        assert_eq!(written(&kept), written(&plain));
+        assert_eq!(written(&parsed), written(&plain));
+        let Arguments::Text { value: memo, .. } = &parsed else {
+            unreachable!()
+        };
+        assert!(memo.get().is_none());
+        assert_eq!(parsed.value(), &value);
+        // Parsed once, then kept: the next reference reads the same value.
+        assert!(std::ptr::eq(parsed.value(), memo.get().unwrap()));
+        assert_eq!(kept.value(), &value);
+    }
 
     fn check(body: &str, expected: Result<usize, &str>) {
         let got = Request::parse(body.as_bytes(), 2)

@@ -503,8 +503,12 @@ impl BodyPart {
         let (mut text, problem) = self.text(body);
         let (value, truncated) = truncate(&text, max_bytes, self.content_type == "text/html");
         let kept = value.len();
-        // The text is the value: cut in place rather than copied.
-        text.truncate(kept);
+        // The text is the value: cut in place rather than copied, and what
+        // was cut off given back.
+        if truncated {
+            text.truncate(kept);
+            text.shrink_to_fit();
+        }
         let mut object = Map::new();
         object.insert("value".into(), Value::String(text));
         object.insert("isEncodingProblem".into(), Value::Bool(problem));

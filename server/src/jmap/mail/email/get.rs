@@ -202,10 +202,8 @@ pub async fn email_get(
     let value = list
         .values
         .map(|list| get_response(request.account_id.clone(), state, list, not_found.clone()));
-    Ok(Arguments::Text {
-        text: get_response_text(request.account_id, state, list.texts, not_found),
-        value,
-    })
+    let text = get_response_text(request.account_id, state, list.texts, not_found);
+    Ok(Arguments::text(text, value))
 }
 
 /// `requestTooLarge` for a call over the request's render work.
