@@ -84,42 +84,41 @@ pub fn range_digest(bytes: &[u8]) -> [u8; 16] {
     out
 }
 
-/// The ranges of one local blob file at `path`, each checked against its
-/// digest: `None` when the file is not there (or `path` is not a blob's),
-/// for the caller to read it the way that can refill it.
+/// Whether `bytes`, read for `range`, are its octets: all of them, with
+/// its digest.
+fn range_intact(bytes: &[u8], (range, digest): &CheckedRange) -> bool {
+    bytes.len() as u64 == range.end.saturating_sub(range.start) && range_digest(bytes) == *digest
+}
+
+/// The ranges of blob `blob_id`, the local file at `path`, each checked
+/// ([`range_intact`]): `None` when the file is not there, for the caller
+/// to read it the way that can refill it.
 fn read_local_ranges(
-    (path, ranges): &(Option<std::path::PathBuf>, Vec<CheckedRange>),
+    blob_id: &str,
+    path: &std::path::Path,
+    ranges: &[CheckedRange],
 ) -> Option<Result<Vec<Bytes>, BlobError>> {
     use std::os::unix::fs::FileExt;
-    let path = path.as_ref()?;
-    let blob_id = || {
-        path.file_name()
-            .map(|name| name.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    };
+    let corrupt = || Some(Err(BlobError::Corrupt(blob_id.to_string())));
     let file = match std::fs::File::open(path) {
         Ok(file) => file,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return None,
         Err(error) => return Some(Err(error.into())),
     };
     let mut out = Vec::with_capacity(ranges.len());
-    for (range, digest) in ranges {
+    for checked in ranges {
+        let range = &checked.0;
         let Ok(length) = usize::try_from(range.end.saturating_sub(range.start)) else {
-            return Some(Err(BlobError::Corrupt(blob_id())));
+            return corrupt();
         };
         let mut bytes = vec![0u8; length];
         match file.read_exact_at(&mut bytes, range.start) {
-            Ok(()) => {}
-            // Shorter than the stored tree says: truncated.
-            Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => {
-                return Some(Err(BlobError::Corrupt(blob_id())));
-            }
+            Ok(()) if range_intact(&bytes, checked) => out.push(Bytes::from(bytes)),
+            // Other octets than the tree's, or fewer (truncated).
+            Ok(()) => return corrupt(),
+            Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => return corrupt(),
             Err(error) => return Some(Err(error.into())),
         }
-        if range_digest(&bytes) != *digest {
-            return Some(Err(BlobError::Corrupt(blob_id())));
-        }
-        out.push(Bytes::from(bytes));
     }
     Some(Ok(out))
 }
@@ -449,9 +448,10 @@ impl BlobStore {
             }
         };
         let intact = read.len() == ranges.len()
-            && read.iter().zip(ranges).all(|(bytes, (range, digest))| {
-                bytes.len() as u64 == range.end - range.start && range_digest(bytes) == *digest
-            });
+            && read
+                .iter()
+                .zip(ranges)
+                .all(|(bytes, checked)| range_intact(bytes, checked));
         if !intact {
             return Err(BlobError::Corrupt(blob_id.to_string()));
         }
@@ -470,53 +470,37 @@ impl BlobStore {
         reads: Vec<(String, Vec<CheckedRange>)>,
         concurrency: usize,
     ) -> Vec<Result<Vec<Bytes>, BlobError>> {
-        let mut results: Vec<Option<Result<Vec<Bytes>, BlobError>>> = match &self.local_root {
+        // Locally: every blob's file in one blocking task; `None` for one
+        // that is not there (or the task failed).
+        let local: Vec<Option<Result<Vec<Bytes>, BlobError>>> = match &self.local_root {
             Some(root) => {
                 let root = root.clone();
-                let asked: Vec<(Option<std::path::PathBuf>, Vec<_>)> = reads
-                    .iter()
-                    .map(|(blob_id, ranges)| {
-                        let path = Self::key_of(blob_id).map(|key| root.join(key.as_ref()));
-                        (path, ranges.clone())
-                    })
-                    .collect();
-                let read = tokio::task::spawn_blocking(move || {
-                    asked.iter().map(read_local_ranges).collect()
+                let reads = reads.clone();
+                tokio::task::spawn_blocking(move || {
+                    reads
+                        .iter()
+                        .map(|(blob_id, ranges)| {
+                            let key = Self::key_of(blob_id)?;
+                            read_local_ranges(blob_id, &root.join(key.as_ref()), ranges)
+                        })
+                        .collect()
                 })
-                .await;
-                match read {
-                    Ok(read) => read,
-                    // The task panicked or was cancelled: every blob the slow way.
-                    Err(_) => reads.iter().map(|_| None).collect(),
-                }
+                .await
+                .unwrap_or_default()
             }
-            None => reads.iter().map(|_| None).collect(),
+            None => Vec::new(),
         };
-        let unread: Vec<(usize, String, Vec<CheckedRange>)> = reads
-            .iter()
-            .enumerate()
-            .filter(|(slot, _)| results[*slot].is_none())
-            .map(|(slot, (blob_id, ranges))| (slot, blob_id.clone(), ranges.clone()))
-            .collect();
-        let store = self.clone();
-        let rest: Vec<(usize, Result<Vec<Bytes>, BlobError>)> = futures::stream::iter(unread)
-            .map(move |(slot, blob_id, ranges)| {
-                let store = store.clone();
-                async move { (slot, store.get_ranges(&blob_id, &ranges).await) }
+        let local = local.into_iter().chain(std::iter::repeat_with(|| None));
+        futures::stream::iter(reads.into_iter().zip(local))
+            .map(|((blob_id, ranges), read)| async move {
+                match read {
+                    Some(read) => read,
+                    None => self.get_ranges(&blob_id, &ranges).await,
+                }
             })
-            .buffer_unordered(concurrency.max(1))
+            .buffered(concurrency.max(1))
             .collect()
-            .await;
-        for (slot, result) in rest {
-            results[slot] = Some(result);
-        }
-        results
-            .into_iter()
-            .zip(reads)
-            .map(|(result, (blob_id, _))| {
-                result.unwrap_or_else(|| Err(BlobError::Missing(blob_id)))
-            })
-            .collect()
+            .await
     }
 
     /// Starts a streaming upload into a staging object; the bytes are hashed

@@ -794,52 +794,41 @@ pub(crate) fn lookup_charset(label: &str) -> Option<Charset> {
 /// are not valid for an ASCII label or an unknown charset are decoded as
 /// UTF-8 when they are valid UTF-8, else as windows-1252, so no octet is lost.
 pub(crate) fn decode_bytes(label: Option<&str>, bytes: &[u8]) -> (String, bool) {
-    let charset = match label {
-        None => Some(Charset::Ascii),
-        Some(label) => lookup_charset(label),
-    };
-    match charset {
-        Some(Charset::Ascii) if bytes.is_ascii() => {
-            (String::from_utf8_lossy(bytes).into_owned(), false)
-        }
-        Some(Charset::Ascii) | None => (guess_utf8_or_1252(bytes), true),
-        Some(Charset::Utf8) => match std::str::from_utf8(bytes) {
-            Ok(text) => (text.to_string(), false),
-            Err(_) => (String::from_utf8_lossy(bytes).into_owned(), true),
-        },
-        Some(Charset::Other(decoder)) => {
-            let text = decoder(bytes);
-            let problem = text.contains('\u{FFFD}');
-            (text, problem)
-        }
-    }
+    decode_text(label, Cow::Borrowed(bytes))
 }
 
 /// [`decode_bytes`] of octets the caller owns: ASCII and valid UTF-8 become
 /// the text without a copy.
 pub(crate) fn decode_owned(label: Option<&str>, bytes: Vec<u8>) -> (String, bool) {
+    decode_text(label, Cow::Owned(bytes))
+}
+
+/// What [`decode_bytes`] and [`decode_owned`] do: borrowed octets are
+/// copied once, owned ones are not copied when they are the text.
+fn decode_text(label: Option<&str>, bytes: Cow<'_, [u8]>) -> (String, bool) {
     let charset = match label {
         None => Some(Charset::Ascii),
         Some(label) => lookup_charset(label),
     };
     match charset {
-        Some(Charset::Ascii) if bytes.is_ascii() => (ascii_text(bytes), false),
-        Some(Charset::Utf8) | Some(Charset::Ascii) | None => match String::from_utf8(bytes) {
-            // Not ASCII under an ASCII label (or none known): valid UTF-8 is
-            // taken as UTF-8, with the problem flagged, as decode_bytes does.
-            Ok(text) => {
-                let problem = !matches!(charset, Some(Charset::Utf8));
-                (text, problem)
+        Some(Charset::Other(decoder)) => {
+            let text = decoder(&bytes);
+            let problem = text.contains('\u{FFFD}');
+            (text, problem)
+        }
+        // UTF-8, ASCII, or a charset not known.
+        _ => {
+            let utf8 = matches!(charset, Some(Charset::Utf8));
+            let clean = utf8 || (matches!(charset, Some(Charset::Ascii)) && bytes.is_ascii());
+            match String::from_utf8(bytes.into_owned()) {
+                Ok(text) => (text, !clean),
+                Err(error) if utf8 => {
+                    (String::from_utf8_lossy(error.as_bytes()).into_owned(), true)
+                }
+                Err(error) => (guess_utf8_or_1252(error.as_bytes()), true),
             }
-            Err(error) => decode_bytes(label, error.as_bytes()),
-        },
-        Some(Charset::Other(_)) => decode_bytes(label, &bytes),
+        }
     }
-}
-
-/// ASCII octets as a `String`, without a copy.
-fn ascii_text(bytes: Vec<u8>) -> String {
-    String::from_utf8(bytes).unwrap_or_default()
 }
 
 fn guess_utf8_or_1252(bytes: &[u8]) -> String {

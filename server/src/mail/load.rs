@@ -293,16 +293,11 @@ impl EmailLoader {
                 .iter()
                 .map(|(_, range, digest)| (range.clone(), *digest))
                 .collect();
-            asked.push((blob_id, read_ranges));
-            wanted.push((slot, ranges, bodies));
+            asked.push((blob_id.clone(), read_ranges));
+            wanted.push((slot, blob_id, ranges, bodies));
         }
-        let read = self
-            .blobs
-            .get_ranges_of(asked.clone(), BODY_READ_CONCURRENCY)
-            .await;
-        for (((slot, ranges, mut bodies), (blob_id, _)), result) in
-            wanted.into_iter().zip(asked).zip(read)
-        {
+        let read = self.blobs.get_ranges_of(asked, BODY_READ_CONCURRENCY).await;
+        for ((slot, blob_id, ranges, mut bodies), result) in wanted.into_iter().zip(read) {
             let read = result.map_err(|error| LoadError::Blob { blob_id, error })?;
             for ((index, _, _), body) in ranges.into_iter().zip(read) {
                 bodies.insert(index, body);
