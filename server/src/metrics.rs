@@ -27,12 +27,17 @@
 //!   `fastview_upstream_fetched_bytes_total` (messages read from the upstream)
 //! - `fastview_upstream_sync_seconds` (histogram: how long one account's
 //!   sync took; with IDLE/NOTIFY this is the lag of a change behind the upstream)
+//! - `fastview_cache_entries{cache="header|fast_view|structure"}`,
+//!   `fastview_cache_bytes{cache}` (gauges, read when scraped: what the
+//!   Email/get caches hold; bytes are the caches' own weights, the bound
+//!   `serve --header-cache-mb` and its siblings set)
 //!
 //! No label carries an account.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -68,6 +73,12 @@ pub struct UpstreamMethodLabel {
     pub method: &'static str,
 }
 
+/// `cache` label of `fastview_cache_entries` and `fastview_cache_bytes`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CacheLabel {
+    pub cache: &'static str,
+}
+
 /// `method` label of the per-method latency histogram.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MethodLabel {
@@ -98,6 +109,8 @@ pub struct Metrics {
     pub upstream_fetched_messages: Counter,
     pub upstream_fetched_bytes: Counter,
     pub upstream_sync_seconds: Histogram,
+    pub cache_entries: Family<CacheLabel, Gauge>,
+    pub cache_bytes: Family<CacheLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -207,8 +220,22 @@ impl Metrics {
             "How long one account's sync with the IMAP upstream took",
             upstream_sync_seconds.clone(),
         );
+        let cache_entries = Family::<CacheLabel, Gauge>::default();
+        registry.register(
+            "fastview_cache_entries",
+            "Entries an Email/get cache holds",
+            cache_entries.clone(),
+        );
+        let cache_bytes = Family::<CacheLabel, Gauge>::default();
+        registry.register(
+            "fastview_cache_bytes",
+            "Octets an Email/get cache holds, by its own weights",
+            cache_bytes.clone(),
+        );
         Self {
             registry,
+            cache_entries,
+            cache_bytes,
             upstream_round_trips,
             upstream_bytes,
             upstream_cache_refills,
@@ -285,6 +312,14 @@ impl Metrics {
     pub fn count_blob_read(&self, bytes: usize) {
         self.blob_reads.inc();
         self.blob_read_bytes.inc_by(bytes as u64);
+    }
+
+    /// Sets the gauges of one cache: `entries` held, weighing `bytes`.
+    pub fn set_cache(&self, cache: &'static str, entries: u64, bytes: u64) {
+        let label = CacheLabel { cache };
+        let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        self.cache_entries.get_or_create(&label).set(gauge(entries));
+        self.cache_bytes.get_or_create(&label).set(gauge(bytes));
     }
 
     /// Renders every metric in the OpenMetrics text format.

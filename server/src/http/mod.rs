@@ -182,6 +182,7 @@ pub fn metrics_router(state: Arc<AppState>) -> Router {
 async fn metrics(
     axum::extract::State(state): axum::extract::State<Arc<AppState>>,
 ) -> impl axum::response::IntoResponse {
+    state.jmap.loader.report_caches().await;
     (
         [(
             header::CONTENT_TYPE,

@@ -1073,46 +1073,72 @@ fn transfer_decode(encoding: TransferEncoding, input: &[u8], out: &mut impl Sink
     }
 }
 
+/// The value of each octet in the base64 alphabet (RFC 2045 §6.8, Table 1);
+/// [`NOT_BASE64`] for every other octet.
+const BASE64_VALUES: [u8; 256] = {
+    let mut table = [NOT_BASE64; 256];
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut i = 0;
+    while i < alphabet.len() {
+        table[alphabet[i] as usize] = i as u8;
+        i += 1;
+    }
+    table
+};
+const NOT_BASE64: u8 = 0xff;
+
 /// RFC 2045 §6.8: characters outside the alphabet are ignored (non-space ones
 /// make the data malformed); `=` ends a quantum, decoding resumes after it
-/// (concatenated encodings).
+/// (concatenated encodings). Four alphabet characters at a quantum boundary,
+/// nearly all of a body, are decoded together.
 fn base64_decode(input: &[u8], out: &mut impl Sink) -> bool {
     let mut acc: u32 = 0;
     let mut count = 0;
     let mut problem = false;
-    for &byte in input {
-        let value = match byte {
-            b'A'..=b'Z' => byte - b'A',
-            b'a'..=b'z' => byte - b'a' + 26,
-            b'0'..=b'9' => byte - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            b'=' => {
-                match count {
-                    2 => out.push((acc >> 4) as u8),
-                    3 => {
-                        out.push((acc >> 10) as u8);
-                        out.push((acc >> 2) as u8);
+    let mut i = 0;
+    while i < input.len() {
+        if count == 0
+            && let Some(&[a, b, c, d]) = input.get(i..i + 4)
+        {
+            let values = [a, b, c, d].map(|octet| BASE64_VALUES[usize::from(octet)]);
+            if values.iter().all(|&value| value != NOT_BASE64) {
+                let quantum = values
+                    .iter()
+                    .fold(0u32, |quantum, &value| (quantum << 6) | u32::from(value));
+                out.extend_from(&[(quantum >> 16) as u8, (quantum >> 8) as u8, quantum as u8]);
+                i += 4;
+                continue;
+            }
+        }
+        let byte = input[i];
+        i += 1;
+        let value = match BASE64_VALUES[usize::from(byte)] {
+            NOT_BASE64 => {
+                match byte {
+                    b'=' => {
+                        match count {
+                            2 => out.push((acc >> 4) as u8),
+                            3 => {
+                                out.push((acc >> 10) as u8);
+                                out.push((acc >> 2) as u8);
+                            }
+                            1 => problem = true,
+                            _ => {}
+                        }
+                        acc = 0;
+                        count = 0;
                     }
-                    1 => problem = true,
-                    _ => {}
+                    b' ' | b'\t' | b'\r' | b'\n' => {}
+                    _ => problem = true,
                 }
-                acc = 0;
-                count = 0;
                 continue;
             }
-            b' ' | b'\t' | b'\r' | b'\n' => continue,
-            _ => {
-                problem = true;
-                continue;
-            }
+            value => value,
         };
         acc = (acc << 6) | u32::from(value);
         count += 1;
         if count == 4 {
-            out.push((acc >> 16) as u8);
-            out.push((acc >> 8) as u8);
-            out.push(acc as u8);
+            out.extend_from(&[(acc >> 16) as u8, (acc >> 8) as u8, acc as u8]);
             acc = 0;
             count = 0;
         }
@@ -1149,21 +1175,26 @@ fn quoted_printable_decode(input: &[u8], out: &mut impl Sink) -> bool {
         };
         let mut i = 0;
         while i < content.len() {
-            let byte = content[i];
-            if byte == b'='
-                && let (Some(high), Some(low)) = (
-                    content.get(i + 1).and_then(|&b| (b as char).to_digit(16)),
-                    content.get(i + 2).and_then(|&b| (b as char).to_digit(16)),
-                )
-            {
+            // The octets up to the next `=` stand for themselves.
+            let literal = content[i..]
+                .iter()
+                .position(|&b| b == b'=')
+                .map_or(content.len(), |at| i + at);
+            out.extend_from(&content[i..literal]);
+            i = literal;
+            if i == content.len() {
+                break;
+            }
+            if let (Some(high), Some(low)) = (
+                content.get(i + 1).and_then(|&b| (b as char).to_digit(16)),
+                content.get(i + 2).and_then(|&b| (b as char).to_digit(16)),
+            ) {
                 out.push((high * 16 + low) as u8);
                 i += 3;
                 continue;
             }
-            if byte == b'=' {
-                problem = true;
-            }
-            out.push(byte);
+            problem = true;
+            out.push(b'=');
             i += 1;
         }
         if !soft {
@@ -1213,6 +1244,14 @@ mod tests {
         assert_eq!(decode(Base64, b"aGVsbG8"), (b"hello".to_vec(), false));
         assert_eq!(decode(Base64, b"aGVs!bG8="), (b"hello".to_vec(), true));
         assert_eq!(decode(Base64, b"aGk=aGk="), (b"hihi".to_vec(), false));
+        // A quantum split by a line break, and one by an octet outside the alphabet.
+        assert_eq!(decode(Base64, b"aGV\r\nsbG8="), (b"hello".to_vec(), false));
+        assert_eq!(decode(Base64, b"aG\x80VsbG8="), (b"hello".to_vec(), true));
+        // Every octet value, encoded as mail is (lines of 76), decodes back.
+        let octets: Vec<u8> = (0..=255u8).cycle().take(3000).collect();
+        let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &octets);
+        let lines: Vec<&[u8]> = encoded.as_bytes().chunks(76).collect();
+        assert_eq!(decode(Base64, &lines.join(&b"\r\n"[..])), (octets, false));
         assert_eq!(
             decode(QuotedPrintable, b"caf=C3=a9 =\r\nau lait  \r\nx=\nend=4"),
             (b"caf\xc3\xa9 au lait\r\nxend=4".to_vec(), true)

@@ -134,6 +134,16 @@ async fn header_level_parses_header_blocks_only() {
             .await,
         2.0
     );
+    // The cache gauges show what the header cache holds: the 100 blocks.
+    assert_eq!(
+        app.metric("fastview_cache_entries{cache=\"header\"}").await,
+        100.0
+    );
+    let bytes = app.metric("fastview_cache_bytes{cache=\"header\"}").await;
+    assert!(
+        bytes > 100.0 * 100.0,
+        "{bytes} octets for 100 header blocks"
+    );
 }
 
 #[tokio::test]
