@@ -1,0 +1,50 @@
+#!/bin/bash
+# loadtest/scale-run.sh DATA_DIR [SCENARIO...]
+#
+# Issue 15's scale run (ADR 0002): ACCOUNTS x MESSAGES of CORPUS seeded into
+# DATA_DIR once (skipped when DATA_DIR/seeded exists; with DATABASE_URL the
+# rows go to that PostgreSQL database, the blobs to DATA_DIR), then for each
+# scenario (default: adr-0013 webmail) the server, pinned to core 0, serves
+# while `fastview-loadtest` on core 1 runs it at USERS_PER_HOUR for DURATION
+# with every account active (after its warm-up login of each). Prints the
+# load test's table, then the server's anonymous memory (RssAnon: the mapped
+# database file is not the server's memory) and what its caches hold.
+#
+# Environment: BIN, LOADTEST (default the release builds), ACCOUNTS (10000),
+# MESSAGES (100), USERS_PER_HOUR (300000), DURATION (60s), CORPUS,
+# DATABASE_URL, PORT (18104), METRICS_PORT (19104), SERVE_ARGS (more flags
+# for `serve`).
+set -euo pipefail
+DATA=$1; shift
+SCENARIOS=("$@"); [ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(adr-0013 webmail)
+ROOT=$(dirname "$0")/..
+BIN=${BIN:-$ROOT/target/release/fastview}
+LOADTEST=${LOADTEST:-$ROOT/target/release/fastview-loadtest}
+ACCOUNTS=${ACCOUNTS:-10000}; MESSAGES=${MESSAGES:-100}
+USERS_PER_HOUR=${USERS_PER_HOUR:-300000}; DURATION=${DURATION:-60s}
+CORPUS=${CORPUS:-$ROOT/../shared/corpus}
+PORT=${PORT:-18104}; METRICS_PORT=${METRICS_PORT:-19104}
+DB=(); [ -n "${DATABASE_URL:-}" ] && DB=(--database-url "$DATABASE_URL")
+
+if [ ! -e "$DATA/seeded" ]; then
+  start=$(date +%s)
+  "$BIN" --data-dir "$DATA" "${DB[@]}" seed --accounts "$ACCOUNTS" \
+    --messages-per-account "$MESSAGES" --from "$CORPUS" --password secret | tail -1
+  echo "seeded in $(( $(date +%s) - start )) s"
+  touch "$DATA/seeded"
+fi
+
+# shellcheck disable=SC2086
+taskset -c 0 "$BIN" --data-dir "$DATA" "${DB[@]}" serve --listen 127.0.0.1:$PORT \
+  --metrics-listen 127.0.0.1:$METRICS_PORT ${SERVE_ARGS:-} > "$DATA/server.log" 2>&1 &
+PID=$!
+trap 'kill $PID 2>/dev/null || true' EXIT
+for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:$PORT/.well-known/jmap && break; sleep 0.2; done
+for scenario in "${SCENARIOS[@]}"; do
+  echo "== $scenario at $USERS_PER_HOUR users/hour, $ACCOUNTS accounts active"
+  taskset -c 1 "$LOADTEST" --host http://127.0.0.1:$PORT --scenario "$scenario" \
+    --users-per-hour "$USERS_PER_HOUR" --duration "$DURATION" --accounts "$ACCOUNTS" \
+    --password secret || true
+  grep -E '^(RssAnon|VmRSS)' "/proc/$PID/status"
+  curl -s http://127.0.0.1:$METRICS_PORT/metrics | grep -E '^fastview_cache_(entries|bytes)'
+done
