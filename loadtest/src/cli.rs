@@ -53,6 +53,20 @@ pub enum Command {
     /// Find the highest users/hour at which the whole-scenario p99 stays
     /// under --p99-ms with no failure.
     Capacity(CapacityArgs),
+    /// Serve the HTTP + JSON floor: a fixed answer to every JSON POST on
+    /// /jmap/api (issue 20; loadtest/floor-ratio.sh).
+    Floor(FloorArgs),
+}
+
+/// Options of `floor`.
+#[derive(Args, Debug, Clone)]
+pub struct FloorArgs {
+    /// Loopback address to listen on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:18110")]
+    pub listen: std::net::SocketAddr,
+    /// File holding the octets to answer with (a real server's answer).
+    #[arg(long, value_name = "FILE")]
+    pub answer: PathBuf,
 }
 
 /// Options every mode shares: where, what and as whom.
@@ -188,6 +202,9 @@ impl CapacityArgs {
 pub async fn execute(cli: Cli) -> ExitCode {
     let outcome = match (cli.command, cli.target, cli.run) {
         (Some(Command::Capacity(args)), _, _) => capacity(args).await,
+        (Some(Command::Floor(args)), _, _) => crate::floor::serve_floor(args.listen, &args.answer)
+            .await
+            .map(|()| true),
         (None, Some(target), Some(args)) => run(&target, args).await,
         // clap requires both when there is no subcommand.
         (None, _, _) => Err(anyhow::anyhow!(

@@ -14,6 +14,7 @@
 //! | [`run`]       | goose wiring: [`run_scenario`] and its [`RunReport`] |
 //! | [`compare`]   | `--compare`: two hosts side by side |
 //! | [`capacity`]  | `capacity`: the highest rate that holds a p99 |
+//! | [`floor`]     | `floor`: the HTTP + JSON floor the fast view is measured against |
 //!
 //! # Use from a test
 //!
@@ -39,6 +40,7 @@ pub mod capacity;
 pub mod cli;
 pub mod compare;
 pub mod config;
+pub mod floor;
 pub mod jmap;
 pub mod run;
 pub mod scenario;
