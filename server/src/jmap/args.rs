@@ -1,6 +1,8 @@
 //! Parsing method arguments: typed structs from the `arguments` object, with
 //! serde errors turned into `invalidArguments`, and the `accountId` check.
 
+use std::sync::LazyLock;
+
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
@@ -43,11 +45,19 @@ pub fn check_set_size(count: usize, limit: u64) -> Result<(), MethodError> {
     }
 }
 
+/// The format of [`utc_date`], parsed once: parsing it again for every
+/// date was 1.5 % of a list view's CPU (ADR 0003).
+static UTC_DATE_ITEMS: LazyLock<Vec<chrono::format::Item<'static>>> = LazyLock::new(|| {
+    chrono::format::StrftimeItems::new("%Y-%m-%dT%H:%M:%SZ")
+        .parse_to_owned()
+        .unwrap_or_default()
+});
+
 /// A UTCDate (RFC 8620 §1.4) of Unix seconds: `2024-01-02T03:04:05Z`.
 pub fn utc_date(seconds: i64) -> String {
     chrono::DateTime::from_timestamp(seconds, 0)
         .unwrap_or_default()
-        .format("%Y-%m-%dT%H:%M:%SZ")
+        .format_with_items(UTC_DATE_ITEMS.iter())
         .to_string()
 }
 
@@ -57,4 +67,28 @@ pub fn parse_utc_date(value: &str) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(value)
         .ok()
         .map(|date| date.timestamp())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_dates_are_rfc8620_and_as_chrono_formats_them() {
+        assert_eq!(utc_date(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_date(1_704_164_645), "2024-01-02T03:04:05Z");
+        for seconds in [
+            -62_135_596_800,
+            -1,
+            253_402_300_799,
+            253_402_300_800,
+            i64::MAX,
+        ] {
+            let by_string = chrono::DateTime::from_timestamp(seconds, 0)
+                .unwrap_or_default()
+                .format("%Y-%m-%dT%H:%M:%SZ")
+                .to_string();
+            assert_eq!(utc_date(seconds), by_string, "{seconds}");
+        }
+    }
 }
