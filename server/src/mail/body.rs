@@ -1093,7 +1093,7 @@ const NOT_BASE64: u8 = 0xff;
 /// nearly all of a body, are decoded together.
 fn base64_decode(input: &[u8], out: &mut impl Sink) -> bool {
     let mut acc: u32 = 0;
-    let mut count = 0;
+    let mut count: u32 = 0;
     let mut problem = false;
     let mut i = 0;
     while i < input.len() {
@@ -1116,15 +1116,7 @@ fn base64_decode(input: &[u8], out: &mut impl Sink) -> bool {
             NOT_BASE64 => {
                 match byte {
                     b'=' => {
-                        match count {
-                            2 => out.push((acc >> 4) as u8),
-                            3 => {
-                                out.push((acc >> 10) as u8);
-                                out.push((acc >> 2) as u8);
-                            }
-                            1 => problem = true,
-                            _ => {}
-                        }
+                        problem |= end_quantum(acc, count, out);
                         acc = 0;
                         count = 0;
                     }
@@ -1143,16 +1135,23 @@ fn base64_decode(input: &[u8], out: &mut impl Sink) -> bool {
             count = 0;
         }
     }
+    problem | end_quantum(acc, count, out)
+}
+
+/// Writes the octets of a quantum cut short (by `=` or the end of the data)
+/// after `count` of its characters, whose bits are in `acc`; returns whether
+/// it was malformed (a single character carries no whole octet).
+fn end_quantum(acc: u32, count: u32, out: &mut impl Sink) -> bool {
     match count {
         2 => out.push((acc >> 4) as u8),
         3 => {
             out.push((acc >> 10) as u8);
             out.push((acc >> 2) as u8);
         }
-        1 => problem = true,
+        1 => return true,
         _ => {}
     }
-    problem
+    false
 }
 
 /// RFC 2045 §6.7: `=XX` (either case) is an octet, `=` at the end of a line
