@@ -27,6 +27,8 @@ PIDS=()
 trap 'kill "${PIDS[@]}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 AUTH=$(printf 'user1@example.com:secret' | base64)
 URL=http://127.0.0.1:$PORT
+# shellcheck source=loadtest/email-get-request.sh
+. "$(dirname "$0")/email-get-request.sh"
 api() { curl -s -H "Authorization: Basic $AUTH" -H 'Content-Type: application/json' "$URL/jmap/api" -d "$1"; }
 
 "$BIN" --data-dir "$WORK/data" seed --accounts "$ACCOUNTS" --messages-per-account "$MESSAGES" \
@@ -35,37 +37,15 @@ taskset -c 0 "$BIN" --data-dir "$WORK/data" serve --listen 127.0.0.1:$PORT --met
   > "$WORK/server.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 50); do curl -s -o /dev/null $URL/.well-known/jmap && break; sleep 0.2; done
-ACCOUNT=$(curl -s -H "Authorization: Basic $AUTH" $URL/.well-known/jmap \
-  | python3 -c 'import json,sys; print(json.load(sys.stdin)["primaryAccounts"]["urn:ietf:params:jmap:mail"])')
-QUERY=$(api "{\"using\":[\"urn:ietf:params:jmap:core\",\"urn:ietf:params:jmap:mail\"],\"methodCalls\":[[\"Email/query\",{\"accountId\":\"$ACCOUNT\",\"limit\":30,\"sort\":[{\"property\":\"receivedAt\",\"isAscending\":false}]},\"q\"]]}")
 
 for LEVEL in "${LEVELS[@]}"; do
-  case $LEVEL in
-    open) PROPERTIES='["id","textBody","htmlBody","attachments","bodyValues"]'; FETCH=true ;;
-    fastview) PROPERTIES='["id","threadId","mailboxIds","keywords","hasAttachment","from","to","subject","receivedAt","size","preview"]'; FETCH=false ;;
-    metadata) PROPERTIES='["id","mailboxIds","keywords"]'; FETCH=false ;;
-    *) echo "unknown level $LEVEL" >&2; exit 2 ;;
-  esac
-  BODY=$(python3 -c '
-import json, sys
-ids = json.loads(sys.argv[1])["methodResponses"][0][1]["ids"]
-print(json.dumps({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
-  "methodCalls": [["Email/get", {"accountId": sys.argv[2], "ids": ids,
-    "properties": json.loads(sys.argv[3]), "fetchAllBodyValues": sys.argv[4] == "true"}, "g"]]}))
-' "$QUERY" "$ACCOUNT" "$PROPERTIES" "$FETCH")
+  email_get_request $URL "$LEVEL" "$WORK/request.lua"
   api "$BODY" > "$WORK/$LEVEL.answer"
   FLOOR_PORT=$((PORT + 1))
   taskset -c 0 "$LOADTEST" floor --listen 127.0.0.1:$FLOOR_PORT --answer "$WORK/$LEVEL.answer" \
     2> "$WORK/floor.log" &
   FLOOR=$!
   for _ in $(seq 50); do curl -s -o /dev/null -d '{}' http://127.0.0.1:$FLOOR_PORT/jmap/api && break; sleep 0.2; done
-  python3 - "$BODY" "$AUTH" > "$WORK/request.lua" <<'EOF'
-import json, sys
-print('wrk.method = "POST"')
-print('wrk.body = ' + json.dumps(sys.argv[1]))
-print('wrk.headers["Content-Type"] = "application/json"')
-print('wrk.headers["Authorization"] = "Basic ' + sys.argv[2] + '"')
-EOF
   echo "== $LEVEL: Email/get of 30 ids, a $(wc -c < "$WORK/$LEVEL.answer")-octet answer"
   rm -f "$WORK"/*.rates
   for round in $(seq "$ROUNDS"); do

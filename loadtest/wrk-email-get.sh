@@ -22,12 +22,8 @@ PORT=${PORT:-18102}
 WORK=$(mktemp -d)
 PIDS=()
 trap 'kill "${PIDS[@]}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
-case $LEVEL in
-  open) PROPERTIES='["id","textBody","htmlBody","attachments","bodyValues"]'; FETCH=true ;;
-  fastview) PROPERTIES='["id","threadId","mailboxIds","keywords","hasAttachment","from","to","subject","receivedAt","size","preview"]'; FETCH=false ;;
-  metadata) PROPERTIES='["id","mailboxIds","keywords"]'; FETCH=false ;;
-  *) echo "unknown level $LEVEL" >&2; exit 2 ;;
-esac
+# shellcheck source=loadtest/email-get-request.sh
+. "$(dirname "$0")/email-get-request.sh"
 AUTH=$(printf 'user1@example.com:secret' | base64)
 api() { curl -s -H "Authorization: Basic $AUTH" -H 'Content-Type: application/json' "$1/jmap/api" -d "$2"; }
 for side in before after; do
@@ -40,24 +36,7 @@ for side in before after; do
   PIDS+=($!)
   URL=http://127.0.0.1:$P
   for _ in $(seq 50); do curl -s -o /dev/null $URL/.well-known/jmap && break; sleep 0.2; done
-  # The first account's newest 30 emails, then the request wrk repeats.
-  ACCOUNT=$(curl -s -H "Authorization: Basic $AUTH" $URL/.well-known/jmap \
-    | python3 -c 'import json,sys; print(json.load(sys.stdin)["primaryAccounts"]["urn:ietf:params:jmap:mail"])')
-  QUERY=$(api $URL "{\"using\":[\"urn:ietf:params:jmap:core\",\"urn:ietf:params:jmap:mail\"],\"methodCalls\":[[\"Email/query\",{\"accountId\":\"$ACCOUNT\",\"limit\":30,\"sort\":[{\"property\":\"receivedAt\",\"isAscending\":false}]},\"q\"]]}")
-  BODY=$(python3 -c '
-import json, sys
-ids = json.loads(sys.argv[1])["methodResponses"][0][1]["ids"]
-print(json.dumps({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
-  "methodCalls": [["Email/get", {"accountId": sys.argv[2], "ids": ids,
-    "properties": json.loads(sys.argv[3]), "fetchAllBodyValues": sys.argv[4] == "true"}, "g"]]}))
-' "$QUERY" "$ACCOUNT" "$PROPERTIES" "$FETCH")
-  python3 - "$BODY" "$AUTH" > "$WORK/$side.lua" <<'EOF'
-import json, sys
-print('wrk.method = "POST"')
-print('wrk.body = ' + json.dumps(sys.argv[1]))
-print('wrk.headers["Content-Type"] = "application/json"')
-print('wrk.headers["Authorization"] = "Basic ' + sys.argv[2] + '"')
-EOF
+  email_get_request $URL "$LEVEL" "$WORK/$side.lua"
   echo "$side: $BIN at $URL ($LEVEL, 30 ids, a $(api $URL "$BODY" | wc -c)-octet answer)"
 done
 for round in $(seq "$ROUNDS"); do
