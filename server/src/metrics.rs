@@ -30,7 +30,12 @@
 //! - `fastview_cache_entries{cache="header|fast_view|structure"}`,
 //!   `fastview_cache_bytes{cache}` (gauges, read when scraped: what the
 //!   Email/get caches hold; bytes are the caches' own weights, the bound
-//!   `serve --header-cache-mb` and its siblings set)
+//!   `serve --header-cache-mb` and its siblings set; `metadata` holds
+//!   the snapshots of mailboxIds and keywords taken at an Email state)
+//! - `fastview_metadata_snapshots_total{result="hit|stale|miss"}` (Email/get
+//!   calls whose metadata came from snapshots at the account's current
+//!   Email state — `hit` — or from the store: `stale`, every id had a
+//!   snapshot but the state had moved on; `miss`, some id had none)
 //!
 //! No label carries an account.
 
@@ -79,6 +84,13 @@ pub struct CacheLabel {
     pub cache: &'static str,
 }
 
+/// `result` label of `fastview_metadata_snapshots_total`: `hit`, `stale`
+/// or `miss`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SnapshotLabel {
+    pub result: &'static str,
+}
+
 /// `method` label of the per-method latency histogram.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MethodLabel {
@@ -111,6 +123,7 @@ pub struct Metrics {
     pub upstream_sync_seconds: Histogram,
     pub cache_entries: Family<CacheLabel, Gauge>,
     pub cache_bytes: Family<CacheLabel, Gauge>,
+    pub metadata_snapshots: Family<SnapshotLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -232,8 +245,15 @@ impl Metrics {
             "Octets an Email/get cache holds, by its own weights",
             cache_bytes.clone(),
         );
+        let metadata_snapshots = Family::<SnapshotLabel, Counter>::default();
+        registry.register(
+            "fastview_metadata_snapshots",
+            "Email/get metadata from snapshots at the current Email state (hit) or the store",
+            metadata_snapshots.clone(),
+        );
         Self {
             registry,
+            metadata_snapshots,
             cache_entries,
             cache_bytes,
             upstream_round_trips,
@@ -312,6 +332,14 @@ impl Metrics {
     pub fn count_blob_read(&self, bytes: usize) {
         self.blob_reads.inc();
         self.blob_read_bytes.inc_by(bytes as u64);
+    }
+
+    /// Counts one Email/get's metadata read: `hit`, `stale` or `miss`
+    /// (`fastview_metadata_snapshots_total`).
+    pub fn count_snapshot(&self, result: &'static str) {
+        self.metadata_snapshots
+            .get_or_create(&SnapshotLabel { result })
+            .inc();
     }
 
     /// Sets the gauges of one cache: `entries` held, weighing `bytes`.

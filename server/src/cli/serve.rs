@@ -58,6 +58,11 @@ pub struct ServeArgs {
     /// Stored part trees (the structure read level) cached in memory, MiB.
     #[arg(long, env = "FASTVIEW_STRUCTURE_CACHE_MB", default_value_t = CacheSizes::default().structure_bytes >> 20)]
     pub structure_cache_mb: u64,
+    /// Snapshots of mailboxIds and keywords at an account's Email state,
+    /// checked against the state on every Email/get, MiB (about 200 bytes
+    /// a message).
+    #[arg(long, env = "FASTVIEW_METADATA_CACHE_MB", default_value_t = CacheSizes::default().metadata_bytes >> 20)]
+    pub metadata_cache_mb: u64,
     /// Minutes between runs of the blob garbage collector (as `fastview gc`;
     /// the first run starts with the server); 0 turns it off.
     #[arg(long, env = "FASTVIEW_GC_EVERY_MINUTES", default_value_t = 60)]
@@ -195,6 +200,7 @@ impl ServeArgs {
                 header_bytes: self.header_cache_mb << 20,
                 fast_view_bytes: self.fast_view_cache_mb << 20,
                 structure_bytes: self.structure_cache_mb << 20,
+                metadata_bytes: self.metadata_cache_mb << 20,
             },
             connections: ConnectionLimits {
                 header_read_timeout: Duration::from_secs(self.header_read_timeout),

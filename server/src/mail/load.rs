@@ -3,12 +3,17 @@
 //! blob store only for body values (the byte ranges of the parts decoded,
 //! [`EmailLoader::load_bodies`]) and at the full level (whole messages).
 //!
-//! The moka caches hold only immutable data (parsed header blocks,
-//! projection rows and part trees, keyed by email id), never keywords or
-//! mailboxIds, so several server nodes need no cache invalidation. They are
-//! bounded in bytes.
+//! The moka caches hold only immutable data, so several server nodes need
+//! no cache invalidation: parsed header blocks, projection rows and part
+//! trees, keyed by email id; and metadata snapshots, keyed by account and
+//! email id, each the mailboxIds and keywords an email had at one Email
+//! state of its account. A snapshot is served only when the store's current
+//! Email state is the one it was read at (every change to an email's
+//! mailboxIds or keywords advances that state in the same transaction,
+//! RFC 8620 §5.1), so one single-row read of the state stands in for the
+//! metadata rows. The caches are bounded in bytes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -126,6 +131,9 @@ pub struct CacheSizes {
     pub fast_view_bytes: u64,
     /// Part trees, about 1 KiB per message of real mail: 64 MiB by default.
     pub structure_bytes: u64,
+    /// Metadata snapshots, about 200 octets per message: 64 MiB by default,
+    /// about 300,000 messages (the newest 30 of 10,000 mailboxes).
+    pub metadata_bytes: u64,
 }
 
 impl Default for CacheSizes {
@@ -134,6 +142,7 @@ impl Default for CacheSizes {
             header_bytes: 256 << 20,
             fast_view_bytes: 32 << 20,
             structure_bytes: 64 << 20,
+            metadata_bytes: 64 << 20,
         }
     }
 }
@@ -146,7 +155,26 @@ pub struct EmailLoader {
     headers: Cache<i64, Arc<HeaderFields>>,
     fast_views: Cache<i64, FastView>,
     structures: Cache<i64, Arc<BodyStructure>>,
+    /// (account, email id) → (Email state, metadata at that state).
+    metas: Cache<(i64, i64), Arc<Snapshot>>,
     work: Arc<WorkPool>,
+}
+
+/// An email's metadata as read at one Email state of its account.
+struct Snapshot {
+    state: i64,
+    meta: EmailMeta,
+}
+
+impl Snapshot {
+    /// Octets held, for the cache's bound: the fixed fields and the heap
+    /// parts (blob id, mailbox ids, keywords).
+    fn weight(&self) -> u32 {
+        let meta = &self.meta;
+        let keywords: usize = meta.keywords.iter().map(|k| k.len() + 24).sum();
+        (96 + meta.blob_id.len() + 8 * meta.mailbox_ids.len() + keywords).min(u32::MAX as usize)
+            as u32
+    }
 }
 
 impl EmailLoader {
@@ -175,6 +203,10 @@ impl EmailLoader {
                 tree.weight().min(u32::MAX as usize) as u32
             })
             .build();
+        let metas = Cache::builder()
+            .max_capacity(sizes.metadata_bytes)
+            .weigher(|_: &(i64, i64), snapshot: &Arc<Snapshot>| snapshot.weight())
+            .build();
         Self {
             store,
             blobs,
@@ -182,6 +214,7 @@ impl EmailLoader {
             headers,
             fast_views,
             structures,
+            metas,
             work,
         }
     }
@@ -192,6 +225,7 @@ impl EmailLoader {
         self.headers.run_pending_tasks().await;
         self.fast_views.run_pending_tasks().await;
         self.structures.run_pending_tasks().await;
+        self.metas.run_pending_tasks().await;
         let report = |name, entries, bytes| self.metrics.set_cache(name, entries, bytes);
         report(
             "header",
@@ -207,6 +241,11 @@ impl EmailLoader {
             "structure",
             self.structures.entry_count(),
             self.structures.weighted_size(),
+        );
+        report(
+            "metadata",
+            self.metas.entry_count(),
+            self.metas.weighted_size(),
         );
     }
 
@@ -232,7 +271,7 @@ impl EmailLoader {
         account: i64,
         ids: &[i64],
     ) -> Result<(Vec<LoadedEmail>, i64), LoadError> {
-        let (metas, email_state) = self.store.email_meta_and_state(account, ids).await?;
+        let (metas, email_state) = self.metas_and_state(account, ids).await?;
         let loaded = metas
             .into_iter()
             .map(|meta| LoadedEmail {
@@ -245,6 +284,58 @@ impl EmailLoader {
             })
             .collect();
         Ok((loaded, email_state))
+    }
+
+    /// The metadata of the ids in the account (each once) and its Email
+    /// state: from the snapshots when every id has one, all at the same
+    /// state, and that state is still the account's (one single-row read);
+    /// else from the store, whose rows become the snapshots at the state
+    /// read with them.
+    async fn metas_and_state(
+        &self,
+        account: i64,
+        ids: &[i64],
+    ) -> Result<(Vec<EmailMeta>, i64), LoadError> {
+        let mut seen = HashSet::with_capacity(ids.len());
+        let mut snapshots = Vec::with_capacity(ids.len());
+        for &id in ids {
+            if !seen.insert(id) {
+                continue;
+            }
+            match self.metas.get(&(account, id)).await {
+                Some(snapshot)
+                    if snapshots
+                        .first()
+                        .is_none_or(|first: &Arc<Snapshot>| first.state == snapshot.state) =>
+                {
+                    snapshots.push(snapshot)
+                }
+                _ => {
+                    snapshots.clear();
+                    break;
+                }
+            }
+        }
+        let result = match snapshots.first() {
+            Some(first) if self.store.email_state(account).await? == first.state => {
+                self.metrics.count_snapshot("hit");
+                let state = first.state;
+                let metas = snapshots.iter().map(|s| s.meta.clone()).collect();
+                return Ok((metas, state));
+            }
+            Some(_) => "stale",
+            None => "miss",
+        };
+        self.metrics.count_snapshot(result);
+        let (metas, state) = self.store.email_meta_and_state(account, ids).await?;
+        for meta in &metas {
+            let snapshot = Arc::new(Snapshot {
+                state,
+                meta: meta.clone(),
+            });
+            self.metas.insert((account, meta.id), snapshot).await;
+        }
+        Ok((metas, state))
     }
 
     /// The rest of [`EmailLoader::load`]: what the plan's level needs of

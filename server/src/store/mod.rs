@@ -803,15 +803,24 @@ pub trait Store: Send + Sync + 'static {
     /// Metadata of the given emails that exist in the account, in no set order.
     async fn email_meta(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<EmailMeta>>;
     /// [`Store::email_meta`] and the account's Email state, read together
-    /// (the metadata read level of Email/get needs nothing else). A backend
-    /// may answer both from one statement; the default makes two calls.
+    /// (the metadata read level of Email/get needs nothing else). The rows
+    /// are at least as new as the state: a backend may answer both from one
+    /// statement; the default reads the state first, then the rows, so a
+    /// write between the two reads leaves a state older than the rows,
+    /// never newer (a metadata snapshot taken at it is never served).
     async fn email_meta_and_state(
         &self,
         account: i64,
         ids: &[i64],
     ) -> StoreResult<(Vec<EmailMeta>, i64)> {
-        let metas = self.email_meta(account, ids).await?;
-        Ok((metas, self.states(account).await?.email))
+        let state = self.states(account).await?.email;
+        Ok((self.email_meta(account, ids).await?, state))
+    }
+    /// The account's Email state alone (RFC 8620 §5.1 `state` of Email/get):
+    /// what [`crate::mail::load::EmailLoader`] checks its metadata snapshots
+    /// against. `NotFound` for no such account.
+    async fn email_state(&self, account: i64) -> StoreResult<i64> {
+        Ok(self.states(account).await?.email)
     }
     /// Header blocks of the given emails (ids must belong to the account).
     async fn header_blocks(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, Vec<u8>)>>;

@@ -1360,8 +1360,9 @@ where
         ids: &[i64],
     ) -> StoreResult<(Vec<EmailMeta>, i64)> {
         let Some(sql) = D::SQL.email_meta_and_state else {
-            let metas = self.email_meta(account, ids).await?;
-            return Ok((metas, self.states(account).await?.email));
+            // The state first: rows at least as new as it (Store's contract).
+            let state = self.states(account).await?.email;
+            return Ok((self.email_meta(account, ids).await?, state));
         };
         let row: Option<(i64, String)> = sqlx::query_as(sql)
             .bind(account)

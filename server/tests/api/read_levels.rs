@@ -96,6 +96,60 @@ async fn metadata_level_reads_no_blob_and_parses_nothing() {
     );
 }
 
+/// `(hit, stale, miss)` of `fastview_metadata_snapshots_total` so far.
+async fn snapshots(app: &TestApp) -> (f64, f64, f64) {
+    let mut counts = [0.0; 3];
+    for (count, result) in counts.iter_mut().zip(["hit", "stale", "miss"]) {
+        let name = format!("fastview_metadata_snapshots_total{{result=\"{result}\"}}");
+        *count = app.metric(&name).await;
+    }
+    (counts[0], counts[1], counts[2])
+}
+
+#[tokio::test]
+async fn metadata_snapshots_serve_only_the_current_email_state() {
+    let (app, user, ids) = seeded(30).await;
+    let properties = json!(["mailboxIds", "keywords"]);
+    let first = get(&app, &user, &ids, properties.clone()).await;
+    assert_eq!(snapshots(&app).await, (0.0, 0.0, 1.0));
+    // The same ids again, nothing changed: snapshots, the same answer.
+    assert_eq!(get(&app, &user, &ids, properties.clone()).await, first);
+    assert_eq!(snapshots(&app).await, (1.0, 0.0, 1.0));
+    assert_eq!(
+        app.metric("fastview_cache_entries{cache=\"metadata\"}")
+            .await,
+        30.0
+    );
+
+    // A change to one email advances the Email state: every snapshot of
+    // the account is passed over, the next call reads the store.
+    let set = app
+        .call1(
+            &user,
+            "Email/set",
+            json!({"accountId": user.account_id,
+            "update": {ids[7].clone(): {"keywords/$seen": true}}}),
+        )
+        .await;
+    assert_eq!(set["updated"], json!({ids[7].clone(): null}), "{set}");
+    let after = get(&app, &user, &ids, properties.clone()).await;
+    assert_eq!(snapshots(&app).await, (1.0, 1.0, 1.0));
+    assert_ne!(after["state"], first["state"]);
+    assert_eq!(after["list"][7]["keywords"], json!({"$seen": true}));
+    assert_eq!(after["list"][6]["keywords"], json!({}));
+    assert_eq!(get(&app, &user, &ids, properties.clone()).await, after);
+    assert_eq!(snapshots(&app).await, (2.0, 1.0, 1.0));
+
+    // An id without a snapshot (a new message) reads the store for all.
+    let new =
+        b"From: Bob <bob@example.org>\r\nTo: ann@example.com\r\nSubject: New\r\n\r\nNew one\r\n";
+    let more = app.ingest(&user, &[new.to_vec()], 1_700_000_100).await;
+    let with_new: Vec<String> = ids.iter().chain(&more).cloned().collect();
+    let listed = get(&app, &user, &with_new, properties).await;
+    assert_eq!(listed["list"].as_array().unwrap().len(), 31);
+    assert_eq!(snapshots(&app).await, (2.0, 1.0, 2.0));
+}
+
 #[tokio::test]
 async fn header_level_parses_header_blocks_only() {
     let (app, user, ids) = seeded(100).await;
