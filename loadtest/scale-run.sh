@@ -8,7 +8,8 @@
 # while `fastview-loadtest` on core 1 runs it at USERS_PER_HOUR for DURATION
 # with every account active (after its warm-up login of each). Prints the
 # load test's table, then the server's anonymous memory (RssAnon: the mapped
-# database file is not the server's memory) and what its caches hold.
+# database file is not the server's memory), what its caches hold and how
+# many Email/get calls were answered from metadata snapshots.
 #
 # Environment: BIN, LOADTEST (default the release builds), ACCOUNTS (10000),
 # MESSAGES (100), USERS_PER_HOUR (300000), DURATION (60s), CORPUS,
@@ -46,5 +47,5 @@ for scenario in "${SCENARIOS[@]}"; do
     --users-per-hour "$USERS_PER_HOUR" --duration "$DURATION" --accounts "$ACCOUNTS" \
     --password secret || true
   grep -E '^(RssAnon|VmRSS)' "/proc/$PID/status"
-  curl -s http://127.0.0.1:$METRICS_PORT/metrics | grep -E '^fastview_cache_(entries|bytes)'
+  curl -s http://127.0.0.1:$METRICS_PORT/metrics | grep -E '^fastview_(cache_(entries|bytes)|metadata_snapshots_total)'
 done
