@@ -27,15 +27,16 @@
 //!   `fastview_upstream_fetched_bytes_total` (messages read from the upstream)
 //! - `fastview_upstream_sync_seconds` (histogram: how long one account's
 //!   sync took; with IDLE/NOTIFY this is the lag of a change behind the upstream)
-//! - `fastview_cache_entries{cache="header|fast_view|structure"}`,
+//! - `fastview_cache_entries{cache="header|fast_view|structure|metadata"}`,
 //!   `fastview_cache_bytes{cache}` (gauges, read when scraped: what the
 //!   Email/get caches hold; bytes are the caches' own weights, the bound
 //!   `serve --header-cache-mb` and its siblings set; `metadata` holds
 //!   the snapshots of mailboxIds and keywords taken at an Email state)
 //! - `fastview_metadata_snapshots_total{result="hit|stale|miss"}` (Email/get
-//!   calls whose metadata came from snapshots at the account's current
-//!   Email state — `hit` — or from the store: `stale`, every id had a
-//!   snapshot but the state had moved on; `miss`, some id had none)
+//!   and SearchSnippet/get calls whose metadata came from snapshots at the
+//!   account's current Email state — `hit` — or from the store: `stale`,
+//!   every id had a snapshot at one state but the account's had moved on;
+//!   `miss`, some id had none, or the snapshots were of different states)
 //!
 //! No label carries an account.
 

@@ -131,8 +131,9 @@ pub struct CacheSizes {
     pub fast_view_bytes: u64,
     /// Part trees, about 1 KiB per message of real mail: 64 MiB by default.
     pub structure_bytes: u64,
-    /// Metadata snapshots, about 200 octets per message: 64 MiB by default,
-    /// about 300,000 messages (the newest 30 of 10,000 mailboxes).
+    /// Metadata snapshots, about 330 octets per message with the cache's
+    /// own overhead: 64 MiB by default, about 200,000 messages (the newest
+    /// 30 of 6,000 mailboxes).
     pub metadata_bytes: u64,
 }
 
@@ -167,12 +168,14 @@ struct Snapshot {
 }
 
 impl Snapshot {
-    /// Octets held, for the cache's bound: the fixed fields and the heap
-    /// parts (blob id, mailbox ids, keywords).
+    /// Octets held, for the cache's bound: the `Arc` and the fixed fields
+    /// (128), moka's entry for it (about 128: key, entry info, its nodes in
+    /// the access and write orders) and the heap parts (blob id, mailbox
+    /// ids, keywords).
     fn weight(&self) -> u32 {
         let meta = &self.meta;
         let keywords: usize = meta.keywords.iter().map(|k| k.len() + 24).sum();
-        (96 + meta.blob_id.len() + 8 * meta.mailbox_ids.len() + keywords).min(u32::MAX as usize)
+        (256 + meta.blob_id.len() + 8 * meta.mailbox_ids.len() + keywords).min(u32::MAX as usize)
             as u32
     }
 }
