@@ -10,8 +10,8 @@
 //! state of its account. A snapshot is served only when the store's current
 //! Email state is the one it was read at (every change to an email's
 //! mailboxIds or keywords advances that state in the same transaction,
-//! RFC 8620 §5.1), so one single-row read of the state stands in for the
-//! metadata rows. The caches are bounded in bytes.
+//! RFC 8620 §5.1): the statement that reads the state builds the metadata
+//! rows only when the state has moved. The caches are bounded in bytes.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -290,17 +290,17 @@ impl EmailLoader {
     }
 
     /// The metadata of the ids in the account (each once) and its Email
-    /// state: from the snapshots when every id has one, all at the same
-    /// state, and that state is still the account's (one single-row read);
-    /// else from the store, whose rows become the snapshots at the state
-    /// read with them.
+    /// state, in one statement: when every id has a snapshot, all at the
+    /// same state, the statement reads the rows only if that state is no
+    /// longer the account's (a hit reads one row, the state); rows read
+    /// become the snapshots at the state read with them.
     async fn metas_and_state(
         &self,
         account: i64,
         ids: &[i64],
     ) -> Result<(Vec<EmailMeta>, i64), LoadError> {
         let mut seen = HashSet::with_capacity(ids.len());
-        let mut snapshots = Vec::with_capacity(ids.len());
+        let mut snapshots: Vec<Arc<Snapshot>> = Vec::with_capacity(ids.len());
         for &id in ids {
             if !seen.insert(id) {
                 continue;
@@ -309,7 +309,7 @@ impl EmailLoader {
                 Some(snapshot)
                     if snapshots
                         .first()
-                        .is_none_or(|first: &Arc<Snapshot>| first.state == snapshot.state) =>
+                        .is_none_or(|first| first.state == snapshot.state) =>
                 {
                     snapshots.push(snapshot)
                 }
@@ -319,18 +319,18 @@ impl EmailLoader {
                 }
             }
         }
-        let result = match snapshots.first() {
-            Some(first) if self.store.email_state(account).await? == first.state => {
-                self.metrics.count_snapshot("hit");
-                let state = first.state;
-                let metas = snapshots.iter().map(|s| s.meta.clone()).collect();
-                return Ok((metas, state));
-            }
-            Some(_) => "stale",
-            None => "miss",
+        let known = snapshots.first().map(|first| first.state);
+        let (rows, state) = self
+            .store
+            .email_meta_unless_state(account, ids, known)
+            .await?;
+        let Some(metas) = rows else {
+            self.metrics.count_snapshot("hit");
+            let metas = snapshots.iter().map(|s| s.meta.clone()).collect();
+            return Ok((metas, state));
         };
-        self.metrics.count_snapshot(result);
-        let (metas, state) = self.store.email_meta_and_state(account, ids).await?;
+        self.metrics
+            .count_snapshot(if known.is_some() { "stale" } else { "miss" });
         for meta in &metas {
             let snapshot = Arc::new(Snapshot {
                 state,

@@ -135,10 +135,11 @@ pub struct Statements {
     /// Hot: `$1` account, `$2` list → (id, blob_id, thread_id, size,
     /// received_at, keywords, IdArray).
     pub email_meta: &'static str,
-    /// Hot, optional: `$1` account, `$2` list → one row (email_state, JSON
-    /// array of `[id, blob_id, thread_id, size, received_at, keywords,
-    /// "mailbox ids comma-separated" | null]`): the metadata read level in
-    /// one statement. `None`: two statements.
+    /// Hot, optional: `$1` account, `$2` list, `$3` a known Email state or
+    /// NULL → one row (email_state, JSON array of `[id, blob_id, thread_id,
+    /// size, received_at, keywords, "mailbox ids comma-separated" | null]`,
+    /// or NULL when email_state is `$3`, the array not built): the metadata
+    /// read level in one statement. `None`: two statements.
     pub email_meta_and_state: Option<&'static str>,
     /// Hot: `$1` account, `$2` list → (email_id, header_block).
     pub header_blocks: &'static str,

@@ -813,14 +813,27 @@ pub trait Store: Send + Sync + 'static {
         account: i64,
         ids: &[i64],
     ) -> StoreResult<(Vec<EmailMeta>, i64)> {
-        let state = self.states(account).await?.email;
-        Ok((self.email_meta(account, ids).await?, state))
+        let (metas, state) = self.email_meta_unless_state(account, ids, None).await?;
+        Ok((metas.unwrap_or_default(), state))
     }
-    /// The account's Email state alone (RFC 8620 §5.1 `state` of Email/get):
-    /// what [`crate::mail::load::EmailLoader`] checks its metadata snapshots
-    /// against. `NotFound` for no such account.
-    async fn email_state(&self, account: i64) -> StoreResult<i64> {
-        Ok(self.states(account).await?.email)
+    /// The account's Email state (RFC 8620 §5.1 `state` of Email/get) and,
+    /// unless it is `known`, [`Store::email_meta`] read with it (`None` when
+    /// the state is `known`: the caller holds the rows of that state, the
+    /// metadata snapshots of [`crate::mail::load::EmailLoader`]). Rows at
+    /// least as new as the state, as [`Store::email_meta_and_state`];
+    /// `NotFound` for no such account. The default makes two calls when
+    /// the state has moved.
+    async fn email_meta_unless_state(
+        &self,
+        account: i64,
+        ids: &[i64],
+        known: Option<i64>,
+    ) -> StoreResult<(Option<Vec<EmailMeta>>, i64)> {
+        let state = self.states(account).await?.email;
+        if known == Some(state) {
+            return Ok((None, state));
+        }
+        Ok((Some(self.email_meta(account, ids).await?), state))
     }
     /// Header blocks of the given emails (ids must belong to the account).
     async fn header_blocks(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, Vec<u8>)>>;

@@ -194,11 +194,12 @@ impl Dialect for PostgresDialect {
         // One trip to the database per Email/get instead of two (email_meta,
         // then the state); the mailbox ids comma-separated as on SQLite.
         email_meta_and_state: Some(
-            "SELECT a.email_state, coalesce((SELECT json_agg(json_build_array(e.id, e.blob_id, \
+            "SELECT a.email_state, CASE WHEN a.email_state IS DISTINCT FROM $3::bigint THEN \
+               coalesce((SELECT json_agg(json_build_array(e.id, e.blob_id, \
                e.thread_id, e.size, e.received_at, e.keywords, (SELECT string_agg( \
                x.mailbox_id::text, ',' ORDER BY x.mailbox_id) FROM email_mailboxes x \
                WHERE x.email_id = e.id))) FROM emails e WHERE e.account_id = $1 \
-               AND e.id = any($2)), '[]')::text FROM accounts a WHERE a.id = $1",
+               AND e.id = any($2)), '[]')::text END FROM accounts a WHERE a.id = $1",
         ),
         header_blocks: "SELECT h.email_id, h.header_block FROM email_headers h \
              JOIN emails e ON e.id = h.email_id WHERE e.account_id = $1 AND h.email_id = any($2)",

@@ -1353,23 +1353,31 @@ where
 
     /// With [`super::dialect::Statements::email_meta_and_state`], one
     /// statement and one row: the call pays one trip to the database instead
-    /// of one per row.
-    async fn email_meta_and_state(
+    /// of one per row, and none more when the state has moved.
+    async fn email_meta_unless_state(
         &self,
         account: i64,
         ids: &[i64],
-    ) -> StoreResult<(Vec<EmailMeta>, i64)> {
+        known: Option<i64>,
+    ) -> StoreResult<(Option<Vec<EmailMeta>>, i64)> {
         let Some(sql) = D::SQL.email_meta_and_state else {
             // The state first: rows at least as new as it (Store's contract).
             let state = self.states(account).await?.email;
-            return Ok((self.email_meta(account, ids).await?, state));
+            if known == Some(state) {
+                return Ok((None, state));
+            }
+            return Ok((Some(self.email_meta(account, ids).await?), state));
         };
-        let row: Option<(i64, String)> = sqlx::query_as(sql)
+        let row: Option<(i64, Option<String>)> = sqlx::query_as(sql)
             .bind(account)
             .bind(D::ids(ids))
+            .bind(known)
             .fetch_optional(&self.reader)
             .await?;
         let (state, rows) = row.ok_or(StoreError::NotFound)?;
+        let Some(rows) = rows else {
+            return Ok((None, state));
+        };
         let rows: Vec<MetaRow<Option<String>>> = serde_json::from_str(&rows)
             .map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))?;
         let metas = rows
@@ -1386,7 +1394,7 @@ where
                 },
             )
             .collect();
-        Ok((metas, state))
+        Ok((Some(metas), state))
     }
 
     async fn header_blocks(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, Vec<u8>)>> {

@@ -161,6 +161,28 @@ pub async fn batched_reads_are_account_isolated(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert!(none.is_empty());
+    // Told the current state, the statement builds no rows; told an older
+    // one (or none), the rows of the current state.
+    assert_eq!(
+        store
+            .email_meta_unless_state(ann.id, &asked, Some(state))
+            .await
+            .unwrap(),
+        (None, state)
+    );
+    let (stale, current) = store
+        .email_meta_unless_state(ann.id, &asked, Some(state - 1))
+        .await
+        .unwrap();
+    let mut stale = stale.expect("rows for a state that moved");
+    stale.sort_by_key(|m| m.id);
+    assert_eq!((stale, current), (meta.clone(), state));
+    assert!(matches!(
+        store
+            .email_meta_unless_state(i64::MAX, &asked, Some(state))
+            .await,
+        Err(StoreError::NotFound)
+    ));
     assert_eq!(
         (
             meta[0].id,
