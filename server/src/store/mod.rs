@@ -324,6 +324,22 @@ pub struct EmailMeta {
     pub keywords: Vec<String>,
 }
 
+/// [`Store::email_meta_unless_state`] in two reads: the state first, then
+/// (unless it is `known`) the rows, so the rows are at least as new as the
+/// state, never older.
+pub(crate) async fn meta_unless_state_in_two<S: Store + ?Sized>(
+    store: &S,
+    account: i64,
+    ids: &[i64],
+    known: Option<i64>,
+) -> StoreResult<(Option<Vec<EmailMeta>>, i64)> {
+    let state = store.states(account).await?.email;
+    if known == Some(state) {
+        return Ok((None, state));
+    }
+    Ok((Some(store.email_meta(account, ids).await?), state))
+}
+
 /// A message ready to be stored, prepared by [`crate::mail::ingest`].
 #[derive(Debug, Clone)]
 pub struct NewEmail {
@@ -829,11 +845,7 @@ pub trait Store: Send + Sync + 'static {
         ids: &[i64],
         known: Option<i64>,
     ) -> StoreResult<(Option<Vec<EmailMeta>>, i64)> {
-        let state = self.states(account).await?.email;
-        if known == Some(state) {
-            return Ok((None, state));
-        }
-        Ok((Some(self.email_meta(account, ids).await?), state))
+        meta_unless_state_in_two(self, account, ids, known).await
     }
     /// Header blocks of the given emails (ids must belong to the account).
     async fn header_blocks(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, Vec<u8>)>>;

@@ -1361,12 +1361,7 @@ where
         known: Option<i64>,
     ) -> StoreResult<(Option<Vec<EmailMeta>>, i64)> {
         let Some(sql) = D::SQL.email_meta_and_state else {
-            // The state first: rows at least as new as it (Store's contract).
-            let state = self.states(account).await?.email;
-            if known == Some(state) {
-                return Ok((None, state));
-            }
-            return Ok((Some(self.email_meta(account, ids).await?), state));
+            return super::meta_unless_state_in_two(self, account, ids, known).await;
         };
         let row: Option<(i64, Option<String>)> = sqlx::query_as(sql)
             .bind(account)
