@@ -135,12 +135,12 @@ pub struct Statements {
     /// Hot: `$1` account, `$2` list → (id, blob_id, thread_id, size,
     /// received_at, keywords, IdArray).
     pub email_meta: &'static str,
-    /// Hot, optional: `$1` account, `$2` list, `$3` a known Email state or
-    /// NULL → one row (email_state, JSON array of `[id, blob_id, thread_id,
-    /// size, received_at, keywords, "mailbox ids comma-separated" | null]`,
-    /// or NULL when email_state is `$3`, the array not built): the metadata
-    /// read level in one statement. `None`: two statements.
-    pub email_meta_and_state: Option<&'static str>,
+    /// Hot: `$1` account, `$2` list, `$3` a known Email state or NULL →
+    /// one row (email_state, JSON array of `[id, blob_id, thread_id, size,
+    /// received_at, keywords, "mailbox ids comma-separated" | null]`, or
+    /// NULL when email_state is `$3`, the array not built): the metadata
+    /// read level in one statement, one snapshot of the database.
+    pub email_meta_unless_state: &'static str,
     /// Hot: `$1` account, `$2` list → (email_id, header_block).
     pub header_blocks: &'static str,
     /// Full-text index rows: `INSERT … (` before `VALUES ($1 email id, $2

@@ -324,22 +324,6 @@ pub struct EmailMeta {
     pub keywords: Vec<String>,
 }
 
-/// [`Store::email_meta_unless_state`] in two reads: the state first, then
-/// (unless it is `known`) the rows, so the rows are at least as new as the
-/// state, never older.
-pub(crate) async fn meta_unless_state_in_two<S: Store + ?Sized>(
-    store: &S,
-    account: i64,
-    ids: &[i64],
-    known: Option<i64>,
-) -> StoreResult<(Option<Vec<EmailMeta>>, i64)> {
-    let state = store.states(account).await?.email;
-    if known == Some(state) {
-        return Ok((None, state));
-    }
-    Ok((Some(store.email_meta(account, ids).await?), state))
-}
-
 /// A message ready to be stored, prepared by [`crate::mail::ingest`].
 #[derive(Debug, Clone)]
 pub struct NewEmail {
@@ -818,35 +802,18 @@ pub trait Store: Send + Sync + 'static {
     async fn insert_emails(&self, account: i64, emails: &[NewEmail]) -> StoreResult<Vec<Inserted>>;
     /// Metadata of the given emails that exist in the account, in no set order.
     async fn email_meta(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<EmailMeta>>;
-    /// [`Store::email_meta`] and the account's Email state, read together
-    /// (the metadata read level of Email/get needs nothing else). The rows
-    /// are at least as new as the state: a backend may answer both from one
-    /// statement; the default reads the state first, then the rows, so a
-    /// write between the two reads leaves a state older than the rows,
-    /// never newer (a metadata snapshot taken at it is never served).
-    async fn email_meta_and_state(
-        &self,
-        account: i64,
-        ids: &[i64],
-    ) -> StoreResult<(Vec<EmailMeta>, i64)> {
-        let (metas, state) = self.email_meta_unless_state(account, ids, None).await?;
-        Ok((metas.unwrap_or_default(), state))
-    }
     /// The account's Email state (RFC 8620 §5.1 `state` of Email/get) and,
-    /// unless it is `known`, [`Store::email_meta`] read with it (`None` when
-    /// the state is `known`: the caller holds the rows of that state, the
-    /// metadata snapshots of [`crate::mail::load::EmailLoader`]). Rows at
-    /// least as new as the state, as [`Store::email_meta_and_state`];
-    /// `NotFound` for no such account. The default makes two calls when
-    /// the state has moved.
+    /// unless it is `known`, [`Store::email_meta`] read with it in one
+    /// snapshot of the database (the metadata read level of Email/get needs
+    /// nothing else). `None` rows when the state is `known`: the caller
+    /// holds the rows of that state, the metadata snapshots of
+    /// [`crate::mail::load::EmailLoader`]. `NotFound` for no such account.
     async fn email_meta_unless_state(
         &self,
         account: i64,
         ids: &[i64],
         known: Option<i64>,
-    ) -> StoreResult<(Option<Vec<EmailMeta>>, i64)> {
-        meta_unless_state_in_two(self, account, ids, known).await
-    }
+    ) -> StoreResult<(Option<Vec<EmailMeta>>, i64)>;
     /// Header blocks of the given emails (ids must belong to the account).
     async fn header_blocks(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, Vec<u8>)>>;
     /// Projection rows of the given emails; missing rows are simply absent.

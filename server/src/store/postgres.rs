@@ -191,16 +191,14 @@ impl Dialect for PostgresDialect {
             mailbox_ids!(),
             " FROM emails e WHERE e.account_id = $1 AND e.id = any($2)"
         ),
-        // One trip to the database per Email/get instead of two (email_meta,
-        // then the state); the mailbox ids comma-separated as on SQLite.
-        email_meta_and_state: Some(
-            "SELECT a.email_state, CASE WHEN a.email_state IS DISTINCT FROM $3::bigint THEN \
+        // One trip to the database per Email/get: the state, and the rows
+        // unless the state is $3; the mailbox ids comma-separated as on SQLite.
+        email_meta_unless_state: "SELECT a.email_state, CASE WHEN a.email_state IS DISTINCT FROM $3::bigint THEN \
                coalesce((SELECT json_agg(json_build_array(e.id, e.blob_id, \
                e.thread_id, e.size, e.received_at, e.keywords, (SELECT string_agg( \
                x.mailbox_id::text, ',' ORDER BY x.mailbox_id) FROM email_mailboxes x \
                WHERE x.email_id = e.id))) FROM emails e WHERE e.account_id = $1 \
                AND e.id = any($2)), '[]')::text END FROM accounts a WHERE a.id = $1",
-        ),
         header_blocks: "SELECT h.email_id, h.header_block FROM email_headers h \
              JOIN emails e ON e.id = h.email_id WHERE e.account_id = $1 AND h.email_id = any($2)",
         body_structures: "SELECT s.email_id, s.structure FROM body_structure s \

@@ -1351,19 +1351,16 @@ where
         Ok(rows.into_iter().map(meta::<D>).collect())
     }
 
-    /// With [`super::dialect::Statements::email_meta_and_state`], one
-    /// statement and one row: the call pays one trip to the database instead
-    /// of one per row, and none more when the state has moved.
+    /// [`super::dialect::Statements::email_meta_unless_state`]: one
+    /// statement and one row, the call pays one trip to the database
+    /// whether the state has moved or not.
     async fn email_meta_unless_state(
         &self,
         account: i64,
         ids: &[i64],
         known: Option<i64>,
     ) -> StoreResult<(Option<Vec<EmailMeta>>, i64)> {
-        let Some(sql) = D::SQL.email_meta_and_state else {
-            return super::meta_unless_state_in_two(self, account, ids, known).await;
-        };
-        let row: Option<(i64, Option<String>)> = sqlx::query_as(sql)
+        let row: Option<(i64, Option<String>)> = sqlx::query_as(D::SQL.email_meta_unless_state)
             .bind(account)
             .bind(D::ids(ids))
             .bind(known)

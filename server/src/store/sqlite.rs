@@ -262,7 +262,7 @@ impl Dialect for SqliteDialect {
             " FROM json_each($2) AS j CROSS JOIN emails e ON e.id = j.value \
              WHERE e.account_id = $1"
         ),
-        email_meta_and_state: Some(concat!(
+        email_meta_unless_state: concat!(
             "SELECT a.email_state, CASE WHEN a.email_state IS NOT $3 THEN \
                (SELECT json_group_array(json_array(e.id, e.blob_id, \
                e.thread_id, e.size, e.received_at, e.keywords, ",
@@ -270,7 +270,7 @@ impl Dialect for SqliteDialect {
             ")) FROM json_each($2) AS j CROSS JOIN emails e ON e.id = j.value \
                WHERE e.account_id = $1) END \
              FROM accounts a WHERE a.id = $1"
-        )),
+        ),
         header_blocks: "SELECT h.email_id, h.header_block FROM json_each($2) AS j \
              CROSS JOIN emails e ON e.id = j.value CROSS JOIN email_headers h ON h.email_id = e.id \
              WHERE e.account_id = $1",
