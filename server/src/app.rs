@@ -83,6 +83,9 @@ pub struct ServeOptions {
     pub smtp_relay: Option<std::sync::Arc<crate::mail::relay::Relay>>,
     /// The IMAP server this instance mirrors (`--upstream`, issue 18).
     pub upstream: Option<crate::mail::upstream::UpstreamOptions>,
+    /// The JMAP server this instance fronts (`--upstream https://…`,
+    /// issue 19): its session URL.
+    pub jmap_upstream: Option<crate::mail::upstream::jmap::JmapUpstreamUrl>,
 }
 
 /// Bounds on the connections of one serving instance (`serve` flags

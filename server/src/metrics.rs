@@ -16,7 +16,10 @@
 //! - `fastview_upstream_round_trips_total{method, command}` (the
 //!   projection proxy's commands to its IMAP upstream, issue 18, by the
 //!   JMAP method they served — `sync` for the background sync, `other`
-//!   for a download — and command: `login`, `sync`, `store`, `move`, …)
+//!   for a download — and command: `login`, `sync`, `store`, `move`, …;
+//!   to a JMAP upstream, issue 19: `session` (method `session`), `api`
+//!   (under the request's first method), `download`, `upload`,
+//!   `eventsource` (method `other`))
 //! - `fastview_upstream_bytes_total{method}` (message octets read from or
 //!   appended to the upstream, by JMAP method)
 //! - `fastview_upstream_cache_refills_total` (evicted messages read again:
@@ -195,7 +198,7 @@ impl Metrics {
         let upstream_round_trips = Family::<UpstreamCommandLabel, Counter>::default();
         registry.register(
             "fastview_upstream_round_trips",
-            "Sessions with the IMAP upstream, by what they were for",
+            "Round trips to the upstream (IMAP sessions, JMAP requests), by what they were for",
             upstream_round_trips.clone(),
         );
         let upstream_bytes = Family::<UpstreamMethodLabel, Counter>::default();

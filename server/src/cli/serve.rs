@@ -101,9 +101,13 @@ pub struct ServeArgs {
     /// Mirror an existing IMAP server (issue 18): `imaps://host[:993]`, or
     /// `imap://host[:143]` (STARTTLS required unless the host is loopback).
     /// Users log in with their IMAP credentials; accounts are made on their
-    /// first login and synced while in use. A data dir serves one upstream.
-    #[arg(long, env = "FASTVIEW_UPSTREAM", value_parser = crate::mail::upstream::UpstreamUrl::parse)]
-    pub upstream: Option<crate::mail::upstream::UpstreamUrl>,
+    /// first login and synced while in use. Or front an existing JMAP server
+    /// (issue 19): its session URL, `https://host/.well-known/jmap`
+    /// (`http://` only to loopback); clients see its accounts, ids and
+    /// states, and log in with its credentials. A data dir serves one
+    /// upstream.
+    #[arg(long, env = "FASTVIEW_UPSTREAM", value_parser = crate::mail::upstream::UpstreamTarget::parse)]
+    pub upstream: Option<crate::mail::upstream::UpstreamTarget>,
     /// The upstream's submission server: `smtps://host[:465]` or
     /// `smtp://host[:587]` (STARTTLS unless loopback), no credentials in it:
     /// mail is sent with each user's own (or the master login's). Without
@@ -187,6 +191,31 @@ fn parse_trusted_proxy(value: &str) -> Result<IpNet, String> {
 }
 
 impl ServeArgs {
+    /// `--upstream` when it names an IMAP server.
+    fn imap_upstream(&self) -> Option<crate::mail::upstream::UpstreamUrl> {
+        match &self.upstream {
+            Some(crate::mail::upstream::UpstreamTarget::Imap(url)) => Some(url.clone()),
+            _ => None,
+        }
+    }
+
+    /// Flags that only an IMAP upstream takes, given with a JMAP one.
+    fn imap_only_flags(&self) -> Option<&'static str> {
+        if !matches!(
+            self.upstream,
+            Some(crate::mail::upstream::UpstreamTarget::Jmap(_))
+        ) {
+            return None;
+        }
+        if self.upstream_smtp.is_some() {
+            Some("--upstream-smtp (a JMAP upstream's own EmailSubmission sends)")
+        } else if self.upstream_master_user.is_some() {
+            Some("--upstream-master-user")
+        } else {
+            None
+        }
+    }
+
     /// The serve options these flags give.
     pub fn options(&self) -> ServeOptions {
         ServeOptions {
@@ -210,9 +239,12 @@ impl ServeArgs {
             },
             trusted_proxies: self.trusted_proxy.clone(),
             smtp_relay: self.smtp_relay.clone(),
+            jmap_upstream: match &self.upstream {
+                Some(crate::mail::upstream::UpstreamTarget::Jmap(url)) => Some(url.clone()),
+                _ => None,
+            },
             upstream: self
-                .upstream
-                .clone()
+                .imap_upstream()
                 .map(|url| crate::mail::upstream::UpstreamOptions {
                     url,
                     poll: std::time::Duration::from_secs(self.upstream_poll),
@@ -258,6 +290,17 @@ pub async fn shutdown_signal() {
 
 /// Serves an opened app with the given flags.
 pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    if let Some(flag) = args.imap_only_flags() {
+        anyhow::bail!("{flag} is for an IMAP upstream, not a JMAP one");
+    }
+    if let Some(crate::mail::upstream::UpstreamTarget::Jmap(url)) = &args.upstream {
+        // The client is made here once so that a TLS set-up that cannot
+        // work stops the command, not each request.
+        crate::mail::upstream::jmap::JmapUpstream::new(
+            url.clone(),
+            std::sync::Arc::new(crate::metrics::Metrics::new()),
+        )?;
+    }
     let recorded = app.store.upstream_source().await?;
     match (&args.upstream, &recorded) {
         (Some(url), None) => {
@@ -330,8 +373,14 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
         upstream,
         std::time::Duration::from_secs(15),
     );
-    if let Some(upstream) = &args.upstream {
-        eprintln!("mirroring the IMAP server {upstream}: users log in with its credentials");
+    match &args.upstream {
+        Some(crate::mail::upstream::UpstreamTarget::Imap(upstream)) => {
+            eprintln!("mirroring the IMAP server {upstream}: users log in with its credentials");
+        }
+        Some(crate::mail::upstream::UpstreamTarget::Jmap(upstream)) => {
+            eprintln!("in front of the JMAP server {upstream}: users log in with its credentials");
+        }
+        None => {}
     }
     if let Some(relay) = &args.smtp_relay {
         eprintln!("mail to other servers goes through the SMTP relay {relay}");

@@ -45,6 +45,10 @@ pub enum HttpError {
     /// logged, not shown.
     #[error("the upstream could not check the login: {0}")]
     UpstreamUnavailable(String),
+    /// A JMAP proxy's upstream (`serve --upstream https://…`) failed a
+    /// round trip after the login: 502 Bad Gateway; the cause is logged.
+    #[error("the upstream failed: {0}")]
+    UpstreamFailed(String),
     /// The client hung up while its request was being read: logged at
     /// debug (nothing failed here), answered 400 if anyone is still there.
     #[error("the client disconnected")]
@@ -194,6 +198,14 @@ impl IntoResponse for HttpError {
                     .headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
                 response
+            }
+            HttpError::UpstreamFailed(cause) => {
+                tracing::warn!(%cause, "a round trip to the upstream failed");
+                problem(
+                    StatusCode::BAD_GATEWAY,
+                    "about:blank",
+                    "the mail server behind this one did not answer; try again",
+                )
             }
             HttpError::ClientDisconnected => {
                 tracing::debug!("client disconnected while its request was read");

@@ -26,6 +26,7 @@ pub mod eventsource;
 pub mod push_access;
 mod serve;
 pub mod session;
+pub mod upstream;
 
 use std::sync::Arc;
 
@@ -48,6 +49,10 @@ const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
 pub struct AppState {
     pub jmap: Arc<Jmap>,
     pub auth: Authenticator,
+    /// `serve --upstream https://…` (issue 19): the JMAP server this
+    /// instance fronts; every route is then answered through it
+    /// ([`upstream::routes`]).
+    pub jmap_upstream: Option<Arc<crate::mail::upstream::jmap::JmapUpstream>>,
     /// `--public-url` without a trailing slash; `None` derives URLs from the Host header.
     pub public_url: Option<String>,
     /// Bounds the API requests in flight on this node.
@@ -102,9 +107,16 @@ impl AppState {
             options.trusted_proxies.clone(),
         );
         auth.upstream = jmap.upstream.clone();
+        let jmap_upstream = options.jmap_upstream.clone().and_then(|url| {
+            crate::mail::upstream::jmap::JmapUpstream::new(url, metrics.clone())
+                .inspect_err(|error| tracing::error!(%error, "the JMAP upstream's client"))
+                .ok()
+                .map(Arc::new)
+        });
         Self {
             jmap: Arc::new(jmap),
             auth,
+            jmap_upstream,
             public_url: options
                 .public_url
                 .as_ref()
@@ -142,18 +154,11 @@ pub fn assemble(app: &App, options: &ServeOptions) -> (Router, Arc<AppState>) {
 
 /// The router with every route, CORS answered for `cors_origins`.
 pub fn router(state: Arc<AppState>, cors_origins: &[String]) -> Router {
-    let router = Router::new()
-        .route("/.well-known/jmap", get(session::get_session))
-        .route("/jmap/session", get(session::get_session))
-        .route("/jmap/api", post(api::post_api))
-        .route("/jmap/upload/{account_id}/", post(blob::upload))
-        .route("/jmap/upload/{account_id}", post(blob::upload))
-        .route(
-            "/jmap/download/{account_id}/{blob_id}/{name}",
-            get(blob::download),
-        )
-        .route("/jmap/eventsource", get(eventsource::event_source))
-        .with_state(state);
+    let router = if state.jmap_upstream.is_some() {
+        upstream::routes(state)
+    } else {
+        local_routes(state)
+    };
     if cors_origins.is_empty() {
         return router;
     }
@@ -169,6 +174,22 @@ pub fn router(state: Arc<AppState>, cors_origins: &[String]) -> Router {
             .allow_credentials(true)
             .max_age(std::time::Duration::from_secs(3600)),
     )
+}
+
+/// The routes of a standalone instance (or one in front of an IMAP upstream).
+fn local_routes(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/.well-known/jmap", get(session::get_session))
+        .route("/jmap/session", get(session::get_session))
+        .route("/jmap/api", post(api::post_api))
+        .route("/jmap/upload/{account_id}/", post(blob::upload))
+        .route("/jmap/upload/{account_id}", post(blob::upload))
+        .route(
+            "/jmap/download/{account_id}/{blob_id}/{name}",
+            get(blob::download),
+        )
+        .route("/jmap/eventsource", get(eventsource::event_source))
+        .with_state(state)
 }
 
 /// The router of the metrics listener: `GET /metrics` (no auth), the

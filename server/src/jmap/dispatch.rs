@@ -313,7 +313,7 @@ fn charge(budget: &mut RequestBudget, arguments: &Arguments) -> Result<(), OverB
 }
 
 /// A method's name as a metrics label: `unknown` for a name not in [`METHODS`].
-fn method_label(method: &str) -> &'static str {
+pub(crate) fn method_label(method: &str) -> &'static str {
     METHODS
         .iter()
         .find(|m| **m == method)

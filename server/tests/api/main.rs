@@ -36,3 +36,4 @@ mod sync;
 mod tokens;
 mod uploads;
 mod upstream_imap;
+mod upstream_jmap;

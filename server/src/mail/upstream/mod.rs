@@ -16,6 +16,7 @@
 
 pub mod cache;
 pub mod imap;
+pub mod jmap;
 pub mod link;
 pub mod sync;
 pub mod utf7;
@@ -108,6 +109,38 @@ impl std::fmt::Display for UpstreamUrl {
             write!(f, "{scheme}://[{}]:{}", self.host, self.port)
         } else {
             write!(f, "{scheme}://{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// What `serve --upstream` names: an IMAP server whose mail is mirrored
+/// (issue 18), or a JMAP server fronted transparently (issue 19).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamTarget {
+    /// `imaps://` or `imap://`: [`UpstreamUrl`].
+    Imap(UpstreamUrl),
+    /// `https://` (or `http://` to loopback): the upstream's session URL.
+    Jmap(jmap::JmapUpstreamUrl),
+}
+
+impl UpstreamTarget {
+    /// Parses `--upstream`: by its scheme, an IMAP or a JMAP upstream.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let scheme = text
+            .split_once("://")
+            .map(|(scheme, _)| scheme.to_ascii_lowercase());
+        match scheme.as_deref() {
+            Some("http" | "https") => jmap::JmapUpstreamUrl::parse(text).map(Self::Jmap),
+            _ => UpstreamUrl::parse(text).map(Self::Imap),
+        }
+    }
+}
+
+impl std::fmt::Display for UpstreamTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Imap(url) => url.fmt(f),
+            Self::Jmap(url) => url.fmt(f),
         }
     }
 }

@@ -1,0 +1,268 @@
+//! The HTTP edge of a JMAP proxy (`serve --upstream https://…`, issue 19,
+//! ADR 0009): the same routes as a standalone server, answered through the
+//! upstream.
+//!
+//! - `GET /.well-known/jmap`, `/jmap/session`: the upstream's session for
+//!   the request's credential, fetched fresh, its URLs Fastview's
+//!   ([`UpstreamSession::for_clients`]).
+//! - `POST /jmap/api`: read under the upstream's `maxSizeRequest` within
+//!   the body deadline, then sent to the upstream's `apiUrl`; its answer
+//!   streamed back as it is.
+//! - downloads, uploads and the event source: streamed both ways, never
+//!   held whole.
+//!
+//! Every request is authenticated by the upstream: the `Authorization`
+//! header is forwarded as it came, and the session the upstream answered
+//! for it is kept [`crate::mail::upstream::jmap::client::SESSION_TTL`]. A
+//! request without one is 401 here, without a round trip. An event source
+//! may come without one (a browser's `EventSource` cannot send it): its URL
+//! then carries what the upstream put in its template, and it goes to the
+//! upstream's event source path as last seen in a session.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+
+use super::AppState;
+use super::api::read_limited;
+use super::error::HttpError;
+use crate::jmap::error::RequestError;
+use crate::mail::upstream::UpstreamError;
+use crate::mail::upstream::jmap::{JmapUpstream, UpstreamSession};
+
+/// Request headers a proxied request carries to the upstream.
+const FORWARDED_REQUEST_HEADERS: [HeaderName; 6] = [
+    header::ACCEPT,
+    header::CONTENT_TYPE,
+    header::RANGE,
+    header::IF_NONE_MATCH,
+    header::IF_MODIFIED_SINCE,
+    HeaderName::from_static("last-event-id"),
+];
+
+/// Response headers of the upstream a client is given back (hop-by-hop
+/// headers and the upstream's own connection handling stay behind).
+const RETURNED_RESPONSE_HEADERS: [HeaderName; 9] = [
+    header::CONTENT_TYPE,
+    header::CONTENT_LENGTH,
+    header::CONTENT_DISPOSITION,
+    header::CONTENT_RANGE,
+    header::CACHE_CONTROL,
+    header::ETAG,
+    header::LAST_MODIFIED,
+    header::RETRY_AFTER,
+    header::WWW_AUTHENTICATE,
+];
+
+/// The routes of a proxying instance: the paths of [`super::router`].
+pub fn routes(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/.well-known/jmap", get(session))
+        .route("/jmap/session", get(session))
+        .route("/jmap/api", post(api))
+        .route("/jmap/upload/{account_id}/", post(upload))
+        .route("/jmap/upload/{account_id}", post(upload))
+        .route(
+            "/jmap/download/{account_id}/{blob_id}/{name}",
+            get(download),
+        )
+        .route("/jmap/eventsource", get(event_source))
+        .with_state(state)
+}
+
+fn upstream(state: &AppState) -> Result<&JmapUpstream, HttpError> {
+    state
+        .jmap_upstream
+        .as_deref()
+        .ok_or_else(|| HttpError::Internal("no JMAP upstream".into()))
+}
+
+fn authorization(headers: &HeaderMap) -> Result<&HeaderValue, HttpError> {
+    headers
+        .get(header::AUTHORIZATION)
+        .ok_or(HttpError::Unauthorized)
+}
+
+/// The session of a request's credential: 401 when the upstream refused
+/// it, 503 when it could not be asked.
+async fn session_of(
+    upstream: &JmapUpstream,
+    authorization: &HeaderValue,
+    fresh: bool,
+) -> Result<Arc<UpstreamSession>, HttpError> {
+    upstream
+        .session(authorization, fresh)
+        .await
+        .map_err(|error| match error {
+            UpstreamError::LoginRefused => HttpError::Unauthorized,
+            other => HttpError::UpstreamUnavailable(other.to_string()),
+        })
+}
+
+/// A round trip that failed after the login: 502 naming the upstream.
+fn failed(error: UpstreamError) -> HttpError {
+    HttpError::UpstreamFailed(error.to_string())
+}
+
+async fn session(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> Result<Response, HttpError> {
+    let upstream = upstream(&state)?;
+    let session = session_of(upstream, authorization(&headers)?, true).await?;
+    Ok(axum::Json(session.for_clients(&state.base_url(&headers))).into_response())
+}
+
+async fn api(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, HttpError> {
+    let upstream = upstream(&state)?;
+    let _node_permit = state
+        .in_flight
+        .try_acquire()
+        .map_err(|_| HttpError::Overloaded)?;
+    let authorization = authorization(&headers)?;
+    let session = session_of(upstream, authorization, false).await?;
+    let limit = session.max_size_request;
+    let read = tokio::time::timeout(state.body_deadline, read_limited(body, limit));
+    let bytes = match read.await {
+        Err(_elapsed) => return Err(HttpError::BodyTimeout),
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(Some(()))) => return Err(RequestError::Limit("maxSizeRequest").into()),
+        Ok(Err(None)) => return Err(HttpError::ClientDisconnected),
+    };
+    let method = first_method(&bytes);
+    let response = upstream
+        .api(&session, authorization, bytes, method)
+        .await
+        .map_err(failed)?;
+    Ok(passed_back(response))
+}
+
+async fn download(
+    State(state): State<Arc<AppState>>,
+    Path((account_id, blob_id, name)): Path<(String, String, String)>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Result<Response, HttpError> {
+    let upstream = upstream(&state)?;
+    let authorization = authorization(&headers)?;
+    let session = session_of(upstream, authorization, false).await?;
+    let url = session
+        .download_target(&account_id, &blob_id, &name, query.as_deref())
+        .map_err(failed)?;
+    let request = forwarded(upstream.stream(reqwest::Method::GET, url), &headers);
+    let response = upstream
+        .forward(request, "download")
+        .await
+        .map_err(failed)?;
+    Ok(passed_back(response))
+}
+
+async fn upload(
+    State(state): State<Arc<AppState>>,
+    Path(account_id): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, HttpError> {
+    let upstream = upstream(&state)?;
+    let authorization = authorization(&headers)?;
+    let session = session_of(upstream, authorization, false).await?;
+    let url = session
+        .upload_target(&account_id, query.as_deref())
+        .map_err(failed)?;
+    let request = forwarded(upstream.stream(reqwest::Method::POST, url), &headers)
+        .body(reqwest::Body::wrap_stream(body.into_data_stream()));
+    let response = upstream.forward(request, "upload").await.map_err(failed)?;
+    Ok(passed_back(response))
+}
+
+async fn event_source(
+    State(state): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Result<Response, HttpError> {
+    let upstream = upstream(&state)?;
+    let url = match headers.get(header::AUTHORIZATION) {
+        Some(authorization) => session_of(upstream, authorization, false)
+            .await?
+            .event_source_target(query.as_deref())
+            .map_err(failed)?,
+        None => upstream
+            .event_source_target(query.as_deref())
+            .ok_or(HttpError::PushAccessInvalid)?
+            .map_err(failed)?,
+    };
+    let request = forwarded(upstream.stream(reqwest::Method::GET, url), &headers);
+    let response = upstream
+        .forward(request, "eventsource")
+        .await
+        .map_err(failed)?;
+    Ok(passed_back(response))
+}
+
+/// `request` with the client's `Authorization` and
+/// [`FORWARDED_REQUEST_HEADERS`].
+fn forwarded(mut request: reqwest::RequestBuilder, headers: &HeaderMap) -> reqwest::RequestBuilder {
+    for name in std::iter::once(&header::AUTHORIZATION).chain(&FORWARDED_REQUEST_HEADERS) {
+        for value in headers.get_all(name) {
+            request = request.header(name.clone(), value.clone());
+        }
+    }
+    request
+}
+
+/// The upstream's response as the client's: its status,
+/// [`RETURNED_RESPONSE_HEADERS`] and its body streamed as it arrives.
+fn passed_back(response: reqwest::Response) -> Response {
+    let status =
+        StatusCode::from_u16(response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let mut headers = HeaderMap::new();
+    for name in &RETURNED_RESPONSE_HEADERS {
+        for value in response.headers().get_all(name) {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    let mut passed = Response::new(Body::from_stream(response.bytes_stream()));
+    *passed.status_mut() = status;
+    *passed.headers_mut() = headers;
+    passed
+}
+
+/// The metrics label of a request's first method call (`unknown` when it
+/// names none the server knows, or is not a JMAP request at all).
+fn first_method(body: &[u8]) -> &'static str {
+    #[derive(serde::Deserialize)]
+    struct Calls<'a> {
+        #[serde(rename = "methodCalls", borrow)]
+        method_calls: Vec<(&'a str, serde::de::IgnoredAny, serde::de::IgnoredAny)>,
+    }
+    serde_json::from_slice::<Calls<'_>>(body)
+        .ok()
+        .and_then(|calls| calls.method_calls.first().map(|call| call.0))
+        .map_or("unknown", crate::jmap::dispatch::method_label)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_method;
+
+    #[test]
+    fn a_request_is_counted_under_its_first_method() {
+        let body = br#"{"using":[],"methodCalls":[["Email/get",{},"0"],["Mailbox/get",{},"1"]]}"#;
+        assert_eq!(first_method(body), "Email/get");
+        assert_eq!(
+            first_method(br#"{"methodCalls":[["Foo/bar",{},"0"]]}"#),
+            "unknown"
+        );
+        assert_eq!(first_method(b"not json"), "unknown");
+    }
+}

@@ -1,0 +1,470 @@
+//! The round trips of a JMAP proxy to its upstream (issue 19): the session
+//! of a credential, API requests, and the streamed downloads, uploads and
+//! event source.
+//!
+//! A credential is the upstream's: a request's `Authorization` header is
+//! sent to the upstream's session URL, and the session it answers (200) is
+//! what proves it, kept [`SESSION_TTL`] per credential (by a keyed digest of
+//! the header; the header itself is not kept). 401 or 403 is a refused
+//! login; anything else that is not a session is
+//! [`UpstreamError::Refused`], and a failed connection or a timeout
+//! [`UpstreamError::Unreachable`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use moka::future::Cache;
+use reqwest::header::{AUTHORIZATION, HeaderValue};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use tokio::sync::Semaphore;
+use url::Url;
+
+use super::JmapUpstreamUrl;
+use crate::mail::upstream::UpstreamError;
+use crate::metrics::Metrics;
+
+/// How long a session the upstream gave for a credential stands for it:
+/// a password changed upstream stops working here within this time, as a
+/// changed local password does (`http::auth::CREDENTIAL_TTL`).
+pub const SESSION_TTL: Duration = Duration::from_secs(60);
+
+/// Session fetches (credential checks) in flight to the upstream at once
+/// per node; more wait their turn.
+const CHECKS_AT_ONCE: usize = 32;
+
+/// The longest a session fetch or an API request may take, connection
+/// included. Downloads, uploads and event streams have no total deadline
+/// (they last as long as the data flows), only the connect timeout.
+const ROUND_TRIP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The longest a new connection to the upstream may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest session object read from the upstream, in octets.
+const MAX_SESSION_OCTETS: usize = 1 << 20;
+
+/// Octets kept unescaped in a path segment expanded into a URL template
+/// (RFC 6570 simple expansion: the unreserved characters of RFC 3986).
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// The upstream's session object for one credential (RFC 8620 §2), with
+/// the URLs a proxy forwards to.
+#[derive(Debug)]
+pub struct UpstreamSession {
+    /// The session object as the upstream answered it.
+    pub object: Map<String, Value>,
+    /// `apiUrl`, resolved against the session URL.
+    pub api_url: Url,
+    /// `downloadUrl`, `uploadUrl`, `eventSourceUrl`: the upstream's URL
+    /// templates (RFC 6570 level 1), resolved against the session URL.
+    pub download_url: String,
+    pub upload_url: String,
+    pub event_source_url: String,
+    /// The core capability's `maxSizeRequest` in octets (10 MB when the
+    /// upstream does not say).
+    pub max_size_request: u64,
+}
+
+impl UpstreamSession {
+    /// Reads the URLs and `maxSizeRequest` of a session object that the
+    /// upstream answered at `base` (after redirects).
+    fn from_object(base: &Url, object: Map<String, Value>) -> Result<Self, UpstreamError> {
+        let template = |name: &str| -> Result<String, UpstreamError> {
+            let text = object
+                .get(name)
+                .and_then(Value::as_str)
+                .ok_or_else(|| UpstreamError::Refused(format!("the session has no {name}")))?;
+            resolve(base, text)
+        };
+        let api_url = Url::parse(&template("apiUrl")?)
+            .map_err(|error| UpstreamError::Refused(format!("apiUrl: {error}")))?;
+        let max_size_request = object
+            .get("capabilities")
+            .and_then(|capabilities| capabilities.get(crate::jmap::request::CAPABILITY_CORE))
+            .and_then(|core| core.get("maxSizeRequest"))
+            .and_then(Value::as_u64)
+            .unwrap_or(10_000_000);
+        Ok(Self {
+            download_url: template("downloadUrl")?,
+            upload_url: template("uploadUrl")?,
+            event_source_url: template("eventSourceUrl")?,
+            api_url,
+            max_size_request,
+            object,
+        })
+    }
+
+    /// The session as a client of the proxy at `base` (`http://host:port`,
+    /// no trailing slash) sees it: the upstream's object with its four URLs
+    /// Fastview's, each keeping the query of the upstream's template (so a
+    /// template variable or a parameter the upstream put there, such as an
+    /// access token, reaches the upstream as the client fills it in).
+    pub fn for_clients(&self, base: &str) -> Value {
+        let with_query = |path: String, template: &str| match template.split_once('?') {
+            Some((_, query)) => format!("{path}?{query}"),
+            None => path,
+        };
+        let mut object = self.object.clone();
+        object.insert("apiUrl".into(), Value::String(format!("{base}/jmap/api")));
+        object.insert(
+            "downloadUrl".into(),
+            Value::String(with_query(
+                format!("{base}/jmap/download/{{accountId}}/{{blobId}}/{{name}}"),
+                &self.download_url,
+            )),
+        );
+        object.insert(
+            "uploadUrl".into(),
+            Value::String(with_query(
+                format!("{base}/jmap/upload/{{accountId}}/"),
+                &self.upload_url,
+            )),
+        );
+        object.insert(
+            "eventSourceUrl".into(),
+            Value::String(with_query(
+                format!("{base}/jmap/eventsource"),
+                &self.event_source_url,
+            )),
+        );
+        Value::Object(object)
+    }
+
+    /// The upstream URL of a download: the path of `downloadUrl` with the
+    /// variables filled in, then `query` as the client sent it (filled from
+    /// the same template's query).
+    pub fn download_target(
+        &self,
+        account_id: &str,
+        blob_id: &str,
+        name: &str,
+        query: Option<&str>,
+    ) -> Result<Url, UpstreamError> {
+        expand(
+            &self.download_url,
+            &[
+                ("accountId", account_id),
+                ("blobId", blob_id),
+                ("name", name),
+            ],
+            query,
+        )
+    }
+
+    /// The upstream URL of an upload into `account_id`.
+    pub fn upload_target(
+        &self,
+        account_id: &str,
+        query: Option<&str>,
+    ) -> Result<Url, UpstreamError> {
+        expand(&self.upload_url, &[("accountId", account_id)], query)
+    }
+
+    /// The upstream URL of an event source with the client's `query`.
+    pub fn event_source_target(&self, query: Option<&str>) -> Result<Url, UpstreamError> {
+        expand(&self.event_source_url, &[], query)
+    }
+}
+
+/// `text` resolved against `base` when relative; template braces are kept
+/// as they are (the URL parser would escape them).
+fn resolve(base: &Url, text: &str) -> Result<String, UpstreamError> {
+    if Url::parse(text).is_ok() || text.contains("://") {
+        return Ok(text.to_string());
+    }
+    let origin = base.origin().ascii_serialization();
+    if text.starts_with('/') {
+        return Ok(format!("{origin}{text}"));
+    }
+    let directory = base.path().rsplit_once('/').map_or("", |(dir, _)| dir);
+    Ok(format!("{origin}{directory}/{text}"))
+}
+
+/// The path part of URL template `template` with `variables` filled in
+/// (each value percent-encoded as one segment), followed by `query`.
+fn expand(
+    template: &str,
+    variables: &[(&str, &str)],
+    query: Option<&str>,
+) -> Result<Url, UpstreamError> {
+    let path = template.split_once('?').map_or(template, |(path, _)| path);
+    let mut expanded = path.to_string();
+    for (name, value) in variables {
+        let encoded = percent_encoding::utf8_percent_encode(value, SEGMENT).to_string();
+        expanded = expanded.replace(&format!("{{{name}}}"), &encoded);
+    }
+    if let Some(query) = query.filter(|query| !query.is_empty()) {
+        expanded.push('?');
+        expanded.push_str(query);
+    }
+    Url::parse(&expanded)
+        .map_err(|error| UpstreamError::Refused(format!("the upstream's URL {template}: {error}")))
+}
+
+/// The upstream JMAP server of one serving instance.
+pub struct JmapUpstream {
+    url: JmapUpstreamUrl,
+    http: reqwest::Client,
+    sessions: Cache<[u8; 32], Arc<UpstreamSession>>,
+    /// Keys the digests `sessions` is indexed by, so the cache holds no
+    /// credential and no digest that could be tried offline.
+    key: [u8; 32],
+    checks: Semaphore,
+    metrics: Arc<Metrics>,
+    /// `eventSourceUrl` of the last session fetched (any credential's): where
+    /// an event source without an `Authorization` header goes.
+    last_event_source: std::sync::RwLock<Option<String>>,
+}
+
+impl JmapUpstream {
+    /// An upstream at session URL `url`, counting its round trips into
+    /// `metrics`.
+    pub fn new(url: JmapUpstreamUrl, metrics: Arc<Metrics>) -> Result<Self, UpstreamError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|error| UpstreamError::Unreachable(error.to_string()))?;
+        Ok(Self {
+            url,
+            http,
+            sessions: Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(SESSION_TTL)
+                .build(),
+            key: rand::random(),
+            checks: Semaphore::new(CHECKS_AT_ONCE),
+            metrics,
+            last_event_source: std::sync::RwLock::new(None),
+        })
+    }
+
+    /// The upstream's session URL.
+    pub fn url(&self) -> &JmapUpstreamUrl {
+        &self.url
+    }
+
+    /// The session the upstream gives `authorization` (the client's own
+    /// header), from the cache when it was fetched within [`SESSION_TTL`]
+    /// and `fresh` is false. Errors: [`UpstreamError::LoginRefused`] on 401
+    /// or 403, [`UpstreamError::Refused`] for any other answer that is not
+    /// a session object, [`UpstreamError::Unreachable`].
+    pub async fn session(
+        &self,
+        authorization: &HeaderValue,
+        fresh: bool,
+    ) -> Result<Arc<UpstreamSession>, UpstreamError> {
+        let digest = self.digest(authorization);
+        if fresh {
+            self.sessions.invalidate(&digest).await;
+        }
+        self.sessions
+            .try_get_with(digest, self.fetch_session(authorization))
+            .await
+            .map_err(|error| match &*error {
+                UpstreamError::LoginRefused => UpstreamError::LoginRefused,
+                UpstreamError::Unreachable(text) => UpstreamError::Unreachable(text.clone()),
+                other => UpstreamError::Refused(other.to_string()),
+            })
+    }
+
+    async fn fetch_session(
+        &self,
+        authorization: &HeaderValue,
+    ) -> Result<Arc<UpstreamSession>, UpstreamError> {
+        let _turn = self
+            .checks
+            .acquire()
+            .await
+            .map_err(|_| UpstreamError::Unreachable("shutting down".into()))?;
+        let request = self
+            .http
+            .get(self.url.url().clone())
+            .header(AUTHORIZATION, authorization.clone())
+            .timeout(ROUND_TRIP_TIMEOUT);
+        let response = self.send(request, "session", "session").await?;
+        let status = response.status();
+        if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
+            return Err(UpstreamError::LoginRefused);
+        }
+        if !status.is_success() {
+            return Err(UpstreamError::Refused(format!(
+                "the session URL answered {status}"
+            )));
+        }
+        let base = response.url().clone();
+        let body = read_limited(response, MAX_SESSION_OCTETS).await?;
+        let object: Map<String, Value> = serde_json::from_slice(&body)
+            .map_err(|error| UpstreamError::Refused(format!("the session is not JSON: {error}")))?;
+        let session = UpstreamSession::from_object(&base, object)?;
+        if let Ok(mut last) = self.last_event_source.write() {
+            *last = Some(session.event_source_url.clone());
+        }
+        Ok(Arc::new(session))
+    }
+
+    /// The upstream URL of an event source with the client's `query` and no
+    /// credential of its own (what the query carries is the upstream's
+    /// business), from the last session fetched; `None` before any.
+    pub fn event_source_target(&self, query: Option<&str>) -> Option<Result<Url, UpstreamError>> {
+        let template = self.last_event_source.read().ok()?.clone()?;
+        Some(expand(&template, &[], query))
+    }
+
+    /// POSTs an API request body to the session's `apiUrl` as
+    /// `authorization`, counted under `method` (the first call's, as a
+    /// metrics label).
+    pub async fn api(
+        &self,
+        session: &UpstreamSession,
+        authorization: &HeaderValue,
+        body: Bytes,
+        method: &'static str,
+    ) -> Result<reqwest::Response, UpstreamError> {
+        let request = self
+            .http
+            .post(session.api_url.clone())
+            .header(AUTHORIZATION, authorization.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .timeout(ROUND_TRIP_TIMEOUT)
+            .body(body);
+        self.send(request, method, "api").await
+    }
+
+    /// Sends a request made with [`JmapUpstream::stream`] (a download, an
+    /// upload, an event source), counted under command `command`.
+    pub async fn forward(
+        &self,
+        request: reqwest::RequestBuilder,
+        command: &'static str,
+    ) -> Result<reqwest::Response, UpstreamError> {
+        self.send(request, "other", command).await
+    }
+
+    /// A request to `url` on the client shared by every round trip, with no
+    /// total deadline (only the connect timeout): what the HTTP edge streams.
+    pub fn stream(&self, method: reqwest::Method, url: Url) -> reqwest::RequestBuilder {
+        self.http.request(method, url)
+    }
+
+    async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+        method: &'static str,
+        command: &'static str,
+    ) -> Result<reqwest::Response, UpstreamError> {
+        self.metrics.count_upstream_round_trip(method, command);
+        request
+            .send()
+            .await
+            .map_err(|error| UpstreamError::Unreachable(error.to_string()))
+    }
+
+    fn digest(&self, authorization: &HeaderValue) -> [u8; 32] {
+        let mut hasher = Sha256::new();
+        hasher.update(self.key);
+        hasher.update(authorization.as_bytes());
+        hasher.finalize().into()
+    }
+}
+
+/// The body of `response`, refused past `limit` octets.
+async fn read_limited(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, UpstreamError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|error| UpstreamError::Unreachable(error.to_string()))?
+    {
+        if body.len() + chunk.len() > limit {
+            return Err(UpstreamError::Refused(format!(
+                "the session is larger than {limit} octets"
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use url::Url;
+
+    use super::UpstreamSession;
+
+    fn session() -> UpstreamSession {
+        let object = json!({
+            "capabilities": {"urn:ietf:params:jmap:core": {"maxSizeRequest": 5_000_000}},
+            "apiUrl": "/jmap/api",
+            "downloadUrl": "https://up.example/dl/{accountId}/{blobId}/{name}?accept={type}",
+            "uploadUrl": "up/{accountId}",
+            "eventSourceUrl": "https://up.example/es?types={types}&closeafter={closeafter}&ping={ping}&access=k1",
+        });
+        let base = Url::parse("https://up.example/.well-known/jmap").unwrap();
+        UpstreamSession::from_object(&base, object.as_object().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn urls_are_resolved_against_the_session_url() {
+        let session = session();
+        assert_eq!(session.api_url.as_str(), "https://up.example/jmap/api");
+        assert_eq!(
+            session.upload_url,
+            "https://up.example/.well-known/up/{accountId}"
+        );
+        assert_eq!(session.max_size_request, 5_000_000);
+    }
+
+    #[test]
+    fn clients_see_fastview_urls_with_the_upstream_query() {
+        let seen = session().for_clients("http://proxy:8080");
+        assert_eq!(seen["apiUrl"], "http://proxy:8080/jmap/api");
+        assert_eq!(
+            seen["downloadUrl"],
+            "http://proxy:8080/jmap/download/{accountId}/{blobId}/{name}?accept={type}"
+        );
+        assert_eq!(
+            seen["uploadUrl"],
+            "http://proxy:8080/jmap/upload/{accountId}/"
+        );
+        assert_eq!(
+            seen["eventSourceUrl"],
+            "http://proxy:8080/jmap/eventsource?types={types}&closeafter={closeafter}&ping={ping}&access=k1"
+        );
+        assert_eq!(
+            seen["capabilities"]["urn:ietf:params:jmap:core"]["maxSizeRequest"],
+            5_000_000
+        );
+    }
+
+    #[test]
+    fn targets_fill_the_path_and_keep_the_clients_query() {
+        let session = session();
+        let url = session
+            .download_target("a1", "b/2", "my file.eml", Some("accept=message%2Frfc822"))
+            .unwrap();
+        assert_eq!(
+            url.as_str(),
+            "https://up.example/dl/a1/b%2F2/my%20file.eml?accept=message%2Frfc822"
+        );
+        let url = session
+            .event_source_target(Some("types=*&closeafter=no&ping=30&access=k1"))
+            .unwrap();
+        assert_eq!(
+            url.as_str(),
+            "https://up.example/es?types=*&closeafter=no&ping=30&access=k1"
+        );
+        let url = session.upload_target("a1", None).unwrap();
+        assert_eq!(url.as_str(), "https://up.example/.well-known/up/a1");
+    }
+}

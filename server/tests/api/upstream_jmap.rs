@@ -1,0 +1,271 @@
+//! Fastview in front of a JMAP server (issue 19): the upstream is a real
+//! JMAP server started here, a standalone Fastview on its own data dir.
+//! Through the proxy a client sees the upstream's own answers (accounts,
+//! ids, states, blobs, capabilities), with the session's URLs pointing at
+//! the proxy, and logs in with the upstream's credentials.
+
+use std::time::Duration;
+
+use fastview::app::ServeOptions;
+use fastview::mail::upstream::jmap::JmapUpstreamUrl;
+use serde_json::{Value, json};
+
+use crate::support::{PASSWORD, TestAccount, TestApp, demo_messages, spawn_app, spawn_app_with};
+
+/// A standalone Fastview with `ann@example.com` holding the demo messages,
+/// and a proxy in front of it.
+async fn upstream_and_proxy() -> (TestApp, TestApp, TestAccount, Vec<String>) {
+    let upstream = spawn_app().await;
+    let ann = upstream.account("ann@example.com").await;
+    let ids = upstream.ingest(&ann, &demo_messages(), 1_700_000_000).await;
+    let url = JmapUpstreamUrl::parse(&format!("{}/.well-known/jmap", upstream.base)).unwrap();
+    let proxy = spawn_app_with(ServeOptions {
+        jmap_upstream: Some(url),
+        ..ServeOptions::default()
+    })
+    .await;
+    (upstream, proxy, ann, ids)
+}
+
+/// `body` POSTed to `app`'s API as `account`: (status, JSON).
+async fn post(app: &TestApp, account: &TestAccount, body: &Value) -> (u16, Value) {
+    app.api_raw(account, body).await
+}
+
+#[tokio::test]
+async fn the_session_is_the_upstreams_with_the_proxys_urls() {
+    let (upstream, proxy, ann, _) = upstream_and_proxy().await;
+    let direct = upstream.session(&ann).await;
+    let mut proxied = proxy.session(&ann).await;
+    assert_eq!(proxied["apiUrl"], format!("{}/jmap/api", proxy.base));
+    assert_eq!(
+        proxied["uploadUrl"],
+        format!("{}/jmap/upload/{{accountId}}/", proxy.base)
+    );
+    assert!(
+        proxied["downloadUrl"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!(
+                "{}/jmap/download/{{accountId}}/{{blobId}}/{{name}}?",
+                proxy.base
+            )),
+        "{proxied}"
+    );
+    // The event source keeps the upstream's query, its push access included.
+    let direct_query = direct["eventSourceUrl"]
+        .as_str()
+        .unwrap()
+        .split_once('?')
+        .unwrap()
+        .1;
+    assert_eq!(
+        proxied["eventSourceUrl"],
+        format!("{}/jmap/eventsource?{direct_query}", proxy.base)
+    );
+    // Everything else is the upstream's, unchanged.
+    let mut direct = direct;
+    for url in ["apiUrl", "downloadUrl", "uploadUrl", "eventSourceUrl"] {
+        direct.as_object_mut().unwrap().remove(url);
+        proxied.as_object_mut().unwrap().remove(url);
+    }
+    assert_eq!(proxied, direct);
+}
+
+#[tokio::test]
+async fn read_requests_through_the_proxy_get_the_upstreams_answers() {
+    let (upstream, proxy, ann, ids) = upstream_and_proxy().await;
+    let account = ann.account_id.clone();
+    let requests = [
+        json!([["Mailbox/get", {"accountId": account}, "0"]]),
+        json!([
+            ["Email/query", {"accountId": account, "sort": [{"property": "receivedAt", "isAscending": false}], "calculateTotal": true}, "0"],
+            ["Email/get", {"accountId": account, "#ids": {"resultOf": "0", "name": "Email/query", "path": "/ids"},
+                "properties": ["threadId", "mailboxIds", "keywords", "from", "subject", "receivedAt", "preview", "hasAttachment", "size"]}, "1"],
+            ["Thread/get", {"accountId": account, "#ids": {"resultOf": "1", "name": "Email/get", "path": "/list/*/threadId"}}, "2"],
+        ]),
+        json!([["Email/get", {"accountId": account, "ids": [ids[0], ids[1], "e999999"],
+            "properties": ["bodyStructure", "textBody", "htmlBody", "attachments", "bodyValues"],
+            "fetchAllBodyValues": true}, "0"]]),
+        json!([["Email/changes", {"accountId": account, "sinceState": "0"}, "0"]]),
+        json!([["Email/query", {"accountId": account, "filter": {"text": "the"}}, "0"],
+               ["SearchSnippet/get", {"accountId": account, "filter": {"text": "the"},
+                "#emailIds": {"resultOf": "0", "name": "Email/query", "path": "/ids"}}, "1"]]),
+        json!([["Foo/bar", {}, "0"], ["Email/get", {"accountId": "a999", "ids": []}, "1"]]),
+    ];
+    for calls in requests {
+        let body = json!({
+            "using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+            "methodCalls": calls,
+        });
+        let direct = post(&upstream, &ann, &body).await;
+        let proxied = post(&proxy, &ann, &body).await;
+        assert_eq!(direct.0, 200, "{}", direct.1);
+        assert_eq!(proxied, direct, "{calls}");
+    }
+    // A request-level error is the upstream's too.
+    let body = json!({"using": ["urn:example:nothing"], "methodCalls": []});
+    let direct = post(&upstream, &ann, &body).await;
+    assert_eq!(direct.0, 400);
+    assert_eq!(post(&proxy, &ann, &body).await, direct);
+
+    // A message downloads byte for byte.
+    let email = &upstream
+        .call1(
+            &ann,
+            "Email/get",
+            json!({"accountId": account, "ids": [ids[2]], "properties": ["blobId"]}),
+        )
+        .await["list"][0];
+    let blob = email["blobId"].as_str().unwrap();
+    let direct = upstream.download(&ann, blob, "m.eml").await;
+    assert_eq!(direct.0, 200);
+    assert_eq!(proxy.download(&ann, blob, "m.eml").await, direct);
+    assert_eq!(proxy.download(&ann, "f00", "m.eml").await.0, 404);
+}
+
+#[tokio::test]
+async fn writes_through_the_proxy_are_the_upstreams() {
+    let (upstream, proxy, ann, _) = upstream_and_proxy().await;
+    let account = ann.account_id.clone();
+    let raw = b"From: bob@example.com\r\nTo: ann@example.com\r\nSubject: Through the proxy\r\n\
+Message-ID: <proxy-1@example.com>\r\n\r\nUploaded and imported through Fastview.\r\n"
+        .to_vec();
+    let (status, uploaded) = proxy.upload(&ann, raw.clone()).await;
+    assert_eq!(status, 201, "{uploaded}");
+    assert_eq!(uploaded["accountId"], account);
+    assert_eq!(uploaded["size"], raw.len());
+    let imported = proxy
+        .call1(&ann, "Email/import", json!({"accountId": account, "emails": {"k": {
+            "blobId": uploaded["blobId"], "mailboxIds": {ann.inbox.clone(): true}, "keywords": {"$seen": true}}}}))
+        .await;
+    let id = imported["created"]["k"]["id"]
+        .as_str()
+        .expect("imported")
+        .to_string();
+    // The upstream holds it, and the proxy reads it back at once.
+    let direct = upstream
+        .call1(&ann, "Email/get", json!({"accountId": account, "ids": [id], "properties": ["subject", "keywords", "blobId"]}))
+        .await;
+    assert_eq!(direct["list"][0]["subject"], "Through the proxy");
+    assert_eq!(direct["list"][0]["blobId"], uploaded["blobId"]);
+    let proxied = proxy
+        .call1(&ann, "Email/get", json!({"accountId": account, "ids": [id], "properties": ["subject", "keywords", "blobId"]}))
+        .await;
+    assert_eq!(proxied, direct);
+    assert_eq!(
+        proxy
+            .download(&ann, uploaded["blobId"].as_str().unwrap(), "x.eml")
+            .await,
+        (200, raw)
+    );
+}
+
+#[tokio::test]
+async fn logins_are_checked_by_the_upstream_and_kept_a_minute() {
+    let (_upstream, proxy, ann, _) = upstream_and_proxy().await;
+    let checks = "fastview_upstream_round_trips_total{method=\"session\",command=\"session\"}";
+    let body = json!({"using": ["urn:ietf:params:jmap:core"], "methodCalls": [["Core/echo", {"n": 1}, "0"]]});
+    for _ in 0..3 {
+        let (status, answer) = post(&proxy, &ann, &body).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(
+            answer["methodResponses"][0],
+            json!(["Core/echo", {"n": 1}, "0"])
+        );
+    }
+    assert_eq!(
+        proxy.metric(checks).await,
+        1.0,
+        "one session fetch for three requests"
+    );
+    assert_eq!(
+        proxy
+            .metric("fastview_upstream_round_trips_total{method=\"Core/echo\",command=\"api\"}")
+            .await,
+        3.0
+    );
+
+    // A wrong password is the upstream's 401, with a challenge; no header at
+    // all is 401 here, without a round trip.
+    let wrong = proxy
+        .client
+        .post(format!("{}/jmap/api", proxy.base))
+        .basic_auth(&ann.email, Some("not-the-password"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    assert!(wrong.headers().contains_key("www-authenticate"));
+    assert_eq!(proxy.metric(checks).await, 2.0);
+    let none = proxy
+        .client
+        .get(format!("{}/.well-known/jmap", proxy.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(none.status(), 401);
+    assert_eq!(proxy.metric(checks).await, 2.0);
+}
+
+#[tokio::test]
+async fn an_upstream_that_is_gone_is_503_not_a_refused_login() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    drop(listener);
+    let url = JmapUpstreamUrl::parse(&format!("http://{address}/.well-known/jmap")).unwrap();
+    let proxy = spawn_app_with(ServeOptions {
+        jmap_upstream: Some(url),
+        ..ServeOptions::default()
+    })
+    .await;
+    let response = proxy
+        .client
+        .get(format!("{}/.well-known/jmap", proxy.base))
+        .basic_auth("ann@example.com", Some(PASSWORD))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 503);
+    assert!(response.headers().contains_key("retry-after"));
+}
+
+#[tokio::test]
+async fn the_event_source_streams_the_upstreams_state_changes() {
+    let (upstream, proxy, ann, ids) = upstream_and_proxy().await;
+    // A browser's EventSource sends no Authorization: the push access the
+    // upstream put in the URL's query is what it carries.
+    let session = proxy.session(&ann).await;
+    let url = session["eventSourceUrl"]
+        .as_str()
+        .unwrap()
+        .replace("{types}", "Email")
+        .replace("{closeafter}", "state")
+        .replace("{ping}", "0");
+    let mut events = proxy.client.get(url).send().await.unwrap();
+    assert_eq!(events.status(), 200);
+    assert!(
+        events.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let set = upstream
+        .call1(&ann, "Email/set", json!({"accountId": ann.account_id, "update": {ids[0].clone(): {"keywords/$flagged": true}}}))
+        .await;
+    let mut text = String::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(chunk) = events.chunk().await.unwrap() {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    });
+    read.await.expect("closeafter=state ends the stream");
+    let data = text
+        .lines()
+        .find_map(|line| line.strip_prefix("data: "))
+        .expect("a state event");
+    let data: Value = serde_json::from_str(data).unwrap();
+    assert_eq!(data["changed"][&ann.account_id]["Email"], set["newState"]);
+}
