@@ -84,8 +84,8 @@ pub struct ServeOptions {
     /// The IMAP server this instance mirrors (`--upstream`, issue 18).
     pub upstream: Option<crate::mail::upstream::UpstreamOptions>,
     /// The JMAP server this instance fronts (`--upstream https://…`,
-    /// issue 19): its session URL.
-    pub jmap_upstream: Option<crate::mail::upstream::jmap::JmapUpstreamUrl>,
+    /// issue 19).
+    pub jmap_upstream: Option<crate::mail::upstream::jmap::JmapUpstreamOptions>,
 }
 
 /// Bounds on the connections of one serving instance (`serve` flags

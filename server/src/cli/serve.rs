@@ -240,7 +240,13 @@ impl ServeArgs {
             trusted_proxies: self.trusted_proxy.clone(),
             smtp_relay: self.smtp_relay.clone(),
             jmap_upstream: match &self.upstream {
-                Some(crate::mail::upstream::UpstreamTarget::Jmap(url)) => Some(url.clone()),
+                Some(crate::mail::upstream::UpstreamTarget::Jmap(url)) => {
+                    Some(crate::mail::upstream::jmap::JmapUpstreamOptions {
+                        url: url.clone(),
+                        poll: std::time::Duration::from_secs(self.upstream_poll),
+                        idle: std::time::Duration::from_secs(self.upstream_idle_minutes * 60),
+                    })
+                }
                 _ => None,
             },
             upstream: self

@@ -53,6 +53,8 @@ pub struct AppState {
     /// instance fronts; every route is then answered through it
     /// ([`upstream::routes`]).
     pub jmap_upstream: Option<Arc<crate::mail::upstream::jmap::JmapUpstream>>,
+    /// The local mirror of the JMAP upstream's accounts, with it.
+    pub mirror: Option<Arc<crate::mail::upstream::jmap::mirror::Mirror>>,
     /// `--public-url` without a trailing slash; `None` derives URLs from the Host header.
     pub public_url: Option<String>,
     /// Bounds the API requests in flight on this node.
@@ -107,16 +109,31 @@ impl AppState {
             options.trusted_proxies.clone(),
         );
         auth.upstream = jmap.upstream.clone();
-        let jmap_upstream = options.jmap_upstream.clone().and_then(|url| {
-            crate::mail::upstream::jmap::JmapUpstream::new(url, metrics.clone())
+        let jmap_upstream = options.jmap_upstream.as_ref().and_then(|options| {
+            crate::mail::upstream::jmap::JmapUpstream::new(options.url.clone(), metrics.clone())
                 .inspect_err(|error| tracing::error!(%error, "the JMAP upstream's client"))
                 .ok()
                 .map(Arc::new)
         });
+        let mirror = jmap_upstream
+            .clone()
+            .zip(options.jmap_upstream.as_ref())
+            .map(|(upstream, options)| {
+                Arc::new(crate::mail::upstream::jmap::mirror::Mirror::new(
+                    upstream,
+                    app.store.clone(),
+                    app.blobs.clone(),
+                    metrics.clone(),
+                    options.poll,
+                    options.idle,
+                    limits.max_size_upload,
+                ))
+            });
         Self {
             jmap: Arc::new(jmap),
             auth,
             jmap_upstream,
+            mirror,
             public_url: options
                 .public_url
                 .as_ref()

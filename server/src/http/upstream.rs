@@ -32,6 +32,8 @@ use super::AppState;
 use super::api::read_limited;
 use super::error::HttpError;
 use crate::jmap::error::RequestError;
+use crate::jmap::request::Request;
+use crate::jmap::upstream::{Proxied, ProxyError};
 use crate::mail::upstream::UpstreamError;
 use crate::mail::upstream::jmap::{JmapUpstream, UpstreamSession};
 
@@ -138,6 +140,39 @@ async fn api(
         Ok(Err(Some(()))) => return Err(RequestError::Limit("maxSizeRequest").into()),
         Ok(Err(None)) => return Err(HttpError::ClientDisconnected),
     };
+    if let Some(mirror) = &state.mirror
+        && let Err(error) = mirror.use_accounts(&session, authorization).await
+    {
+        tracing::warn!(%error, "the mirror could not note the accounts in use");
+    }
+    // A request with an Email/get may be answered here in part, and one
+    // with a write is followed by the mirror's catching up; any other goes
+    // as it came, and its answer streams back.
+    let request = serde_json::from_slice::<Request>(&bytes)
+        .ok()
+        .filter(|request| {
+            request
+                .method_calls
+                .iter()
+                .any(|call| call.0 == "Email/get" || crate::jmap::upstream::is_write(&call.0))
+        });
+    if let (Some(request), Some(mirror)) = (request, &state.mirror) {
+        let proxied = Proxied {
+            jmap: &state.jmap,
+            mirror,
+            upstream,
+            session: &session,
+            authorization,
+        };
+        return match proxied.handle(request).await {
+            Ok(response) => Ok(axum::Json(response).into_response()),
+            Err(ProxyError::Answered(status, body)) => {
+                let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+                Ok((status, [(header::CONTENT_TYPE, "application/json")], body).into_response())
+            }
+            Err(ProxyError::Upstream(error)) => Err(failed(error)),
+        };
+    }
     let method = first_method(&bytes);
     let response = upstream
         .api(&session, authorization, bytes, method)

@@ -17,6 +17,7 @@ pub mod reference;
 pub mod request;
 pub mod session;
 pub mod submission;
+pub mod upstream;
 pub mod vacation;
 
 use std::sync::Arc;

@@ -131,6 +131,19 @@ impl Arguments {
     }
 }
 
+impl Arguments {
+    /// The arguments as an owned JSON value (text parsed, unless its value
+    /// was kept); `null` for text that does not parse.
+    pub fn into_value(self) -> Value {
+        match self {
+            Arguments::Value(value) => value,
+            Arguments::Text { text, value } => value
+                .into_inner()
+                .unwrap_or_else(|| serde_json::from_str(text.get()).unwrap_or(Value::Null)),
+        }
+    }
+}
+
 impl Serialize for Arguments {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {

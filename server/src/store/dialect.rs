@@ -108,6 +108,11 @@ pub struct Statements {
     /// `$1` account, `$2` list of email ids → (email_id, mailbox_id, uid,
     /// keywords) of their upstream copies, by mailbox then UID.
     pub upstream_locations: &'static str,
+    /// `$1` account, `$2` id list → (email_id, upstream_id, blob_id,
+    /// thread_id) of those of its emails a JMAP mirror maps.
+    pub mirror_emails_by_local: &'static str,
+    /// `$1` account, `$2` text list of upstream Email ids → the same.
+    pub mirror_emails_by_upstream: &'static str,
     /// `$1` account, `$2` list of ref keys → (message_id, thread_id, base_subject).
     pub thread_refs: &'static str,
     /// `$1` account, `$2` thread list, `$3` email list → the threads that

@@ -21,6 +21,7 @@ pub mod change_log;
 pub mod dialect;
 mod identity;
 pub mod insert_plan;
+mod jmap_mirror;
 pub mod postgres;
 pub mod raw;
 pub mod sql;
@@ -280,6 +281,19 @@ pub struct MailboxPatch {
     pub role: Option<Option<String>>,
     pub sort_order: Option<i64>,
     pub is_subscribed: Option<bool>,
+}
+
+/// An email of a JMAP upstream's account as the local mirror holds it
+/// (issue 19, migration 0310): the local email and the upstream's names
+/// for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirroredEmail {
+    /// The local email row.
+    pub email_id: i64,
+    /// The upstream's Email id, blobId and threadId.
+    pub upstream_id: String,
+    pub blob_id: String,
+    pub thread_id: String,
 }
 
 /// A local mailbox that mirrors a mailbox of the upstream IMAP server
@@ -779,6 +793,38 @@ pub trait Store: Send + Sync + 'static {
     /// Forgets UIDs of a mirrored mailbox (`None`: all of them, after a
     /// UIDVALIDITY change); the emails stay.
     async fn forget_upstream_uids(&self, mailbox: i64, uids: Option<&[i64]>) -> StoreResult<()>;
+
+    /// The local account mirroring the JMAP upstream's account
+    /// `upstream_id` and the upstream Email state its mirror is at (`None`
+    /// until a first sync ended), if there is one (issue 19, migration 0310).
+    async fn mirror_account(&self, upstream_id: &str)
+    -> StoreResult<Option<(i64, Option<String>)>>;
+    /// Records that `account` mirrors the upstream account `upstream_id`
+    /// (nothing when it already mirrors one).
+    async fn put_mirror_account(&self, account: i64, upstream_id: &str) -> StoreResult<()>;
+    /// Records the upstream Email state the account's mirror is now at.
+    async fn set_mirror_state(&self, account: i64, state: &str) -> StoreResult<()>;
+    /// `(local mailbox, upstream Mailbox id)` of the account's mirrored mailboxes.
+    async fn mirror_mailboxes(&self, account: i64) -> StoreResult<Vec<(i64, String)>>;
+    /// Records the upstream id of one of the account's mailboxes (nothing
+    /// when the mailbox is not the account's).
+    async fn put_mirror_mailbox(
+        &self,
+        account: i64,
+        mailbox: i64,
+        upstream_id: &str,
+    ) -> StoreResult<()>;
+    /// The account's mirrored emails: those with local ids among `local`,
+    /// else those with upstream ids among `upstream`, else all of them.
+    async fn mirror_emails(
+        &self,
+        account: i64,
+        local: Option<&[i64]>,
+        upstream: Option<&[&str]>,
+    ) -> StoreResult<Vec<MirroredEmail>>;
+    /// Records the upstream names of the account's emails (an email or an
+    /// upstream id already mapped keeps its mapping).
+    async fn put_mirror_emails(&self, account: i64, emails: &[MirroredEmail]) -> StoreResult<()>;
 
     /// All mailboxes of the account with their counts, by id.
     async fn mailboxes(&self, account: i64) -> StoreResult<Vec<MailboxRow>>;

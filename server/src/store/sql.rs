@@ -29,9 +29,9 @@ use super::raw::{EmailRecord, RawCursor, RawRows, RawTable, RowCounts};
 use super::{
     Account, ApiToken, ChangeKind, ChangeType, Changes, Delivery, EmailIndex, EmailLists,
     EmailMeta, EmailUpdate, FastView, IdentityPatch, IdentityRow, Inserted, LogPosition,
-    MailboxPatch, MailboxRow, NewEmail, NewMailbox, QueryRow, Quota, ROLE_MAILBOXES, SearchText,
-    States, Store, StoreError, StoreResult, SubmissionRow, TextSearch, UpdateOutcome, UpstreamCopy,
-    UpstreamMailbox, VacationResponse,
+    MailboxPatch, MailboxRow, MirroredEmail, NewEmail, NewMailbox, QueryRow, Quota, ROLE_MAILBOXES,
+    SearchText, States, Store, StoreError, StoreResult, SubmissionRow, TextSearch, UpdateOutcome,
+    UpstreamCopy, UpstreamMailbox, VacationResponse,
 };
 
 /// Bound values per multi-row statement: below SQLite's 32,766 host
@@ -1056,6 +1056,48 @@ where
 
     async fn forget_upstream_uids(&self, mailbox: i64, uids: Option<&[i64]>) -> StoreResult<()> {
         self.delete_upstream_uids(mailbox, uids).await
+    }
+
+    async fn mirror_account(
+        &self,
+        upstream_id: &str,
+    ) -> StoreResult<Option<(i64, Option<String>)>> {
+        self.read_mirror_account(upstream_id).await
+    }
+
+    async fn put_mirror_account(&self, account: i64, upstream_id: &str) -> StoreResult<()> {
+        self.write_mirror_account(account, upstream_id).await
+    }
+
+    async fn set_mirror_state(&self, account: i64, state: &str) -> StoreResult<()> {
+        self.write_mirror_state(account, state).await
+    }
+
+    async fn mirror_mailboxes(&self, account: i64) -> StoreResult<Vec<(i64, String)>> {
+        self.read_mirror_mailboxes(account).await
+    }
+
+    async fn put_mirror_mailbox(
+        &self,
+        account: i64,
+        mailbox: i64,
+        upstream_id: &str,
+    ) -> StoreResult<()> {
+        self.write_mirror_mailbox(account, mailbox, upstream_id)
+            .await
+    }
+
+    async fn mirror_emails(
+        &self,
+        account: i64,
+        local: Option<&[i64]>,
+        upstream: Option<&[&str]>,
+    ) -> StoreResult<Vec<MirroredEmail>> {
+        self.read_mirror_emails(account, local, upstream).await
+    }
+
+    async fn put_mirror_emails(&self, account: i64, emails: &[MirroredEmail]) -> StoreResult<()> {
+        self.write_mirror_emails(account, emails).await
     }
 
     async fn aliases(&self, account: i64) -> StoreResult<Vec<String>> {

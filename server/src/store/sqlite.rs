@@ -163,6 +163,16 @@ impl Dialect for SqliteDialect {
             "DELETE FROM upstream_messages WHERE mailbox_id = $1 AND uid ",
             in_list!(2)
         ),
+        mirror_emails_by_local: concat!(
+            "SELECT email_id, upstream_id, blob_id, thread_id FROM jmap_mirror_emails \
+             WHERE account_id = $1 AND email_id ",
+            in_list!(2)
+        ),
+        mirror_emails_by_upstream: concat!(
+            "SELECT email_id, upstream_id, blob_id, thread_id FROM jmap_mirror_emails \
+             WHERE account_id = $1 AND upstream_id ",
+            in_list!(2)
+        ),
         stored_blobs: concat!(
             "SELECT blob_id, id FROM emails WHERE account_id = $1 AND blob_id ",
             in_list!(2)

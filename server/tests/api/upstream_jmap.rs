@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use fastview::app::ServeOptions;
-use fastview::mail::upstream::jmap::JmapUpstreamUrl;
+use fastview::mail::upstream::jmap::{JmapUpstreamOptions, JmapUpstreamUrl};
 use serde_json::{Value, json};
 
 use crate::support::{PASSWORD, TestAccount, TestApp, demo_messages, spawn_app, spawn_app_with};
@@ -20,7 +20,7 @@ async fn upstream_and_proxy() -> (TestApp, TestApp, TestAccount, Vec<String>) {
     let ids = upstream.ingest(&ann, &demo_messages(), 1_700_000_000).await;
     let url = JmapUpstreamUrl::parse(&format!("{}/.well-known/jmap", upstream.base)).unwrap();
     let proxy = spawn_app_with(ServeOptions {
-        jmap_upstream: Some(url),
+        jmap_upstream: Some(JmapUpstreamOptions::new(url)),
         ..ServeOptions::default()
     })
     .await;
@@ -216,7 +216,7 @@ async fn an_upstream_that_is_gone_is_503_not_a_refused_login() {
     drop(listener);
     let url = JmapUpstreamUrl::parse(&format!("http://{address}/.well-known/jmap")).unwrap();
     let proxy = spawn_app_with(ServeOptions {
-        jmap_upstream: Some(url),
+        jmap_upstream: Some(JmapUpstreamOptions::new(url)),
         ..ServeOptions::default()
     })
     .await;
@@ -268,4 +268,106 @@ async fn the_event_source_streams_the_upstreams_state_changes() {
         .expect("a state event");
     let data: Value = serde_json::from_str(data).unwrap();
     assert_eq!(data["changed"][&ann.account_id]["Email"], set["newState"]);
+}
+
+/// The proxy's count of Email/get calls it forwarded to the upstream.
+async fn forwarded_email_gets(proxy: &TestApp) -> f64 {
+    proxy
+        .metric("fastview_upstream_round_trips_total{method=\"Email/get\",command=\"api\"}")
+        .await
+}
+
+/// Waits until the proxy's mirror of `account` has finished a sync at
+/// upstream Email state `state` (or any, when `None`).
+async fn mirror_at(proxy: &TestApp, account: &str, state: Option<&Value>) {
+    let mirror = proxy.state.mirror.as_ref().expect("a mirror");
+    for _ in 0..200 {
+        if let Some(ready) = mirror.ready(account).await.unwrap()
+            && state.is_none_or(|state| *state == ready.email_state)
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the mirror of {account} did not reach {state:?}");
+}
+
+#[tokio::test]
+async fn the_mirror_answers_email_get_with_the_upstreams_ids_and_states() {
+    let (upstream, proxy, ann, ids) = upstream_and_proxy().await;
+    let account = ann.account_id.clone();
+    // The first request makes the mirror and starts its sync.
+    proxy.session(&ann).await;
+    proxy.call1(&ann, "Core/echo", json!({})).await;
+    let state = upstream
+        .call1(&ann, "Email/get", json!({"accountId": account, "ids": []}))
+        .await["state"]
+        .clone();
+    mirror_at(&proxy, &account, Some(&state)).await;
+
+    let list_view = json!({
+        "using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+        "methodCalls": [
+            ["Email/query", {"accountId": account, "sort": [{"property": "receivedAt", "isAscending": false}]}, "0"],
+            ["Email/get", {"accountId": account, "#ids": {"resultOf": "0", "name": "Email/query", "path": "/ids"},
+                "properties": ["id", "blobId", "threadId", "mailboxIds", "keywords", "size", "receivedAt",
+                    "messageId", "from", "to", "subject", "sentAt", "preview", "hasAttachment",
+                    "header:List-Id:asText"]}, "1"],
+            ["Thread/get", {"accountId": account, "#ids": {"resultOf": "1", "name": "Email/get", "path": "/list/*/threadId"}}, "2"],
+        ],
+    });
+    let forwarded = forwarded_email_gets(&proxy).await;
+    let direct = post(&upstream, &ann, &list_view).await;
+    let proxied = post(&proxy, &ann, &list_view).await;
+    assert_eq!(direct.0, 200);
+    assert_eq!(proxied, direct);
+    assert_eq!(
+        forwarded_email_gets(&proxy).await,
+        forwarded,
+        "the Email/get was answered by the mirror"
+    );
+    // Body properties are the upstream's (part ids are each server's own).
+    let bodies = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+        "methodCalls": [["Email/get", {"accountId": account, "ids": [ids[0]], "properties": ["textBody", "bodyValues"], "fetchTextBodyValues": true}, "0"]]});
+    assert_eq!(
+        post(&proxy, &ann, &bodies).await,
+        post(&upstream, &ann, &bodies).await
+    );
+    assert_eq!(forwarded_email_gets(&proxy).await, forwarded + 1.0);
+
+    // A write through the proxy is read back through it at once, with the
+    // upstream's new state.
+    let set = proxy
+        .call1(
+            &ann,
+            "Email/set",
+            json!({"accountId": account, "update": {ids[1].clone(): {"keywords/$flagged": true}}}),
+        )
+        .await;
+    let read = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+        "methodCalls": [["Email/get", {"accountId": account, "ids": [ids[1]], "properties": ["keywords", "mailboxIds"]}, "0"]]});
+    let forwarded = forwarded_email_gets(&proxy).await;
+    let proxied = post(&proxy, &ann, &read).await;
+    assert_eq!(proxied.1["methodResponses"][0][1]["state"], set["newState"]);
+    assert_eq!(
+        proxied.1["methodResponses"][0][1]["list"][0]["keywords"]["$flagged"],
+        true
+    );
+    assert_eq!(proxied, post(&upstream, &ann, &read).await);
+    assert_eq!(forwarded_email_gets(&proxy).await, forwarded);
+
+    // Another client's change at the upstream reaches the mirror through
+    // the upstream's event source.
+    let set = upstream
+        .call1(&ann, "Email/set", json!({"accountId": account, "update": {ids[2].clone(): {"keywords/$seen": true}}, "destroy": [ids[3]]}))
+        .await;
+    mirror_at(&proxy, &account, Some(&set["newState"])).await;
+    let read = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+        "methodCalls": [["Email/get", {"accountId": account, "ids": [ids[2], ids[3]], "properties": ["keywords"]}, "0"]]});
+    let proxied = post(&proxy, &ann, &read).await;
+    assert_eq!(proxied, post(&upstream, &ann, &read).await);
+    assert_eq!(
+        proxied.1["methodResponses"][0][1]["notFound"],
+        json!([ids[3]])
+    );
 }

@@ -100,6 +100,7 @@ mod change_log;
 mod deliveries;
 mod edges;
 mod emails;
+mod jmap_mirror;
 mod mailboxes;
 mod plans;
 mod search;

@@ -69,6 +69,9 @@ pub struct UpstreamSession {
     /// The core capability's `maxSizeRequest` in octets (10 MB when the
     /// upstream does not say).
     pub max_size_request: u64,
+    /// The core capability's `maxObjectsInGet` (500 when the upstream does
+    /// not say; at least 1).
+    pub max_objects_in_get: usize,
 }
 
 impl UpstreamSession {
@@ -84,18 +87,21 @@ impl UpstreamSession {
         };
         let api_url = Url::parse(&template("apiUrl")?)
             .map_err(|error| UpstreamError::Refused(format!("apiUrl: {error}")))?;
-        let max_size_request = object
+        let core = object
             .get("capabilities")
-            .and_then(|capabilities| capabilities.get(crate::jmap::request::CAPABILITY_CORE))
-            .and_then(|core| core.get("maxSizeRequest"))
-            .and_then(Value::as_u64)
-            .unwrap_or(10_000_000);
+            .and_then(|capabilities| capabilities.get(super::CAPABILITY_CORE));
+        let core_limit = |name: &str| core.and_then(|core| core.get(name)).and_then(Value::as_u64);
+        let max_size_request = core_limit("maxSizeRequest").unwrap_or(10_000_000);
+        let max_objects_in_get = core_limit("maxObjectsInGet")
+            .unwrap_or(500)
+            .clamp(1, 10_000) as usize;
         Ok(Self {
             download_url: template("downloadUrl")?,
             upload_url: template("uploadUrl")?,
             event_source_url: template("eventSourceUrl")?,
             api_url,
             max_size_request,
+            max_objects_in_get,
             object,
         })
     }
@@ -155,6 +161,21 @@ impl UpstreamSession {
             ],
             query,
         )
+    }
+
+    /// The upstream URL of a whole message's octets: `downloadUrl` with
+    /// every variable filled in (`type` `message/rfc822`).
+    pub fn message_url(&self, account_id: &str, blob_id: &str) -> Result<Url, UpstreamError> {
+        let encode =
+            |value: &str| percent_encoding::utf8_percent_encode(value, SEGMENT).to_string();
+        let filled = self
+            .download_url
+            .replace("{accountId}", &encode(account_id))
+            .replace("{blobId}", &encode(blob_id))
+            .replace("{name}", "message.eml")
+            .replace("{type}", &encode("message/rfc822"));
+        Url::parse(&filled)
+            .map_err(|error| UpstreamError::Refused(format!("the upstream's downloadUrl: {error}")))
     }
 
     /// The upstream URL of an upload into `account_id`.
@@ -337,6 +358,65 @@ impl JmapUpstream {
         self.send(request, method, "api").await
     }
 
+    /// Makes method calls on the upstream (`calls`: `[name, arguments,
+    /// call id]` each, `using` the capabilities) and returns its Response
+    /// object. Errors: the HTTP status when it is not 200 (401 is
+    /// [`UpstreamError::LoginRefused`]), a body that is not a Response.
+    pub async fn call(
+        &self,
+        session: &UpstreamSession,
+        authorization: &HeaderValue,
+        request: &Value,
+        method: &'static str,
+    ) -> Result<Map<String, Value>, UpstreamError> {
+        let body = serde_json::to_vec(request)
+            .map_err(|error| UpstreamError::Refused(error.to_string()))?;
+        let response = self
+            .api(session, authorization, body.into(), method)
+            .await?;
+        let status = response.status();
+        if status == reqwest::StatusCode::UNAUTHORIZED {
+            return Err(UpstreamError::LoginRefused);
+        }
+        let body = response
+            .bytes()
+            .await
+            .map_err(|error| UpstreamError::Unreachable(error.to_string()))?;
+        if !status.is_success() {
+            return Err(UpstreamError::Refused(format!(
+                "the API answered {status}: {}",
+                String::from_utf8_lossy(&body[..body.len().min(300)])
+            )));
+        }
+        serde_json::from_slice(&body)
+            .map_err(|error| UpstreamError::Refused(format!("not a JMAP Response: {error}")))
+    }
+
+    /// The octets of a message the upstream holds (its `downloadUrl`), at
+    /// most `limit` of them.
+    pub async fn message(
+        &self,
+        session: &UpstreamSession,
+        authorization: &HeaderValue,
+        account_id: &str,
+        blob_id: &str,
+        limit: usize,
+    ) -> Result<Vec<u8>, UpstreamError> {
+        let request = self
+            .http
+            .get(session.message_url(account_id, blob_id)?)
+            .header(AUTHORIZATION, authorization.clone())
+            .timeout(ROUND_TRIP_TIMEOUT);
+        let response = self.send(request, "sync", "download").await?;
+        if !response.status().is_success() {
+            return Err(UpstreamError::Refused(format!(
+                "the download of {blob_id} answered {}",
+                response.status()
+            )));
+        }
+        read_limited(response, limit).await
+    }
+
     /// Sends a request made with [`JmapUpstream::stream`] (a download, an
     /// upload, an event source), counted under command `command`.
     pub async fn forward(
@@ -387,7 +467,7 @@ async fn read_limited(
     {
         if body.len() + chunk.len() > limit {
             return Err(UpstreamError::Refused(format!(
-                "the session is larger than {limit} octets"
+                "the answer is larger than {limit} octets"
             )));
         }
         body.extend_from_slice(&chunk);

@@ -14,8 +14,39 @@
 //!   requests, and the streamed downloads, uploads and event source.
 
 pub mod client;
+pub mod mirror;
 
 pub use client::{JmapUpstream, UpstreamSession};
+
+/// RFC 8620 §2's core capability, as the upstream's session names it.
+pub const CAPABILITY_CORE: &str = "urn:ietf:params:jmap:core";
+/// RFC 8621 §1.3.1's mail capability.
+pub const CAPABILITY_MAIL: &str = "urn:ietf:params:jmap:mail";
+
+/// How a serving instance uses its JMAP upstream (`serve` flags).
+#[derive(Debug, Clone)]
+pub struct JmapUpstreamOptions {
+    /// `--upstream`: the session URL.
+    pub url: JmapUpstreamUrl,
+    /// `--upstream-poll`: the longest a followed account's mirror waits
+    /// between syncs when the upstream's event source tells of no change.
+    pub poll: std::time::Duration,
+    /// `--upstream-idle-minutes`: how long after its last request an
+    /// account's mirror is followed (and the credential kept in memory).
+    pub idle: std::time::Duration,
+}
+
+impl JmapUpstreamOptions {
+    /// The options of an upstream at `url` with the flags' defaults (poll
+    /// 60 s, idle 30 minutes).
+    pub fn new(url: JmapUpstreamUrl) -> Self {
+        Self {
+            url,
+            poll: std::time::Duration::from_secs(60),
+            idle: std::time::Duration::from_secs(30 * 60),
+        }
+    }
+}
 
 /// The session URL of an upstream JMAP server (RFC 8620 §2.2):
 /// `https://host[:port]/path`, or `http://` when the host is loopback (a

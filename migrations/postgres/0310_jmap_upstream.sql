@@ -1,0 +1,31 @@
+-- The mirror of a JMAP upstream (issue 19, ADR 0009). A data dir in front
+-- of a JMAP server keeps one local account per upstream account, whose
+-- emails are ordinary rows written by the ingest path; these tables map
+-- them to the upstream's names, which are what clients see.
+-- `jmap_mirror_accounts`: the upstream accountId of a local account, and
+-- the upstream Email state the mirror is at (NULL until a first sync ends).
+-- `jmap_mirror_mailboxes`: the upstream Mailbox id of a local mailbox.
+-- `jmap_mirror_emails`: the upstream Email id, blobId and threadId of a
+-- local email (the upstream's threads are kept as they are: its threading
+-- need not be Fastview's).
+CREATE TABLE jmap_mirror_accounts (
+    account_id     bigint PRIMARY KEY REFERENCES accounts(id) ON DELETE CASCADE,
+    upstream_id    text NOT NULL UNIQUE,
+    email_state    text
+);
+
+CREATE TABLE jmap_mirror_mailboxes (
+    mailbox_id     bigint PRIMARY KEY REFERENCES mailboxes(id) ON DELETE CASCADE,
+    account_id     bigint NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+    upstream_id    text NOT NULL,
+    UNIQUE (account_id, upstream_id)
+);
+
+CREATE TABLE jmap_mirror_emails (
+    email_id       bigint PRIMARY KEY REFERENCES emails(id) ON DELETE CASCADE,
+    account_id     bigint NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+    upstream_id    text NOT NULL,
+    blob_id        text NOT NULL,
+    thread_id      text NOT NULL,
+    UNIQUE (account_id, upstream_id)
+);

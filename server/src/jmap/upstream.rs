@@ -1,0 +1,408 @@
+//! A request through a JMAP upstream (issue 19, ADR 0009): each call
+//! answered from the local mirror where it holds what the call asks, else
+//! forwarded, in the client's order.
+//!
+//! - **Answered here**: Email/get of ids the mirror maps, for properties it
+//!   holds as the upstream would give them (metadata, header fields and
+//!   their parsed forms, `preview`, `hasAttachment`; [`local_property`]),
+//!   on an account whose mirror has finished a sync. The call is run on the
+//!   local account by the ordinary dispatcher and its answer translated:
+//!   the upstream's accountId, Email ids, threadIds, blobIds and Mailbox
+//!   ids, and as `state` the upstream Email state the mirror is at.
+//!   Anything else about such a call (an id the mirror does not map yet, a
+//!   body property, whose part ids are the upstream's own) forwards it.
+//! - **Forwarded**: consecutive forwarded calls go as one request, with the
+//!   `createdIds` so far, so the upstream resolves references among them
+//!   and creation ids across batches; a reference to an earlier batch or to
+//!   a call answered here is resolved here first.
+//! - **Reads see writes**: after a batch with a `/set`, `/import` or
+//!   `/copy`, the mirrors of the accounts it named catch up with the
+//!   upstream before the next call is answered.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use reqwest::header::HeaderValue;
+use serde_json::{Map, Value, json};
+
+use super::Jmap;
+use super::budget::RequestBudget;
+use super::dispatch;
+use super::ids;
+use super::reference::{self, ReferenceError};
+use super::request::{Arguments, CAPABILITY_CORE, CAPABILITY_MAIL, Invocation, Request};
+use crate::mail::upstream::UpstreamError;
+use crate::mail::upstream::jmap::mirror::{Mirror, MirrorState};
+use crate::mail::upstream::jmap::{JmapUpstream, UpstreamSession};
+
+/// Email properties the mirror answers as the upstream would: what it
+/// stores of each email and what Fastview computes from the same octets.
+/// The body properties are not among them (part ids are each server's own).
+pub fn local_property(name: &str) -> bool {
+    const LOCAL: [&str; 21] = [
+        "id",
+        "blobId",
+        "threadId",
+        "mailboxIds",
+        "keywords",
+        "size",
+        "receivedAt",
+        "messageId",
+        "inReplyTo",
+        "references",
+        "sender",
+        "from",
+        "to",
+        "cc",
+        "bcc",
+        "replyTo",
+        "subject",
+        "sentAt",
+        "hasAttachment",
+        "preview",
+        "headers",
+    ];
+    LOCAL.contains(&name) || name.starts_with("header:")
+}
+
+/// Whether a method may change what the mirror holds: `/set`, `/import`,
+/// `/copy` (EmailSubmission/set's implicit Email/set included).
+pub fn is_write(method: &str) -> bool {
+    method.ends_with("/set") || method.ends_with("/import") || method.ends_with("/copy")
+}
+
+/// What a proxied request needs: the local side, the mirror and the
+/// upstream with the client's session and credential.
+pub struct Proxied<'a> {
+    pub jmap: &'a Jmap,
+    pub mirror: &'a Arc<Mirror>,
+    pub upstream: &'a JmapUpstream,
+    pub session: &'a UpstreamSession,
+    pub authorization: &'a HeaderValue,
+}
+
+/// Why a proxied request has no Response object of its own.
+#[derive(Debug)]
+pub enum ProxyError {
+    /// The upstream answered a batch with something other than 200: its
+    /// status and body, for the client as they are.
+    Answered(u16, bytes::Bytes),
+    /// The upstream (or the mirror's store) failed.
+    Upstream(UpstreamError),
+}
+
+impl From<UpstreamError> for ProxyError {
+    fn from(error: UpstreamError) -> Self {
+        Self::Upstream(error)
+    }
+}
+
+impl Proxied<'_> {
+    /// Runs `request` (module doc); the Response object.
+    pub async fn handle(&self, request: Request) -> Result<Value, ProxyError> {
+        let mut run = Run {
+            proxied: self,
+            using: request.using,
+            responses: Vec::new(),
+            pending: Vec::new(),
+            created_ids: request.created_ids.clone().unwrap_or_default(),
+            session_state: None,
+            budget: RequestBudget::new(&self.jmap.limits),
+        };
+        for Invocation(method, mut arguments, call_id) in request.method_calls {
+            let referenced = references(&arguments);
+            let outside = referenced
+                .iter()
+                .any(|id| !run.pending.iter().any(|call| &call.2 == id));
+            // An Email/get of properties the mirror holds is answered here:
+            // what was forwarded before it goes first.
+            let local_candidate = method == "Email/get" && asks_local_properties(&arguments);
+            if (outside || local_candidate) && !run.pending.is_empty() {
+                run.flush().await?;
+            }
+            if !referenced.is_empty() && run.pending.is_empty() {
+                match reference::resolve(&mut arguments, &run.responses, &mut run.budget) {
+                    Ok(()) => {}
+                    Err(ReferenceError::Method(error)) => {
+                        let answer = dispatch::error_response(&method, &call_id, &error);
+                        run.responses.push(("error".into(), answer.into(), call_id));
+                        continue;
+                    }
+                    Err(ReferenceError::OverBudget(_)) => {
+                        let answer = json!({"type": "requestTooLarge"});
+                        run.responses.push(("error".into(), answer.into(), call_id));
+                        continue;
+                    }
+                }
+            }
+            if local_candidate && let Some(answer) = self.email_get(&arguments, &call_id).await? {
+                run.responses.push((method, answer.into(), call_id));
+                continue;
+            }
+            run.pending.push(Invocation(method, arguments, call_id));
+        }
+        if !run.pending.is_empty() {
+            run.flush().await?;
+        }
+        let session_state = run
+            .session_state
+            .or_else(|| self.session.object.get("state").cloned())
+            .unwrap_or(Value::String(String::new()));
+        let method_responses: Vec<Value> = run
+            .responses
+            .into_iter()
+            .map(|(name, arguments, call_id)| json!([name, arguments.into_value(), call_id]))
+            .collect();
+        let mut response = Map::new();
+        response.insert("methodResponses".into(), Value::Array(method_responses));
+        if request.created_ids.is_some() {
+            response.insert("createdIds".into(), json!(run.created_ids));
+        }
+        response.insert("sessionState".into(), session_state);
+        Ok(Value::Object(response))
+    }
+
+    /// An Email/get answered from the mirror, or `None` when it cannot be
+    /// (module doc).
+    async fn email_get(
+        &self,
+        arguments: &Map<String, Value>,
+        call_id: &str,
+    ) -> Result<Option<Value>, UpstreamError> {
+        let Some(account_id) = arguments.get("accountId").and_then(Value::as_str) else {
+            return Ok(None);
+        };
+        let Some(wanted) = arguments.get("ids").and_then(Value::as_array) else {
+            return Ok(None);
+        };
+        let wanted: Option<Vec<&str>> = wanted.iter().map(Value::as_str).collect();
+        let Some(wanted) = wanted else {
+            return Ok(None);
+        };
+        if wanted.len() > self.session.max_objects_in_get {
+            return Ok(None);
+        }
+        let Some(MirrorState {
+            account,
+            email_state,
+        }) = self.mirror.ready(account_id).await?
+        else {
+            return Ok(None);
+        };
+        let store = &self.jmap.store;
+        let mapped = store.mirror_emails(account, None, Some(&wanted)).await?;
+        let distinct: HashSet<&str> = wanted.iter().copied().collect();
+        if mapped.len() < distinct.len() {
+            return Ok(None);
+        }
+        let local_of: HashMap<&str, i64> = mapped
+            .iter()
+            .map(|m| (m.upstream_id.as_str(), m.email_id))
+            .collect();
+        let by_local: HashMap<String, &crate::store::MirroredEmail> = mapped
+            .iter()
+            .map(|m| (ids::email_id(m.email_id), m))
+            .collect();
+        let mut local_arguments = arguments.clone();
+        local_arguments.insert("accountId".into(), Value::String(ids::account_id(account)));
+        local_arguments.insert(
+            "ids".into(),
+            wanted
+                .iter()
+                .map(|id| Value::String(ids::email_id(local_of[id])))
+                .collect(),
+        );
+        let Some(local_account) = store.account_by_id(account).await? else {
+            return Ok(None);
+        };
+        let request = Request {
+            using: vec![CAPABILITY_CORE.into(), CAPABILITY_MAIL.into()],
+            method_calls: vec![Invocation(
+                "Email/get".into(),
+                local_arguments,
+                call_id.into(),
+            )],
+            created_ids: None,
+        };
+        let Ok(response) = dispatch::handle(self.jmap, &local_account, request, "").await else {
+            return Ok(None);
+        };
+        let Some((name, answer, _)) = response.method_responses.into_iter().next() else {
+            return Ok(None);
+        };
+        if name != "Email/get" {
+            return Ok(None);
+        }
+        let mailboxes: HashMap<String, String> = store
+            .mirror_mailboxes(account)
+            .await?
+            .into_iter()
+            .map(|(local, upstream)| (ids::mailbox_id(local), upstream))
+            .collect();
+        let mut answer = answer.into_value();
+        let translate = Translation {
+            emails: &by_local,
+            mailboxes: &mailboxes,
+        };
+        answer["accountId"] = Value::String(account_id.into());
+        answer["state"] = Value::String(email_state);
+        if let Some(list) = answer.get_mut("list").and_then(Value::as_array_mut) {
+            for email in list {
+                translate.email(email);
+            }
+        }
+        if let Some(not_found) = answer.get_mut("notFound").and_then(Value::as_array_mut) {
+            for id in not_found {
+                translate.email_id(id);
+            }
+        }
+        Ok(Some(answer))
+    }
+}
+
+/// Local names → the upstream's, for one Email/get answer.
+struct Translation<'a> {
+    emails: &'a HashMap<String, &'a crate::store::MirroredEmail>,
+    mailboxes: &'a HashMap<String, String>,
+}
+
+impl Translation<'_> {
+    fn email_id(&self, id: &mut Value) {
+        if let Some(mapped) = id.as_str().and_then(|local| self.emails.get(local)) {
+            *id = Value::String(mapped.upstream_id.clone());
+        }
+    }
+
+    fn email(&self, email: &mut Value) {
+        let Some(object) = email.as_object_mut() else {
+            return;
+        };
+        let Some(mapped) = object
+            .get("id")
+            .and_then(Value::as_str)
+            .and_then(|local| self.emails.get(local))
+        else {
+            return;
+        };
+        object.insert("id".into(), Value::String(mapped.upstream_id.clone()));
+        if object.contains_key("threadId") {
+            object.insert("threadId".into(), Value::String(mapped.thread_id.clone()));
+        }
+        if object.contains_key("blobId") {
+            object.insert("blobId".into(), Value::String(mapped.blob_id.clone()));
+        }
+        if let Some(Value::Object(mailbox_ids)) = object.get_mut("mailboxIds") {
+            let translated: Map<String, Value> = std::mem::take(mailbox_ids)
+                .into_iter()
+                .filter_map(|(local, value)| Some((self.mailboxes.get(&local)?.clone(), value)))
+                .collect();
+            *mailbox_ids = translated;
+        }
+    }
+}
+
+/// Whether an Email/get names its properties, all of them ones the mirror
+/// answers ([`local_property`]; without `properties` the defaults include
+/// the body ones).
+fn asks_local_properties(arguments: &Map<String, Value>) -> bool {
+    arguments
+        .get("properties")
+        .and_then(Value::as_array)
+        .is_some_and(|properties| {
+            properties
+                .iter()
+                .all(|p| p.as_str().is_some_and(local_property))
+        })
+}
+
+/// The call ids a call's result references name.
+fn references(arguments: &Map<String, Value>) -> Vec<String> {
+    arguments
+        .iter()
+        .filter(|(key, _)| key.starts_with('#'))
+        .filter_map(|(_, reference)| reference.get("resultOf")?.as_str().map(str::to_string))
+        .collect()
+}
+
+/// The state of one proxied request.
+struct Run<'a, 'p> {
+    proxied: &'a Proxied<'p>,
+    using: Vec<String>,
+    responses: Vec<(String, Arguments, String)>,
+    pending: Vec<Invocation>,
+    created_ids: HashMap<String, String>,
+    session_state: Option<Value>,
+    budget: RequestBudget,
+}
+
+impl Run<'_, '_> {
+    /// Sends the pending calls as one request; their responses follow the
+    /// earlier ones. After a write the mirrors it touched catch up.
+    async fn flush(&mut self) -> Result<(), ProxyError> {
+        let calls = std::mem::take(&mut self.pending);
+        let method = dispatch::method_label(&calls[0].0);
+        let request = json!({
+            "using": self.using,
+            "methodCalls": calls,
+            "createdIds": self.created_ids,
+        });
+        let p = self.proxied;
+        let body = serde_json::to_vec(&request)
+            .map_err(|error| UpstreamError::Refused(error.to_string()))?;
+        let response = p
+            .upstream
+            .api(p.session, p.authorization, body.into(), method)
+            .await?;
+        let status = response.status().as_u16();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|error| UpstreamError::Unreachable(error.to_string()))?;
+        if status != 200 {
+            return Err(ProxyError::Answered(status, body));
+        }
+        let mut answer: Map<String, Value> = serde_json::from_slice(&body)
+            .map_err(|error| UpstreamError::Refused(format!("not a JMAP Response: {error}")))?;
+        if let Some(Value::Array(responses)) = answer.remove("methodResponses") {
+            for response in responses {
+                let Value::Array(mut parts) = response else {
+                    continue;
+                };
+                if parts.len() != 3 {
+                    continue;
+                }
+                let call_id = parts
+                    .pop()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                let arguments = parts.pop().unwrap_or(Value::Null);
+                let name = parts
+                    .pop()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                self.responses.push((name, arguments.into(), call_id));
+            }
+        }
+        if let Some(Value::Object(created)) = answer.remove("createdIds") {
+            for (creation, id) in created {
+                if let Value::String(id) = id {
+                    self.created_ids.insert(creation, id);
+                }
+            }
+        }
+        if let Some(state) = answer.remove("sessionState") {
+            self.session_state = Some(state);
+        }
+        let written: HashSet<&str> = calls
+            .iter()
+            .filter(|call| is_write(&call.0))
+            .filter_map(|call| call.1.get("accountId").and_then(Value::as_str))
+            .collect();
+        for account in written {
+            p.mirror
+                .catch_up(p.session, p.authorization, account)
+                .await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,162 @@
+//! What a data dir in front of a JMAP server keeps about its upstream
+//! (issue 19, ADR 0009; migration 0310): the upstream accountId of each
+//! local account and the upstream Email state its mirror is at, and the
+//! upstream ids of its mailboxes and emails (an email's blobId and threadId
+//! too). The emails themselves are ordinary rows written by the ingest
+//! path; these tables only name them as the upstream does.
+
+use sqlx::{ColumnIndex, Database, Encode, Executor, IntoArguments, Type};
+
+use super::dialect::{Column, Dialect};
+use super::sql::SqlStore;
+use super::{MirroredEmail, StoreResult};
+
+impl<D: Dialect> SqlStore<D>
+where
+    for<'c> &'c mut <D::Db as Database>::Connection: Executor<'c, Database = D::Db>,
+    <D::Db as Database>::Arguments: IntoArguments<D::Db>,
+    usize: ColumnIndex<<D::Db as Database>::Row>,
+    for<'s> &'s str: ColumnIndex<<D::Db as Database>::Row>,
+    i16: Column<D::Db>,
+    i64: Column<D::Db>,
+    bool: Column<D::Db>,
+    String: Column<D::Db>,
+    Vec<u8>: Column<D::Db>,
+    Option<i64>: Column<D::Db>,
+    Option<bool>: Column<D::Db>,
+    Option<String>: Column<D::Db>,
+    for<'a> &'a str: Encode<'a, D::Db> + Type<D::Db>,
+{
+    pub(super) async fn read_mirror_account(
+        &self,
+        upstream_id: &str,
+    ) -> StoreResult<Option<(i64, Option<String>)>> {
+        Ok(sqlx::query_as(
+            "SELECT account_id, email_state FROM jmap_mirror_accounts WHERE upstream_id = $1",
+        )
+        .bind(upstream_id)
+        .fetch_optional(&self.reader)
+        .await?)
+    }
+
+    pub(super) async fn write_mirror_account(
+        &self,
+        account: i64,
+        upstream_id: &str,
+    ) -> StoreResult<()> {
+        let mut tx = self.write(None).await?;
+        sqlx::query(
+            "INSERT INTO jmap_mirror_accounts (account_id, upstream_id) VALUES ($1, $2) \
+             ON CONFLICT (account_id) DO NOTHING",
+        )
+        .bind(account)
+        .bind(upstream_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn write_mirror_state(&self, account: i64, state: &str) -> StoreResult<()> {
+        let mut tx = self.write(None).await?;
+        sqlx::query("UPDATE jmap_mirror_accounts SET email_state = $2 WHERE account_id = $1")
+            .bind(account)
+            .bind(state)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn read_mirror_mailboxes(
+        &self,
+        account: i64,
+    ) -> StoreResult<Vec<(i64, String)>> {
+        Ok(sqlx::query_as(
+            "SELECT mailbox_id, upstream_id FROM jmap_mirror_mailboxes WHERE account_id = $1 \
+             ORDER BY mailbox_id",
+        )
+        .bind(account)
+        .fetch_all(&self.reader)
+        .await?)
+    }
+
+    pub(super) async fn write_mirror_mailbox(
+        &self,
+        account: i64,
+        mailbox: i64,
+        upstream_id: &str,
+    ) -> StoreResult<()> {
+        let mut tx = self.write(None).await?;
+        sqlx::query(
+            "INSERT INTO jmap_mirror_mailboxes (mailbox_id, account_id, upstream_id) \
+             SELECT $1, $2, $3 FROM mailboxes WHERE id = $1 AND account_id = $2 \
+             ON CONFLICT (mailbox_id) DO UPDATE SET upstream_id = excluded.upstream_id",
+        )
+        .bind(mailbox)
+        .bind(account)
+        .bind(upstream_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn read_mirror_emails(
+        &self,
+        account: i64,
+        local: Option<&[i64]>,
+        upstream: Option<&[&str]>,
+    ) -> StoreResult<Vec<MirroredEmail>> {
+        const COLUMNS: &str = "SELECT email_id, upstream_id, blob_id, thread_id \
+             FROM jmap_mirror_emails WHERE account_id = $1";
+        let query = match (local, upstream) {
+            (Some(ids), _) => sqlx::query_as(D::SQL.mirror_emails_by_local)
+                .bind(account)
+                .bind(D::ids(ids)),
+            (None, Some(ids)) => sqlx::query_as(D::SQL.mirror_emails_by_upstream)
+                .bind(account)
+                .bind(D::texts(ids)),
+            (None, None) => sqlx::query_as(COLUMNS).bind(account),
+        };
+        let rows: Vec<(i64, String, String, String)> = query.fetch_all(&self.reader).await?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(email_id, upstream_id, blob_id, thread_id)| MirroredEmail {
+                    email_id,
+                    upstream_id,
+                    blob_id,
+                    thread_id,
+                },
+            )
+            .collect())
+    }
+
+    pub(super) async fn write_mirror_emails(
+        &self,
+        account: i64,
+        emails: &[MirroredEmail],
+    ) -> StoreResult<()> {
+        let mut tx = self.write(None).await?;
+        for email in emails {
+            // An upstream id already mapped (two upstream emails of the same
+            // octets are one local email) keeps its first mapping.
+            sqlx::query(
+                "INSERT INTO jmap_mirror_emails \
+                   (email_id, account_id, upstream_id, blob_id, thread_id) \
+                 SELECT $1, $2, $3, $4, $5 FROM emails WHERE id = $1 AND account_id = $2 \
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(email.email_id)
+            .bind(account)
+            .bind(email.upstream_id.as_str())
+            .bind(email.blob_id.as_str())
+            .bind(email.thread_id.as_str())
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+}
