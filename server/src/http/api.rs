@@ -28,7 +28,9 @@ pub async fn read_limited(body: Body, limit: u64) -> Result<axum::body::Bytes, O
     }
 }
 
-fn is_json(headers: &HeaderMap) -> bool {
+/// Whether a request declares a JSON body (`application/json`, any
+/// parameters).
+pub fn is_json(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

@@ -29,7 +29,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use super::AppState;
-use super::api::read_limited;
+use super::api::{is_json, read_limited};
 use super::error::HttpError;
 use crate::jmap::error::RequestError;
 use crate::jmap::request::Request;
@@ -116,7 +116,15 @@ async fn session(
     headers: HeaderMap,
 ) -> Result<Response, HttpError> {
     let upstream = upstream(&state)?;
-    let session = session_of(upstream, authorization(&headers)?, true).await?;
+    let authorization = authorization(&headers)?;
+    let session = session_of(upstream, authorization, true).await?;
+    // A client that fetches the session is about to use its accounts: their
+    // mirrors start syncing now.
+    if let Some(mirror) = &state.mirror
+        && let Err(error) = mirror.use_accounts(&session, authorization).await
+    {
+        tracing::warn!(%error, "the mirror could not note the accounts in use");
+    }
     Ok(axum::Json(session.for_clients(&state.base_url(&headers))).into_response())
 }
 
@@ -148,8 +156,10 @@ async fn api(
     // A request with an Email/get may be answered here in part, and one
     // with a write is followed by the mirror's catching up; any other goes
     // as it came, and its answer streams back.
-    let request = serde_json::from_slice::<Request>(&bytes)
-        .ok()
+    // (A body not declared JSON goes as it came, for the upstream to refuse.)
+    let request = is_json(&headers)
+        .then(|| serde_json::from_slice::<Request>(&bytes).ok())
+        .flatten()
         .filter(|request| {
             request
                 .method_calls
@@ -174,8 +184,12 @@ async fn api(
         };
     }
     let method = first_method(&bytes);
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .cloned()
+        .unwrap_or_else(|| HeaderValue::from_static("application/octet-stream"));
     let response = upstream
-        .api(&session, authorization, bytes, method)
+        .api(&session, authorization, content_type, bytes, method)
         .await
         .map_err(failed)?;
     Ok(passed_back(response))

@@ -349,9 +349,10 @@ impl Run<'_, '_> {
         let p = self.proxied;
         let body = serde_json::to_vec(&request)
             .map_err(|error| UpstreamError::Refused(error.to_string()))?;
+        let json = HeaderValue::from_static("application/json");
         let response = p
             .upstream
-            .api(p.session, p.authorization, body.into(), method)
+            .api(p.session, p.authorization, json, body.into(), method)
             .await?;
         let status = response.status().as_u16();
         let body = response

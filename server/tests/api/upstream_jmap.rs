@@ -109,6 +109,21 @@ async fn read_requests_through_the_proxy_get_the_upstreams_answers() {
     assert_eq!(direct.0, 400);
     assert_eq!(post(&proxy, &ann, &body).await, direct);
 
+    // So is the answer to a body not declared JSON.
+    let as_text = |app: &TestApp| {
+        app.client
+            .post(format!("{}/jmap/api", app.base))
+            .basic_auth(&ann.email, Some(PASSWORD))
+            .header("Content-Type", "text/plain")
+            .body(r#"{"using":[],"methodCalls":[]}"#)
+            .send()
+    };
+    let direct = as_text(&upstream).await.unwrap();
+    let proxied = as_text(&proxy).await.unwrap();
+    assert_eq!(direct.status(), 400);
+    assert_eq!(proxied.status(), direct.status());
+    assert_eq!(proxied.text().await.unwrap(), direct.text().await.unwrap());
+
     // A message downloads byte for byte.
     let email = &upstream
         .call1(

@@ -338,13 +338,14 @@ impl JmapUpstream {
         Some(expand(&template, &[], query))
     }
 
-    /// POSTs an API request body to the session's `apiUrl` as
-    /// `authorization`, counted under `method` (the first call's, as a
-    /// metrics label).
+    /// POSTs an API request body of `content_type` to the session's
+    /// `apiUrl` as `authorization`, counted under `method` (the first
+    /// call's, as a metrics label).
     pub async fn api(
         &self,
         session: &UpstreamSession,
         authorization: &HeaderValue,
+        content_type: HeaderValue,
         body: Bytes,
         method: &'static str,
     ) -> Result<reqwest::Response, UpstreamError> {
@@ -352,7 +353,7 @@ impl JmapUpstream {
             .http
             .post(session.api_url.clone())
             .header(AUTHORIZATION, authorization.clone())
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::CONTENT_TYPE, content_type)
             .timeout(ROUND_TRIP_TIMEOUT)
             .body(body);
         self.send(request, method, "api").await
@@ -371,8 +372,9 @@ impl JmapUpstream {
     ) -> Result<Map<String, Value>, UpstreamError> {
         let body = serde_json::to_vec(request)
             .map_err(|error| UpstreamError::Refused(error.to_string()))?;
+        let json = HeaderValue::from_static("application/json");
         let response = self
-            .api(session, authorization, body.into(), method)
+            .api(session, authorization, json, body.into(), method)
             .await?;
         let status = response.status();
         if status == reqwest::StatusCode::UNAUTHORIZED {

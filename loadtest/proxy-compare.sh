@@ -1,0 +1,58 @@
+#!/bin/bash
+# loadtest/proxy-compare.sh [SCENARIO...]   (default: adr-0013 webmail)
+#
+# Issue 19, ADR 0009: a JMAP server without partial reads or a projection
+# (a standalone Fastview started with --read-levels off --fast-view off,
+# like James before its ADRs) measured directly and through a Fastview JMAP
+# proxy in front of it, in one run. The upstream seeds ACCOUNTS x MESSAGES
+# of CORPUS; upstream and proxy share core 0, the load test runs on core 1.
+# The proxy's mirror is filled first (every account's session fetched once,
+# then the proxy's metrics watched until every message is stored). Per
+# scenario: `capacity` directly, then through the proxy, then `--compare`
+# of the two at RATE users/hour (default: the direct capacity).
+set -euo pipefail
+SCENARIOS=${*:-adr-0013 webmail}
+ACCOUNTS=${ACCOUNTS:-100}; MESSAGES=${MESSAGES:-100}; P99=${P99_MS:-50}
+CORPUS=${CORPUS:-$(dirname "$0")/../../shared/corpus}
+BIN=${BIN:-$(dirname "$0")/../target/release/fastview}
+LOADTEST=${LOADTEST:-$(dirname "$0")/../target/release/fastview-loadtest}
+UP=127.0.0.1:18201; PROXY=127.0.0.1:18202; METRICS=127.0.0.1:18203
+WORK=$(mktemp -d)
+cleanup() { kill "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"; }
+PIDS=(); trap cleanup EXIT
+"$BIN" --data-dir "$WORK/upstream" seed --accounts "$ACCOUNTS" --messages-per-account "$MESSAGES" \
+  --from "$CORPUS" --password secret | tail -1
+taskset -c 0 "$BIN" --data-dir "$WORK/upstream" serve --listen $UP --metrics-listen off \
+  --read-levels off --fast-view off > "$WORK/upstream.log" 2>&1 & PIDS+=($!)
+taskset -c 0 "$BIN" --data-dir "$WORK/proxy" serve --listen $PROXY --metrics-listen $METRICS \
+  --upstream "http://$UP/.well-known/jmap" > "$WORK/proxy.log" 2>&1 & PIDS+=($!)
+for _ in $(seq 100); do
+  curl -s -o /dev/null "http://$UP/.well-known/jmap" && curl -s -o /dev/null "http://$PROXY/.well-known/jmap" && break
+  sleep 0.2
+done
+started=$(date +%s.%N)
+for n in $(seq "$ACCOUNTS"); do
+  curl -s -o /dev/null -u "user$n@example.com:secret" "http://$PROXY/.well-known/jmap"
+done
+want=$((ACCOUNTS * MESSAGES))
+while :; do
+  have=$(curl -s "http://$METRICS/metrics" | awk '/^fastview_upstream_fetched_messages_total /{print $2}')
+  [ "${have%.*}" -ge "$want" ] 2>/dev/null && break
+  sleep 0.5
+done
+echo "mirror filled: $want messages in $(echo "$(date +%s.%N) - $started" | bc) s"
+for scenario in $SCENARIOS; do
+  for side in direct proxy; do
+    host=$UP; [ $side = proxy ] && host=$PROXY
+    echo "== $scenario, $side (http://$host)"
+    taskset -c 1 "$LOADTEST" capacity --host "http://$host" --scenario "$scenario" \
+      --p99-ms "$P99" --accounts "$ACCOUNTS" --password secret | tee "$WORK/$scenario-$side.txt" || true
+  done
+  rate=${RATE:-$(sed -n 's/^highest rate that held: \([0-9]*\) users.*/\1/p' "$WORK/$scenario-direct.txt")}
+  if [ -n "$rate" ]; then
+    echo "== $scenario at $rate users/hour: direct (A) vs proxy (B)"
+    taskset -c 1 "$LOADTEST" --host "http://$UP" --compare "http://$PROXY" --scenario "$scenario" \
+      --users-per-hour "$rate" --duration 30s --accounts "$ACCOUNTS" --password secret || true
+  fi
+done
+curl -s "http://$METRICS/metrics" | grep -E '^fastview_upstream_round_trips_total' || true
