@@ -172,6 +172,11 @@ impl Proxied<'_> {
         let Some(account_id) = arguments.get("accountId").and_then(Value::as_str) else {
             return Ok(None);
         };
+        // Only an account this credential's own session lists: the mirror
+        // holds every user's accounts, the upstream decides who reads which.
+        if !self.session.has_account(account_id) {
+            return Ok(None);
+        }
         let Some(wanted) = arguments.get("ids").and_then(Value::as_array) else {
             return Ok(None);
         };

@@ -386,3 +386,26 @@ async fn the_mirror_answers_email_get_with_the_upstreams_ids_and_states() {
         json!([ids[3]])
     );
 }
+
+#[tokio::test]
+async fn the_mirror_answers_only_accounts_the_credential_may_read() {
+    let (upstream, proxy, ann, ids) = upstream_and_proxy().await;
+    let bob = upstream.account("bob@example.com").await;
+    proxy.session(&ann).await;
+    let state = upstream
+        .call1(
+            &ann,
+            "Email/get",
+            json!({"accountId": ann.account_id, "ids": []}),
+        )
+        .await["state"]
+        .clone();
+    mirror_at(&proxy, &ann.account_id, Some(&state)).await;
+    // Bob asks for ann's mailbox through the proxy: the upstream's answer
+    // (accountNotFound), not the mirror's.
+    let body = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+        "methodCalls": [["Email/get", {"accountId": ann.account_id, "ids": [ids[0]], "properties": ["subject"]}, "0"]]});
+    let direct = post(&upstream, &bob, &body).await;
+    assert_eq!(direct.1["methodResponses"][0][0], "error", "{}", direct.1);
+    assert_eq!(post(&proxy, &bob, &body).await, direct);
+}

@@ -163,6 +163,15 @@ impl UpstreamSession {
         )
     }
 
+    /// Whether the session (fetched with one credential) lists account
+    /// `account_id`: what that credential may read.
+    pub fn has_account(&self, account_id: &str) -> bool {
+        self.object
+            .get("accounts")
+            .and_then(Value::as_object)
+            .is_some_and(|accounts| accounts.contains_key(account_id))
+    }
+
     /// The upstream URL of a whole message's octets: `downloadUrl` with
     /// every variable filled in (`type` `message/rfc822`).
     pub fn message_url(&self, account_id: &str, blob_id: &str) -> Result<Url, UpstreamError> {
