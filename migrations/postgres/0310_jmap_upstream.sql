@@ -5,8 +5,8 @@
 -- `jmap_mirror_accounts`: the upstream accountId of a local account, and
 -- the upstream Email state the mirror is at (NULL until a first sync ends).
 -- `jmap_mirror_mailboxes`: the upstream Mailbox id of a local mailbox.
--- `jmap_mirror_emails`: the upstream Email id, blobId and threadId of a
--- local email (the upstream's threads are kept as they are: its threading
+-- `jmap_mirror_emails`: the upstream Email id, blobId, threadId and part
+-- blobIds of a local email (the upstream's threads are kept as they are: its threading
 -- need not be Fastview's).
 CREATE TABLE jmap_mirror_accounts (
     account_id     bigint PRIMARY KEY REFERENCES accounts(id) ON DELETE CASCADE,
@@ -27,5 +27,9 @@ CREATE TABLE jmap_mirror_emails (
     upstream_id    text NOT NULL,
     blob_id        text NOT NULL,
     thread_id      text NOT NULL,
+    -- The upstream's blobId of each part, by partId (a JSON object), when
+    -- its bodyStructure has the partIds of Fastview's; NULL otherwise (the
+    -- body properties of such an email are the upstream's to answer).
+    parts          text,
     UNIQUE (account_id, upstream_id)
 );

@@ -35,9 +35,20 @@ use crate::mail::upstream::UpstreamError;
 use crate::mail::upstream::jmap::mirror::{Mirror, MirrorState};
 use crate::mail::upstream::jmap::{JmapUpstream, UpstreamSession};
 
+/// The Email properties that name body parts: answered by the mirror only
+/// for an email whose upstream split it into the same partIds (its part
+/// blobIds are then the upstream's, kept at sync).
+const BODY: [&str; 5] = [
+    "bodyStructure",
+    "textBody",
+    "htmlBody",
+    "attachments",
+    "bodyValues",
+];
+
 /// Email properties the mirror answers as the upstream would: what it
-/// stores of each email and what Fastview computes from the same octets.
-/// The body properties are not among them (part ids are each server's own).
+/// stores of each email and what Fastview computes from the same octets
+/// (the body properties of an email the upstream split alike: [`BODY`]).
 pub fn local_property(name: &str) -> bool {
     const LOCAL: [&str; 21] = [
         "id",
@@ -62,7 +73,7 @@ pub fn local_property(name: &str) -> bool {
         "preview",
         "headers",
     ];
-    LOCAL.contains(&name) || name.starts_with("header:")
+    LOCAL.contains(&name) || BODY.contains(&name) || name.starts_with("header:")
 }
 
 /// Whether a method may change what the mirror holds: `/set`, `/import`,
@@ -200,6 +211,17 @@ impl Proxied<'_> {
         if mapped.len() < distinct.len() {
             return Ok(None);
         }
+        let names_parts = arguments
+            .get("properties")
+            .and_then(Value::as_array)
+            .is_some_and(|properties| {
+                properties
+                    .iter()
+                    .any(|p| p.as_str().is_some_and(|p| BODY.contains(&p)))
+            });
+        if names_parts && mapped.iter().any(|m| m.parts.is_none()) {
+            return Ok(None);
+        }
         let local_of: HashMap<&str, i64> = mapped
             .iter()
             .map(|m| (m.upstream_id.as_str(), m.email_id))
@@ -296,6 +318,21 @@ impl Translation<'_> {
         if object.contains_key("blobId") {
             object.insert("blobId".into(), Value::String(mapped.blob_id.clone()));
         }
+        let parts: Map<String, Value> = mapped
+            .parts
+            .as_deref()
+            .and_then(|parts| serde_json::from_str(parts).ok())
+            .unwrap_or_default();
+        if let Some(structure) = object.get_mut("bodyStructure") {
+            Self::part(structure, &parts);
+        }
+        for list in ["textBody", "htmlBody", "attachments"] {
+            if let Some(Value::Array(list)) = object.get_mut(list) {
+                for part in list {
+                    Self::part(part, &parts);
+                }
+            }
+        }
         if let Some(Value::Object(mailbox_ids)) = object.get_mut("mailboxIds") {
             let translated: Map<String, Value> = std::mem::take(mailbox_ids)
                 .into_iter()
@@ -318,6 +355,32 @@ fn asks_local_properties(arguments: &Map<String, Value>) -> bool {
                 .iter()
                 .all(|p| p.as_str().is_some_and(local_property))
         })
+}
+
+impl Translation<'_> {
+    /// A body part (and its sub-parts) with the upstream's blobId: found by
+    /// its partId, or by the one a local part blobId ends in
+    /// (`{blobId}_{partId}`) when `partId` was not asked for.
+    fn part(part: &mut Value, parts: &Map<String, Value>) {
+        let Some(object) = part.as_object_mut() else {
+            return;
+        };
+        if let Some(Value::String(local)) = object.get("blobId") {
+            let part_id = object
+                .get("partId")
+                .and_then(Value::as_str)
+                .or_else(|| local.split_once('_').map(|(_, part_id)| part_id));
+            if let Some(upstream) = part_id.and_then(|part_id| parts.get(part_id)) {
+                let upstream = upstream.clone();
+                object.insert("blobId".into(), upstream);
+            }
+        }
+        if let Some(Value::Array(children)) = object.get_mut("subParts") {
+            for child in children {
+                Self::part(child, parts);
+            }
+        }
+    }
 }
 
 /// The call ids a call's result references name.
@@ -410,5 +473,57 @@ impl Run<'_, '_> {
                 .await?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use serde_json::json;
+
+    use super::Translation;
+    use crate::store::MirroredEmail;
+
+    #[test]
+    fn an_answer_names_what_the_upstream_names() {
+        let mirrored = MirroredEmail {
+            email_id: 42,
+            upstream_id: "Mx7".into(),
+            blob_id: "Gb1".into(),
+            thread_id: "Tq2".into(),
+            parts: Some(json!({"2": "Gb1.p2", "3": "Gb1.p3"}).to_string()),
+        };
+        let emails = HashMap::from([("e42".to_string(), &mirrored)]);
+        let mailboxes = HashMap::from([("m3".to_string(), "Inbox-U".to_string())]);
+        let translation = Translation {
+            emails: &emails,
+            mailboxes: &mailboxes,
+        };
+        let mut email = json!({
+            "id": "e42", "threadId": "t9", "blobId": "aa", "mailboxIds": {"m3": true},
+            "subject": "kept",
+            "bodyStructure": {"partId": "1", "blobId": null, "subParts": [
+                {"partId": "2", "blobId": "aa_2"}, {"blobId": "aa_3", "type": "image/png"}]},
+            "textBody": [{"partId": "2", "blobId": "aa_2"}],
+            "attachments": [{"blobId": "aa_3"}],
+            "bodyValues": {"2": {"value": "hi"}},
+        });
+        translation.email(&mut email);
+        assert_eq!(
+            email,
+            json!({
+                "id": "Mx7", "threadId": "Tq2", "blobId": "Gb1", "mailboxIds": {"Inbox-U": true},
+                "subject": "kept",
+                "bodyStructure": {"partId": "1", "blobId": null, "subParts": [
+                    {"partId": "2", "blobId": "Gb1.p2"}, {"blobId": "Gb1.p3", "type": "image/png"}]},
+                "textBody": [{"partId": "2", "blobId": "Gb1.p2"}],
+                "attachments": [{"blobId": "Gb1.p3"}],
+                "bodyValues": {"2": {"value": "hi"}},
+            })
+        );
+        let mut id = json!("e42");
+        translation.email_id(&mut id);
+        assert_eq!(id, "Mx7");
     }
 }

@@ -187,6 +187,23 @@ fn leaves_below(message: &Message<'_>, index: usize) -> Vec<usize> {
     leaves
 }
 
+/// The partIds of a message's `bodyStructure`, in document order (each
+/// part before its sub-parts; `None` for a multipart, RFC 8621 §4.1.4):
+/// what two servers that split one message alike agree on (the JMAP
+/// upstream's mirror, issue 19).
+pub fn part_ids(message: &Message<'_>) -> Vec<Option<String>> {
+    let tree = BodyPart::tree(message);
+    let mut ids = Vec::new();
+    let mut stack: Vec<&BodyPart> = tree.iter().collect();
+    while let Some(part) = stack.pop() {
+        ids.push(part.part_id());
+        if let Some(children) = &part.sub_parts {
+            stack.extend(children.iter().rev());
+        }
+    }
+    ids
+}
+
 impl BodyPart {
     /// The `bodyStructure` tree of a fully parsed message.
     pub(crate) fn tree(message: &Message<'_>) -> Option<Self> {

@@ -108,7 +108,7 @@ where
         local: Option<&[i64]>,
         upstream: Option<&[&str]>,
     ) -> StoreResult<Vec<MirroredEmail>> {
-        const COLUMNS: &str = "SELECT email_id, upstream_id, blob_id, thread_id \
+        const COLUMNS: &str = "SELECT email_id, upstream_id, blob_id, thread_id, parts \
              FROM jmap_mirror_emails WHERE account_id = $1";
         let query = match (local, upstream) {
             (Some(ids), _) => sqlx::query_as(D::SQL.mirror_emails_by_local)
@@ -119,15 +119,17 @@ where
                 .bind(D::texts(ids)),
             (None, None) => sqlx::query_as(COLUMNS).bind(account),
         };
-        let rows: Vec<(i64, String, String, String)> = query.fetch_all(&self.reader).await?;
+        let rows: Vec<(i64, String, String, String, Option<String>)> =
+            query.fetch_all(&self.reader).await?;
         Ok(rows
             .into_iter()
             .map(
-                |(email_id, upstream_id, blob_id, thread_id)| MirroredEmail {
+                |(email_id, upstream_id, blob_id, thread_id, parts)| MirroredEmail {
                     email_id,
                     upstream_id,
                     blob_id,
                     thread_id,
+                    parts,
                 },
             )
             .collect())
@@ -144,8 +146,8 @@ where
             // octets are one local email) keeps its first mapping.
             sqlx::query(
                 "INSERT INTO jmap_mirror_emails \
-                   (email_id, account_id, upstream_id, blob_id, thread_id) \
-                 SELECT $1, $2, $3, $4, $5 FROM emails WHERE id = $1 AND account_id = $2 \
+                   (email_id, account_id, upstream_id, blob_id, thread_id, parts) \
+                 SELECT $1, $2, $3, $4, $5, $6 FROM emails WHERE id = $1 AND account_id = $2 \
                  ON CONFLICT DO NOTHING",
             )
             .bind(email.email_id)
@@ -153,6 +155,7 @@ where
             .bind(email.upstream_id.as_str())
             .bind(email.blob_id.as_str())
             .bind(email.thread_id.as_str())
+            .bind(email.parts.clone())
             .execute(&mut *tx)
             .await?;
         }

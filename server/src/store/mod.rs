@@ -294,6 +294,9 @@ pub struct MirroredEmail {
     pub upstream_id: String,
     pub blob_id: String,
     pub thread_id: String,
+    /// The upstream's blobId of each part by partId, as a JSON object, when
+    /// the upstream's partIds are Fastview's; `None` otherwise.
+    pub parts: Option<String>,
 }
 
 /// A local mailbox that mirrors a mailbox of the upstream IMAP server

@@ -164,12 +164,12 @@ impl Dialect for SqliteDialect {
             in_list!(2)
         ),
         mirror_emails_by_local: concat!(
-            "SELECT email_id, upstream_id, blob_id, thread_id FROM jmap_mirror_emails \
+            "SELECT email_id, upstream_id, blob_id, thread_id, parts FROM jmap_mirror_emails \
              WHERE account_id = $1 AND email_id ",
             in_list!(2)
         ),
         mirror_emails_by_upstream: concat!(
-            "SELECT email_id, upstream_id, blob_id, thread_id FROM jmap_mirror_emails \
+            "SELECT email_id, upstream_id, blob_id, thread_id, parts FROM jmap_mirror_emails \
              WHERE account_id = $1 AND upstream_id ",
             in_list!(2)
         ),

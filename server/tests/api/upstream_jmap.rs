@@ -341,12 +341,21 @@ async fn the_mirror_answers_email_get_with_the_upstreams_ids_and_states() {
         forwarded,
         "the Email/get was answered by the mirror"
     );
-    // Body properties are the upstream's (part ids are each server's own).
+    // So are the body properties: the upstream splits these messages into
+    // the same partIds.
     let bodies = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
-        "methodCalls": [["Email/get", {"accountId": account, "ids": [ids[0]], "properties": ["textBody", "bodyValues"], "fetchTextBodyValues": true}, "0"]]});
+        "methodCalls": [["Email/get", {"accountId": account, "ids": ids,
+            "properties": ["bodyStructure", "textBody", "htmlBody", "attachments", "bodyValues"],
+            "fetchAllBodyValues": true, "maxBodyValueBytes": 200}, "0"]]});
+    let direct = post(&upstream, &ann, &bodies).await;
+    assert_eq!(post(&proxy, &ann, &bodies).await, direct);
+    assert_eq!(forwarded_email_gets(&proxy).await, forwarded);
+    // Any other property is the upstream's to answer.
+    let other = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+        "methodCalls": [["Email/get", {"accountId": account, "ids": [ids[0]]}, "0"]]});
     assert_eq!(
-        post(&proxy, &ann, &bodies).await,
-        post(&upstream, &ann, &bodies).await
+        post(&proxy, &ann, &other).await,
+        post(&upstream, &ann, &other).await
     );
     assert_eq!(forwarded_email_gets(&proxy).await, forwarded + 1.0);
 

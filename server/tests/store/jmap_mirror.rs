@@ -15,6 +15,7 @@ fn mirrored(email_id: i64, upstream_id: &str) -> MirroredEmail {
         upstream_id: upstream_id.into(),
         blob_id: format!("B{upstream_id}"),
         thread_id: format!("T{upstream_id}"),
+        parts: (upstream_id == "E2").then(|| r#"{"1":"P1"}"#.to_string()),
     }
 }
 

@@ -34,10 +34,12 @@ use serde_json::{Value, json};
 
 use super::client::{JmapUpstream, UpstreamSession};
 use crate::blob::BlobStore;
+use crate::mail::body;
 use crate::mail::ingest;
+use crate::mail::message::parse_message;
 use crate::mail::upstream::UpstreamError;
 use crate::metrics::Metrics;
-use crate::store::{EmailUpdate, MirroredEmail, NewMailbox, Store};
+use crate::store::{EmailUpdate, Inserted, MirroredEmail, NewMailbox, Store};
 
 /// The Email properties a sync reads of each message.
 const METADATA: [&str; 6] = [
@@ -330,6 +332,28 @@ fn mail_accounts(session: &UpstreamSession) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The upstream's part blobIds by partId (a JSON object), when its
+/// partIds are `local`'s in the same order; `None` otherwise (mail the two
+/// servers split differently is the upstream's to answer about).
+fn part_map(
+    local: &[Option<String>],
+    upstream: &[(Option<String>, Option<String>)],
+) -> Option<String> {
+    let same = local.len() == upstream.len()
+        && local
+            .iter()
+            .zip(upstream)
+            .all(|(local, (upstream, _))| local == upstream);
+    if !same {
+        return None;
+    }
+    let map: serde_json::Map<String, Value> = upstream
+        .iter()
+        .filter_map(|(part, blob)| Some((part.clone()?, Value::String(blob.clone()?))))
+        .collect();
+    Some(Value::Object(map).to_string())
+}
+
 /// One sync of one account.
 struct Sync<'a> {
     mirror: &'a Mirror,
@@ -586,6 +610,39 @@ impl Sync<'_> {
         }
     }
 
+    /// The upstream's `bodyStructure` of each of `batch`: Email id →
+    /// (partId, blobId) of each part in document order.
+    async fn parts(
+        &self,
+        batch: &[&Listed],
+    ) -> Result<HashMap<String, Vec<(Option<String>, Option<String>)>>, UpstreamError> {
+        let ids: Vec<&str> = batch.iter().map(|l| l.id.as_str()).collect();
+        let calls = json!([["Email/get", {"accountId": self.upstream_id, "ids": ids,
+            "properties": ["id", "bodyStructure"], "bodyProperties": ["partId", "blobId", "subParts"]}, "p"]]);
+        let responses = self.call(calls).await?.unwrap_or_default();
+        let list = responses
+            .first()
+            .and_then(|r| r[1]["list"].as_array())
+            .cloned()
+            .unwrap_or_default();
+        Ok(list
+            .iter()
+            .filter_map(|email| {
+                let id = email["id"].as_str()?.to_string();
+                let mut parts = Vec::new();
+                let mut stack = vec![&email["bodyStructure"]];
+                while let Some(part) = stack.pop() {
+                    let part_id = part["partId"].as_str().map(str::to_string);
+                    parts.push((part_id, part["blobId"].as_str().map(str::to_string)));
+                    if let Some(children) = part["subParts"].as_array() {
+                        stack.extend(children.iter().rev());
+                    }
+                }
+                Some((id, parts))
+            })
+            .collect())
+    }
+
     /// Makes the mirror hold `listed` as the upstream does: new emails
     /// downloaded and stored, mapped ones given the upstream's keywords and
     /// mailboxIds. Returns (messages stored, octets downloaded).
@@ -638,6 +695,7 @@ impl Sync<'_> {
         // New ones: downloaded, stored through ingest, mapped.
         let mut stored = (0, 0u64);
         for batch in new.chunks(STORE_BATCH) {
+            let mut upstream_parts = self.parts(batch).await?;
             let mut raws = Vec::with_capacity(batch.len());
             for listed in batch {
                 let raw = self
@@ -662,26 +720,32 @@ impl Sync<'_> {
             let prepared = tokio::task::spawn_blocking(move || {
                 raws.into_iter()
                     .map(|(raw, mailboxes, keywords, at)| {
-                        ingest::prepare(raw, mailboxes, keywords, |_| at)
+                        let part_ids = body::part_ids(&parse_message(&raw));
+                        (ingest::prepare(raw, mailboxes, keywords, |_| at), part_ids)
                     })
-                    .collect::<Vec<_>>()
+                    .unzip::<_, _, Vec<_>, Vec<_>>()
             })
             .await
             .map_err(|error| UpstreamError::Refused(format!("preparing messages: {error}")))?;
+            let (prepared, local_part_ids) = prepared;
             let inserted =
                 ingest::store_batch(store.as_ref(), &self.mirror.blobs, self.account, prepared)
                     .await?;
             let names: Vec<MirroredEmail> = batch
                 .iter()
                 .zip(inserted)
-                .map(|(listed, inserted)| {
-                    let (crate::store::Inserted::New(email_id)
-                    | crate::store::Inserted::Duplicate(email_id)) = inserted;
+                .zip(local_part_ids)
+                .map(|((listed, inserted), local_part_ids)| {
+                    let (Inserted::New(email_id) | Inserted::Duplicate(email_id)) = inserted;
+                    let parts = upstream_parts
+                        .remove(&listed.id)
+                        .and_then(|parts| part_map(&local_part_ids, &parts));
                     MirroredEmail {
                         email_id,
                         upstream_id: listed.id.clone(),
                         blob_id: listed.blob_id.clone(),
                         thread_id: listed.thread_id.clone(),
+                        parts,
                     }
                 })
                 .collect();
@@ -689,5 +753,28 @@ impl Sync<'_> {
             stored.0 += batch.len();
         }
         Ok(stored)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::part_map;
+
+    #[test]
+    fn part_blob_ids_are_kept_only_for_mail_split_alike() {
+        let some = |id: &str| Some(id.to_string());
+        let local = vec![None, some("1"), some("2")];
+        let upstream = vec![
+            (None, None),
+            (some("1"), some("B1")),
+            (some("2"), some("B2")),
+        ];
+        assert_eq!(
+            part_map(&local, &upstream).as_deref(),
+            Some(r#"{"1":"B1","2":"B2"}"#)
+        );
+        let numbered_otherwise = vec![(None, None), (some("0"), some("B")), (some("1"), some("C"))];
+        assert_eq!(part_map(&local, &numbered_otherwise), None);
+        assert_eq!(part_map(&local, &upstream[..2]), None);
     }
 }
