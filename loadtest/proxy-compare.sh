@@ -8,8 +8,9 @@
 # of CORPUS; upstream and proxy share core 0, the load test runs on core 1.
 # The proxy's mirror is filled first (every account's session fetched once,
 # then the proxy's metrics watched until every message is stored). Per
-# scenario: `capacity` directly, then through the proxy, then `--compare`
-# of the two at RATE users/hour (default: the direct capacity).
+# scenario: `capacity` directly (from START_DIRECT users/hour, default 1,800),
+# then through the proxy (from START_PROXY, default 36,000), then
+# `--compare` of the two at RATE users/hour (default: the direct capacity).
 set -euo pipefail
 SCENARIOS=${*:-adr-0013 webmail}
 ACCOUNTS=${ACCOUNTS:-100}; MESSAGES=${MESSAGES:-100}; P99=${P99_MS:-50}
@@ -43,10 +44,12 @@ done
 echo "mirror filled: $want messages in $(echo "$(date +%s.%N) - $started" | bc) s"
 for scenario in $SCENARIOS; do
   for side in direct proxy; do
-    host=$UP; [ $side = proxy ] && host=$PROXY
+    host=$UP; start=${START_DIRECT:-1800}
+    [ $side = proxy ] && host=$PROXY && start=${START_PROXY:-36000}
     echo "== $scenario, $side (http://$host)"
     taskset -c 1 "$LOADTEST" capacity --host "http://$host" --scenario "$scenario" \
-      --p99-ms "$P99" --accounts "$ACCOUNTS" --password secret | tee "$WORK/$scenario-$side.txt" || true
+      --start-users-per-hour "$start" --p99-ms "$P99" --accounts "$ACCOUNTS" --password secret \
+      | tee "$WORK/$scenario-$side.txt" || true
   done
   rate=${RATE:-$(sed -n 's/^highest rate that held: \([0-9]*\) users.*/\1/p' "$WORK/$scenario-direct.txt")}
   if [ -n "$rate" ]; then

@@ -32,7 +32,7 @@ use super::AppState;
 use super::api::{is_json, read_limited};
 use super::error::HttpError;
 use crate::jmap::error::RequestError;
-use crate::jmap::request::Request;
+use crate::jmap::request::{MAX_JSON_VALUES, Request, json_values_over};
 use crate::jmap::upstream::{Proxied, ProxyError};
 use crate::mail::upstream::UpstreamError;
 use crate::mail::upstream::jmap::{JmapUpstream, UpstreamSession};
@@ -106,6 +106,33 @@ async fn session_of(
         })
 }
 
+/// The request to run call by call ([`Proxied`]): one with an Email/get or
+/// a write, that the upstream would not refuse whole. A body of more JSON
+/// values than a request may hold ([`MAX_JSON_VALUES`]), a capability the
+/// upstream's session does not name or more calls than its
+/// `maxCallsInRequest` goes to the upstream as it came, for it to answer.
+fn taken_apart(session: &UpstreamSession, body: &[u8]) -> Option<Request> {
+    if json_values_over(body, MAX_JSON_VALUES) {
+        return None;
+    }
+    let request: Request = serde_json::from_slice(body).ok()?;
+    let capabilities = session.object.get("capabilities")?;
+    let max_calls = capabilities
+        .get(crate::mail::upstream::jmap::CAPABILITY_CORE)
+        .and_then(|core| core.get("maxCallsInRequest"))
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(16);
+    let known = request
+        .using
+        .iter()
+        .all(|capability| capabilities.get(capability).is_some());
+    let wanted = request
+        .method_calls
+        .iter()
+        .any(|call| call.0 == "Email/get" || crate::jmap::upstream::is_write(&call.0));
+    (known && wanted && request.method_calls.len() as u64 <= max_calls).then_some(request)
+}
+
 /// A round trip that failed after the login: 502 naming the upstream.
 fn failed(error: UpstreamError) -> HttpError {
     HttpError::UpstreamFailed(error.to_string())
@@ -158,14 +185,8 @@ async fn api(
     // as it came, and its answer streams back.
     // (A body not declared JSON goes as it came, for the upstream to refuse.)
     let request = is_json(&headers)
-        .then(|| serde_json::from_slice::<Request>(&bytes).ok())
-        .flatten()
-        .filter(|request| {
-            request
-                .method_calls
-                .iter()
-                .any(|call| call.0 == "Email/get" || crate::jmap::upstream::is_write(&call.0))
-        });
+        .then(|| taken_apart(&session, &bytes))
+        .flatten();
     if let (Some(request), Some(mirror)) = (request, &state.mirror) {
         let proxied = Proxied {
             jmap: &state.jmap,

@@ -77,10 +77,17 @@ pub fn local_property(name: &str) -> bool {
 }
 
 /// Whether a method may change what the mirror holds: `/set`, `/import`,
-/// `/copy` (EmailSubmission/set's implicit Email/set included).
+/// `/copy` (EmailSubmission/set's implicit Email/set included), and
+/// MDN/send (RFC 9007: its `onSuccessUpdateEmail`).
 pub fn is_write(method: &str) -> bool {
-    method.ends_with("/set") || method.ends_with("/import") || method.ends_with("/copy")
+    method.ends_with("/set")
+        || method.ends_with("/import")
+        || method.ends_with("/copy")
+        || method == "MDN/send"
 }
+
+/// The largest answer to a batch of forwarded calls read, in octets.
+const MAX_ANSWER_OCTETS: usize = 64 << 20;
 
 /// What a proxied request needs: the local side, the mirror and the
 /// upstream with the client's session and credential.
@@ -111,9 +118,11 @@ impl From<UpstreamError> for ProxyError {
 impl Proxied<'_> {
     /// Runs `request` (module doc); the Response object.
     pub async fn handle(&self, request: Request) -> Result<Value, ProxyError> {
+        let mail_enabled = request.using.iter().any(|c| c == CAPABILITY_MAIL);
         let mut run = Run {
             proxied: self,
             using: request.using,
+            email_states: HashMap::new(),
             responses: Vec::new(),
             pending: Vec::new(),
             created_ids: request.created_ids.clone().unwrap_or_default(),
@@ -127,7 +136,8 @@ impl Proxied<'_> {
                 .any(|id| !run.pending.iter().any(|call| &call.2 == id));
             // An Email/get of properties the mirror holds is answered here:
             // what was forwarded before it goes first.
-            let local_candidate = method == "Email/get" && asks_local_properties(&arguments);
+            let local_candidate =
+                mail_enabled && method == "Email/get" && asks_local_properties(&arguments);
             if (outside || local_candidate) && !run.pending.is_empty() {
                 run.flush().await?;
             }
@@ -146,7 +156,11 @@ impl Proxied<'_> {
                     }
                 }
             }
-            if local_candidate && let Some(answer) = self.email_get(&arguments, &call_id).await? {
+            if local_candidate
+                && let Some(answer) = self
+                    .email_get(&arguments, &call_id, &run.email_states)
+                    .await?
+            {
                 run.responses.push((method, answer.into(), call_id));
                 continue;
             }
@@ -174,18 +188,22 @@ impl Proxied<'_> {
     }
 
     /// An Email/get answered from the mirror, or `None` when it cannot be
-    /// (module doc).
+    /// (module doc). `seen`: the upstream Email state of each account that
+    /// an earlier forwarded call of the request showed; a mirror not at it
+    /// catches up first (or the call is forwarded), so a client that read
+    /// `newState` from Email/changes reads the changes themselves here.
     async fn email_get(
         &self,
         arguments: &Map<String, Value>,
         call_id: &str,
+        seen: &HashMap<String, String>,
     ) -> Result<Option<Value>, UpstreamError> {
         let Some(account_id) = arguments.get("accountId").and_then(Value::as_str) else {
             return Ok(None);
         };
         // Only an account this credential's own session lists: the mirror
         // holds every user's accounts, the upstream decides who reads which.
-        if !self.session.has_account(account_id) {
+        if !self.session.has_personal_account(account_id) {
             return Ok(None);
         }
         let Some(wanted) = arguments.get("ids").and_then(Value::as_array) else {
@@ -198,10 +216,22 @@ impl Proxied<'_> {
         if wanted.len() > self.session.max_objects_in_get {
             return Ok(None);
         }
+        if let Some(state) = seen.get(account_id)
+            && self
+                .mirror
+                .ready(account_id)
+                .is_some_and(|ready| ready.email_state != *state)
+            && !self
+                .mirror
+                .reach(self.session, self.authorization, account_id, state)
+                .await
+        {
+            return Ok(None);
+        }
         let Some(MirrorState {
             account,
             email_state,
-        }) = self.mirror.ready(account_id).await?
+        }) = self.mirror.ready(account_id)
         else {
             return Ok(None);
         };
@@ -396,6 +426,8 @@ fn references(arguments: &Map<String, Value>) -> Vec<String> {
 struct Run<'a, 'p> {
     proxied: &'a Proxied<'p>,
     using: Vec<String>,
+    /// The upstream Email state of each account forwarded calls showed.
+    email_states: HashMap<String, String>,
     responses: Vec<(String, Arguments, String)>,
     pending: Vec<Invocation>,
     created_ids: HashMap<String, String>,
@@ -405,9 +437,41 @@ struct Run<'a, 'p> {
 
 impl Run<'_, '_> {
     /// Sends the pending calls as one request; their responses follow the
-    /// earlier ones. After a write the mirrors it touched catch up.
+    /// earlier ones. After a write the mirrors it touched catch up. When
+    /// the upstream does not answer the batch and earlier calls of the
+    /// request were answered (so their effects stand), each call of the
+    /// batch gets `serverUnavailable` rather than the whole request an
+    /// error that would say none was processed (RFC 8620 §3.6.1).
     async fn flush(&mut self) -> Result<(), ProxyError> {
         let calls = std::mem::take(&mut self.pending);
+        match self.send(&calls).await {
+            Ok(answer) => {
+                self.take(answer);
+                self.catch_up(&calls).await;
+                Ok(())
+            }
+            Err(error) if self.responses.is_empty() => Err(error),
+            Err(error) => {
+                let reason = match &error {
+                    ProxyError::Answered(status, _) => {
+                        format!("the upstream answered HTTP {status}")
+                    }
+                    ProxyError::Upstream(error) => error.to_string(),
+                };
+                tracing::warn!(%reason, "a batch of forwarded calls failed");
+                for Invocation(_, _, call_id) in calls {
+                    let answer = json!({"type": "serverUnavailable",
+                        "description": "the mail server behind this one did not answer this call"});
+                    self.responses
+                        .push(("error".into(), answer.into(), call_id));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// One round trip with `calls`: the upstream's Response object.
+    async fn send(&self, calls: &[Invocation]) -> Result<Map<String, Value>, ProxyError> {
         let method = dispatch::method_label(&calls[0].0);
         let request = json!({
             "using": self.using,
@@ -418,20 +482,35 @@ impl Run<'_, '_> {
         let body = serde_json::to_vec(&request)
             .map_err(|error| UpstreamError::Refused(error.to_string()))?;
         let json = HeaderValue::from_static("application/json");
-        let response = p
+        let mut response = p
             .upstream
             .api(p.session, p.authorization, json, body.into(), method)
             .await?;
         let status = response.status().as_u16();
-        let body = response
-            .bytes()
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
             .await
-            .map_err(|error| UpstreamError::Unreachable(error.to_string()))?;
-        if status != 200 {
-            return Err(ProxyError::Answered(status, body));
+            .map_err(|error| UpstreamError::Unreachable(error.to_string()))?
+        {
+            if body.len() + chunk.len() > MAX_ANSWER_OCTETS {
+                return Err(UpstreamError::Refused(format!(
+                    "an answer over {MAX_ANSWER_OCTETS} octets"
+                ))
+                .into());
+            }
+            body.extend_from_slice(&chunk);
         }
-        let mut answer: Map<String, Value> = serde_json::from_slice(&body)
-            .map_err(|error| UpstreamError::Refused(format!("not a JMAP Response: {error}")))?;
+        if status != 200 {
+            return Err(ProxyError::Answered(status, body.into()));
+        }
+        Ok(serde_json::from_slice(&body)
+            .map_err(|error| UpstreamError::Refused(format!("not a JMAP Response: {error}")))?)
+    }
+
+    /// Takes in a batch's answer: its method responses, creation ids,
+    /// session state, and the Email states it shows.
+    fn take(&mut self, mut answer: Map<String, Value>) {
         if let Some(Value::Array(responses)) = answer.remove("methodResponses") {
             for response in responses {
                 let Value::Array(mut parts) = response else {
@@ -449,6 +528,16 @@ impl Run<'_, '_> {
                     .pop()
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default();
+                if name.starts_with("Email/")
+                    && let Some(account) = arguments.get("accountId").and_then(Value::as_str)
+                    && let Some(state) = arguments
+                        .get("newState")
+                        .or_else(|| arguments.get("state"))
+                        .and_then(Value::as_str)
+                {
+                    self.email_states
+                        .insert(account.to_string(), state.to_string());
+                }
                 self.responses.push((name, arguments.into(), call_id));
             }
         }
@@ -462,17 +551,23 @@ impl Run<'_, '_> {
         if let Some(state) = answer.remove("sessionState") {
             self.session_state = Some(state);
         }
+    }
+
+    /// The mirrors of the accounts a batch's writes named catch up.
+    async fn catch_up(&self, calls: &[Invocation]) {
         let written: HashSet<&str> = calls
             .iter()
             .filter(|call| is_write(&call.0))
-            .filter_map(|call| call.1.get("accountId").and_then(Value::as_str))
+            .flat_map(|call| {
+                ["accountId", "fromAccountId"]
+                    .into_iter()
+                    .filter_map(|name| call.1.get(name).and_then(Value::as_str))
+            })
             .collect();
+        let p = self.proxied;
         for account in written {
-            p.mirror
-                .catch_up(p.session, p.authorization, account)
-                .await?;
+            p.mirror.catch_up(p.session, p.authorization, account).await;
         }
-        Ok(())
     }
 }
 

@@ -297,7 +297,7 @@ async fn forwarded_email_gets(proxy: &TestApp) -> f64 {
 async fn mirror_at(proxy: &TestApp, account: &str, state: Option<&Value>) {
     let mirror = proxy.state.mirror.as_ref().expect("a mirror");
     for _ in 0..200 {
-        if let Some(ready) = mirror.ready(account).await.unwrap()
+        if let Some(ready) = mirror.ready(account)
             && state.is_none_or(|state| *state == ready.email_state)
         {
             return;
@@ -417,4 +417,96 @@ async fn the_mirror_answers_only_accounts_the_credential_may_read() {
     let direct = post(&upstream, &bob, &body).await;
     assert_eq!(direct.1["methodResponses"][0][0], "error", "{}", direct.1);
     assert_eq!(post(&proxy, &bob, &body).await, direct);
+}
+
+#[tokio::test]
+async fn changes_then_get_in_one_request_read_the_changes() {
+    let (upstream, proxy, ann, ids) = upstream_and_proxy().await;
+    let account = ann.account_id.clone();
+    proxy.session(&ann).await;
+    let state = upstream
+        .call1(&ann, "Email/get", json!({"accountId": account, "ids": []}))
+        .await["state"]
+        .clone();
+    mirror_at(&proxy, &account, Some(&state)).await;
+    // Another client changes a message; at once, a client syncs through the
+    // proxy the way RFC 8620 §5.2 suggests: changes, then the changed ones.
+    upstream
+        .call1(
+            &ann,
+            "Email/set",
+            json!({"accountId": account, "update": {ids[4].clone(): {"keywords/$seen": true}}}),
+        )
+        .await;
+    let body = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+    "methodCalls": [
+        ["Email/changes", {"accountId": account, "sinceState": state}, "0"],
+        ["Email/get", {"accountId": account, "#ids": {"resultOf": "0", "name": "Email/changes", "path": "/updated"},
+            "properties": ["keywords"]}, "1"],
+    ]});
+    let proxied = post(&proxy, &ann, &body).await;
+    let direct = post(&upstream, &ann, &body).await;
+    assert_eq!(proxied, direct);
+    assert_eq!(
+        proxied.1["methodResponses"][1][1]["list"][0]["keywords"],
+        json!({"$seen": true})
+    );
+}
+
+#[tokio::test]
+async fn a_message_the_mirror_cannot_take_is_the_upstreams_and_blocks_nothing() {
+    let upstream = spawn_app().await;
+    let ann = upstream.account("ann@example.com").await;
+    let mut big = b"From: bob@example.com\r\nSubject: big\r\n\r\n".to_vec();
+    big.extend(std::iter::repeat_n(b'x', 4096));
+    let mut messages = demo_messages();
+    messages.push(big);
+    let ids = upstream.ingest(&ann, &messages, 1_700_000_000).await;
+    let url = JmapUpstreamUrl::parse(&format!("{}/.well-known/jmap", upstream.base)).unwrap();
+    let mut options = ServeOptions {
+        jmap_upstream: Some(JmapUpstreamOptions::new(url)),
+        ..ServeOptions::default()
+    };
+    // The proxy takes no message over 2 KiB: the big one is not mirrored.
+    options.limits.max_size_upload = 2048;
+    let proxy = spawn_app_with(options).await;
+    proxy.session(&ann).await;
+    let state = upstream
+        .call1(
+            &ann,
+            "Email/get",
+            json!({"accountId": ann.account_id, "ids": []}),
+        )
+        .await["state"]
+        .clone();
+    mirror_at(&proxy, &ann.account_id, Some(&state)).await;
+    // A write is answered as the upstream answered it.
+    let set = proxy
+        .call1(&ann, "Email/set", json!({"accountId": ann.account_id, "update": {ids[0].clone(): {"keywords/$flagged": true}}}))
+        .await;
+    assert!(set["updated"].get(&ids[0]).is_some(), "{set}");
+    let read = |ids: Value| {
+        json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+        "methodCalls": [["Email/get", {"accountId": ann.account_id, "ids": ids, "properties": ["subject", "keywords", "size"]}, "0"]]})
+    };
+    let forwarded = forwarded_email_gets(&proxy).await;
+    let mirrored = read(json!([ids[0]]));
+    assert_eq!(
+        post(&proxy, &ann, &mirrored).await,
+        post(&upstream, &ann, &mirrored).await
+    );
+    assert_eq!(forwarded_email_gets(&proxy).await, forwarded);
+    let big = read(json!([ids[0], ids.last().unwrap()]));
+    assert_eq!(
+        post(&proxy, &ann, &big).await,
+        post(&upstream, &ann, &big).await
+    );
+    assert_eq!(forwarded_email_gets(&proxy).await, forwarded + 1.0);
+    // Without the mail capability in `using`, Email/get is the upstream's
+    // unknownMethod, not the mirror's answer.
+    let bare = json!({"using": ["urn:ietf:params:jmap:core"],
+        "methodCalls": [["Email/get", {"accountId": ann.account_id, "ids": [ids[0]], "properties": ["subject"]}, "0"]]});
+    let direct = post(&upstream, &ann, &bare).await;
+    assert_eq!(direct.1["methodResponses"][0][1]["type"], "unknownMethod");
+    assert_eq!(post(&proxy, &ann, &bare).await, direct);
 }

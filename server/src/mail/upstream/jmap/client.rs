@@ -164,12 +164,15 @@ impl UpstreamSession {
     }
 
     /// Whether the session (fetched with one credential) lists account
-    /// `account_id`: what that credential may read.
-    pub fn has_account(&self, account_id: &str) -> bool {
+    /// `account_id` as the user's own (`isPersonal`): the accounts the
+    /// mirror answers for (another user's, shared, may show each user a
+    /// different part of itself).
+    pub fn has_personal_account(&self, account_id: &str) -> bool {
         self.object
             .get("accounts")
-            .and_then(Value::as_object)
-            .is_some_and(|accounts| accounts.contains_key(account_id))
+            .and_then(|accounts| accounts.get(account_id))
+            .and_then(|account| account.get("isPersonal"))
+            == Some(&Value::Bool(true))
     }
 
     /// The upstream URL of a whole message's octets: `downloadUrl` with

@@ -26,11 +26,13 @@
 //! that task.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reqwest::header::HeaderValue;
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 
 use super::client::{JmapUpstream, UpstreamSession};
 use crate::blob::BlobStore;
@@ -72,10 +74,34 @@ struct Mirrored {
     account: i64,
     /// Held by every sync of the account.
     syncing: tokio::sync::Mutex<()>,
-    /// The latest credential a request for the account came with, and when.
-    authorization: Mutex<(HeaderValue, Instant)>,
+    /// The latest credential a request for the account came with, and when;
+    /// cleared when the account's task ends.
+    authorization: Mutex<Option<(HeaderValue, Instant)>>,
     /// Whether the account's follow task runs.
     following: Mutex<bool>,
+    /// The upstream Email state of the last sync of the running task that
+    /// succeeded; `None` before one, after one failed, and once the task
+    /// ended (the mirror is then as old as anything: not answered from).
+    fresh_state: Mutex<Option<String>>,
+    /// Writes forwarded for the account, and how many of them a sync that
+    /// succeeded had started after: the mirror answers only when it has
+    /// caught up with every write made through this node.
+    writes: AtomicU64,
+    synced_through: AtomicU64,
+    /// Wakes the follow task (a write it must catch up with).
+    wake: Notify,
+}
+
+impl Mirrored {
+    fn credential(&self) -> Option<(HeaderValue, Instant)> {
+        self.authorization.lock().ok().and_then(|a| a.clone())
+    }
+
+    fn set_fresh(&self, state: Option<String>) {
+        if let Ok(mut fresh) = self.fresh_state.lock() {
+            *fresh = state;
+        }
+    }
 }
 
 /// The mirrors of one serving instance.
@@ -116,21 +142,36 @@ impl Mirror {
         }
     }
 
-    /// The mirror of upstream account `upstream_id` when it has finished a
-    /// sync: what a call may be answered from.
-    pub async fn ready(&self, upstream_id: &str) -> Result<Option<MirrorState>, UpstreamError> {
-        Ok(match self.store.mirror_account(upstream_id).await? {
-            Some((account, Some(email_state))) => Some(MirrorState {
-                account,
-                email_state,
-            }),
-            _ => None,
+    fn entry(&self, upstream_id: &str) -> Option<Arc<Mirrored>> {
+        self.accounts
+            .lock()
+            .ok()
+            .and_then(|accounts| accounts.get(upstream_id).cloned())
+    }
+
+    /// The mirror of upstream account `upstream_id` when a call may be
+    /// answered from it: its task follows the upstream, its last sync
+    /// succeeded, and it has caught up with every write made through this
+    /// node. `None` otherwise (the call is forwarded).
+    pub fn ready(&self, upstream_id: &str) -> Option<MirrorState> {
+        let mirrored = self.entry(upstream_id)?;
+        if mirrored.synced_through.load(Ordering::Acquire) < mirrored.writes.load(Ordering::Acquire)
+        {
+            return None;
+        }
+        let email_state = mirrored.fresh_state.lock().ok()?.clone()?;
+        Some(MirrorState {
+            account: mirrored.account,
+            email_state,
         })
     }
 
     /// Notes a request for the upstream accounts of `session` with
-    /// `authorization`: each mail account gets its local account and its
-    /// follow task (a first sync, then one per Email change) if it has none.
+    /// `authorization`: each personal mail account gets its local account
+    /// and its follow task (a first sync, then one per Email change) if it
+    /// has none. Only personal accounts (`isPersonal`) are mirrored: an
+    /// account shared with the user may show each user a different part of
+    /// itself, which one mirror cannot.
     pub async fn use_accounts(
         self: &Arc<Self>,
         session: &Arc<UpstreamSession>,
@@ -139,7 +180,7 @@ impl Mirror {
         for upstream_id in mail_accounts(session) {
             let mirrored = self.mirrored(&upstream_id).await?;
             if let Ok(mut latest) = mirrored.authorization.lock() {
-                *latest = (authorization.clone(), Instant::now());
+                *latest = Some((authorization.clone(), Instant::now()));
             }
             let start = mirrored
                 .following
@@ -155,33 +196,74 @@ impl Mirror {
         Ok(())
     }
 
-    /// Syncs upstream account `upstream_id` now, when it is mirrored (after
-    /// a write, so that the client reads it back).
+    /// After a write forwarded for upstream account `upstream_id`: syncs it
+    /// now when no sync runs (so that the client reads its write back),
+    /// else leaves it to the follow task, woken; until a sync started after
+    /// the write succeeds, the account's calls are forwarded. A failed sync
+    /// is logged, not the write's failure.
     pub async fn catch_up(
         &self,
         session: &UpstreamSession,
         authorization: &HeaderValue,
         upstream_id: &str,
-    ) -> Result<(), UpstreamError> {
-        let mirrored = self
-            .accounts
-            .lock()
-            .ok()
-            .and_then(|accounts| accounts.get(upstream_id).cloned());
-        match mirrored {
-            Some(mirrored) => self.sync(&mirrored, session, authorization).await,
-            None => Ok(()),
+    ) {
+        let Some(mirrored) = self.entry(upstream_id) else {
+            return;
+        };
+        mirrored.writes.fetch_add(1, Ordering::AcqRel);
+        let Ok(guard) = mirrored.syncing.try_lock() else {
+            mirrored.wake.notify_one();
+            return;
+        };
+        if let Err(error) = self
+            .sync_locked(&mirrored, guard, session, authorization)
+            .await
+        {
+            tracing::warn!(account = %upstream_id, %error, "mirror catch-up failed");
+            mirrored.wake.notify_one();
+        }
+    }
+
+    /// Brings the mirror of `upstream_id` up to the upstream Email state
+    /// `state` a forwarded call of the same request showed, when its task
+    /// follows it (waiting for a sync in progress); whether it got there.
+    pub async fn reach(
+        &self,
+        session: &UpstreamSession,
+        authorization: &HeaderValue,
+        upstream_id: &str,
+        state: &str,
+    ) -> bool {
+        let Some(mirrored) = self.entry(upstream_id) else {
+            return false;
+        };
+        let guard = mirrored.syncing.lock().await;
+        if self
+            .ready(upstream_id)
+            .is_some_and(|ready| ready.email_state == state)
+        {
+            return true;
+        }
+        if self.ready(upstream_id).is_none() {
+            return false;
+        }
+        match self
+            .sync_locked(&mirrored, guard, session, authorization)
+            .await
+        {
+            Ok(()) => self
+                .ready(upstream_id)
+                .is_some_and(|ready| ready.email_state == state),
+            Err(error) => {
+                tracing::warn!(account = %upstream_id, %error, "mirror sync failed");
+                false
+            }
         }
     }
 
     /// The account's entry, its local account made on first use.
     async fn mirrored(&self, upstream_id: &str) -> Result<Arc<Mirrored>, UpstreamError> {
-        if let Some(found) = self
-            .accounts
-            .lock()
-            .ok()
-            .and_then(|a| a.get(upstream_id).cloned())
-        {
+        if let Some(found) = self.entry(upstream_id) {
             return Ok(found);
         }
         let account = match self.store.mirror_account(upstream_id).await? {
@@ -216,69 +298,106 @@ impl Mirror {
                     upstream_id: upstream_id.to_string(),
                     account,
                     syncing: tokio::sync::Mutex::new(()),
-                    authorization: Mutex::new((HeaderValue::from_static(""), Instant::now())),
+                    authorization: Mutex::new(None),
                     following: Mutex::new(false),
+                    fresh_state: Mutex::new(None),
+                    writes: AtomicU64::new(0),
+                    synced_through: AtomicU64::new(0),
+                    wake: Notify::new(),
                 })
             })
             .clone())
     }
 
-    /// The account task: a sync, then one after each Email change the
-    /// upstream's event source tells of (or every `poll` without one), until
-    /// the account has been idle for `idle` or the credential is refused.
+    /// The account task: it listens to the upstream's event source for
+    /// Email changes (opened before each sync, so no change between the
+    /// sync and the listening is missed), syncs, and waits for a change, a
+    /// write through this node or `poll`; until the account has been idle
+    /// for `idle` or the credential is refused. Then the mirror is no longer
+    /// answered from and the credential is dropped.
     async fn follow(self: Arc<Self>, mirrored: Arc<Mirrored>, session: Arc<UpstreamSession>) {
-        loop {
-            let Ok((authorization, last_used)) = mirrored.authorization.lock().map(|a| a.clone())
-            else {
-                break;
-            };
+        let mut events: Option<reqwest::Response> = None;
+        let mut retry = Duration::from_secs(1);
+        while let Some((authorization, last_used)) = mirrored.credential() {
             if last_used.elapsed() > self.idle {
                 break;
             }
-            match self.sync(&mirrored, &session, &authorization).await {
+            if events.is_none() {
+                events = self.listen(&session, &authorization).await;
+            }
+            let writes = mirrored.writes.load(Ordering::Acquire);
+            let guard = mirrored.syncing.lock().await;
+            match self
+                .sync_locked(&mirrored, guard, &session, &authorization)
+                .await
+            {
                 Ok(()) => {}
                 Err(UpstreamError::LoginRefused) => break,
                 Err(error) => {
                     tracing::warn!(account = %mirrored.upstream_id, %error, "mirror sync failed");
                 }
             }
-            self.wait_for_change(&session, &authorization).await;
+            if mirrored.synced_through.load(Ordering::Acquire) < writes {
+                continue;
+            }
+            let change = async {
+                match events.as_mut() {
+                    Some(stream) => changed(stream).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                heard = change => {
+                    if heard {
+                        retry = Duration::from_secs(1);
+                    } else {
+                        // The stream ended or failed: listen again, not at once.
+                        events = None;
+                        tokio::time::sleep(retry).await;
+                        retry = (retry * 2).min(self.poll);
+                    }
+                }
+                () = mirrored.wake.notified() => {}
+                () = tokio::time::sleep(self.poll) => {}
+            }
+        }
+        mirrored.set_fresh(None);
+        if let Ok(mut credential) = mirrored.authorization.lock() {
+            *credential = None;
         }
         if let Ok(mut following) = mirrored.following.lock() {
             *following = false;
         }
     }
 
-    /// Waits until the upstream's event source tells of an Email change,
-    /// or `poll` passes.
-    async fn wait_for_change(&self, session: &UpstreamSession, authorization: &HeaderValue) {
-        let url = session.event_source_target(Some("types=Email&closeafter=state&ping=0"));
-        let listen = async {
-            let Ok(url) = url else { return };
-            let request = self
-                .upstream
-                .stream(reqwest::Method::GET, url)
-                .header(reqwest::header::AUTHORIZATION, authorization.clone());
-            let Ok(mut response) = self.upstream.forward(request, "eventsource").await else {
-                return std::future::pending().await;
-            };
-            if !response.status().is_success() {
-                return std::future::pending().await;
-            }
-            // closeafter=state: the stream ends after the first change.
-            while let Ok(Some(_)) = response.chunk().await {}
-        };
-        let _ = tokio::time::timeout(self.poll, listen).await;
+    /// The upstream's event source for Email changes, open; `None` when it
+    /// cannot be opened (the task then polls).
+    async fn listen(
+        &self,
+        session: &UpstreamSession,
+        authorization: &HeaderValue,
+    ) -> Option<reqwest::Response> {
+        let url = session
+            .event_source_target(Some("types=Email&closeafter=no&ping=30"))
+            .ok()?;
+        let request = self
+            .upstream
+            .stream(reqwest::Method::GET, url)
+            .header(reqwest::header::AUTHORIZATION, authorization.clone());
+        let response = self.upstream.forward(request, "eventsource").await.ok()?;
+        response.status().is_success().then_some(response)
     }
 
-    /// One sync of the account (module doc).
-    async fn sync(
+    /// One sync of the account under its `syncing` guard (module doc); the
+    /// mirror is answered from only after one succeeds.
+    async fn sync_locked(
         &self,
         mirrored: &Mirrored,
+        _one_at_a_time: tokio::sync::MutexGuard<'_, ()>,
         session: &UpstreamSession,
         authorization: &HeaderValue,
     ) -> Result<(), UpstreamError> {
-        let _one_at_a_time = mirrored.syncing.lock().await;
+        let writes = mirrored.writes.load(Ordering::Acquire);
         let started = Instant::now();
         let sync = Sync {
             mirror: self,
@@ -287,31 +406,42 @@ impl Mirror {
             upstream_id: &mirrored.upstream_id,
             account: mirrored.account,
         };
-        let mailboxes = sync.mailboxes().await?;
-        let state = self
-            .store
-            .mirror_account(&mirrored.upstream_id)
-            .await?
-            .and_then(|(_, state)| state);
-        let stored = match state {
-            Some(state) => match sync.since(&mailboxes, state).await? {
-                Some(stored) => stored,
-                None => sync.whole(&mailboxes).await?,
-            },
-            None => sync.whole(&mailboxes).await?,
-        };
-        self.metrics.upstream_synced(
-            "sync",
-            mailboxes.len(),
-            stored.0,
-            stored.1,
-            started.elapsed(),
-        );
-        Ok(())
+        let result = sync.run().await;
+        match &result {
+            Ok((state, mailboxes, stored)) => {
+                mirrored.set_fresh(Some(state.clone()));
+                mirrored.synced_through.fetch_max(writes, Ordering::AcqRel);
+                self.metrics.upstream_synced(
+                    "sync",
+                    *mailboxes,
+                    stored.0,
+                    stored.1,
+                    started.elapsed(),
+                );
+            }
+            Err(_) => mirrored.set_fresh(None),
+        }
+        result.map(|_| ())
     }
 }
 
-/// The upstream accounts of a session that have the mail capability.
+/// Reads an event stream until it tells of a change: `true` for any event
+/// but a ping (RFC 8620 §7.3), `false` when the stream ends or fails.
+async fn changed(stream: &mut reqwest::Response) -> bool {
+    loop {
+        match stream.chunk().await {
+            Ok(Some(chunk)) => {
+                let text = String::from_utf8_lossy(&chunk);
+                if text.contains("event: state") || text.contains("event:state") {
+                    return true;
+                }
+            }
+            Ok(None) | Err(_) => return false,
+        }
+    }
+}
+
+/// The personal upstream accounts of a session that have the mail capability.
 fn mail_accounts(session: &UpstreamSession) -> Vec<String> {
     session
         .object
@@ -321,10 +451,11 @@ fn mail_accounts(session: &UpstreamSession) -> Vec<String> {
             accounts
                 .iter()
                 .filter(|(_, account)| {
-                    account
-                        .get("accountCapabilities")
-                        .and_then(|capabilities| capabilities.get(super::CAPABILITY_MAIL))
-                        .is_some()
+                    account.get("isPersonal") == Some(&Value::Bool(true))
+                        && account
+                            .get("accountCapabilities")
+                            .and_then(|capabilities| capabilities.get(super::CAPABILITY_MAIL))
+                            .is_some()
                 })
                 .map(|(id, _)| id.clone())
                 .collect()
@@ -480,8 +611,35 @@ impl Sync<'_> {
         Ok(mapped)
     }
 
-    /// A whole sync; returns (messages stored, octets downloaded).
-    async fn whole(&self, mailboxes: &HashMap<String, i64>) -> Result<(usize, u64), UpstreamError> {
+    /// One sync: the mailboxes, then the emails from the state the mirror
+    /// is at (whole when it has none, or the upstream cannot calculate the
+    /// changes from it). Returns the upstream Email state reached, the
+    /// number of mailboxes and (messages stored, octets downloaded).
+    async fn run(&self) -> Result<(String, usize, (usize, u64)), UpstreamError> {
+        let mut mailboxes = self.mailboxes().await?;
+        let state = self
+            .mirror
+            .store
+            .mirror_account(self.upstream_id)
+            .await?
+            .and_then(|(_, state)| state);
+        let (state, stored) = match state {
+            Some(state) => match self.since(&mut mailboxes, state).await? {
+                Some(done) => done,
+                None => self.whole(&mut mailboxes).await?,
+            },
+            None => self.whole(&mut mailboxes).await?,
+        };
+        Ok((state, mailboxes.len(), stored))
+    }
+
+    /// A whole sync; returns the state reached and (messages stored,
+    /// octets downloaded). Pages until the upstream lists no more ids or
+    /// its total is reached (a server may cap `limit` below the page).
+    async fn whole(
+        &self,
+        mailboxes: &mut HashMap<String, i64>,
+    ) -> Result<(String, (usize, u64)), UpstreamError> {
         let page = self.session.max_objects_in_get;
         let mut listed = Vec::new();
         let mut state: Option<String> = None;
@@ -489,7 +647,7 @@ impl Sync<'_> {
         loop {
             let calls = json!([
                 ["Email/query", {"accountId": self.upstream_id, "position": position, "limit": page,
-                    "sort": [{"property": "receivedAt", "isAscending": true}]}, "q"],
+                    "sort": [{"property": "receivedAt", "isAscending": true}], "calculateTotal": true}, "q"],
                 ["Email/get", {"accountId": self.upstream_id, "properties": METADATA,
                     "#ids": {"resultOf": "q", "name": "Email/query", "path": "/ids"}}, "g"],
             ]);
@@ -502,13 +660,12 @@ impl Sync<'_> {
             if state.is_none() {
                 state = got.and_then(|g| g["state"].as_str()).map(str::to_string);
             }
-            let count = responses
-                .first()
-                .and_then(|r| r[1]["ids"].as_array())
-                .map_or(0, Vec::len);
+            let query = responses.first().map(|r| &r[1]);
+            let count = query.and_then(|q| q["ids"].as_array()).map_or(0, Vec::len);
+            let total = query.and_then(|q| q["total"].as_u64());
             listed.extend(list.iter().filter_map(Listed::read));
             position += count;
-            if count < page {
+            if count == 0 || total.is_some_and(|total| position as u64 >= total) {
                 break;
             }
         }
@@ -535,16 +692,16 @@ impl Sync<'_> {
             .store
             .set_mirror_state(self.account, &state)
             .await?;
-        Ok(stored)
+        Ok((state, stored))
     }
 
     /// A sync from `state`; `None` when the upstream cannot calculate the
     /// changes from it.
     async fn since(
         &self,
-        mailboxes: &HashMap<String, i64>,
+        mailboxes: &mut HashMap<String, i64>,
         mut state: String,
-    ) -> Result<Option<(usize, u64)>, UpstreamError> {
+    ) -> Result<Option<(String, (usize, u64))>, UpstreamError> {
         let mut stored = (0, 0);
         loop {
             let calls = json!([
@@ -605,7 +762,7 @@ impl Sync<'_> {
                 .set_mirror_state(self.account, &state)
                 .await?;
             if changes["hasMoreChanges"] != Value::Bool(true) {
-                return Ok(Some(stored));
+                return Ok(Some((state, stored)));
             }
         }
     }
@@ -648,9 +805,18 @@ impl Sync<'_> {
     /// mailboxIds. Returns (messages stored, octets downloaded).
     async fn apply(
         &self,
-        mailboxes: &HashMap<String, i64>,
+        mailboxes: &mut HashMap<String, i64>,
         listed: Vec<Listed>,
     ) -> Result<(usize, u64), UpstreamError> {
+        // A mailbox made since this sync read them is read now: an email
+        // in it must not lose that membership.
+        if listed
+            .iter()
+            .any(|l| l.mailbox_ids.iter().any(|m| !mailboxes.contains_key(m)))
+        {
+            *mailboxes = self.mailboxes().await?;
+        }
+        let mailboxes = &*mailboxes;
         let store = &self.mirror.store;
         let local_mailboxes = |listed: &Listed| -> Vec<i64> {
             let mut ids: Vec<i64> = listed
@@ -697,8 +863,9 @@ impl Sync<'_> {
         for batch in new.chunks(STORE_BATCH) {
             let mut upstream_parts = self.parts(batch).await?;
             let mut raws = Vec::with_capacity(batch.len());
+            let mut fetched = Vec::with_capacity(batch.len());
             for listed in batch {
-                let raw = self
+                let raw = match self
                     .mirror
                     .upstream
                     .message(
@@ -708,7 +875,19 @@ impl Sync<'_> {
                         &listed.blob_id,
                         self.mirror.max_message,
                     )
-                    .await?;
+                    .await
+                {
+                    Ok(raw) => raw,
+                    // One message the upstream will not give (or one over
+                    // maxSizeUpload) stays unmirrored: calls naming it are
+                    // forwarded. Anything else ends the sync.
+                    Err(UpstreamError::Refused(reason)) => {
+                        tracing::warn!(account = %self.upstream_id, email = %listed.id, %reason, "not mirrored");
+                        continue;
+                    }
+                    Err(other) => return Err(other),
+                };
+                fetched.push(*listed);
                 stored.1 += raw.len() as u64;
                 raws.push((
                     raw,
@@ -731,7 +910,7 @@ impl Sync<'_> {
             let inserted =
                 ingest::store_batch(store.as_ref(), &self.mirror.blobs, self.account, prepared)
                     .await?;
-            let names: Vec<MirroredEmail> = batch
+            let names: Vec<MirroredEmail> = fetched
                 .iter()
                 .zip(inserted)
                 .zip(local_part_ids)
@@ -750,7 +929,7 @@ impl Sync<'_> {
                 })
                 .collect();
             store.put_mirror_emails(self.account, &names).await?;
-            stored.0 += batch.len();
+            stored.0 += fetched.len();
         }
         Ok(stored)
     }
