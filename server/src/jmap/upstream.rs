@@ -229,12 +229,14 @@ impl Proxied<'_> {
             return Ok(None);
         }
         let Some(MirrorState {
-            account,
+            account: local_account,
             email_state,
+            mailboxes,
         }) = self.mirror.ready(account_id)
         else {
             return Ok(None);
         };
+        let account = local_account.id;
         let store = &self.jmap.store;
         let mapped = store.mirror_emails(account, None, Some(&wanted)).await?;
         let distinct: HashSet<&str> = wanted.iter().copied().collect();
@@ -269,9 +271,6 @@ impl Proxied<'_> {
                 .map(|id| Value::String(ids::email_id(local_of[id])))
                 .collect(),
         );
-        let Some(local_account) = store.account_by_id(account).await? else {
-            return Ok(None);
-        };
         let request = Request {
             using: vec![CAPABILITY_CORE.into(), CAPABILITY_MAIL.into()],
             method_calls: vec![Invocation(
@@ -290,12 +289,6 @@ impl Proxied<'_> {
         if name != "Email/get" {
             return Ok(None);
         }
-        let mailboxes: HashMap<String, String> = store
-            .mirror_mailboxes(account)
-            .await?
-            .into_iter()
-            .map(|(local, upstream)| (ids::mailbox_id(local), upstream))
-            .collect();
         let mut answer = answer.into_value();
         let translate = Translation {
             emails: &by_local,
@@ -320,7 +313,8 @@ impl Proxied<'_> {
 /// Local names → the upstream's, for one Email/get answer.
 struct Translation<'a> {
     emails: &'a HashMap<String, &'a crate::store::MirroredEmail>,
-    mailboxes: &'a HashMap<String, String>,
+    /// Local mailbox row id → upstream Mailbox id.
+    mailboxes: &'a HashMap<i64, String>,
 }
 
 impl Translation<'_> {
@@ -366,7 +360,10 @@ impl Translation<'_> {
         if let Some(Value::Object(mailbox_ids)) = object.get_mut("mailboxIds") {
             let translated: Map<String, Value> = std::mem::take(mailbox_ids)
                 .into_iter()
-                .filter_map(|(local, value)| Some((self.mailboxes.get(&local)?.clone(), value)))
+                .filter_map(|(local, value)| {
+                    let local = ids::parse_mailbox_id(&local)?;
+                    Some((self.mailboxes.get(&local)?.clone(), value))
+                })
                 .collect();
             *mailbox_ids = translated;
         }
@@ -590,7 +587,7 @@ mod tests {
             parts: Some(json!({"2": "Gb1.p2", "3": "Gb1.p3"}).to_string()),
         };
         let emails = HashMap::from([("e42".to_string(), &mirrored)]);
-        let mailboxes = HashMap::from([("m3".to_string(), "Inbox-U".to_string())]);
+        let mailboxes = HashMap::from([(3, "Inbox-U".to_string())]);
         let translation = Translation {
             emails: &emails,
             mailboxes: &mailboxes,

@@ -41,7 +41,7 @@ use crate::mail::ingest;
 use crate::mail::message::parse_message;
 use crate::mail::upstream::UpstreamError;
 use crate::metrics::Metrics;
-use crate::store::{EmailUpdate, Inserted, MirroredEmail, NewMailbox, Store};
+use crate::store::{Account, EmailUpdate, Inserted, MirroredEmail, NewMailbox, Store};
 
 /// The Email properties a sync reads of each message.
 const METADATA: [&str; 6] = [
@@ -60,18 +60,23 @@ const STORE_BATCH: usize = 64;
 const USING: [&str; 2] = [super::CAPABILITY_CORE, super::CAPABILITY_MAIL];
 
 /// An upstream account's mirror: its local account and the state it is at.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct MirrorState {
     /// The local account.
-    pub account: i64,
+    pub account: Account,
     /// The upstream Email state the mirror holds.
     pub email_state: String,
+    /// The upstream Mailbox id of each local mailbox, as of the last sync.
+    pub mailboxes: Arc<HashMap<i64, String>>,
 }
 
 /// One mirrored account in use on this node.
 struct Mirrored {
     upstream_id: String,
-    account: i64,
+    account: Account,
+    /// The upstream Mailbox id of each local mailbox, as of the last sync
+    /// that succeeded.
+    mailboxes: Mutex<Arc<HashMap<i64, String>>>,
     /// Held by every sync of the account.
     syncing: tokio::sync::Mutex<()>,
     /// The latest credential a request for the account came with, and when;
@@ -160,9 +165,11 @@ impl Mirror {
             return None;
         }
         let email_state = mirrored.fresh_state.lock().ok()?.clone()?;
+        let mailboxes = mirrored.mailboxes.lock().ok()?.clone();
         Some(MirrorState {
-            account: mirrored.account,
+            account: mirrored.account.clone(),
             email_state,
+            mailboxes,
         })
     }
 
@@ -267,7 +274,9 @@ impl Mirror {
             return Ok(found);
         }
         let account = match self.store.mirror_account(upstream_id).await? {
-            Some((account, _)) => account,
+            Some((account, _)) => self.store.account_by_id(account).await?.ok_or_else(|| {
+                UpstreamError::Refused(format!("the mirror of {upstream_id} is gone"))
+            })?,
             None => {
                 let login = format!("{upstream_id}@upstream.invalid");
                 let account = match self.store.account_by_email(&login).await? {
@@ -284,7 +293,7 @@ impl Mirror {
                 self.store
                     .put_mirror_account(account.id, upstream_id)
                     .await?;
-                account.id
+                account
             }
         };
         let mut accounts = self
@@ -297,6 +306,7 @@ impl Mirror {
                 Arc::new(Mirrored {
                     upstream_id: upstream_id.to_string(),
                     account,
+                    mailboxes: Mutex::new(Arc::new(HashMap::new())),
                     syncing: tokio::sync::Mutex::new(()),
                     authorization: Mutex::new(None),
                     following: Mutex::new(false),
@@ -404,16 +414,24 @@ impl Mirror {
             session,
             authorization,
             upstream_id: &mirrored.upstream_id,
-            account: mirrored.account,
+            account: mirrored.account.id,
         };
         let result = sync.run().await;
         match &result {
             Ok((state, mailboxes, stored)) => {
+                if let Ok(mut mapped) = mirrored.mailboxes.lock() {
+                    *mapped = Arc::new(
+                        mailboxes
+                            .iter()
+                            .map(|(upstream, local)| (*local, upstream.clone()))
+                            .collect(),
+                    );
+                }
                 mirrored.set_fresh(Some(state.clone()));
                 mirrored.synced_through.fetch_max(writes, Ordering::AcqRel);
                 self.metrics.upstream_synced(
                     "sync",
-                    *mailboxes,
+                    mailboxes.len(),
                     stored.0,
                     stored.1,
                     started.elapsed(),
@@ -614,8 +632,9 @@ impl Sync<'_> {
     /// One sync: the mailboxes, then the emails from the state the mirror
     /// is at (whole when it has none, or the upstream cannot calculate the
     /// changes from it). Returns the upstream Email state reached, the
-    /// number of mailboxes and (messages stored, octets downloaded).
-    async fn run(&self) -> Result<(String, usize, (usize, u64)), UpstreamError> {
+    /// mailboxes (upstream id → local id) and (messages stored, octets
+    /// downloaded).
+    async fn run(&self) -> Result<(String, HashMap<String, i64>, (usize, u64)), UpstreamError> {
         let mut mailboxes = self.mailboxes().await?;
         let state = self
             .mirror
@@ -630,7 +649,7 @@ impl Sync<'_> {
             },
             None => self.whole(&mut mailboxes).await?,
         };
-        Ok((state, mailboxes.len(), stored))
+        Ok((state, mailboxes, stored))
     }
 
     /// A whole sync; returns the state reached and (messages stored,
