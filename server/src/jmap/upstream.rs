@@ -123,6 +123,7 @@ impl Proxied<'_> {
             proxied: self,
             using: request.using,
             email_states: HashMap::new(),
+            mailbox_states: HashMap::new(),
             responses: Vec::new(),
             pending: Vec::new(),
             created_ids: request.created_ids.clone().unwrap_or_default(),
@@ -136,8 +137,9 @@ impl Proxied<'_> {
                 .any(|id| !run.pending.iter().any(|call| &call.2 == id));
             // An Email/get of properties the mirror holds is answered here:
             // what was forwarded before it goes first.
-            let local_candidate =
-                mail_enabled && method == "Email/get" && asks_local_properties(&arguments);
+            let local_candidate = mail_enabled
+                && ((method == "Email/get" && asks_local_properties(&arguments))
+                    || method == "Mailbox/get");
             if (outside || local_candidate) && !run.pending.is_empty() {
                 run.flush().await?;
             }
@@ -156,11 +158,17 @@ impl Proxied<'_> {
                     }
                 }
             }
-            if local_candidate
-                && let Some(answer) = self
-                    .email_get(&arguments, &call_id, &run.email_states)
-                    .await?
-            {
+            let answer = match method.as_str() {
+                "Email/get" if local_candidate => {
+                    self.email_get(&arguments, &call_id, &run.email_states)
+                        .await?
+                }
+                "Mailbox/get" if local_candidate => {
+                    self.mailbox_get(&arguments, &run.mailbox_states)
+                }
+                _ => None,
+            };
+            if let Some(answer) = answer {
                 run.responses.push((method, answer.into(), call_id));
                 continue;
             }
@@ -185,6 +193,87 @@ impl Proxied<'_> {
         }
         response.insert("sessionState".into(), session_state);
         Ok(Value::Object(response))
+    }
+
+    /// A Mailbox/get answered from the upstream's own answer as the
+    /// mirror's last sync read it (every mailbox, every property, at its
+    /// Mailbox state), or `None` when it cannot be: not the request's own
+    /// personal account, a mirror not answered from, a Mailbox state a
+    /// forwarded call of the request showed that is not the snapshot's, a
+    /// property the upstream's objects do not have, or arguments of
+    /// another shape (all the upstream's to answer).
+    fn mailbox_get(
+        &self,
+        arguments: &Map<String, Value>,
+        seen: &HashMap<String, String>,
+    ) -> Option<Value> {
+        let account_id = arguments.get("accountId")?.as_str()?;
+        if !self.session.has_personal_account(account_id)
+            || arguments
+                .keys()
+                .any(|key| !matches!(key.as_str(), "accountId" | "ids" | "properties"))
+        {
+            return None;
+        }
+        let snapshot = self.mirror.mailboxes(account_id)?;
+        if seen
+            .get(account_id)
+            .is_some_and(|state| *state != snapshot.state)
+        {
+            return None;
+        }
+        let properties: Option<Vec<&str>> = match arguments.get("properties") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(names)) => {
+                Some(names.iter().map(Value::as_str).collect::<Option<_>>()?)
+            }
+            Some(_) => return None,
+        };
+        let first = snapshot.list.first()?.as_object()?;
+        if properties
+            .as_ref()
+            .is_some_and(|names| names.iter().any(|name| !first.contains_key(*name)))
+        {
+            return None;
+        }
+        let shaped = |mailbox: &Value| -> Value {
+            match (&properties, mailbox.as_object()) {
+                (Some(names), Some(object)) => Value::Object(
+                    object
+                        .iter()
+                        .filter(|(key, _)| *key == "id" || names.contains(&key.as_str()))
+                        .map(|(key, value)| (key.clone(), value.clone()))
+                        .collect(),
+                ),
+                _ => mailbox.clone(),
+            }
+        };
+        let (list, not_found): (Vec<Value>, Vec<Value>) = match arguments.get("ids") {
+            None | Some(Value::Null) => (snapshot.list.iter().map(shaped).collect(), Vec::new()),
+            Some(Value::Array(ids)) => {
+                let mut list = Vec::new();
+                let mut not_found = Vec::new();
+                let mut seen_ids = HashSet::new();
+                for id in ids {
+                    let id = id.as_str()?;
+                    if !seen_ids.insert(id) {
+                        continue;
+                    }
+                    match snapshot.list.iter().find(|m| m["id"] == id) {
+                        Some(mailbox) => list.push(shaped(mailbox)),
+                        None => not_found.push(Value::String(id.into())),
+                    }
+                }
+                (list, not_found)
+            }
+            Some(_) => return None,
+        };
+        Some(json!({
+            "accountId": account_id,
+            "state": snapshot.state,
+            "list": list,
+            "notFound": not_found,
+        }))
     }
 
     /// An Email/get answered from the mirror, or `None` when it cannot be
@@ -423,8 +512,10 @@ fn references(arguments: &Map<String, Value>) -> Vec<String> {
 struct Run<'a, 'p> {
     proxied: &'a Proxied<'p>,
     using: Vec<String>,
-    /// The upstream Email state of each account forwarded calls showed.
+    /// The upstream Email and Mailbox states of each account forwarded
+    /// calls showed.
     email_states: HashMap<String, String>,
+    mailbox_states: HashMap<String, String>,
     responses: Vec<(String, Arguments, String)>,
     pending: Vec<Invocation>,
     created_ids: HashMap<String, String>,
@@ -525,15 +616,21 @@ impl Run<'_, '_> {
                     .pop()
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default();
-                if name.starts_with("Email/")
+                let states = if name.starts_with("Email/") {
+                    Some(&mut self.email_states)
+                } else if name.starts_with("Mailbox/") {
+                    Some(&mut self.mailbox_states)
+                } else {
+                    None
+                };
+                if let Some(states) = states
                     && let Some(account) = arguments.get("accountId").and_then(Value::as_str)
                     && let Some(state) = arguments
                         .get("newState")
                         .or_else(|| arguments.get("state"))
                         .and_then(Value::as_str)
                 {
-                    self.email_states
-                        .insert(account.to_string(), state.to_string());
+                    states.insert(account.to_string(), state.to_string());
                 }
                 self.responses.push((name, arguments.into(), call_id));
             }

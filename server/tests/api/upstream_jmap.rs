@@ -323,6 +323,8 @@ async fn the_mirror_answers_email_get_with_the_upstreams_ids_and_states() {
     let list_view = json!({
         "using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
         "methodCalls": [
+            ["Mailbox/get", {"accountId": account, "ids": null}, "m"],
+            ["Mailbox/get", {"accountId": account, "ids": [ann.inbox, "nope"], "properties": ["name", "totalEmails", "unreadEmails"]}, "n"],
             ["Email/query", {"accountId": account, "sort": [{"property": "receivedAt", "isAscending": false}]}, "0"],
             ["Email/get", {"accountId": account, "#ids": {"resultOf": "0", "name": "Email/query", "path": "/ids"},
                 "properties": ["id", "blobId", "threadId", "mailboxIds", "keywords", "size", "receivedAt",
@@ -332,14 +334,26 @@ async fn the_mirror_answers_email_get_with_the_upstreams_ids_and_states() {
         ],
     });
     let forwarded = forwarded_email_gets(&proxy).await;
+    let mailbox_gets =
+        "fastview_upstream_round_trips_total{method=\"Mailbox/get\",command=\"api\"}";
+    let forwarded_mailbox_gets = proxy.metric(mailbox_gets).await;
     let direct = post(&upstream, &ann, &list_view).await;
     let proxied = post(&proxy, &ann, &list_view).await;
     assert_eq!(direct.0, 200);
+    assert_eq!(
+        direct.1["methodResponses"][1][1]["notFound"],
+        json!(["nope"])
+    );
     assert_eq!(proxied, direct);
     assert_eq!(
         forwarded_email_gets(&proxy).await,
         forwarded,
         "the Email/get was answered by the mirror"
+    );
+    assert_eq!(
+        proxy.metric(mailbox_gets).await,
+        forwarded_mailbox_gets,
+        "so were the Mailbox/gets"
     );
     // So are the body properties: the upstream splits these messages into
     // the same partIds.
@@ -365,7 +379,7 @@ async fn the_mirror_answers_email_get_with_the_upstreams_ids_and_states() {
         .call1(
             &ann,
             "Email/set",
-            json!({"accountId": account, "update": {ids[1].clone(): {"keywords/$flagged": true}}}),
+            json!({"accountId": account, "update": {ids[1].clone(): {"keywords/$flagged": true, "keywords/$seen": true}}}),
         )
         .await;
     let read = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
@@ -379,6 +393,13 @@ async fn the_mirror_answers_email_get_with_the_upstreams_ids_and_states() {
     );
     assert_eq!(proxied, post(&upstream, &ann, &read).await);
     assert_eq!(forwarded_email_gets(&proxy).await, forwarded);
+    // The mailboxes' counts too (the catch-up read them again).
+    let unread = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+        "methodCalls": [["Mailbox/get", {"accountId": account, "ids": [ann.inbox], "properties": ["unreadEmails", "totalEmails"]}, "0"]]});
+    assert_eq!(
+        post(&proxy, &ann, &unread).await,
+        post(&upstream, &ann, &unread).await
+    );
 
     // Another client's change at the upstream reaches the mirror through
     // the upstream's event source.

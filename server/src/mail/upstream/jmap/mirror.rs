@@ -70,6 +70,17 @@ pub struct MirrorState {
     pub mailboxes: Arc<HashMap<i64, String>>,
 }
 
+/// The upstream's own answer to Mailbox/get of every mailbox, all
+/// properties, as the last sync read it (counts included): what a
+/// Mailbox/get is answered from.
+#[derive(Debug)]
+pub struct MailboxSnapshot {
+    /// The upstream Mailbox state of the answer.
+    pub state: String,
+    /// Its Mailbox objects, in its order.
+    pub list: Vec<Value>,
+}
+
 /// One mirrored account in use on this node.
 struct Mirrored {
     upstream_id: String,
@@ -95,6 +106,8 @@ struct Mirrored {
     synced_through: AtomicU64,
     /// Wakes the follow task (a write it must catch up with).
     wake: Notify,
+    /// The upstream's mailboxes as the last sync that succeeded read them.
+    mailbox_snapshot: Mutex<Option<Arc<MailboxSnapshot>>>,
 }
 
 impl Mirrored {
@@ -103,6 +116,11 @@ impl Mirrored {
     }
 
     fn set_fresh(&self, state: Option<String>) {
+        if state.is_none()
+            && let Ok(mut snapshot) = self.mailbox_snapshot.lock()
+        {
+            *snapshot = None;
+        }
         if let Ok(mut fresh) = self.fresh_state.lock() {
             *fresh = state;
         }
@@ -171,6 +189,17 @@ impl Mirror {
             email_state,
             mailboxes,
         })
+    }
+
+    /// The upstream's mailboxes of `upstream_id` as its last sync read them,
+    /// when the mirror may be answered from ([`Mirror::ready`]).
+    pub fn mailboxes(&self, upstream_id: &str) -> Option<Arc<MailboxSnapshot>> {
+        self.ready(upstream_id)?;
+        self.entry(upstream_id)?
+            .mailbox_snapshot
+            .lock()
+            .ok()?
+            .clone()
     }
 
     /// Notes a request for the upstream accounts of `session` with
@@ -314,6 +343,7 @@ impl Mirror {
                     writes: AtomicU64::new(0),
                     synced_through: AtomicU64::new(0),
                     wake: Notify::new(),
+                    mailbox_snapshot: Mutex::new(None),
                 })
             })
             .clone())
@@ -388,7 +418,7 @@ impl Mirror {
         authorization: &HeaderValue,
     ) -> Option<reqwest::Response> {
         let url = session
-            .event_source_target(Some("types=Email&closeafter=no&ping=30"))
+            .event_source_target(Some("types=Email,Mailbox&closeafter=no&ping=30"))
             .ok()?;
         let request = self
             .upstream
@@ -416,30 +446,34 @@ impl Mirror {
             upstream_id: &mirrored.upstream_id,
             account: mirrored.account.id,
         };
-        let result = sync.run().await;
-        match &result {
-            Ok((state, mailboxes, stored)) => {
-                if let Ok(mut mapped) = mirrored.mailboxes.lock() {
-                    *mapped = Arc::new(
-                        mailboxes
-                            .iter()
-                            .map(|(upstream, local)| (*local, upstream.clone()))
-                            .collect(),
-                    );
-                }
-                mirrored.set_fresh(Some(state.clone()));
-                mirrored.synced_through.fetch_max(writes, Ordering::AcqRel);
-                self.metrics.upstream_synced(
-                    "sync",
-                    mailboxes.len(),
-                    stored.0,
-                    stored.1,
-                    started.elapsed(),
-                );
+        let (state, (mailboxes, snapshot), stored) = match sync.run().await {
+            Ok(done) => done,
+            Err(error) => {
+                mirrored.set_fresh(None);
+                return Err(error);
             }
-            Err(_) => mirrored.set_fresh(None),
+        };
+        if let Ok(mut kept) = mirrored.mailbox_snapshot.lock() {
+            *kept = Some(Arc::new(snapshot));
         }
-        result.map(|_| ())
+        if let Ok(mut mapped) = mirrored.mailboxes.lock() {
+            *mapped = Arc::new(
+                mailboxes
+                    .iter()
+                    .map(|(upstream, local)| (*local, upstream.clone()))
+                    .collect(),
+            );
+        }
+        mirrored.set_fresh(Some(state));
+        mirrored.synced_through.fetch_max(writes, Ordering::AcqRel);
+        self.metrics.upstream_synced(
+            "sync",
+            mailboxes.len(),
+            stored.0,
+            stored.1,
+            started.elapsed(),
+        );
+        Ok(())
     }
 }
 
@@ -584,18 +618,25 @@ impl Sync<'_> {
 
     /// Maps every upstream mailbox to a local one (made when new); returns
     /// upstream id → local id.
-    async fn mailboxes(&self) -> Result<HashMap<String, i64>, UpstreamError> {
-        let calls = json!([["Mailbox/get", {"accountId": self.upstream_id, "ids": null, "properties": ["id"]}, "m"]]);
+    async fn mailboxes(&self) -> Result<(HashMap<String, i64>, MailboxSnapshot), UpstreamError> {
+        let calls = json!([["Mailbox/get", {"accountId": self.upstream_id, "ids": null}, "m"]]);
         let responses = self.call(calls).await?.unwrap_or_default();
-        let listed: Vec<String> = responses
-            .first()
-            .and_then(|r| r[1]["list"].as_array())
-            .map(|list| {
-                list.iter()
-                    .filter_map(|m| m["id"].as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let answer = responses.first().map(|r| &r[1]);
+        let snapshot = MailboxSnapshot {
+            state: answer
+                .and_then(|a| a["state"].as_str())
+                .ok_or_else(|| UpstreamError::Refused("Mailbox/get gave no state".into()))?
+                .to_string(),
+            list: answer
+                .and_then(|a| a["list"].as_array())
+                .cloned()
+                .unwrap_or_default(),
+        };
+        let listed: Vec<String> = snapshot
+            .list
+            .iter()
+            .filter_map(|m| m["id"].as_str().map(str::to_string))
+            .collect();
         let store = &self.mirror.store;
         let mut mapped: HashMap<String, i64> = store
             .mirror_mailboxes(self.account)
@@ -626,7 +667,7 @@ impl Sync<'_> {
                 .await?;
             mapped.insert(upstream, local);
         }
-        Ok(mapped)
+        Ok((mapped, snapshot))
     }
 
     /// One sync: the mailboxes, then the emails from the state the mirror
@@ -634,8 +675,17 @@ impl Sync<'_> {
     /// changes from it). Returns the upstream Email state reached, the
     /// mailboxes (upstream id → local id) and (messages stored, octets
     /// downloaded).
-    async fn run(&self) -> Result<(String, HashMap<String, i64>, (usize, u64)), UpstreamError> {
-        let mut mailboxes = self.mailboxes().await?;
+    async fn run(
+        &self,
+    ) -> Result<
+        (
+            String,
+            (HashMap<String, i64>, MailboxSnapshot),
+            (usize, u64),
+        ),
+        UpstreamError,
+    > {
+        let (mut mailboxes, snapshot) = self.mailboxes().await?;
         let state = self
             .mirror
             .store
@@ -649,7 +699,7 @@ impl Sync<'_> {
             },
             None => self.whole(&mut mailboxes).await?,
         };
-        Ok((state, mailboxes, stored))
+        Ok((state, (mailboxes, snapshot), stored))
     }
 
     /// A whole sync; returns the state reached and (messages stored,
@@ -833,7 +883,7 @@ impl Sync<'_> {
             .iter()
             .any(|l| l.mailbox_ids.iter().any(|m| !mailboxes.contains_key(m)))
         {
-            *mailboxes = self.mailboxes().await?;
+            *mailboxes = self.mailboxes().await?.0;
         }
         let mailboxes = &*mailboxes;
         let store = &self.mirror.store;
