@@ -106,8 +106,8 @@ async fn session_of(
         })
 }
 
-/// The request to run call by call ([`Proxied`]): one with an Email/get or
-/// a write, that the upstream would not refuse whole. A body of more JSON
+/// The request to run call by call ([`Proxied`]): one with a call the
+/// mirror may answer or a write, that the upstream would not refuse whole. A body of more JSON
 /// values than a request may hold ([`MAX_JSON_VALUES`]), a capability the
 /// upstream's session does not name or more calls than its
 /// `maxCallsInRequest` goes to the upstream as it came, for it to answer.
@@ -126,10 +126,9 @@ fn taken_apart(session: &UpstreamSession, body: &[u8]) -> Option<Request> {
         .using
         .iter()
         .all(|capability| capabilities.get(capability).is_some());
-    let wanted = request
-        .method_calls
-        .iter()
-        .any(|call| call.0 == "Email/get" || crate::jmap::upstream::is_write(&call.0));
+    let wanted = request.method_calls.iter().any(|call| {
+        crate::jmap::upstream::may_answer(&call.0) || crate::jmap::upstream::is_write(&call.0)
+    });
     (known && wanted && request.method_calls.len() as u64 <= max_calls).then_some(request)
 }
 

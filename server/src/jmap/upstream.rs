@@ -76,6 +76,11 @@ pub fn local_property(name: &str) -> bool {
     LOCAL.contains(&name) || BODY.contains(&name) || name.starts_with("header:")
 }
 
+/// Whether a call of `method` may be answered from the mirror.
+pub fn may_answer(method: &str) -> bool {
+    matches!(method, "Email/get" | "Mailbox/get")
+}
+
 /// Whether a method may change what the mirror holds: `/set`, `/import`,
 /// `/copy` (EmailSubmission/set's implicit Email/set included), and
 /// MDN/send (RFC 9007: its `onSuccessUpdateEmail`).

@@ -393,6 +393,15 @@ async fn the_mirror_answers_email_get_with_the_upstreams_ids_and_states() {
     );
     assert_eq!(proxied, post(&upstream, &ann, &read).await);
     assert_eq!(forwarded_email_gets(&proxy).await, forwarded);
+    // A request of Mailbox/get alone is the mirror's too.
+    let mailboxes = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+        "methodCalls": [["Mailbox/get", {"accountId": account}, "0"]]});
+    let forwarded_mailbox_gets = proxy.metric(mailbox_gets).await;
+    assert_eq!(
+        post(&proxy, &ann, &mailboxes).await,
+        post(&upstream, &ann, &mailboxes).await
+    );
+    assert_eq!(proxy.metric(mailbox_gets).await, forwarded_mailbox_gets);
     // The mailboxes' counts too (the catch-up read them again).
     let unread = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
         "methodCalls": [["Mailbox/get", {"accountId": account, "ids": [ann.inbox], "properties": ["unreadEmails", "totalEmails"]}, "0"]]});
