@@ -31,49 +31,30 @@ use super::dispatch;
 use super::ids;
 use super::reference::{self, ReferenceError};
 use super::request::{Arguments, CAPABILITY_CORE, CAPABILITY_MAIL, Invocation, Request};
+use crate::mail::property::EmailProperty;
 use crate::mail::upstream::UpstreamError;
 use crate::mail::upstream::jmap::mirror::{Mirror, MirrorState};
 use crate::mail::upstream::jmap::{JmapUpstream, UpstreamSession};
 
-/// The Email properties that name body parts: answered by the mirror only
-/// for an email whose upstream split it into the same partIds (its part
-/// blobIds are then the upstream's, kept at sync).
-const BODY: [&str; 5] = [
-    "bodyStructure",
-    "textBody",
-    "htmlBody",
-    "attachments",
-    "bodyValues",
-];
+/// Whether an Email property names body parts (`bodyStructure`,
+/// `textBody`, `htmlBody`, `attachments`, `bodyValues`): answered by the
+/// mirror only for an email whose upstream split it into the same partIds
+/// (its part blobIds are then the upstream's, kept at sync).
+fn names_parts(name: &str) -> bool {
+    use crate::mail::property::EmailProperty::*;
+    matches!(
+        EmailProperty::parse(name),
+        Some(BodyStructure | TextBody | HtmlBody | Attachments | BodyValues)
+    )
+}
 
-/// Email properties the mirror answers as the upstream would: what it
-/// stores of each email and what Fastview computes from the same octets
-/// (the body properties of an email the upstream split alike: [`BODY`]).
+/// Whether the mirror answers an Email property as the upstream would:
+/// every property of RFC 8621 §4.1 (`mail::property`), from what it stores
+/// of each email and what Fastview computes from the same octets, the body
+/// ones for mail split alike ([`names_parts`]). An unknown or malformed
+/// name is the upstream's to refuse.
 pub fn local_property(name: &str) -> bool {
-    const LOCAL: [&str; 21] = [
-        "id",
-        "blobId",
-        "threadId",
-        "mailboxIds",
-        "keywords",
-        "size",
-        "receivedAt",
-        "messageId",
-        "inReplyTo",
-        "references",
-        "sender",
-        "from",
-        "to",
-        "cc",
-        "bcc",
-        "replyTo",
-        "subject",
-        "sentAt",
-        "hasAttachment",
-        "preview",
-        "headers",
-    ];
-    LOCAL.contains(&name) || BODY.contains(&name) || name.starts_with("header:")
+    EmailProperty::parse(name).is_some()
 }
 
 /// Whether a call of `method` may be answered from the mirror.
@@ -343,7 +324,7 @@ impl Proxied<'_> {
             .is_some_and(|properties| {
                 properties
                     .iter()
-                    .any(|p| p.as_str().is_some_and(|p| BODY.contains(&p)))
+                    .any(|p| p.as_str().is_some_and(names_parts))
             });
         if names_parts && mapped.iter().any(|m| m.parts.is_none()) {
             return Ok(None);
