@@ -72,9 +72,6 @@ pub fn is_write(method: &str) -> bool {
         || method == "MDN/send"
 }
 
-/// The largest answer to a batch of forwarded calls read, in octets.
-const MAX_ANSWER_OCTETS: usize = 64 << 20;
-
 /// What a proxied request needs: the local side, the mirror and the
 /// upstream with the client's session and credential.
 pub struct Proxied<'a> {
@@ -546,35 +543,17 @@ impl Run<'_, '_> {
 
     /// One round trip with `calls`: the upstream's Response object.
     async fn send(&self, calls: &[Invocation]) -> Result<Map<String, Value>, ProxyError> {
-        let method = dispatch::method_label(&calls[0].0);
         let request = json!({
             "using": self.using,
             "methodCalls": calls,
             "createdIds": self.created_ids,
         });
         let p = self.proxied;
-        let body = serde_json::to_vec(&request)
-            .map_err(|error| UpstreamError::Refused(error.to_string()))?;
-        let json = HeaderValue::from_static("application/json");
-        let mut response = p
+        let method = dispatch::method_label(&calls[0].0);
+        let (status, body) = p
             .upstream
-            .api(p.session, p.authorization, json, body.into(), method)
+            .post(p.session, p.authorization, &request, method)
             .await?;
-        let status = response.status().as_u16();
-        let mut body = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|error| UpstreamError::Unreachable(error.to_string()))?
-        {
-            if body.len() + chunk.len() > MAX_ANSWER_OCTETS {
-                return Err(UpstreamError::Refused(format!(
-                    "an answer over {MAX_ANSWER_OCTETS} octets"
-                ))
-                .into());
-            }
-            body.extend_from_slice(&chunk);
-        }
         if status != 200 {
             return Err(ProxyError::Answered(status, body.into()));
         }

@@ -42,6 +42,10 @@ const ROUND_TRIP_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest a new connection to the upstream may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The largest answer to an API request read whole (a batch of forwarded
+/// calls, a sync's), in octets.
+pub const MAX_ANSWER_OCTETS: usize = 64 << 20;
+
 /// The largest session object read from the upstream, in octets.
 const MAX_SESSION_OCTETS: usize = 1 << 20;
 
@@ -371,10 +375,31 @@ impl JmapUpstream {
         self.send(request, method, "api").await
     }
 
-    /// Makes method calls on the upstream (`calls`: `[name, arguments,
-    /// call id]` each, `using` the capabilities) and returns its Response
-    /// object. Errors: the HTTP status when it is not 200 (401 is
-    /// [`UpstreamError::LoginRefused`]), a body that is not a Response.
+    /// POSTs a JMAP Request object (`request`, serialized here) as
+    /// `authorization`, counted under `method`; the HTTP status and the
+    /// body, read whole up to [`MAX_ANSWER_OCTETS`] (more is
+    /// [`UpstreamError::Refused`]).
+    pub async fn post(
+        &self,
+        session: &UpstreamSession,
+        authorization: &HeaderValue,
+        request: &Value,
+        method: &'static str,
+    ) -> Result<(u16, Vec<u8>), UpstreamError> {
+        let body = serde_json::to_vec(request)
+            .map_err(|error| UpstreamError::Refused(error.to_string()))?;
+        let json = HeaderValue::from_static("application/json");
+        let response = self
+            .api(session, authorization, json, body.into(), method)
+            .await?;
+        let status = response.status().as_u16();
+        Ok((status, read_limited(response, MAX_ANSWER_OCTETS).await?))
+    }
+
+    /// Makes method calls on the upstream ([`JmapUpstream::post`]) and
+    /// returns its Response object. Errors: 401 is
+    /// [`UpstreamError::LoginRefused`], any other status than 2xx or a body
+    /// that is not a Response [`UpstreamError::Refused`].
     pub async fn call(
         &self,
         session: &UpstreamSession,
@@ -382,21 +407,11 @@ impl JmapUpstream {
         request: &Value,
         method: &'static str,
     ) -> Result<Map<String, Value>, UpstreamError> {
-        let body = serde_json::to_vec(request)
-            .map_err(|error| UpstreamError::Refused(error.to_string()))?;
-        let json = HeaderValue::from_static("application/json");
-        let response = self
-            .api(session, authorization, json, body.into(), method)
-            .await?;
-        let status = response.status();
-        if status == reqwest::StatusCode::UNAUTHORIZED {
+        let (status, body) = self.post(session, authorization, request, method).await?;
+        if status == 401 {
             return Err(UpstreamError::LoginRefused);
         }
-        let body = response
-            .bytes()
-            .await
-            .map_err(|error| UpstreamError::Unreachable(error.to_string()))?;
-        if !status.is_success() {
+        if !(200..300).contains(&status) {
             return Err(UpstreamError::Refused(format!(
                 "the API answered {status}: {}",
                 String::from_utf8_lossy(&body[..body.len().min(300)])
