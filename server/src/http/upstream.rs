@@ -106,17 +106,16 @@ async fn session_of(
         })
 }
 
-/// The request to run call by call ([`Proxied`]): one with a call the
-/// mirror may answer or a write, that the upstream would not refuse whole. A body of more JSON
-/// values than a request may hold ([`MAX_JSON_VALUES`]), a capability the
-/// upstream's session does not name or more calls than its
-/// `maxCallsInRequest` goes to the upstream as it came, for it to answer.
-fn taken_apart(session: &UpstreamSession, body: &[u8]) -> Option<Request> {
-    if json_values_over(body, MAX_JSON_VALUES) {
-        return None;
-    }
-    let request: Request = serde_json::from_slice(body).ok()?;
-    let capabilities = session.object.get("capabilities")?;
+/// Whether a request is run call by call ([`Proxied`]): one with a call
+/// the mirror may answer or a write, that the upstream would not refuse
+/// whole. One naming a capability the upstream's session does not name,
+/// or more calls than its `maxCallsInRequest`, goes to the upstream as it
+/// came, for it to answer (and so does a body past [`MAX_JSON_VALUES`],
+/// which is never parsed).
+fn taken_apart(session: &UpstreamSession, request: &Request) -> bool {
+    let Some(capabilities) = session.object.get("capabilities") else {
+        return false;
+    };
     let max_calls = capabilities
         .get(crate::mail::upstream::jmap::CAPABILITY_CORE)
         .and_then(|core| core.get("maxCallsInRequest"))
@@ -129,7 +128,7 @@ fn taken_apart(session: &UpstreamSession, body: &[u8]) -> Option<Request> {
     let wanted = request.method_calls.iter().any(|call| {
         crate::jmap::upstream::may_answer(&call.0) || crate::jmap::upstream::is_write(&call.0)
     });
-    (known && wanted && request.method_calls.len() as u64 <= max_calls).then_some(request)
+    known && wanted && request.method_calls.len() as u64 <= max_calls
 }
 
 /// A round trip that failed after the login: 502 naming the upstream.
@@ -183,9 +182,13 @@ async fn api(
     // with a write is followed by the mirror's catching up; any other goes
     // as it came, and its answer streams back.
     // (A body not declared JSON goes as it came, for the upstream to refuse.)
-    let request = is_json(&headers)
-        .then(|| taken_apart(&session, &bytes))
+    // The body is parsed once (not past the JSON-value bound a request has):
+    // for the metrics label, and to take it apart.
+    let request: Option<Request> = (!json_values_over(&bytes, MAX_JSON_VALUES))
+        .then(|| serde_json::from_slice(&bytes).ok())
         .flatten();
+    let method = first_method(request.as_ref());
+    let request = request.filter(|request| is_json(&headers) && taken_apart(&session, request));
     if let (Some(request), Some(mirror)) = (request, &state.mirror) {
         let proxied = Proxied {
             jmap: &state.jmap,
@@ -203,7 +206,6 @@ async fn api(
             Err(ProxyError::Upstream(error)) => Err(failed(error)),
         };
     }
-    let method = first_method(&bytes);
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .cloned()
@@ -307,31 +309,31 @@ fn passed_back(response: reqwest::Response) -> Response {
 }
 
 /// The metrics label of a request's first method call (`unknown` when it
-/// names none the server knows, or is not a JMAP request at all).
-fn first_method(body: &[u8]) -> &'static str {
-    #[derive(serde::Deserialize)]
-    struct Calls<'a> {
-        #[serde(rename = "methodCalls", borrow)]
-        method_calls: Vec<(&'a str, serde::de::IgnoredAny, serde::de::IgnoredAny)>,
-    }
-    serde_json::from_slice::<Calls<'_>>(body)
-        .ok()
-        .and_then(|calls| calls.method_calls.first().map(|call| call.0))
-        .map_or("unknown", crate::jmap::dispatch::method_label)
+/// names none the server knows, or the body is not a JMAP request at all).
+fn first_method(request: Option<&Request>) -> &'static str {
+    request
+        .and_then(|request| request.method_calls.first())
+        .map_or("unknown", |call| {
+            crate::jmap::dispatch::method_label(&call.0)
+        })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::first_method;
+    use super::{Request, first_method};
+
+    fn label(body: &[u8]) -> &'static str {
+        first_method(serde_json::from_slice::<Request>(body).ok().as_ref())
+    }
 
     #[test]
     fn a_request_is_counted_under_its_first_method() {
         let body = br#"{"using":[],"methodCalls":[["Email/get",{},"0"],["Mailbox/get",{},"1"]]}"#;
-        assert_eq!(first_method(body), "Email/get");
+        assert_eq!(label(body), "Email/get");
         assert_eq!(
-            first_method(br#"{"methodCalls":[["Foo/bar",{},"0"]]}"#),
+            label(br#"{"using":[],"methodCalls":[["Foo/bar",{},"0"]]}"#),
             "unknown"
         );
-        assert_eq!(first_method(b"not json"), "unknown");
+        assert_eq!(label(b"not json"), "unknown");
     }
 }
