@@ -274,14 +274,10 @@ impl Mirror {
             return false;
         };
         let guard = mirrored.syncing.lock().await;
-        if self
-            .ready(upstream_id)
-            .is_some_and(|ready| ready.email_state == state)
-        {
-            return true;
-        }
-        if self.ready(upstream_id).is_none() {
-            return false;
+        match self.ready(upstream_id) {
+            None => return false,
+            Some(ready) if ready.email_state == state => return true,
+            Some(_) => {}
         }
         match self
             .sync_locked(&mirrored, guard, session, authorization)
