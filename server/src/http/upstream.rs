@@ -3,8 +3,11 @@
 //! upstream.
 //!
 //! - `GET /.well-known/jmap`, `/jmap/session`: the upstream's session for
-//!   the request's credential, fetched fresh, its URLs Fastview's
-//!   ([`UpstreamSession::for_clients`]).
+//!   the request's credential, its URLs Fastview's
+//!   ([`UpstreamSession::for_clients`]); the one kept for the credential
+//!   (at most [`crate::mail::upstream::jmap::client::SESSION_TTL`] old, and
+//!   dropped as soon as an answer through this node names another
+//!   `sessionState`).
 //! - `POST /jmap/api`: read under the upstream's `maxSizeRequest` within
 //!   the body deadline, then sent to the upstream's `apiUrl`; its answer
 //!   streamed back as it is.
@@ -95,10 +98,9 @@ fn authorization(headers: &HeaderMap) -> Result<&HeaderValue, HttpError> {
 async fn session_of(
     upstream: &JmapUpstream,
     authorization: &HeaderValue,
-    fresh: bool,
 ) -> Result<Arc<UpstreamSession>, HttpError> {
     upstream
-        .session(authorization, fresh)
+        .session(authorization)
         .await
         .map_err(|error| match error {
             UpstreamError::LoginRefused => HttpError::Unauthorized,
@@ -142,7 +144,7 @@ async fn session(
 ) -> Result<Response, HttpError> {
     let upstream = upstream(&state)?;
     let authorization = authorization(&headers)?;
-    let session = session_of(upstream, authorization, true).await?;
+    let session = session_of(upstream, authorization).await?;
     // A client that fetches the session is about to use its accounts: their
     // mirrors start syncing now.
     if let Some(mirror) = &state.mirror
@@ -164,7 +166,7 @@ async fn api(
         .try_acquire()
         .map_err(|_| HttpError::Overloaded)?;
     let authorization = authorization(&headers)?;
-    let session = session_of(upstream, authorization, false).await?;
+    let session = session_of(upstream, authorization).await?;
     let limit = session.max_size_request;
     let read = tokio::time::timeout(state.body_deadline, read_limited(body, limit));
     let bytes = match read.await {
@@ -198,7 +200,14 @@ async fn api(
             authorization,
         };
         return match proxied.handle(request).await {
-            Ok(response) => Ok(axum::Json(response).into_response()),
+            Ok(response) => {
+                // The session kept for the credential is not the
+                // upstream's any more: the next one is fetched.
+                if response.get("sessionState") != session.object.get("state") {
+                    upstream.forget_session(authorization).await;
+                }
+                Ok(axum::Json(response).into_response())
+            }
             Err(ProxyError::Answered(status, body)) => {
                 let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
                 Ok((status, [(header::CONTENT_TYPE, "application/json")], body).into_response())
@@ -225,7 +234,7 @@ async fn download(
 ) -> Result<Response, HttpError> {
     let upstream = upstream(&state)?;
     let authorization = authorization(&headers)?;
-    let session = session_of(upstream, authorization, false).await?;
+    let session = session_of(upstream, authorization).await?;
     let url = session
         .download_target(&account_id, &blob_id, &name, query.as_deref())
         .map_err(failed)?;
@@ -246,7 +255,7 @@ async fn upload(
 ) -> Result<Response, HttpError> {
     let upstream = upstream(&state)?;
     let authorization = authorization(&headers)?;
-    let session = session_of(upstream, authorization, false).await?;
+    let session = session_of(upstream, authorization).await?;
     let url = session
         .upload_target(&account_id, query.as_deref())
         .map_err(failed)?;
@@ -263,7 +272,7 @@ async fn event_source(
 ) -> Result<Response, HttpError> {
     let upstream = upstream(&state)?;
     let url = match headers.get(header::AUTHORIZATION) {
-        Some(authorization) => session_of(upstream, authorization, false)
+        Some(authorization) => session_of(upstream, authorization)
             .await?
             .event_source_target(query.as_deref())
             .map_err(failed)?,

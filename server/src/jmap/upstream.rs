@@ -11,6 +11,16 @@
 //!   ids, and as `state` the upstream Email state the mirror is at.
 //!   Anything else about such a call (an id the mirror does not map yet, a
 //!   body property, whose part ids are the upstream's own) forwards it.
+//! - **Answered here once verified**: Thread/get and Email/query (filters
+//!   on mailboxes, keywords, dates and sizes; sorted by receivedAt, size or
+//!   a keyword; threads not collapsed), whose answers depend on every email
+//!   of the account: only while the mirror's census says it holds them all
+//!   at its state, and only in a shape (the query's filter and sort, the
+//!   Thread/get's properties) whose first forwarded answer at the mirror's
+//!   state was exactly what the mirror would have answered (ids, order,
+//!   total, state strings). Another server's `queryState`, tie order or
+//!   filter semantics that differ from Fastview's keep that shape
+//!   forwarded.
 //! - **Forwarded**: consecutive forwarded calls go as one request, with the
 //!   `createdIds` so far, so the upstream resolves references among them
 //!   and creation ids across batches; a reference to an earlier batch or to
@@ -33,7 +43,7 @@ use super::reference::{self, ReferenceError};
 use super::request::{Arguments, CAPABILITY_CORE, CAPABILITY_MAIL, Invocation, Request};
 use crate::mail::property::EmailProperty;
 use crate::mail::upstream::UpstreamError;
-use crate::mail::upstream::jmap::mirror::{Mirror, MirrorState};
+use crate::mail::upstream::jmap::mirror::{Census, Mirror, MirrorState};
 use crate::mail::upstream::jmap::{JmapUpstream, UpstreamSession};
 
 /// Whether an Email property names body parts (`bodyStructure`,
@@ -59,7 +69,85 @@ pub fn local_property(name: &str) -> bool {
 
 /// Whether a call of `method` may be answered from the mirror.
 pub fn may_answer(method: &str) -> bool {
-    matches!(method, "Email/get" | "Mailbox/get")
+    matches!(
+        method,
+        "Email/get" | "Mailbox/get" | "Thread/get" | "Email/query"
+    )
+}
+
+/// The Email/query filter conditions answered from the mirror: those on
+/// what it holds as the upstream does (mailboxes, keywords, receivedAt,
+/// size). Text and header conditions, whose matching rules are each
+/// server's own, and the thread keyword ones (the upstream's threads are
+/// not Fastview's) are forwarded.
+const LOCAL_FILTER_CONDITIONS: [&str; 8] = [
+    "inMailbox",
+    "inMailboxOtherThan",
+    "before",
+    "after",
+    "minSize",
+    "maxSize",
+    "hasKeyword",
+    "notKeyword",
+];
+
+/// The Email/query sort properties answered from the mirror.
+const LOCAL_SORT_PROPERTIES: [&str; 3] = ["receivedAt", "size", "hasKeyword"];
+
+/// The shape of an Email/query or Thread/get call: what its answer depends
+/// on besides the account's emails and the ids or page asked (the filter
+/// and sort of a query, the properties of a Thread/get), as text. `None`
+/// for another method or when one of those is a result reference.
+fn shape(method: &str, arguments: &Map<String, Value>) -> Option<String> {
+    let of = |name: &str| arguments.get(name).cloned().unwrap_or(Value::Null);
+    let referenced = |names: &[&str]| {
+        names
+            .iter()
+            .any(|name| arguments.contains_key(&format!("#{name}")))
+    };
+    match method {
+        "Email/query" if !referenced(&["filter", "sort", "collapseThreads"]) => Some(format!(
+            "Email/query {}",
+            json!([of("filter"), of("sort"), of("collapseThreads")])
+        )),
+        "Thread/get" if !referenced(&["properties"]) => {
+            Some(format!("Thread/get {}", of("properties")))
+        }
+        _ => None,
+    }
+}
+
+/// A query's filter with upstream Mailbox ids made local ones, or `None`
+/// when it has a condition the mirror does not answer
+/// ([`LOCAL_FILTER_CONDITIONS`]) or a mailbox it does not map.
+fn local_filter(filter: &Value, local_of: &HashMap<&str, i64>) -> Option<Value> {
+    let object = filter.as_object()?;
+    if let Some(operator) = object.get("operator") {
+        let conditions = object.get("conditions")?.as_array()?;
+        let conditions: Option<Vec<Value>> = conditions
+            .iter()
+            .map(|c| local_filter(c, local_of))
+            .collect();
+        return Some(json!({"operator": operator, "conditions": conditions?}));
+    }
+    let mut local = Map::new();
+    for (name, value) in object {
+        if !LOCAL_FILTER_CONDITIONS.contains(&name.as_str()) {
+            return None;
+        }
+        let value = match name.as_str() {
+            "inMailbox" => Value::String(ids::mailbox_id(*local_of.get(value.as_str()?)?)),
+            "inMailboxOtherThan" => value
+                .as_array()?
+                .iter()
+                .map(|m| Some(Value::String(ids::mailbox_id(*local_of.get(m.as_str()?)?))))
+                .collect::<Option<Vec<Value>>>()?
+                .into(),
+            _ => value.clone(),
+        };
+        local.insert(name.clone(), value);
+    }
+    Some(Value::Object(local))
 }
 
 /// Whether a method may change what the mirror holds: `/set`, `/import`,
@@ -107,6 +195,7 @@ impl Proxied<'_> {
             using: request.using,
             email_states: HashMap::new(),
             mailbox_states: HashMap::new(),
+            thread_states: HashMap::new(),
             responses: Vec::new(),
             pending: Vec::new(),
             created_ids: request.created_ids.clone().unwrap_or_default(),
@@ -118,11 +207,15 @@ impl Proxied<'_> {
             let outside = referenced
                 .iter()
                 .any(|id| !run.pending.iter().any(|call| &call.2 == id));
-            // An Email/get of properties the mirror holds is answered here:
-            // what was forwarded before it goes first.
+            // A call the mirror may answer is answered here: what was
+            // forwarded before it goes first.
             let local_candidate = mail_enabled
-                && ((method == "Email/get" && asks_local_properties(&arguments))
-                    || method == "Mailbox/get");
+                && match method.as_str() {
+                    "Email/get" => asks_local_properties(&arguments),
+                    "Mailbox/get" => true,
+                    "Thread/get" | "Email/query" => self.verified(&method, &arguments),
+                    _ => false,
+                };
             if (outside || local_candidate) && !run.pending.is_empty() {
                 run.flush().await?;
             }
@@ -148,6 +241,14 @@ impl Proxied<'_> {
                 }
                 "Mailbox/get" if local_candidate => {
                     self.mailbox_get(&arguments, &run.mailbox_states)
+                }
+                "Thread/get" if local_candidate => {
+                    self.thread_get(&arguments, &run.email_states, &run.thread_states)
+                        .await?
+                }
+                "Email/query" if local_candidate => {
+                    self.email_query(&arguments, &call_id, &run.email_states)
+                        .await?
                 }
                 _ => None,
             };
@@ -288,23 +389,12 @@ impl Proxied<'_> {
         if wanted.len() > self.session.max_objects_in_get {
             return Ok(None);
         }
-        if let Some(state) = seen.get(account_id)
-            && self
-                .mirror
-                .ready(account_id)
-                .is_some_and(|ready| ready.email_state != *state)
-            && !self
-                .mirror
-                .reach(self.session, self.authorization, account_id, state)
-                .await
-        {
-            return Ok(None);
-        }
         let Some(MirrorState {
             account: local_account,
             email_state,
             mailboxes,
-        }) = self.mirror.ready(account_id)
+            ..
+        }) = self.ready_at(account_id, seen).await
         else {
             return Ok(None);
         };
@@ -343,25 +433,12 @@ impl Proxied<'_> {
                 .map(|id| Value::String(ids::email_id(local_of[id])))
                 .collect(),
         );
-        let request = Request {
-            using: vec![CAPABILITY_CORE.into(), CAPABILITY_MAIL.into()],
-            method_calls: vec![Invocation(
-                "Email/get".into(),
-                local_arguments,
-                call_id.into(),
-            )],
-            created_ids: None,
-        };
-        let Ok(response) = dispatch::handle(self.jmap, &local_account, request, "").await else {
+        let Some(mut answer) = self
+            .local_call(&local_account, "Email/get", local_arguments, call_id)
+            .await
+        else {
             return Ok(None);
         };
-        let Some((name, answer, _)) = response.method_responses.into_iter().next() else {
-            return Ok(None);
-        };
-        if name != "Email/get" {
-            return Ok(None);
-        }
-        let mut answer = answer.into_value();
         let translate = Translation {
             emails: &by_local,
             mailboxes: &mailboxes,
@@ -379,6 +456,318 @@ impl Proxied<'_> {
             }
         }
         Ok(Some(answer))
+    }
+}
+
+impl Proxied<'_> {
+    /// The mirror of upstream account `account_id` when it may answer (
+    /// [`Mirror::ready`]), brought first to the upstream Email state an
+    /// earlier forwarded call of the request showed (`seen`), so a client
+    /// that read `newState` from Email/changes reads the changes here.
+    async fn ready_at(
+        &self,
+        account_id: &str,
+        seen: &HashMap<String, String>,
+    ) -> Option<MirrorState> {
+        if let Some(state) = seen.get(account_id)
+            && self
+                .mirror
+                .ready(account_id)
+                .is_some_and(|ready| ready.email_state != *state)
+            && !self
+                .mirror
+                .reach(self.session, self.authorization, account_id, state)
+                .await
+        {
+            return None;
+        }
+        self.mirror.ready(account_id)
+    }
+
+    /// Runs one call of `method` on the local account; its arguments when
+    /// it answered with `method` (not an error).
+    async fn local_call(
+        &self,
+        account: &crate::store::Account,
+        method: &str,
+        arguments: Map<String, Value>,
+        call_id: &str,
+    ) -> Option<Value> {
+        let request = Request {
+            using: vec![CAPABILITY_CORE.into(), CAPABILITY_MAIL.into()],
+            method_calls: vec![Invocation(method.into(), arguments, call_id.into())],
+            created_ids: None,
+        };
+        let response = dispatch::handle(self.jmap, account, request, "")
+            .await
+            .ok()?;
+        let (name, answer, _) = response.method_responses.into_iter().next()?;
+        (name == method).then(|| answer.into_value())
+    }
+
+    /// Whether a call of `method` has a shape the mirror answered as the
+    /// upstream did, on a personal account of the session.
+    fn verified(&self, method: &str, arguments: &Map<String, Value>) -> bool {
+        let Some(account_id) = arguments.get("accountId").and_then(Value::as_str) else {
+            return false;
+        };
+        self.session.has_personal_account(account_id)
+            && shape(method, arguments)
+                .is_some_and(|shape| self.mirror.verified(account_id, &shape) == Some(true))
+    }
+
+    /// The mirror whose census says it holds every upstream email of
+    /// `account_id` at its state: what Thread/get and Email/query are
+    /// answered from.
+    async fn complete_at(
+        &self,
+        account_id: &str,
+        seen: &HashMap<String, String>,
+    ) -> Option<(MirrorState, Arc<Census>)> {
+        if !self.session.has_personal_account(account_id) {
+            return None;
+        }
+        let ready = self.ready_at(account_id, seen).await?;
+        let census = ready.census.clone().filter(|census| census.complete)?;
+        Some((ready, census))
+    }
+
+    /// A Thread/get answered from the mirror (module doc), or `None`: a
+    /// mirror that is not complete, a Thread state a forwarded call of the
+    /// request showed that is not the census's, or arguments of another
+    /// shape.
+    async fn thread_get(
+        &self,
+        arguments: &Map<String, Value>,
+        seen_emails: &HashMap<String, String>,
+        seen_threads: &HashMap<String, String>,
+    ) -> Result<Option<Value>, UpstreamError> {
+        let Some(account_id) = arguments.get("accountId").and_then(Value::as_str) else {
+            return Ok(None);
+        };
+        if arguments
+            .keys()
+            .any(|key| !matches!(key.as_str(), "accountId" | "ids" | "properties"))
+        {
+            return Ok(None);
+        }
+        let properties: Option<Vec<&str>> = match arguments.get("properties") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(names)) => {
+                match names.iter().map(Value::as_str).collect::<Option<Vec<_>>>() {
+                    Some(names) if names.iter().all(|n| matches!(*n, "id" | "emailIds")) => {
+                        Some(names)
+                    }
+                    _ => return Ok(None),
+                }
+            }
+            Some(_) => return Ok(None),
+        };
+        let Some(Value::Array(wanted)) = arguments.get("ids") else {
+            return Ok(None);
+        };
+        let Some(wanted) = wanted.iter().map(Value::as_str).collect::<Option<Vec<_>>>() else {
+            return Ok(None);
+        };
+        if wanted.len() > self.session.max_objects_in_get {
+            return Ok(None);
+        }
+        let Some((ready, census)) = self.complete_at(account_id, seen_emails).await else {
+            return Ok(None);
+        };
+        if seen_threads
+            .get(account_id)
+            .is_some_and(|state| *state != census.thread_state)
+        {
+            return Ok(None);
+        }
+        let threads = self
+            .jmap
+            .store
+            .mirror_threads(ready.account.id, &wanted)
+            .await?;
+        let mut distinct = HashSet::new();
+        let mut list = Vec::new();
+        let mut not_found = Vec::new();
+        for id in wanted {
+            if !distinct.insert(id) {
+                continue;
+            }
+            match threads.iter().find(|(thread, _)| thread == id) {
+                Some((_, emails)) => {
+                    let mut thread = Map::new();
+                    thread.insert("id".into(), Value::String(id.into()));
+                    if properties.as_ref().is_none_or(|p| p.contains(&"emailIds")) {
+                        thread.insert("emailIds".into(), json!(emails));
+                    }
+                    list.push(Value::Object(thread));
+                }
+                None => not_found.push(Value::String(id.into())),
+            }
+        }
+        Ok(Some(json!({
+            "accountId": account_id,
+            "state": census.thread_state,
+            "list": list,
+            "notFound": not_found,
+        })))
+    }
+
+    /// An Email/query answered from the mirror (module doc), or `None`: a
+    /// mirror that is not complete, a condition, sort or argument it does
+    /// not answer, a mailbox or anchor it does not map.
+    async fn email_query(
+        &self,
+        arguments: &Map<String, Value>,
+        call_id: &str,
+        seen: &HashMap<String, String>,
+    ) -> Result<Option<Value>, UpstreamError> {
+        let Some(account_id) = arguments.get("accountId").and_then(Value::as_str) else {
+            return Ok(None);
+        };
+        let known = arguments.keys().all(|key| {
+            matches!(
+                key.as_str(),
+                "accountId"
+                    | "filter"
+                    | "sort"
+                    | "position"
+                    | "anchor"
+                    | "anchorOffset"
+                    | "limit"
+                    | "calculateTotal"
+                    | "collapseThreads"
+            )
+        });
+        let collapsed = arguments
+            .get("collapseThreads")
+            .is_some_and(|c| *c != Value::Bool(false));
+        let sorted_here = match arguments.get("sort") {
+            None | Some(Value::Null) => true,
+            Some(Value::Array(sort)) => sort.iter().all(|comparator| {
+                comparator
+                    .get("property")
+                    .and_then(Value::as_str)
+                    .is_some_and(|p| LOCAL_SORT_PROPERTIES.contains(&p))
+            }),
+            Some(_) => false,
+        };
+        if !known || collapsed || !sorted_here {
+            return Ok(None);
+        }
+        let Some((ready, census)) = self.complete_at(account_id, seen).await else {
+            return Ok(None);
+        };
+        let local_of: HashMap<&str, i64> = ready
+            .mailboxes
+            .iter()
+            .map(|(local, upstream)| (upstream.as_str(), *local))
+            .collect();
+        let mut local_arguments = arguments.clone();
+        local_arguments.insert(
+            "accountId".into(),
+            Value::String(ids::account_id(ready.account.id)),
+        );
+        match arguments.get("filter") {
+            None | Some(Value::Null) => {}
+            Some(filter) => match local_filter(filter, &local_of) {
+                Some(local) => {
+                    local_arguments.insert("filter".into(), local);
+                }
+                None => return Ok(None),
+            },
+        }
+        let store = &self.jmap.store;
+        let account = ready.account.id;
+        if let Some(anchor) = arguments.get("anchor").and_then(Value::as_str) {
+            let Some(mapped) = store
+                .mirror_emails(account, None, Some(&[anchor]))
+                .await?
+                .pop()
+            else {
+                return Ok(None);
+            };
+            local_arguments.insert(
+                "anchor".into(),
+                Value::String(ids::email_id(mapped.email_id)),
+            );
+        }
+        let Some(mut answer) = self
+            .local_call(&ready.account, "Email/query", local_arguments, call_id)
+            .await
+        else {
+            return Ok(None);
+        };
+        let local_ids: Option<Vec<i64>> = answer["ids"]
+            .as_array()
+            .map(|list| {
+                list.iter()
+                    .map(|id| id.as_str().and_then(ids::parse_email_id))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let Some(local_ids) = local_ids else {
+            return Ok(None);
+        };
+        let upstream_of: HashMap<i64, String> = store
+            .mirror_emails(account, Some(&local_ids), None)
+            .await?
+            .into_iter()
+            .map(|m| (m.email_id, m.upstream_id))
+            .collect();
+        let Some(upstream_ids) = local_ids
+            .iter()
+            .map(|id| upstream_of.get(id).cloned().map(Value::String))
+            .collect::<Option<Vec<Value>>>()
+        else {
+            return Ok(None);
+        };
+        answer["ids"] = Value::Array(upstream_ids);
+        answer["accountId"] = Value::String(account_id.into());
+        answer["queryState"] = Value::String(census.email_state.clone());
+        Ok(Some(answer))
+    }
+
+    /// Compares the mirror's answer to a forwarded Thread/get or
+    /// Email/query with the upstream's `answer`, when the mirror could have
+    /// answered it at the same state, and records the shape as answered
+    /// alike or not ([`Mirror::verify`]).
+    async fn compare(&self, call: &Invocation, answer: &Value) {
+        let Invocation(method, arguments, call_id) = call;
+        let Some(account_id) = arguments.get("accountId").and_then(Value::as_str) else {
+            return;
+        };
+        let Some(shape) = shape(method, arguments) else {
+            return;
+        };
+        if self.mirror.verified(account_id, &shape).is_some() {
+            return;
+        }
+        let Some(census) = self.mirror.ready(account_id).and_then(|ready| ready.census) else {
+            return;
+        };
+        let none = HashMap::new();
+        let (state, local) = match method.as_str() {
+            "Thread/get" => (
+                &census.thread_state,
+                self.thread_get(arguments, &none, &none).await,
+            ),
+            "Email/query" => (
+                &census.email_state,
+                self.email_query(arguments, call_id, &none).await,
+            ),
+            _ => return,
+        };
+        let upstream_state = answer
+            .get("state")
+            .or_else(|| answer.get("queryState"))
+            .and_then(Value::as_str);
+        if upstream_state != Some(state.as_str()) {
+            return;
+        }
+        if let Ok(Some(local)) = local {
+            self.mirror.verify(account_id, &shape, local == *answer);
+        }
     }
 }
 
@@ -499,6 +888,8 @@ struct Run<'a, 'p> {
     /// calls showed.
     email_states: HashMap<String, String>,
     mailbox_states: HashMap<String, String>,
+    /// The upstream Thread states forwarded calls showed.
+    thread_states: HashMap<String, String>,
     responses: Vec<(String, Arguments, String)>,
     pending: Vec<Invocation>,
     created_ids: HashMap<String, String>,
@@ -517,8 +908,31 @@ impl Run<'_, '_> {
         let calls = std::mem::take(&mut self.pending);
         match self.send(&calls).await {
             Ok(answer) => {
+                let first = self.responses.len();
                 self.take(answer);
                 self.catch_up(&calls).await;
+                // A forwarded Thread/get or Email/query of a shape not yet
+                // compared: is the mirror's answer the upstream's?
+                // Its result references are resolved against the answers
+                // as the upstream gave them.
+                for call in calls
+                    .iter()
+                    .filter(|call| shape(&call.0, &call.1).is_some())
+                {
+                    let answered = self.responses[first..]
+                        .iter()
+                        .find(|(name, _, id)| *name == call.0 && *id == call.2);
+                    let Some((_, answer, _)) = answered else {
+                        continue;
+                    };
+                    let answer = answer.clone().into_value();
+                    let mut arguments = call.1.clone();
+                    let mut budget = RequestBudget::new(&self.proxied.jmap.limits);
+                    if reference::resolve(&mut arguments, &self.responses, &mut budget).is_ok() {
+                        let resolved = Invocation(call.0.clone(), arguments, call.2.clone());
+                        self.proxied.compare(&resolved, &answer).await;
+                    }
+                }
                 Ok(())
             }
             Err(error) if self.responses.is_empty() => Err(error),
@@ -585,6 +999,8 @@ impl Run<'_, '_> {
                     Some(&mut self.email_states)
                 } else if name.starts_with("Mailbox/") {
                     Some(&mut self.mailbox_states)
+                } else if name.starts_with("Thread/") {
+                    Some(&mut self.thread_states)
                 } else {
                     None
                 };
@@ -636,8 +1052,59 @@ mod tests {
 
     use serde_json::json;
 
-    use super::Translation;
+    use super::{Translation, local_filter, shape};
     use crate::store::MirroredEmail;
+
+    #[test]
+    fn a_filter_is_answered_here_only_on_what_the_mirror_holds() {
+        let local_of = HashMap::from([("Inbox-U", 3), ("Arch-U", 7)]);
+        let filter = json!({"operator": "AND", "conditions": [
+            {"inMailbox": "Inbox-U", "hasKeyword": "$seen"},
+            {"operator": "NOT", "conditions": [{"inMailboxOtherThan": ["Arch-U"], "minSize": 10}]},
+        ]});
+        assert_eq!(
+            local_filter(&filter, &local_of),
+            Some(json!({"operator": "AND", "conditions": [
+                {"inMailbox": "m3", "hasKeyword": "$seen"},
+                {"operator": "NOT", "conditions": [{"inMailboxOtherThan": ["m7"], "minSize": 10}]},
+            ]}))
+        );
+        for forwarded in [
+            json!({"inMailbox": "Unmapped-U"}),
+            json!({"inMailboxOtherThan": ["Inbox-U", "Unmapped-U"]}),
+            json!({"text": "hello"}),
+            json!({"operator": "OR", "conditions": [{"inMailbox": "Inbox-U"}, {"from": "ann"}]}),
+            json!({"allInThreadHaveKeyword": "$seen"}),
+            json!({"inMailbox": 3}),
+        ] {
+            assert_eq!(local_filter(&forwarded, &local_of), None, "{forwarded}");
+        }
+    }
+
+    #[test]
+    fn a_shape_is_what_an_answer_depends_on_besides_ids_and_paging() {
+        let of = |arguments: serde_json::Value| arguments.as_object().unwrap().clone();
+        let query = of(json!({"accountId": "A", "filter": {"inMailbox": "I"},
+            "sort": [{"property": "receivedAt"}], "position": 5, "limit": 10}));
+        let page = of(json!({"accountId": "A", "filter": {"inMailbox": "I"},
+            "sort": [{"property": "receivedAt"}], "anchor": "E1"}));
+        assert_eq!(shape("Email/query", &query), shape("Email/query", &page));
+        assert!(shape("Email/query", &query).is_some());
+        let other = of(json!({"accountId": "A", "filter": {"inMailbox": "J"}}));
+        assert_ne!(shape("Email/query", &query), shape("Email/query", &other));
+        let threads = of(
+            json!({"accountId": "A", "#ids": {"resultOf": "1", "name": "Email/get", "path": "/list/*/threadId"}}),
+        );
+        assert_eq!(
+            shape("Thread/get", &threads).as_deref(),
+            Some("Thread/get null")
+        );
+        let referenced = of(
+            json!({"accountId": "A", "#filter": {"resultOf": "0", "name": "X/y", "path": "/f"}}),
+        );
+        assert_eq!(shape("Email/query", &referenced), None);
+        assert_eq!(shape("Email/get", &query), None);
+    }
 
     #[test]
     fn an_answer_names_what_the_upstream_names() {

@@ -162,4 +162,34 @@ where
         tx.commit().await?;
         Ok(())
     }
+
+    pub(super) async fn read_mirror_threads(
+        &self,
+        account: i64,
+        threads: &[&str],
+    ) -> StoreResult<Vec<(String, Vec<String>)>> {
+        let rows: Vec<(String, String)> = sqlx::query_as(D::SQL.mirror_threads)
+            .bind(account)
+            .bind(D::texts(threads))
+            .fetch_all(&self.reader)
+            .await?;
+        let mut grouped: Vec<(String, Vec<String>)> = Vec::new();
+        for (thread, email) in rows {
+            match grouped.iter_mut().find(|(t, _)| *t == thread) {
+                Some((_, emails)) => emails.push(email),
+                None => grouped.push((thread, vec![email])),
+            }
+        }
+        Ok(grouped)
+    }
+
+    pub(super) async fn read_mirror_census(&self, account: i64) -> StoreResult<(i64, i64)> {
+        Ok(sqlx::query_as(
+            "SELECT (SELECT count(*) FROM jmap_mirror_emails WHERE account_id = $1), \
+                    (SELECT count(*) FROM emails WHERE account_id = $1)",
+        )
+        .bind(account)
+        .fetch_one(&self.reader)
+        .await?)
+    }
 }

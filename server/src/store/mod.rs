@@ -828,6 +828,19 @@ pub trait Store: Send + Sync + 'static {
     /// Records the upstream names of the account's emails (an email or an
     /// upstream id already mapped keeps its mapping).
     async fn put_mirror_emails(&self, account: i64, emails: &[MirroredEmail]) -> StoreResult<()>;
+    /// The upstream Email ids of the account's mirrored emails in each of
+    /// the upstream threadIds `threads` that has any: `(threadId, ids)`,
+    /// each list by receivedAt then local id (RFC 8621 §3's order, ties as
+    /// a standalone Fastview breaks them).
+    async fn mirror_threads(
+        &self,
+        account: i64,
+        threads: &[&str],
+    ) -> StoreResult<Vec<(String, Vec<String>)>>;
+    /// `(mapped, emails)`: how many of the account's emails have upstream
+    /// names, and how many emails the account has; equal to the upstream's
+    /// count when the mirror holds every upstream email, one for one.
+    async fn mirror_census(&self, account: i64) -> StoreResult<(i64, i64)>;
 
     /// All mailboxes of the account with their counts, by id.
     async fn mailboxes(&self, account: i64) -> StoreResult<Vec<MailboxRow>>;

@@ -1100,6 +1100,18 @@ where
         self.write_mirror_emails(account, emails).await
     }
 
+    async fn mirror_threads(
+        &self,
+        account: i64,
+        threads: &[&str],
+    ) -> StoreResult<Vec<(String, Vec<String>)>> {
+        self.read_mirror_threads(account, threads).await
+    }
+
+    async fn mirror_census(&self, account: i64) -> StoreResult<(i64, i64)> {
+        self.read_mirror_census(account).await
+    }
+
     async fn aliases(&self, account: i64) -> StoreResult<Vec<String>> {
         self.read_aliases(account).await
     }

@@ -173,6 +173,13 @@ impl Dialect for SqliteDialect {
              WHERE account_id = $1 AND upstream_id ",
             in_list!(2)
         ),
+        mirror_threads: concat!(
+            "SELECT m.thread_id, m.upstream_id FROM jmap_mirror_emails m \
+             JOIN emails e ON e.id = m.email_id \
+             WHERE m.account_id = $1 AND m.thread_id ",
+            in_list!(2),
+            " ORDER BY e.received_at, e.id"
+        ),
         stored_blobs: concat!(
             "SELECT blob_id, id FROM emails WHERE account_id = $1 AND blob_id ",
             in_list!(2)

@@ -189,10 +189,13 @@ async fn logins_are_checked_by_the_upstream_and_kept_a_minute() {
             json!(["Core/echo", {"n": 1}, "0"])
         );
     }
+    // The session itself is the one kept for the credential.
+    let session = proxy.session(&ann).await;
+    assert_eq!(proxy.session(&ann).await, session);
     assert_eq!(
         proxy.metric(checks).await,
         1.0,
-        "one session fetch for three requests"
+        "one session fetch for three requests and two sessions"
     );
     assert_eq!(
         proxy
@@ -539,4 +542,189 @@ async fn a_message_the_mirror_cannot_take_is_the_upstreams_and_blocks_nothing() 
     let direct = post(&upstream, &ann, &bare).await;
     assert_eq!(direct.1["methodResponses"][0][1]["type"], "unknownMethod");
     assert_eq!(post(&proxy, &ann, &bare).await, direct);
+}
+
+/// The proxy's count of requests it forwarded whose first call is `method`.
+async fn forwarded_calls(proxy: &TestApp, method: &str) -> f64 {
+    proxy
+        .metric(&format!(
+            "fastview_upstream_round_trips_total{{method=\"{method}\",command=\"api\"}}"
+        ))
+        .await
+}
+
+#[tokio::test]
+async fn threads_and_queries_are_the_mirrors_once_it_answered_them_alike() {
+    let (upstream, proxy, ann, ids) = upstream_and_proxy().await;
+    let account = ann.account_id.clone();
+    proxy.session(&ann).await;
+    let state = upstream
+        .call1(&ann, "Email/get", json!({"accountId": account, "ids": []}))
+        .await["state"]
+        .clone();
+    mirror_at(&proxy, &account, Some(&state)).await;
+    let census = proxy
+        .state
+        .mirror
+        .as_ref()
+        .unwrap()
+        .ready(&account)
+        .unwrap()
+        .census;
+    let census = census.expect("a census at the mirror's state");
+    assert!(census.complete, "{census:?}");
+
+    let list_view = |mailbox: &str, ascending: bool| {
+        json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+        "methodCalls": [
+            ["Email/query", {"accountId": account, "filter": {"inMailbox": mailbox},
+                "sort": [{"property": "receivedAt", "isAscending": ascending}],
+                "limit": 3, "position": 1, "calculateTotal": true}, "0"],
+            ["Email/get", {"accountId": account, "#ids": {"resultOf": "0", "name": "Email/query", "path": "/ids"},
+                "properties": ["threadId", "subject"]}, "1"],
+            ["Thread/get", {"accountId": account, "#ids": {"resultOf": "1", "name": "Email/get", "path": "/list/*/threadId"}}, "2"],
+        ]})
+    };
+    let counts = async || {
+        (
+            forwarded_calls(&proxy, "Email/query").await,
+            forwarded_calls(&proxy, "Thread/get").await,
+        )
+    };
+    // The first of a shape is forwarded, and compared.
+    let before = counts().await;
+    let direct = post(&upstream, &ann, &list_view(&ann.inbox, false)).await;
+    assert_eq!(direct.0, 200);
+    assert_eq!(direct.1["methodResponses"][0][1]["total"], ids.len());
+    assert_eq!(
+        direct.1["methodResponses"][0][1]["ids"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    assert_eq!(
+        post(&proxy, &ann, &list_view(&ann.inbox, false)).await,
+        direct
+    );
+    assert_eq!(counts().await, (before.0 + 1.0, before.1 + 1.0));
+    // Then it is the mirror's, with the upstream's ids and states.
+    assert_eq!(
+        post(&proxy, &ann, &list_view(&ann.inbox, false)).await,
+        direct
+    );
+    assert_eq!(counts().await, (before.0 + 1.0, before.1 + 1.0));
+    // Another sort is another shape: forwarded once.
+    let ascending = post(&upstream, &ann, &list_view(&ann.inbox, true)).await;
+    assert_ne!(ascending, direct);
+    assert_eq!(
+        post(&proxy, &ann, &list_view(&ann.inbox, true)).await,
+        ascending
+    );
+    assert_eq!(
+        post(&proxy, &ann, &list_view(&ann.inbox, true)).await,
+        ascending
+    );
+    assert_eq!(counts().await.0, before.0 + 2.0);
+
+    // After a write through the proxy the mirror's answers are the
+    // upstream's new ones: a message archived leaves the inbox's list.
+    let archive = upstream
+        .call1(
+            &ann,
+            "Mailbox/query",
+            json!({"accountId": account, "filter": {"role": "archive"}}),
+        )
+        .await["ids"][0]
+        .clone();
+    let first = direct.1["methodResponses"][0][1]["ids"][0].clone();
+    let moved = proxy
+        .call1(
+            &ann,
+            "Email/set",
+            json!({"accountId": account, "update": {first.as_str().unwrap(): {"mailboxIds": {archive.as_str().unwrap(): true}}}}),
+        )
+        .await;
+    assert_eq!(moved["updated"].as_object().unwrap().len(), 1, "{moved}");
+    let direct = post(&upstream, &ann, &list_view(&ann.inbox, false)).await;
+    assert_eq!(direct.1["methodResponses"][0][1]["total"], ids.len() - 1);
+    assert_eq!(
+        post(&proxy, &ann, &list_view(&ann.inbox, false)).await,
+        direct
+    );
+    assert_eq!(counts().await.0, before.0 + 2.0);
+
+    // A text filter (each server's own matching) and collapsed threads
+    // (the upstream's threads are not Fastview's) stay the upstream's.
+    for query in [
+        json!({"accountId": account, "filter": {"text": "the"}}),
+        json!({"accountId": account, "filter": {"inMailbox": ann.inbox}, "collapseThreads": true}),
+    ] {
+        let body = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+            "methodCalls": [["Email/query", query, "0"]]});
+        let direct = post(&upstream, &ann, &body).await;
+        let forwarded = counts().await.0;
+        assert_eq!(post(&proxy, &ann, &body).await, direct);
+        assert_eq!(post(&proxy, &ann, &body).await, direct);
+        assert_eq!(counts().await.0, forwarded + 2.0, "{query}");
+    }
+}
+
+#[tokio::test]
+async fn a_shape_the_mirror_answers_unlike_the_upstream_stays_forwarded() {
+    let (upstream, proxy, ann, _) = upstream_and_proxy().await;
+    let account = ann.account_id.clone();
+    proxy.session(&ann).await;
+    let state = upstream
+        .call1(&ann, "Email/get", json!({"accountId": account, "ids": []}))
+        .await["state"]
+        .clone();
+    mirror_at(&proxy, &account, Some(&state)).await;
+    // The mirror's copy of one inbox message is moved out of the inbox
+    // behind its back: it still believes it is at the upstream's state.
+    let ready = proxy
+        .state
+        .mirror
+        .as_ref()
+        .unwrap()
+        .ready(&account)
+        .unwrap();
+    let store = &proxy.state.jmap.store;
+    let local_inbox = ready
+        .mailboxes
+        .iter()
+        .find(|(_, upstream)| **upstream == ann.inbox)
+        .map(|(local, _)| *local)
+        .unwrap();
+    let elsewhere = *ready.mailboxes.keys().find(|m| **m != local_inbox).unwrap();
+    let email = store
+        .mirror_emails(ready.account.id, None, None)
+        .await
+        .unwrap()[0]
+        .email_id;
+    store
+        .update_emails(
+            ready.account.id,
+            &[fastview::store::EmailUpdate::replace(
+                email,
+                None,
+                Some(vec![elsewhere]),
+            )],
+        )
+        .await
+        .unwrap();
+
+    let body = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+        "methodCalls": [["Email/query", {"accountId": account, "filter": {"inMailbox": ann.inbox},
+            "calculateTotal": true}, "0"]]});
+    let direct = post(&upstream, &ann, &body).await;
+    let forwarded = forwarded_calls(&proxy, "Email/query").await;
+    for _ in 0..3 {
+        assert_eq!(post(&proxy, &ann, &body).await, direct);
+    }
+    assert_eq!(
+        forwarded_calls(&proxy, "Email/query").await,
+        forwarded + 3.0,
+        "every one forwarded: the mirror's answer was not the upstream's"
+    );
 }

@@ -144,3 +144,69 @@ async fn mirror_rows_name_accounts_mailboxes_and_emails_as_the_upstream(store: A
 }
 
 conformance!(mirror_rows_name_accounts_mailboxes_and_emails_as_the_upstream);
+
+async fn mirror_threads_list_upstream_ids_oldest_first_and_census_counts(store: Arc<dyn Store>) {
+    let (ann, roles) = account(store.as_ref(), "ann@example.com").await;
+    let (bob, bob_roles) = account(store.as_ref(), "bob@example.com").await;
+    let raw = |n: &str| message(Some(&format!("{n}@example.com")), (None, None), n, n);
+    let ids = insert(
+        store.as_ref(),
+        ann.id,
+        &[
+            email(&raw("late"), &[roles.inbox], &[], 30),
+            email(&raw("early"), &[roles.inbox], &[], 10),
+            email(&raw("middle"), &[roles.inbox], &[], 20),
+            email(&raw("unmapped"), &[roles.inbox], &[], 40),
+        ],
+    )
+    .await;
+    let bobs = insert(
+        store.as_ref(),
+        bob.id,
+        &[email(&raw("bobs"), &[bob_roles.inbox], &[], 5)],
+    )
+    .await;
+    assert_eq!(store.mirror_census(ann.id).await.unwrap(), (0, 4));
+    let in_thread = |email_id: i64, upstream: &str, thread: &str| MirroredEmail {
+        thread_id: thread.into(),
+        ..mirrored(email_id, upstream)
+    };
+    store
+        .put_mirror_emails(
+            ann.id,
+            &[
+                in_thread(ids[0], "E-late", "Ta"),
+                in_thread(ids[1], "E-early", "Ta"),
+                in_thread(ids[2], "E-middle", "Tb"),
+            ],
+        )
+        .await
+        .unwrap();
+    store
+        .put_mirror_emails(bob.id, &[in_thread(bobs[0], "E-bob", "Ta")])
+        .await
+        .unwrap();
+    assert_eq!(store.mirror_census(ann.id).await.unwrap(), (3, 4));
+    assert_eq!(store.mirror_census(bob.id).await.unwrap(), (1, 1));
+    let mut threads = store
+        .mirror_threads(ann.id, &["Ta", "Tb", "Tnone"])
+        .await
+        .unwrap();
+    threads.sort();
+    assert_eq!(
+        threads,
+        [
+            (
+                "Ta".to_string(),
+                vec!["E-early".to_string(), "E-late".to_string()]
+            ),
+            ("Tb".to_string(), vec!["E-middle".to_string()]),
+        ]
+    );
+    assert_eq!(
+        store.mirror_threads(bob.id, &["Ta"]).await.unwrap(),
+        [("Ta".to_string(), vec!["E-bob".to_string()])]
+    );
+}
+
+conformance!(mirror_threads_list_upstream_ids_oldest_first_and_census_counts);

@@ -289,18 +289,14 @@ impl JmapUpstream {
 
     /// The session the upstream gives `authorization` (the client's own
     /// header), from the cache when it was fetched within [`SESSION_TTL`]
-    /// and `fresh` is false. Errors: [`UpstreamError::LoginRefused`] on 401
+    /// (and not forgotten since). Errors: [`UpstreamError::LoginRefused`] on 401
     /// or 403, [`UpstreamError::Refused`] for any other answer that is not
     /// a session object, [`UpstreamError::Unreachable`].
     pub async fn session(
         &self,
         authorization: &HeaderValue,
-        fresh: bool,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         let digest = self.digest(authorization);
-        if fresh {
-            self.sessions.invalidate(&digest).await;
-        }
         self.sessions
             .try_get_with(digest, self.fetch_session(authorization))
             .await
@@ -309,6 +305,12 @@ impl JmapUpstream {
                 UpstreamError::Unreachable(text) => UpstreamError::Unreachable(text.clone()),
                 other => UpstreamError::Refused(other.to_string()),
             })
+    }
+
+    /// Drops the session kept for `authorization`: the next request of the
+    /// credential fetches it (an answer named another `sessionState`).
+    pub async fn forget_session(&self, authorization: &HeaderValue) {
+        self.sessions.invalidate(&self.digest(authorization)).await;
     }
 
     async fn fetch_session(

@@ -24,6 +24,16 @@
 //! each Email change, until the account has been idle for
 //! `--upstream-idle-minutes`. Credentials live in memory only, as long as
 //! that task.
+//!
+//! After each sync a **census** asks the upstream, in one request, its
+//! Email state, its Thread state and how many emails the account has
+//! ([`Census`]): the mirror holds every upstream email one for one when
+//! that count is the number mapped and the number stored, and the Thread
+//! state is the one of the mirror's Email state when the upstream answers
+//! at that Email state. Calls whose answers depend on the whole account
+//! (Thread/get, Email/query) are answered only then, and only in a shape
+//! the mirror has once answered exactly as the upstream did
+//! ([`Mirror::verified`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,6 +63,10 @@ const METADATA: [&str; 6] = [
     "receivedAt",
 ];
 
+/// The most call shapes remembered per account as answered alike or not
+/// ([`Mirror::verify`]); past it a new shape stays forwarded.
+const MAX_SHAPES: usize = 256;
+
 /// The most messages downloaded and stored in one batch.
 const STORE_BATCH: usize = 64;
 
@@ -68,6 +82,24 @@ pub struct MirrorState {
     pub email_state: String,
     /// The upstream Mailbox id of each local mailbox, as of the last sync.
     pub mailboxes: Arc<HashMap<i64, String>>,
+    /// What the upstream said of the account at `email_state`, when the
+    /// last sync's census was taken at it.
+    pub census: Option<Arc<Census>>,
+}
+
+/// What the upstream said of an account right after a sync, in one request
+/// (module doc).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Census {
+    /// The upstream Email state the answer was given at (the census counts
+    /// only when it is the mirror's).
+    pub email_state: String,
+    /// The upstream Thread state at that Email state.
+    pub thread_state: String,
+    /// Whether the mirror holds every upstream email of the account, one
+    /// local email for each: the upstream's `total` of an unfiltered
+    /// Email/query is both the number mapped and the number stored.
+    pub complete: bool,
 }
 
 /// The upstream's own answer to Mailbox/get of every mailbox, all
@@ -108,6 +140,12 @@ struct Mirrored {
     wake: Notify,
     /// The upstream's mailboxes as the last sync that succeeded read them.
     mailbox_snapshot: Mutex<Option<Arc<MailboxSnapshot>>>,
+    /// The census after the last sync that succeeded, when it could be
+    /// taken.
+    census: Mutex<Option<Arc<Census>>>,
+    /// Call shapes whose local answer was compared with the upstream's:
+    /// whether it was the same ([`Mirror::verify`]).
+    verified: Mutex<HashMap<String, bool>>,
 }
 
 impl Mirrored {
@@ -116,10 +154,13 @@ impl Mirrored {
     }
 
     fn set_fresh(&self, state: Option<String>) {
-        if state.is_none()
-            && let Ok(mut snapshot) = self.mailbox_snapshot.lock()
-        {
-            *snapshot = None;
+        if state.is_none() {
+            if let Ok(mut snapshot) = self.mailbox_snapshot.lock() {
+                *snapshot = None;
+            }
+            if let Ok(mut census) = self.census.lock() {
+                *census = None;
+            }
         }
         if let Ok(mut fresh) = self.fresh_state.lock() {
             *fresh = state;
@@ -184,11 +225,49 @@ impl Mirror {
         }
         let email_state = mirrored.fresh_state.lock().ok()?.clone()?;
         let mailboxes = mirrored.mailboxes.lock().ok()?.clone();
+        let census = mirrored
+            .census
+            .lock()
+            .ok()?
+            .clone()
+            .filter(|census| census.email_state == email_state);
         Some(MirrorState {
             account: mirrored.account.clone(),
             email_state,
             mailboxes,
+            census,
         })
+    }
+
+    /// Whether a call of `shape` (a method and the arguments its answer
+    /// depends on besides paging, as text) on upstream account
+    /// `upstream_id` was answered here as the upstream answered it: `None`
+    /// until compared.
+    pub fn verified(&self, upstream_id: &str, shape: &str) -> Option<bool> {
+        self.entry(upstream_id)?
+            .verified
+            .lock()
+            .ok()?
+            .get(shape)
+            .copied()
+    }
+
+    /// Records whether the mirror's answer to a call of `shape` was the
+    /// upstream's (the first comparison stands; at most [`MAX_SHAPES`] per
+    /// account are kept).
+    pub fn verify(&self, upstream_id: &str, shape: &str, alike: bool) {
+        let Some(mirrored) = self.entry(upstream_id) else {
+            return;
+        };
+        let Ok(mut verified) = mirrored.verified.lock() else {
+            return;
+        };
+        if verified.len() < MAX_SHAPES && !verified.contains_key(shape) {
+            if !alike {
+                tracing::info!(account = %upstream_id, %shape, "answered unlike the upstream: forwarded from now on");
+            }
+            verified.insert(shape.to_string(), alike);
+        }
     }
 
     /// The upstream's mailboxes of `upstream_id` as its last sync read them,
@@ -340,6 +419,8 @@ impl Mirror {
                     synced_through: AtomicU64::new(0),
                     wake: Notify::new(),
                     mailbox_snapshot: Mutex::new(None),
+                    census: Mutex::new(None),
+                    verified: Mutex::new(HashMap::new()),
                 })
             })
             .clone())
@@ -451,6 +532,16 @@ impl Mirror {
         };
         if let Ok(mut kept) = mirrored.mailbox_snapshot.lock() {
             *kept = Some(Arc::new(snapshot));
+        }
+        let census = match sync.census(&state).await {
+            Ok(census) => census,
+            Err(error) => {
+                tracing::warn!(account = %mirrored.upstream_id, %error, "no census after the sync");
+                None
+            }
+        };
+        if let Ok(mut kept) = mirrored.census.lock() {
+            *kept = census.map(Arc::new);
         }
         if let Ok(mut mapped) = mirrored.mailboxes.lock() {
             *mapped = Arc::new(
@@ -610,6 +701,50 @@ impl Sync<'_> {
             }
         }
         Ok(Some(responses))
+    }
+
+    /// The census of the account after a sync that reached `state` (module
+    /// doc); `None` when the upstream's Email state is no longer `state`
+    /// or it did not answer each call.
+    async fn census(&self, state: &str) -> Result<Option<Census>, UpstreamError> {
+        let calls = json!([
+            ["Email/get", {"accountId": self.upstream_id, "ids": []}, "s"],
+            ["Thread/get", {"accountId": self.upstream_id, "ids": []}, "t"],
+            ["Email/query", {"accountId": self.upstream_id, "limit": 0, "calculateTotal": true}, "n"],
+        ]);
+        let Some(responses) = self.call(calls).await? else {
+            return Ok(None);
+        };
+        let answer = |name: &str| {
+            responses
+                .iter()
+                .find(|r| r[0] == name)
+                .map(|r| &r[1])
+                .cloned()
+        };
+        let (Some(emails), Some(threads), Some(query)) = (
+            answer("Email/get"),
+            answer("Thread/get"),
+            answer("Email/query"),
+        ) else {
+            return Ok(None);
+        };
+        let (Some(email_state), Some(thread_state), Some(total)) = (
+            emails["state"].as_str(),
+            threads["state"].as_str(),
+            query["total"].as_i64(),
+        ) else {
+            return Ok(None);
+        };
+        if email_state != state {
+            return Ok(None);
+        }
+        let (mapped, stored) = self.mirror.store.mirror_census(self.account).await?;
+        Ok(Some(Census {
+            email_state: email_state.to_string(),
+            thread_state: thread_state.to_string(),
+            complete: total == mapped && mapped == stored,
+        }))
     }
 
     /// Maps every upstream mailbox to a local one (made when new); returns
