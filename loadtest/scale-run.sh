@@ -9,7 +9,9 @@
 # with every account active (after its warm-up login of each). Prints the
 # load test's table, then the server's anonymous memory (RssAnon: the mapped
 # database file is not the server's memory), what its caches hold and how
-# many Email/get calls were answered from metadata snapshots.
+# many Email/get calls were answered from metadata snapshots, and the CPU
+# seconds the server and PostgreSQL's processes spent during the scenario
+# (user + system, from /proc; PostgreSQL's only when DATABASE_URL is set).
 #
 # Environment: BIN, LOADTEST (default the release builds), ACCOUNTS (10000),
 # MESSAGES (100), USERS_PER_HOUR (300000), DURATION (60s), CORPUS,
@@ -41,11 +43,27 @@ taskset -c 0 "$BIN" --data-dir "$DATA" "${DB[@]}" serve --listen 127.0.0.1:$PORT
 PID=$!
 trap 'kill $PID 2>/dev/null || true' EXIT
 for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:$PORT/.well-known/jmap && break; sleep 0.2; done
+# CPU seconds (user + system) of the given processes.
+cpu_seconds() {
+  local ticks=0 pid
+  for pid in "$@"; do
+    [ -r "/proc/$pid/stat" ] || continue
+    ticks=$((ticks + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
+  done
+  echo "scale=2; $ticks / $(getconf CLK_TCK)" | bc
+}
+postgres_pids() { [ -n "${DATABASE_URL:-}" ] && pgrep -x postgres || true; }
 for scenario in "${SCENARIOS[@]}"; do
   echo "== $scenario at $USERS_PER_HOUR users/hour, $ACCOUNTS accounts active"
+  server_before=$(cpu_seconds $PID)
+  # shellcheck disable=SC2046
+  postgres_before=$(cpu_seconds $(postgres_pids))
   taskset -c 1 "$LOADTEST" --host http://127.0.0.1:$PORT --scenario "$scenario" \
     --users-per-hour "$USERS_PER_HOUR" --duration "$DURATION" --accounts "$ACCOUNTS" \
     --password secret || true
+  # shellcheck disable=SC2046
+  echo "CPU seconds during the scenario: server $(echo "$(cpu_seconds $PID) - $server_before" | bc)," \
+    "PostgreSQL $(echo "$(cpu_seconds $(postgres_pids)) - $postgres_before" | bc)"
   grep -E '^(RssAnon|VmRSS)' "/proc/$PID/status"
   curl -s http://127.0.0.1:$METRICS_PORT/metrics | grep -E '^fastview_(cache_(entries|bytes)|metadata_snapshots_total)'
 done

@@ -3,11 +3,11 @@
 //! upstream.
 //!
 //! - `GET /.well-known/jmap`, `/jmap/session`: the upstream's session for
-//!   the request's credential, its URLs Fastview's
-//!   ([`UpstreamSession::for_clients`]); the one kept for the credential
-//!   (at most [`crate::mail::upstream::jmap::client::SESSION_TTL`] old, and
+//!   the request's credential, fetched fresh (so a changed password or
+//!   session is seen at once), its URLs Fastview's
+//!   ([`UpstreamSession::for_clients`]). The session kept for API calls is
 //!   dropped as soon as an answer through this node names another
-//!   `sessionState`).
+//!   `sessionState`.
 //! - `POST /jmap/api`: read under the upstream's `maxSizeRequest` within
 //!   the body deadline, then sent to the upstream's `apiUrl`; its answer
 //!   streamed back as it is.
@@ -98,9 +98,10 @@ fn authorization(headers: &HeaderMap) -> Result<&HeaderValue, HttpError> {
 async fn session_of(
     upstream: &JmapUpstream,
     authorization: &HeaderValue,
+    fresh: bool,
 ) -> Result<Arc<UpstreamSession>, HttpError> {
     upstream
-        .session(authorization)
+        .session(authorization, fresh)
         .await
         .map_err(|error| match error {
             UpstreamError::LoginRefused => HttpError::Unauthorized,
@@ -144,7 +145,7 @@ async fn session(
 ) -> Result<Response, HttpError> {
     let upstream = upstream(&state)?;
     let authorization = authorization(&headers)?;
-    let session = session_of(upstream, authorization).await?;
+    let session = session_of(upstream, authorization, true).await?;
     // A client that fetches the session is about to use its accounts: their
     // mirrors start syncing now.
     if let Some(mirror) = &state.mirror
@@ -166,7 +167,7 @@ async fn api(
         .try_acquire()
         .map_err(|_| HttpError::Overloaded)?;
     let authorization = authorization(&headers)?;
-    let session = session_of(upstream, authorization).await?;
+    let session = session_of(upstream, authorization, false).await?;
     let limit = session.max_size_request;
     let read = tokio::time::timeout(state.body_deadline, read_limited(body, limit));
     let bytes = match read.await {
@@ -234,7 +235,7 @@ async fn download(
 ) -> Result<Response, HttpError> {
     let upstream = upstream(&state)?;
     let authorization = authorization(&headers)?;
-    let session = session_of(upstream, authorization).await?;
+    let session = session_of(upstream, authorization, false).await?;
     let url = session
         .download_target(&account_id, &blob_id, &name, query.as_deref())
         .map_err(failed)?;
@@ -255,7 +256,7 @@ async fn upload(
 ) -> Result<Response, HttpError> {
     let upstream = upstream(&state)?;
     let authorization = authorization(&headers)?;
-    let session = session_of(upstream, authorization).await?;
+    let session = session_of(upstream, authorization, false).await?;
     let url = session
         .upload_target(&account_id, query.as_deref())
         .map_err(failed)?;
@@ -272,7 +273,7 @@ async fn event_source(
 ) -> Result<Response, HttpError> {
     let upstream = upstream(&state)?;
     let url = match headers.get(header::AUTHORIZATION) {
-        Some(authorization) => session_of(upstream, authorization)
+        Some(authorization) => session_of(upstream, authorization, false)
             .await?
             .event_source_target(query.as_deref())
             .map_err(failed)?,

@@ -34,6 +34,7 @@ use std::sync::Arc;
 
 use reqwest::header::HeaderValue;
 use serde_json::{Map, Value, json};
+use tokio::sync::OwnedMutexGuard;
 
 use super::Jmap;
 use super::budget::RequestBudget;
@@ -105,11 +106,32 @@ fn shape(method: &str, arguments: &Map<String, Value>) -> Option<String> {
             .iter()
             .any(|name| arguments.contains_key(&format!("#{name}")))
     };
+    // Besides the filter and sort: the limit and whether a total is asked
+    // (servers cap and report them their own way), and whether the page
+    // is found by anchor or counted from the end.
+    let paging = [
+        of("limit"),
+        of("calculateTotal"),
+        Value::Bool(arguments.contains_key("anchor")),
+        Value::Bool(of("position").as_i64().is_some_and(|p| p < 0)),
+    ];
     match method {
-        "Email/query" if !referenced(&["filter", "sort", "collapseThreads"]) => Some(format!(
-            "Email/query {}",
-            json!([of("filter"), of("sort"), of("collapseThreads")])
-        )),
+        "Email/query"
+            if !referenced(&[
+                "filter",
+                "sort",
+                "collapseThreads",
+                "limit",
+                "calculateTotal",
+                "anchor",
+                "position",
+            ]) =>
+        {
+            Some(format!(
+                "Email/query {}",
+                json!([of("filter"), of("sort"), of("collapseThreads"), paging])
+            ))
+        }
         "Thread/get" if !referenced(&["properties"]) => {
             Some(format!("Thread/get {}", of("properties")))
         }
@@ -253,6 +275,9 @@ impl Proxied<'_> {
                 _ => None,
             };
             if let Some(answer) = answer {
+                // Later calls of the request are answered at the same
+                // state, or forwarded.
+                run.saw(&method, &answer);
                 run.responses.push((method, answer.into(), call_id));
                 continue;
             }
@@ -389,12 +414,15 @@ impl Proxied<'_> {
         if wanted.len() > self.session.max_objects_in_get {
             return Ok(None);
         }
-        let Some(MirrorState {
-            account: local_account,
-            email_state,
-            mailboxes,
-            ..
-        }) = self.ready_at(account_id, seen).await
+        let Some((
+            MirrorState {
+                account: local_account,
+                email_state,
+                mailboxes,
+                ..
+            },
+            _held,
+        )) = self.ready_at(account_id, seen).await
         else {
             return Ok(None);
         };
@@ -464,11 +492,14 @@ impl Proxied<'_> {
     /// [`Mirror::ready`]), brought first to the upstream Email state an
     /// earlier forwarded call of the request showed (`seen`), so a client
     /// that read `newState` from Email/changes reads the changes here.
+    ///
+    /// Returned with the account's sync lock held ([`Mirror::hold`]): the
+    /// answer reads the mirror as of its state. `None` while a sync runs.
     async fn ready_at(
         &self,
         account_id: &str,
         seen: &HashMap<String, String>,
-    ) -> Option<MirrorState> {
+    ) -> Option<(MirrorState, OwnedMutexGuard<()>)> {
         if let Some(state) = seen.get(account_id)
             && self
                 .mirror
@@ -481,7 +512,15 @@ impl Proxied<'_> {
         {
             return None;
         }
-        self.mirror.ready(account_id)
+        let held = self.mirror.hold(account_id)?;
+        let ready = self.mirror.ready(account_id)?;
+        if seen
+            .get(account_id)
+            .is_some_and(|state| *state != ready.email_state)
+        {
+            return None;
+        }
+        Some((ready, held))
     }
 
     /// Runs one call of `method` on the local account; its arguments when
@@ -523,19 +562,19 @@ impl Proxied<'_> {
         &self,
         account_id: &str,
         seen: &HashMap<String, String>,
-    ) -> Option<(MirrorState, Arc<Census>)> {
+    ) -> Option<(MirrorState, Arc<Census>, OwnedMutexGuard<()>)> {
         if !self.session.has_personal_account(account_id) {
             return None;
         }
-        let ready = self.ready_at(account_id, seen).await?;
+        let (ready, held) = self.ready_at(account_id, seen).await?;
         let census = ready.census.clone().filter(|census| census.complete)?;
-        Some((ready, census))
+        Some((ready, census, held))
     }
 
     /// A Thread/get answered from the mirror (module doc), or `None`: a
     /// mirror that is not complete, a Thread state a forwarded call of the
-    /// request showed that is not the census's, or arguments of another
-    /// shape.
+    /// request showed that is not the census's, a thread id the mirror does
+    /// not know, or arguments of another shape.
     async fn thread_get(
         &self,
         arguments: &Map<String, Value>,
@@ -572,7 +611,7 @@ impl Proxied<'_> {
         if wanted.len() > self.session.max_objects_in_get {
             return Ok(None);
         }
-        let Some((ready, census)) = self.complete_at(account_id, seen_emails).await else {
+        let Some((ready, census, _held)) = self.complete_at(account_id, seen_emails).await else {
             return Ok(None);
         };
         if seen_threads
@@ -588,7 +627,6 @@ impl Proxied<'_> {
             .await?;
         let mut distinct = HashSet::new();
         let mut list = Vec::new();
-        let mut not_found = Vec::new();
         for id in wanted {
             if !distinct.insert(id) {
                 continue;
@@ -602,14 +640,16 @@ impl Proxied<'_> {
                     }
                     list.push(Value::Object(thread));
                 }
-                None => not_found.push(Value::String(id.into())),
+                // A thread the mirror does not know may be one whose
+                // emails it has not stored yet: the upstream's to answer.
+                None => return Ok(None),
             }
         }
         Ok(Some(json!({
             "accountId": account_id,
             "state": census.thread_state,
             "list": list,
-            "notFound": not_found,
+            "notFound": [],
         })))
     }
 
@@ -655,7 +695,7 @@ impl Proxied<'_> {
         if !known || collapsed || !sorted_here {
             return Ok(None);
         }
-        let Some((ready, census)) = self.complete_at(account_id, seen).await else {
+        let Some((ready, census, _held)) = self.complete_at(account_id, seen).await else {
             return Ok(None);
         };
         let local_of: HashMap<&str, i64> = ready
@@ -740,21 +780,27 @@ impl Proxied<'_> {
         let Some(shape) = shape(method, arguments) else {
             return;
         };
-        if self.mirror.verified(account_id, &shape).is_some() {
+        if self.mirror.verified(account_id, &shape).is_some() || !self.mirror.may_verify(account_id)
+        {
             return;
         }
         let Some(census) = self.mirror.ready(account_id).and_then(|ready| ready.census) else {
             return;
         };
-        let none = HashMap::new();
-        let (state, local) = match method.as_str() {
+        // Only an answer at the mirror's state, and one that shows an
+        // order: at least two emails listed, or a thread of two.
+        let (state, shown) = match method.as_str() {
             "Thread/get" => (
                 &census.thread_state,
-                self.thread_get(arguments, &none, &none).await,
+                answer["list"].as_array().is_some_and(|threads| {
+                    threads
+                        .iter()
+                        .any(|t| t["emailIds"].as_array().is_some_and(|e| e.len() >= 2))
+                }),
             ),
             "Email/query" => (
                 &census.email_state,
-                self.email_query(arguments, call_id, &none).await,
+                answer["ids"].as_array().is_some_and(|ids| ids.len() >= 2),
             ),
             _ => return,
         };
@@ -762,9 +808,14 @@ impl Proxied<'_> {
             .get("state")
             .or_else(|| answer.get("queryState"))
             .and_then(Value::as_str);
-        if upstream_state != Some(state.as_str()) {
+        if upstream_state != Some(state.as_str()) || !shown {
             return;
         }
+        let none = HashMap::new();
+        let local = match method.as_str() {
+            "Thread/get" => self.thread_get(arguments, &none, &none).await,
+            _ => self.email_query(arguments, call_id, &none).await,
+        };
         if let Ok(Some(local)) = local {
             self.mirror.verify(account_id, &shape, local == *answer);
         }
@@ -995,24 +1046,7 @@ impl Run<'_, '_> {
                     .pop()
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default();
-                let states = if name.starts_with("Email/") {
-                    Some(&mut self.email_states)
-                } else if name.starts_with("Mailbox/") {
-                    Some(&mut self.mailbox_states)
-                } else if name.starts_with("Thread/") {
-                    Some(&mut self.thread_states)
-                } else {
-                    None
-                };
-                if let Some(states) = states
-                    && let Some(account) = arguments.get("accountId").and_then(Value::as_str)
-                    && let Some(state) = arguments
-                        .get("newState")
-                        .or_else(|| arguments.get("state"))
-                        .and_then(Value::as_str)
-                {
-                    states.insert(account.to_string(), state.to_string());
-                }
+                self.saw(&name, &arguments);
                 self.responses.push((name, arguments.into(), call_id));
             }
         }
@@ -1025,6 +1059,28 @@ impl Run<'_, '_> {
         }
         if let Some(state) = answer.remove("sessionState") {
             self.session_state = Some(state);
+        }
+    }
+
+    /// Notes the state an answer of `method` shows (`newState`, else
+    /// `state`) for its account.
+    fn saw(&mut self, method: &str, answer: &Value) {
+        let states = if method.starts_with("Email/") {
+            &mut self.email_states
+        } else if method.starts_with("Mailbox/") {
+            &mut self.mailbox_states
+        } else if method.starts_with("Thread/") {
+            &mut self.thread_states
+        } else {
+            return;
+        };
+        if let Some(account) = answer.get("accountId").and_then(Value::as_str)
+            && let Some(state) = answer
+                .get("newState")
+                .or_else(|| answer.get("state"))
+                .and_then(Value::as_str)
+        {
+            states.insert(account.to_string(), state.to_string());
         }
     }
 

@@ -289,14 +289,18 @@ impl JmapUpstream {
 
     /// The session the upstream gives `authorization` (the client's own
     /// header), from the cache when it was fetched within [`SESSION_TTL`]
-    /// (and not forgotten since). Errors: [`UpstreamError::LoginRefused`] on 401
+    /// (and not forgotten since) and `fresh` is false. Errors: [`UpstreamError::LoginRefused`] on 401
     /// or 403, [`UpstreamError::Refused`] for any other answer that is not
     /// a session object, [`UpstreamError::Unreachable`].
     pub async fn session(
         &self,
         authorization: &HeaderValue,
+        fresh: bool,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         let digest = self.digest(authorization);
+        if fresh {
+            self.sessions.invalidate(&digest).await;
+        }
         self.sessions
             .try_get_with(digest, self.fetch_session(authorization))
             .await

@@ -26,11 +26,11 @@
 //! that task.
 //!
 //! After each sync a **census** asks the upstream, in one request, its
-//! Email state, its Thread state and how many emails the account has
-//! ([`Census`]): the mirror holds every upstream email one for one when
-//! that count is the number mapped and the number stored, and the Thread
-//! state is the one of the mirror's Email state when the upstream answers
-//! at that Email state. Calls whose answers depend on the whole account
+//! Email state, its Thread state, how many emails the account has and its
+//! Email state again ([`Census`]): the mirror holds every upstream email
+//! one for one when that count is the number mapped and the number stored,
+//! and the Thread state is the one of the mirror's Email state when both
+//! Email states are the one the sync reached. Calls whose answers depend on the whole account
 //! (Thread/get, Email/query) are answered only then, and only in a shape
 //! the mirror has once answered exactly as the upstream did
 //! ([`Mirror::verified`]).
@@ -121,7 +121,9 @@ struct Mirrored {
     /// that succeeded.
     mailboxes: Mutex<Arc<HashMap<i64, String>>>,
     /// Held by every sync of the account.
-    syncing: tokio::sync::Mutex<()>,
+    /// Held by every sync of the account, and by a local answer while it
+    /// reads the mirror ([`Mirror::hold`]).
+    syncing: Arc<tokio::sync::Mutex<()>>,
     /// The latest credential a request for the account came with, and when;
     /// cleared when the account's task ends.
     authorization: Mutex<Option<(HeaderValue, Instant)>>,
@@ -143,9 +145,10 @@ struct Mirrored {
     /// The census after the last sync that succeeded, when it could be
     /// taken.
     census: Mutex<Option<Arc<Census>>>,
-    /// Call shapes whose local answer was compared with the upstream's:
-    /// whether it was the same ([`Mirror::verify`]).
-    verified: Mutex<HashMap<String, bool>>,
+    /// Call shapes (by digest) whose local answer was compared with the
+    /// upstream's: whether it was the same ([`Mirror::verify`]). Cleared
+    /// when the account's task ends.
+    verified: Mutex<HashMap<[u8; 32], bool>>,
 }
 
 impl Mirrored {
@@ -160,6 +163,9 @@ impl Mirrored {
             }
             if let Ok(mut census) = self.census.lock() {
                 *census = None;
+            }
+            if let Ok(mut verified) = self.verified.lock() {
+                verified.clear();
             }
         }
         if let Ok(mut fresh) = self.fresh_state.lock() {
@@ -248,8 +254,28 @@ impl Mirror {
             .verified
             .lock()
             .ok()?
-            .get(shape)
+            .get(&shape_digest(shape))
             .copied()
+    }
+
+    /// Whether a new shape of upstream account `upstream_id` may still be
+    /// compared (fewer than [`MAX_SHAPES`] remembered).
+    pub fn may_verify(&self, upstream_id: &str) -> bool {
+        self.entry(upstream_id)
+            .and_then(|mirrored| mirrored.verified.lock().ok().map(|v| v.len() < MAX_SHAPES))
+            .unwrap_or(false)
+    }
+
+    /// Holds off the syncs of upstream account `upstream_id` while a local
+    /// answer reads the mirror, so that it reads what one state names;
+    /// `None` while a sync is applying changes (the call is then
+    /// forwarded).
+    pub fn hold(&self, upstream_id: &str) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        self.entry(upstream_id)?
+            .syncing
+            .clone()
+            .try_lock_owned()
+            .ok()
     }
 
     /// Records whether the mirror's answer to a call of `shape` was the
@@ -262,11 +288,12 @@ impl Mirror {
         let Ok(mut verified) = mirrored.verified.lock() else {
             return;
         };
-        if verified.len() < MAX_SHAPES && !verified.contains_key(shape) {
+        let digest = shape_digest(shape);
+        if verified.len() < MAX_SHAPES && !verified.contains_key(&digest) {
             if !alike {
                 tracing::info!(account = %upstream_id, %shape, "answered unlike the upstream: forwarded from now on");
             }
-            verified.insert(shape.to_string(), alike);
+            verified.insert(digest, alike);
         }
     }
 
@@ -411,7 +438,7 @@ impl Mirror {
                     upstream_id: upstream_id.to_string(),
                     account,
                     mailboxes: Mutex::new(Arc::new(HashMap::new())),
-                    syncing: tokio::sync::Mutex::new(()),
+                    syncing: Arc::new(tokio::sync::Mutex::new(())),
                     authorization: Mutex::new(None),
                     following: Mutex::new(false),
                     fresh_state: Mutex::new(None),
@@ -564,6 +591,13 @@ impl Mirror {
     }
 }
 
+/// The key a shape is remembered by: a digest, so that what a client
+/// sends is not kept.
+fn shape_digest(shape: &str) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(shape.as_bytes()).into()
+}
+
 /// Reads an event stream until it tells of a change: `true` for any event
 /// but a ping (RFC 8620 §7.3), `false` when the stream ends or fails.
 async fn changed(stream: &mut reqwest::Response) -> bool {
@@ -711,6 +745,7 @@ impl Sync<'_> {
             ["Email/get", {"accountId": self.upstream_id, "ids": []}, "s"],
             ["Thread/get", {"accountId": self.upstream_id, "ids": []}, "t"],
             ["Email/query", {"accountId": self.upstream_id, "limit": 0, "calculateTotal": true}, "n"],
+            ["Email/get", {"accountId": self.upstream_id, "ids": []}, "e"],
         ]);
         let Some(responses) = self.call(calls).await? else {
             return Ok(None);
@@ -722,6 +757,16 @@ impl Sync<'_> {
                 .map(|r| &r[1])
                 .cloned()
         };
+        // The calls of one request need not see one state: the Email state
+        // asked before and after the others must both be the sync's.
+        let after = responses
+            .iter()
+            .rev()
+            .find(|r| r[0] == "Email/get")
+            .and_then(|r| r[1]["state"].as_str());
+        if after != Some(state) {
+            return Ok(None);
+        }
         let (Some(emails), Some(threads), Some(query)) = (
             answer("Email/get"),
             answer("Thread/get"),
