@@ -1142,10 +1142,28 @@ mod tests {
         let of = |arguments: serde_json::Value| arguments.as_object().unwrap().clone();
         let query = of(json!({"accountId": "A", "filter": {"inMailbox": "I"},
             "sort": [{"property": "receivedAt"}], "position": 5, "limit": 10}));
-        let page = of(json!({"accountId": "A", "filter": {"inMailbox": "I"},
-            "sort": [{"property": "receivedAt"}], "anchor": "E1"}));
-        assert_eq!(shape("Email/query", &query), shape("Email/query", &page));
+        // Another page of the same query is the same shape.
+        let next = of(json!({"accountId": "A", "filter": {"inMailbox": "I"},
+            "sort": [{"property": "receivedAt"}], "position": 15, "limit": 10}));
+        assert_eq!(shape("Email/query", &query), shape("Email/query", &next));
         assert!(shape("Email/query", &query).is_some());
+        // Another limit, a total asked, an anchor, a position from the end:
+        // each another shape (servers cap, count and page their own way).
+        for paged in [
+            json!({"limit": 20}),
+            json!({"limit": 10, "calculateTotal": true}),
+            json!({"limit": 10, "anchor": "E1"}),
+            json!({"limit": 10, "position": -5}),
+        ] {
+            let mut arguments = of(json!({"accountId": "A", "filter": {"inMailbox": "I"},
+                "sort": [{"property": "receivedAt"}]}));
+            arguments.extend(of(paged.clone()));
+            assert_ne!(
+                shape("Email/query", &query),
+                shape("Email/query", &arguments),
+                "{paged}"
+            );
+        }
         let other = of(json!({"accountId": "A", "filter": {"inMailbox": "J"}}));
         assert_ne!(shape("Email/query", &query), shape("Email/query", &other));
         let threads = of(
