@@ -114,8 +114,8 @@ pub struct Statements {
     /// `$1` account, `$2` text list of upstream Email ids → the same.
     pub mirror_emails_by_upstream: &'static str,
     /// `$1` account, `$2` text list of upstream threadIds → (threadId,
-    /// upstream Email id) of each mirrored email in them, by receivedAt
-    /// then local id.
+    /// upstream Email id) of each mirrored email in them, by thread, then
+    /// receivedAt, then local id.
     pub mirror_threads: &'static str,
     /// `$1` account, `$2` list of ref keys → (message_id, thread_id, base_subject).
     pub thread_refs: &'static str,

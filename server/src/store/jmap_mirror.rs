@@ -173,14 +173,7 @@ where
             .bind(D::texts(threads))
             .fetch_all(&self.reader)
             .await?;
-        let mut grouped: Vec<(String, Vec<String>)> = Vec::new();
-        for (thread, email) in rows {
-            match grouped.iter_mut().find(|(t, _)| *t == thread) {
-                Some((_, emails)) => emails.push(email),
-                None => grouped.push((thread, vec![email])),
-            }
-        }
-        Ok(grouped)
+        Ok(super::sql::group_threads(rows))
     }
 
     pub(super) async fn read_mirror_census(&self, account: i64) -> StoreResult<(i64, i64)> {

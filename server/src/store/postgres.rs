@@ -152,7 +152,7 @@ impl Dialect for PostgresDialect {
              FROM jmap_mirror_emails WHERE account_id = $1 AND upstream_id = any($2)",
         mirror_threads: "SELECT m.thread_id, m.upstream_id FROM jmap_mirror_emails m \
              JOIN emails e ON e.id = m.email_id \
-             WHERE m.account_id = $1 AND m.thread_id = any($2) ORDER BY e.received_at, e.id",
+             WHERE m.account_id = $1 AND m.thread_id = any($2) ORDER BY m.thread_id, e.received_at, e.id",
         stored_blobs: "SELECT blob_id, id FROM emails WHERE account_id = $1 AND blob_id = any($2)",
         thread_refs: "SELECT message_id, thread_id, base_subject FROM thread_refs \
              WHERE account_id = $1 AND message_id = any($2)",

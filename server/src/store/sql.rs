@@ -148,8 +148,8 @@ fn thread_refs(rows: Vec<(String, i64, String)>) -> Vec<ThreadRef> {
 }
 
 /// Groups `(thread_id, email_id)` rows ordered by thread.
-fn group_threads(rows: Vec<(i64, i64)>) -> Vec<(i64, Vec<i64>)> {
-    let mut threads: Vec<(i64, Vec<i64>)> = Vec::new();
+pub(super) fn group_threads<T: PartialEq, E>(rows: Vec<(T, E)>) -> Vec<(T, Vec<E>)> {
+    let mut threads: Vec<(T, Vec<E>)> = Vec::new();
     for (thread_id, email_id) in rows {
         match threads.last_mut() {
             Some((last, emails)) if *last == thread_id => emails.push(email_id),

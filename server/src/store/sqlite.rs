@@ -178,7 +178,7 @@ impl Dialect for SqliteDialect {
              JOIN emails e ON e.id = m.email_id \
              WHERE m.account_id = $1 AND m.thread_id ",
             in_list!(2),
-            " ORDER BY e.received_at, e.id"
+            " ORDER BY m.thread_id, e.received_at, e.id"
         ),
         stored_blobs: concat!(
             "SELECT blob_id, id FROM emails WHERE account_id = $1 AND blob_id ",
