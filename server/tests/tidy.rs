@@ -6,7 +6,7 @@
 //!   `super::…` path that leaves its top-level module is checked against the
 //!   table. Comments and string literals are not code: an intra-doc link is
 //!   not an import.
-//! - axum only in `http/`, sqlx only in `store/` ([`CRATE_OWNERS`]).
+//! - axum only in `http/`, sqlx and rusqlite only in `store/` ([`CRATE_OWNERS`]).
 //! - Every file under `src/` opens with a `//!` module doc.
 //! - `migrations/sqlite` and `migrations/postgres` hold the same file names.
 //!
@@ -34,7 +34,7 @@ const LAYERS: &[(&str, &[&str])] = &[
 ];
 
 /// External crates only one top-level module may name.
-const CRATE_OWNERS: &[(&str, &str)] = &[("axum", "http"), ("sqlx", "store")];
+const CRATE_OWNERS: &[(&str, &str)] = &[("axum", "http"), ("sqlx", "store"), ("rusqlite", "store")];
 
 const LAYER_RULE: &str = "layers point one way: cli → http → jmap → mail → store / blob (server/ARCHITECTURE.md, tests/tidy.rs LAYERS)";
 

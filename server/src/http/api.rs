@@ -87,7 +87,8 @@ pub async fn post_api(
     let request = Request::parse(&bytes, limits.max_calls_in_request as usize)?;
     let tag = CredentialTag::of(&credential).state_tag();
     let response = dispatch::handle(&state.jmap, &account, request, &tag).await?;
-    Ok(axum::Json(response).into_response())
+    let headers = [(header::CONTENT_TYPE, "application/json")];
+    Ok((headers, response.to_json()).into_response())
 }
 
 #[cfg(test)]

@@ -308,7 +308,7 @@ pub async fn handle(
 fn charge(budget: &mut RequestBudget, arguments: &Arguments) -> Result<(), OverBudget> {
     match arguments {
         Arguments::Value(value) => budget.charge_json(value),
-        Arguments::Text { text, .. } => budget.charge_bytes(text.get().len() as u64),
+        Arguments::Text { text, .. } => budget.charge_bytes(text.len() as u64),
     }
 }
 

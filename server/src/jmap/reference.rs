@@ -174,7 +174,7 @@ mod tests {
             ),
             (
                 "Email/get".into(),
-                Arguments::text(serde_json::value::to_raw_value(&get).unwrap(), None),
+                Arguments::text(serde_json::to_string(&get).unwrap(), None),
                 "g".into(),
             ),
         ]

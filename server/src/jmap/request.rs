@@ -99,7 +99,9 @@ impl Request {
 pub enum Arguments {
     Value(Value),
     Text {
-        text: Box<RawValue>,
+        /// JSON text this server wrote (never a client's): written into
+        /// the response as it is ([`Response::to_json`]).
+        text: Box<str>,
         /// The same arguments as a value: kept by a light render, else
         /// parsed from the text the first time a result reference reads
         /// them, and kept for the next (at most one parse per response).
@@ -108,11 +110,11 @@ pub enum Arguments {
 }
 
 impl Arguments {
-    /// JSON text with the value it was serialized from, when that is worth
-    /// keeping for result references.
-    pub fn text(text: Box<RawValue>, value: Option<Value>) -> Self {
+    /// JSON text this server wrote, with the value it was serialized from
+    /// when that is worth keeping for result references.
+    pub fn text(text: impl Into<Box<str>>, value: Option<Value>) -> Self {
         Arguments::Text {
-            text,
+            text: text.into(),
             value: value.map(OnceLock::from).unwrap_or_default(),
         }
     }
@@ -125,13 +127,11 @@ impl Arguments {
         match self {
             Arguments::Value(value) => value,
             Arguments::Text { text, value } => {
-                value.get_or_init(|| serde_json::from_str(text.get()).unwrap_or(Value::Null))
+                value.get_or_init(|| serde_json::from_str(text).unwrap_or(Value::Null))
             }
         }
     }
-}
 
-impl Arguments {
     /// The arguments as an owned JSON value (text parsed, unless its value
     /// was kept); `null` for text that does not parse.
     pub fn into_value(self) -> Value {
@@ -139,16 +139,38 @@ impl Arguments {
             Arguments::Value(value) => value,
             Arguments::Text { text, value } => value
                 .into_inner()
-                .unwrap_or_else(|| serde_json::from_str(text.get()).unwrap_or(Value::Null)),
+                .unwrap_or_else(|| serde_json::from_str(&text).unwrap_or(Value::Null)),
+        }
+    }
+
+    /// Appends the arguments' JSON to `out`: text as it is, a value as
+    /// serde_json writes it.
+    fn write_json(&self, out: &mut Vec<u8>) {
+        match self {
+            Arguments::Value(value) => write_value(out, value),
+            Arguments::Text { text, .. } => out.extend_from_slice(text.as_bytes()),
         }
     }
 }
 
+/// Appends `value` as compact JSON (serializing a `Value` into memory
+/// cannot fail).
+fn write_value<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    if serde_json::to_writer(&mut *out, value).is_err() {
+        out.extend_from_slice(b"null");
+    }
+}
+
+/// Serialized as [`Response::to_json`] writes it: text passes through
+/// serde_json's `RawValue`, which checks it first (the response itself is
+/// written without that check).
 impl Serialize for Arguments {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
             Arguments::Value(value) => value.serialize(serializer),
-            Arguments::Text { text, .. } => text.serialize(serializer),
+            Arguments::Text { text, .. } => RawValue::from_string(text.to_string())
+                .map_err(serde::ser::Error::custom)?
+                .serialize(serializer),
         }
     }
 }
@@ -167,6 +189,46 @@ pub struct Response {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created_ids: Option<HashMap<String, String>>,
     pub session_state: String,
+}
+
+impl Response {
+    /// The response as JSON, the octets its `Serialize` gives, written
+    /// straight into one buffer: each call's text (an Email/get's emails,
+    /// serialized where they were rendered) is copied in as it is, not
+    /// checked and copied through serde_json's `RawValue` again (issue 20).
+    pub fn to_json(&self) -> Vec<u8> {
+        let text: usize = self
+            .method_responses
+            .iter()
+            .map(|(_, arguments, _)| match arguments {
+                Arguments::Text { text, .. } => text.len(),
+                Arguments::Value(_) => 256,
+            })
+            .sum();
+        let mut out = Vec::with_capacity(text + 128);
+        out.extend_from_slice(b"{\"methodResponses\":[");
+        for (position, (name, arguments, call_id)) in self.method_responses.iter().enumerate() {
+            if position > 0 {
+                out.push(b',');
+            }
+            out.push(b'[');
+            write_value(&mut out, name);
+            out.push(b',');
+            arguments.write_json(&mut out);
+            out.push(b',');
+            write_value(&mut out, call_id);
+            out.push(b']');
+        }
+        out.push(b']');
+        if let Some(created_ids) = &self.created_ids {
+            out.extend_from_slice(b",\"createdIds\":");
+            write_value(&mut out, created_ids);
+        }
+        out.extend_from_slice(b",\"sessionState\":");
+        write_value(&mut out, &self.session_state);
+        out.push(b'}');
+        out
+    }
 }
 
 /// The most JSON values (numbers, strings, arrays, objects, literals) one
@@ -212,7 +274,7 @@ mod tests {
     #[test]
     fn arguments_as_text_write_their_octets_and_are_parsed_once_for_references() {
         let value = serde_json::json!({"list": [{"id": "M1", "threadId": "T\"1"}], "state": "3"});
-        let raw = || serde_json::value::to_raw_value(&value).unwrap();
+        let raw = || serde_json::to_string(&value).unwrap();
         let written = |arguments: &Arguments| serde_json::to_string(arguments).unwrap();
         let kept = Arguments::text(raw(), Some(value.clone()));
         let parsed = Arguments::text(raw(), None);
@@ -227,6 +289,40 @@ mod tests {
         // Parsed once, then kept: the next reference reads the same value.
         assert!(std::ptr::eq(parsed.value(), memo.get().unwrap()));
         assert_eq!(kept.value(), &value);
+    }
+
+    #[test]
+    fn a_response_written_straight_is_the_octets_serde_writes() {
+        let get = serde_json::json!({"accountId": "a\"1", "list": [{"id": "e1"}], "state": "3"});
+        let mut response = Response {
+            method_responses: vec![
+                (
+                    "Email/query".into(),
+                    serde_json::json!({"ids": ["e1"], "total": 1}).into(),
+                    "q\u{7}".into(),
+                ),
+                (
+                    "Email/get".into(),
+                    Arguments::text(serde_json::to_string(&get).unwrap(), None),
+                    "g".into(),
+                ),
+            ],
+            created_ids: None,
+            session_state: "s\"1".into(),
+        };
+        let written = response.to_json();
+        assert_eq!(written, serde_json::to_vec(&response).unwrap());
+        assert_eq!(
+            String::from_utf8(written).unwrap(),
+            r#"{"methodResponses":[["Email/query",{"ids":["e1"],"total":1},"q\u0007"],["Email/get",{"accountId":"a\"1","list":[{"id":"e1"}],"state":"3"},"g"]],"sessionState":"s\"1"}"#
+        );
+        response.created_ids = Some(HashMap::from([("k1".to_string(), "e9".to_string())]));
+        response.method_responses.clear();
+        assert_eq!(response.to_json(), serde_json::to_vec(&response).unwrap());
+        assert_eq!(
+            response.to_json(),
+            br#"{"methodResponses":[],"createdIds":{"k1":"e9"},"sessionState":"s\"1"}"#
+        );
     }
 
     fn check(body: &str, expected: Result<usize, &str>) {

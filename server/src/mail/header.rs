@@ -9,7 +9,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use mail_parser::Header;
 use mail_parser::decoders::charsets::map::charset_decoder;
@@ -209,7 +209,7 @@ pub struct HeaderFields {
     /// Values already rendered ([`HeaderFields::value`]) and the bytes they
     /// hold: at most [`MEMO_ENTRIES`] values and [`MEMO_BYTES`] bytes. The
     /// block never changes, so neither do they.
-    memo: Mutex<(Vec<(HeaderProperty, Value)>, usize)>,
+    memo: Mutex<(Vec<Memo>, usize)>,
     /// Field positions by name, for a block of more than
     /// [`INDEX_FROM_FIELDS`] fields, built on the first lookup.
     index: OnceLock<FieldIndex>,
@@ -217,29 +217,35 @@ pub struct HeaderFields {
     index_weight: usize,
 }
 
+/// One rendered value of a [`HeaderFields`]: the property (without its
+/// key) and the value as compact JSON text (what serde_json writes for it).
+type Memo = (HeaderProperty, Arc<str>);
+
 /// How many rendered values one [`HeaderFields`] keeps: enough for a list
 /// view's from, to, cc, subject, sentAt and a few more, bounded whatever
 /// header names clients ask for.
 const MEMO_ENTRIES: usize = 8;
 
-/// How many bytes of rendered values one [`HeaderFields`] keeps (as counted
-/// by [`value_bytes`]), included in its cache weight: a list view's values
-/// fit; a larger value is rendered again at each use instead.
+/// How many bytes of rendered values one [`HeaderFields`] keeps (each its
+/// text, field name and [`MEMO_ENTRY`]), included in its cache weight: a
+/// list view's values fit; a larger value is rendered again at each use
+/// instead.
 const MEMO_BYTES: usize = 1024;
 
-/// About how many bytes of memory a JSON value holds: its strings plus a
-/// node overhead per value and per object key.
-fn value_bytes(value: &Value) -> usize {
-    const NODE: usize = 32;
-    NODE + match value {
-        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
-        Value::String(text) => text.len(),
-        Value::Array(items) => items.iter().map(value_bytes).sum(),
-        Value::Object(map) => map
-            .iter()
-            .map(|(key, item)| NODE + key.len() + value_bytes(item))
-            .sum(),
-    }
+/// Whether two header properties render the same value (their keys aside).
+fn same_value(known: &HeaderProperty, property: &HeaderProperty) -> bool {
+    known.name == property.name && known.form == property.form && known.all == property.all
+}
+
+/// What one memo entry holds besides its text and field name: the
+/// property's strings and form, the `Arc` and its counts.
+const MEMO_ENTRY: usize = 88;
+
+/// A value as compact JSON text (serializing a `Value` cannot fail).
+fn text_of(value: &Value) -> Arc<str> {
+    serde_json::to_string(value)
+        .unwrap_or_else(|_| "null".to_string())
+        .into()
 }
 
 impl HeaderFields {
@@ -332,33 +338,55 @@ impl HeaderFields {
     }
 
     /// The value of a header property ([`header_value`]'s rules), rendered
-    /// once and then served from memory: list views ask for the same from,
-    /// to and subject of the same emails again and again.
+    /// once and then served from memory (its text, parsed): views ask for
+    /// the same from, to and subject of the same emails again and again.
     pub fn value(&self, property: &HeaderProperty) -> Value {
-        let same = |known: &HeaderProperty| {
-            known.name == property.name && known.form == property.form && known.all == property.all
-        };
-        let memo = self.memo.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, value)) = memo.0.iter().find(|(known, _)| same(known)) {
-            return value.clone();
+        if let Some(text) = self.remembered(property)
+            && let Ok(value) = serde_json::from_str(&text)
+        {
+            return value;
         }
-        drop(memo);
         let value = self.render(property);
-        let bytes = value_bytes(&value) + property.name.len();
+        self.remember(property, text_of(&value));
+        value
+    }
+
+    /// [`HeaderFields::value`] as compact JSON text, served from memory as
+    /// it is: the list view's render copies it into the response (issue 20).
+    pub fn value_text(&self, property: &HeaderProperty) -> Arc<str> {
+        if let Some(text) = self.remembered(property) {
+            return text;
+        }
+        let text = text_of(&self.render(property));
+        self.remember(property, text.clone());
+        text
+    }
+
+    /// The memo's text for `property`, if it holds it.
+    fn remembered(&self, property: &HeaderProperty) -> Option<Arc<str>> {
+        let memo = self.memo.lock().unwrap_or_else(PoisonError::into_inner);
+        memo.0
+            .iter()
+            .find(|(known, _)| same_value(known, property))
+            .map(|(_, text)| text.clone())
+    }
+
+    /// Keeps `text` as the value of `property` while the memo has room.
+    fn remember(&self, property: &HeaderProperty, text: Arc<str>) {
+        let bytes = MEMO_ENTRY + text.len() + property.name.len();
         let mut memo = self.memo.lock().unwrap_or_else(PoisonError::into_inner);
         let (values, held) = &mut *memo;
         if values.len() < MEMO_ENTRIES
             && *held + bytes <= MEMO_BYTES
-            && !values.iter().any(|(known, _)| same(known))
+            && !values.iter().any(|(known, _)| same_value(known, property))
         {
             let key = HeaderProperty {
                 key: String::new(),
                 ..property.clone()
             };
-            values.push((key, value.clone()));
+            values.push((key, text));
             *held += bytes;
         }
-        value
     }
 
     /// The fields in message order.

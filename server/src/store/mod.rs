@@ -19,6 +19,7 @@
 
 pub mod change_log;
 pub mod dialect;
+mod hot_read;
 mod identity;
 pub mod insert_plan;
 mod jmap_mirror;

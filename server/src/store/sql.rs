@@ -16,6 +16,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::TryStreamExt;
@@ -24,6 +25,7 @@ use sqlx::{ColumnIndex, Database, Encode, Executor, IntoArguments, Pool, QueryBu
 
 use super::change_log::{ChangeCollector, ChangeSet, LOG_BATCH, LogRow, check_since};
 use super::dialect::{Column, Dialect};
+use super::hot_read::HotReader;
 use super::insert_plan::{self, InsertPlan, ThreadRef};
 use super::raw::{EmailRecord, RawCursor, RawRows, RawTable, RowCounts};
 use super::{
@@ -61,12 +63,20 @@ pub(super) type Tx<D> = sqlx::Transaction<'static, <D as Dialect>::Db>;
 pub struct SqlStore<D: Dialect> {
     pub(super) reader: Pool<D::Db>,
     pub(super) writer: Pool<D::Db>,
+    /// SQLite's reads on the calling thread, tried before `reader` for the
+    /// statements that have a hot form ([`HotReader`]); none on PostgreSQL.
+    pub(super) hot: Option<Arc<HotReader>>,
     dialect: PhantomData<D>,
 }
 
 impl<D: Dialect> Clone for SqlStore<D> {
     fn clone(&self) -> Self {
-        Self::from_pools(self.reader.clone(), self.writer.clone())
+        Self {
+            reader: self.reader.clone(),
+            writer: self.writer.clone(),
+            hot: self.hot.clone(),
+            dialect: PhantomData,
+        }
     }
 }
 
@@ -76,8 +86,15 @@ impl<D: Dialect> SqlStore<D> {
         Self {
             reader,
             writer,
+            hot: None,
             dialect: PhantomData,
         }
+    }
+
+    /// This store, reading its hot statements through `hot` first.
+    pub(super) fn with_hot_reader(mut self, hot: HotReader) -> Self {
+        self.hot = Some(Arc::new(hot));
+        self
     }
 }
 
@@ -1414,12 +1431,19 @@ where
         ids: &[i64],
         known: Option<i64>,
     ) -> StoreResult<(Option<Vec<EmailMeta>>, i64)> {
-        let row: Option<(i64, Option<String>)> = sqlx::query_as(D::SQL.email_meta_unless_state)
-            .bind(account)
-            .bind(D::ids(ids))
-            .bind(known)
-            .fetch_optional(&self.reader)
-            .await?;
+        let sql = D::SQL.email_meta_unless_state;
+        let hot = (self.hot.as_ref()).and_then(|hot| hot.state_row(sql, account, ids, known));
+        let row: Option<(i64, Option<String>)> = match hot {
+            Some(row) => row,
+            None => {
+                sqlx::query_as(sql)
+                    .bind(account)
+                    .bind(D::ids(ids))
+                    .bind(known)
+                    .fetch_optional(&self.reader)
+                    .await?
+            }
+        };
         let (state, rows) = row.ok_or(StoreError::NotFound)?;
         let Some(rows) = rows else {
             return Ok((None, state));

@@ -3,7 +3,8 @@
 //!
 //! WAL journal, `synchronous = NORMAL`, foreign keys on; a pool of reader
 //! connections and one writer connection that this process's writers queue
-//! for. Write transactions start with `BEGIN IMMEDIATE`, so a writer waits
+//! for, and read-only connections for the hot reads that run on the calling
+//! thread ([`HotReader`]). Write transactions start with `BEGIN IMMEDIATE`, so a writer waits
 //! for the lock (busy timeout) instead of failing on a stale snapshot when
 //! `serve` and `import` share a data dir; holding that lock is also what
 //! serializes an account's writers (the account "lock" is a plain read).
@@ -20,6 +21,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Connection, Row};
 
 use super::dialect::{Dialect, Statements, positions, query_columns};
+use super::hot_read::HotReader;
 use super::sql::{SqlStore, distinct, ids_from_csv};
 use super::{SearchScope, SearchText, StoreResult, TextSearch};
 
@@ -35,6 +37,9 @@ const WRITER_PAGE_CACHE_KIB: u32 = 64 * 1024;
 /// 1,000,000 messages and 10,000 accounts active, the server held 496 MB
 /// more anonymous memory for the same p50 (ADR 0002, the scale run).
 const READERS_PAGE_CACHE_KIB: u32 = 64 * 1024;
+
+/// How much of the database file reads map (`mmap_size`): 2 GiB.
+const MMAP_BYTES: u64 = 2_147_418_112;
 
 /// The SQLite-backed store.
 pub type SqliteStore = SqlStore<SqliteDialect>;
@@ -406,7 +411,7 @@ impl SqliteStore {
             // Reads map the file instead of copying pages through read(2):
             // under load the copies and the page-cache lookups behind them
             // were a tenth of the server's CPU.
-            .pragma("mmap_size", "2147418112")
+            .pragma("mmap_size", MMAP_BYTES.to_string())
             .pragma("temp_store", "memory");
         if let Some(max_bytes) = max_bytes {
             // The default page size of a new file (4096); `page_size` is set
@@ -443,12 +448,23 @@ impl SqliteStore {
         }
         let readers = max_connections.max(1);
         let reader_cache_kib = (READERS_PAGE_CACHE_KIB / readers).max(1024);
+        let path = options.get_filename().to_path_buf();
         let reader = SqlitePoolOptions::new()
             .max_connections(readers)
             .min_connections(1)
             .connect_with(options.pragma("cache_size", format!("-{reader_cache_kib}")))
             .await?;
-        Ok(Self::from_pools(reader, writer))
+        let store = Self::from_pools(reader, writer);
+        // One hot connection per thread that can run tasks at once.
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let hot_count = threads.min(readers as usize);
+        match HotReader::open(&path, hot_count, reader_cache_kib, MMAP_BYTES) {
+            Ok(hot) => Ok(store.with_hot_reader(hot)),
+            Err(error) => {
+                tracing::warn!(%error, "no hot reads: every read goes through the pool");
+                Ok(store)
+            }
+        }
     }
 
     /// The query plan SQLite chooses for the inMailbox + receivedAt listing

@@ -8,7 +8,10 @@ use std::process::Command;
 
 use serde_json::json;
 
-use crate::support::{PASSWORD, corpus, spawn_sqlite_app};
+use fastview::app::ServeOptions;
+use fastview::mail::read_level::ReadSwitches;
+
+use crate::support::{PASSWORD, corpus, spawn_sibling, spawn_sqlite_app};
 
 #[tokio::test]
 async fn the_whole_corpus_imports_with_no_failure_and_byte_identical_blobs() {
@@ -46,6 +49,78 @@ async fn the_whole_corpus_imports_with_no_failure_and_byte_identical_blobs() {
         .call1(&user, "Email/query", json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox}, "calculateTotal": true, "limit": 0}))
         .await;
     assert_eq!(query["total"], json!(imported));
+
+    // Every message's list-view properties, written as text (issue 20), are
+    // the octets the `Value` tree gives at the full level (read levels off).
+    let tree = spawn_sibling(
+        &app,
+        ServeOptions {
+            switches: ReadSwitches {
+                read_levels: false,
+                fast_view: true,
+            },
+            ..ServeOptions::default()
+        },
+    )
+    .await;
+    let mut ids = Vec::new();
+    while (ids.len() as u64) < imported {
+        let page = app
+            .call1(
+                &user,
+                "Email/query",
+                json!({"accountId": user.account_id, "position": ids.len(), "limit": 1000}),
+            )
+            .await;
+        let page = page["ids"].as_array().unwrap().clone();
+        assert!(!page.is_empty());
+        ids.extend(page);
+    }
+    assert_eq!(ids.len() as u64, imported);
+    let properties = json!([
+        "id",
+        "blobId",
+        "threadId",
+        "mailboxIds",
+        "keywords",
+        "size",
+        "receivedAt",
+        "messageId",
+        "inReplyTo",
+        "references",
+        "sender",
+        "from",
+        "to",
+        "cc",
+        "bcc",
+        "replyTo",
+        "subject",
+        "sentAt",
+        "hasAttachment",
+        "preview",
+        "header:List-Id:asText",
+        "header:Received:all",
+        "header:X-Mailer",
+        "header:Content-Type:asRaw",
+        "header:Reply-To:asGroupedAddresses",
+        "header:Date:asDate:all",
+        "header:List-Unsubscribe:asURLs"
+    ]);
+    for page in ids.chunks(500) {
+        let request = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+            "methodCalls": [["Email/get", {"accountId": user.account_id, "ids": page,
+                "properties": properties}, "g"]]});
+        let text = app.api_text(&user, &request).await;
+        assert_eq!(text, tree.api_text(&user, &request).await);
+        let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            parsed["methodResponses"][0][1]["list"]
+                .as_array()
+                .unwrap()
+                .len(),
+            page.len()
+        );
+    }
 
     // Importing the same input again adds nothing.
     let again = Command::new(env!("CARGO_BIN_EXE_fastview"))

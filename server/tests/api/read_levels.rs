@@ -410,6 +410,32 @@ async fn switches_off_give_byte_identical_json() {
         },
     )
     .await;
+    // Mailbox ids and keywords whose order as text is not their order as
+    // numbers or as given: m11 before m2, `$flagged` before `work`.
+    let created = app
+        .call1(
+            &user,
+            "Mailbox/set",
+            json!({"accountId": user.account_id, "create":
+            (1..=5).map(|n| (format!("n{n}"), json!({"name": format!("Folder {n}")})))
+                .collect::<serde_json::Map<_, _>>()}),
+        )
+        .await;
+    let last = created["created"]["n5"]["id"].as_str().unwrap().to_string();
+    let updated = app
+        .call1(
+            &user,
+            "Email/set",
+            json!({"accountId": user.account_id, "update": {
+            ids[0].clone(): {"mailboxIds": {user.inbox.clone(): true, last.clone(): true},
+                "keywords": {"work": true, "$flagged": true, "$seen": true}}}}),
+        )
+        .await;
+    assert_eq!(
+        updated["updated"].as_object().unwrap().len(),
+        1,
+        "{updated}"
+    );
     let property_sets = [
         json!(["mailboxIds", "keywords"]),
         json!([
@@ -426,6 +452,22 @@ async fn switches_off_give_byte_identical_json() {
             "preview"
         ]),
         json!(["subject", "sentAt", "headers", "header:List-Id:asText"]),
+        json!([
+            "blobId",
+            "messageId",
+            "inReplyTo",
+            "references",
+            "sender",
+            "cc",
+            "bcc",
+            "replyTo",
+            "sentAt",
+            "header:Received:all",
+            "header:Subject:asText:all",
+            "header:From:asGroupedAddresses",
+            "header:Date:asDate",
+            "header:X-Missing"
+        ]),
         Value::Null,
         json!([
             "bodyStructure",
@@ -439,12 +481,19 @@ async fn switches_off_give_byte_identical_json() {
     for properties in property_sets {
         let default = get(&app, &user, &ids, properties.clone()).await;
         assert_eq!(default["list"].as_array().unwrap().len(), messages.len());
+        // The octets too: the list view's text (issue 20) is what the tree
+        // at the full level serializes to.
+        let request = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+            "methodCalls": [["Email/get", {"accountId": user.account_id, "ids": ids,
+                "properties": properties}, "g"]]});
+        let text = app.api_text(&user, &request).await;
         for other in [&off_levels, &off_fast_view] {
             assert_eq!(
                 get(other, &user, &ids, properties.clone()).await,
                 default,
                 "{properties}"
             );
+            assert_eq!(other.api_text(&user, &request).await, text, "{properties}");
         }
     }
     // Body values at every flag, truncated or not, and part headers: the

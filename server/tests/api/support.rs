@@ -327,6 +327,21 @@ impl TestApp {
         (status, body)
     }
 
+    /// POSTs a JMAP request as `account`; returns the body's octets as
+    /// text, asserting HTTP 200 (for comparing servers' octets).
+    pub async fn api_text(&self, account: &TestAccount, body: &Value) -> String {
+        let response = self
+            .client
+            .post(format!("{}/jmap/api", self.base))
+            .basic_auth(&account.email, Some(PASSWORD))
+            .json(body)
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(response.status(), 200);
+        response.text().await.expect("body")
+    }
+
     /// Makes method calls (`[name, args]`, call ids "0", "1", …) and returns
     /// the method responses, asserting HTTP 200.
     pub async fn call(&self, account: &TestAccount, calls: Value) -> Vec<Value> {

@@ -5,7 +5,6 @@
 use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::jmap::error::MethodError;
@@ -112,30 +111,35 @@ pub fn get_response(
 
 /// [`get_response`] with objects already serialized (JSON text), as JSON
 /// text: the same octets [`get_response`] of their values serializes to
-/// (its members in the same, sorted, order).
+/// (its members in the same, sorted, order), each object copied in once.
 pub fn get_response_text(
-    account_id: String,
+    account_id: &str,
     state: i64,
-    list: Vec<Box<RawValue>>,
-    not_found: Vec<String>,
-) -> Box<RawValue> {
-    #[derive(Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct GetResponse {
-        account_id: String,
-        list: Vec<Box<RawValue>>,
-        not_found: Vec<String>,
-        state: String,
+    list: &[String],
+    not_found: &[String],
+) -> String {
+    let listed: usize = list.iter().map(|text| text.len() + 1).sum();
+    let mut out = String::with_capacity(listed + 64 + 16 * not_found.len());
+    out.push_str("{\"accountId\":");
+    out.push_str(&json(account_id));
+    out.push_str(",\"list\":[");
+    for (position, text) in list.iter().enumerate() {
+        if position > 0 {
+            out.push(',');
+        }
+        out.push_str(text);
     }
-    let response = GetResponse {
-        account_id,
-        list,
-        not_found,
-        state: state.to_string(),
-    };
-    // Strings, numbers and text already JSON: serializing cannot fail.
-    serde_json::value::to_raw_value(&response)
-        .unwrap_or_else(|_| serde_json::value::to_raw_value(&Value::Null).expect("null serializes"))
+    out.push_str("],\"notFound\":");
+    out.push_str(&json(not_found));
+    out.push_str(",\"state\":\"");
+    out.push_str(&state.to_string());
+    out.push_str("\"}");
+    out
+}
+
+/// A string or list of strings as JSON text (which cannot fail).
+fn json<T: Serialize + ?Sized>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "null".to_string())
 }
 
 #[cfg(test)]
@@ -169,16 +173,16 @@ mod tests {
             json!({"id": "M2", "keywords": {}, "size": 1234}),
         ];
         let not_found = vec!["M3".to_string(), "M\"4".to_string()];
-        let texts = list
+        let texts: Vec<String> = list
             .iter()
-            .map(|value| serde_json::value::to_raw_value(value).unwrap())
+            .map(|value| serde_json::to_string(value).unwrap())
             .collect();
         let values = get_response("A\u{e9}".into(), 42, list, not_found.clone());
-        let text = get_response_text("A\u{e9}".into(), 42, texts, not_found);
-        assert_eq!(text.get(), serde_json::to_string(&values).unwrap());
-        let empty = get_response_text("A1".into(), 7, Vec::new(), Vec::new());
+        let text = get_response_text("A\u{e9}", 42, &texts, &not_found);
+        assert_eq!(text, serde_json::to_string(&values).unwrap());
+        let empty = get_response_text("A1", 7, &[], &[]);
         assert_eq!(
-            empty.get(),
+            empty,
             r#"{"accountId":"A1","list":[],"notFound":[],"state":"7"}"#
         );
     }

@@ -19,10 +19,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::render::{BodyOptions, EmailSources, render_email};
+use super::render_text::TextShape;
 use crate::jmap::budget::Taken;
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
@@ -199,10 +199,10 @@ pub async fn email_get(
     })?;
     ctx.budget.work_left = work_left;
     ctx.budget.prepaid(held);
+    let text = get_response_text(&request.account_id, state, &list.texts, &not_found);
     let value = list
         .values
-        .map(|list| get_response(request.account_id.clone(), state, list, not_found.clone()));
-    let text = get_response_text(request.account_id, state, list.texts, not_found);
+        .map(|list| get_response(request.account_id, state, list, not_found));
     Ok(Arguments::text(text, value))
 }
 
@@ -278,10 +278,11 @@ struct RenderJob {
 }
 
 /// What a render built: each email as its JSON text, serialized once where
-/// it was rendered and counted exactly; an inline (light) render keeps the
-/// values too, for a result reference into them to read without parsing.
+/// it was rendered and counted exactly; an inline render through the
+/// `Value` tree keeps the values too, for a result reference into them to
+/// read without parsing (text written straight is parsed if one does).
 struct RenderedList {
-    texts: Vec<Box<RawValue>>,
+    texts: Vec<String>,
     values: Option<Vec<Value>>,
 }
 
@@ -323,6 +324,41 @@ impl RenderJob {
         } = self;
         let meter = WorkMeter::new(work_left);
         let by_id: HashMap<i64, &LoadedEmail> = loaded.iter().map(|e| (e.meta.id, e)).collect();
+        let mut count = |text: &str| -> Result<(), RenderError> {
+            let size = text.len() as u64;
+            if size > bytes_left {
+                return Err(RenderError::Bytes);
+            }
+            if !taken.take(size) {
+                return Err(RenderError::Busy);
+            }
+            bytes_left -= size;
+            Ok(())
+        };
+        if let Some(text_shape) = (level <= ReadLevel::FastView)
+            .then(|| TextShape::new(&shape.properties))
+            .flatten()
+        {
+            let render = |id: &str| -> Option<Result<String, RenderError>> {
+                let email = by_id.get(&ids::parse_email_id(id)?)?;
+                let mut text = String::with_capacity(768);
+                let rendered = text_shape.render(&sources_of(email), &meter, &mut text);
+                Some(match rendered {
+                    Ok(()) => count(&text).map(|()| text),
+                    Err(WorkExceeded) => Err(RenderError::Work),
+                })
+            };
+            let (texts, not_found) = render_each(&requested, render, Ok)?;
+            return Ok(Rendered {
+                list: RenderedList {
+                    texts,
+                    values: None,
+                },
+                not_found,
+                work_left: meter.left(),
+                held: taken,
+            });
+        }
         let render = |id: &str| -> Option<Result<Value, RenderError>> {
             let email = by_id.get(&ids::parse_email_id(id)?)?;
             Some(
@@ -331,15 +367,8 @@ impl RenderJob {
             )
         };
         let list = render_each(&requested, render, |object| {
-            let text = serde_json::value::to_raw_value(&object).map_err(|_| RenderError::Bytes)?;
-            let size = text.get().len() as u64;
-            if size > bytes_left {
-                return Err(RenderError::Bytes);
-            }
-            if !taken.take(size) {
-                return Err(RenderError::Busy);
-            }
-            bytes_left -= size;
+            let text = serde_json::to_string(&object).map_err(|_| RenderError::Bytes)?;
+            count(&text)?;
             Ok((text, (!heavy).then_some(object)))
         })
         .map(|(list, not_found)| {
@@ -360,10 +389,10 @@ impl RenderJob {
 
 /// Renders each of `requested` that `render` finds (the others are
 /// `notFound`) and hands it to `finish`; the first error stops the render.
-fn render_each<T>(
+fn render_each<R, T>(
     requested: &[String],
-    mut render: impl FnMut(&str) -> Option<Result<Value, RenderError>>,
-    mut finish: impl FnMut(Value) -> Result<T, RenderError>,
+    mut render: impl FnMut(&str) -> Option<Result<R, RenderError>>,
+    mut finish: impl FnMut(R) -> Result<T, RenderError>,
 ) -> Result<(Vec<T>, Vec<String>), RenderError> {
     let mut failure = None;
     let (list, not_found) = found(requested, |id| {
@@ -401,6 +430,19 @@ impl GetRequest {
     }
 }
 
+/// What was loaded for `email`, as the renderers take it (the whole
+/// message, when loaded, is parsed by [`render_loaded`]).
+fn sources_of(email: &LoadedEmail) -> EmailSources<'_> {
+    EmailSources {
+        meta: &email.meta,
+        header: email.header.as_deref(),
+        fast_view: email.fast_view.as_ref(),
+        structure: email.structure.as_deref(),
+        bodies: email.bodies.as_ref(),
+        full: None,
+    }
+}
+
 /// Renders one loaded email: its raw message (full level) parsed once, and
 /// at the full level a projection missing from the store computed from it.
 fn render_loaded(
@@ -419,12 +461,9 @@ fn render_loaded(
         _ => None,
     };
     let sources = EmailSources {
-        meta: &email.meta,
-        header: email.header.as_deref(),
         fast_view: email.fast_view.as_ref().or(computed_view.as_ref()),
-        structure: email.structure.as_deref(),
-        bodies: email.bodies.as_ref(),
         full: full.as_ref(),
+        ..sources_of(email)
     };
     render_email(
         &shape.properties,

@@ -8,4 +8,5 @@ pub mod parse;
 pub mod query;
 pub mod query_changes;
 pub mod render;
+pub mod render_text;
 pub mod set;

@@ -1,0 +1,314 @@
+//! The list view's Email objects written straight as JSON text (issue 20,
+//! ADR 0003): the same octets [`super::render::render_email`] gives once
+//! serialized, without building a `serde_json::Value` per property and per
+//! email and then walking it again to serialize it.
+//!
+//! Only the properties a list view asks for render this way: the metadata
+//! (`id`, `blobId`, `threadId`, `mailboxIds`, `keywords`, `size`,
+//! `receivedAt`), the header properties (RFC 8621 §4.1.2–§4.1.3, from the
+//! cached header fields, whose memo keeps each value's text beside the value:
+//! [`HeaderFields::value_text`]) and the projection (`preview`,
+//! `hasAttachment`). A call that asks for anything else (`headers`, body
+//! parts, body values) renders through the `Value` tree as before.
+//!
+//! serde_json's `Map` orders keys by their octets (it is a `BTreeMap`): the
+//! keys here are written in that order, each once, and `mailboxIds` and
+//! `keywords` likewise, so the text is the one the tree serializes to
+//! (`tests/api/email_get.rs` compares both on every property and corpus
+//! message).
+
+use super::render::EmailSources;
+use crate::mail::header::HeaderFields;
+use crate::mail::property::{EmailProperty, HeaderProperty};
+use crate::mail::work::{WorkExceeded, WorkMeter};
+
+/// One property of a [`TextShape`].
+enum Slot {
+    Id,
+    BlobId,
+    ThreadId,
+    MailboxIds,
+    Keywords,
+    Size,
+    ReceivedAt,
+    /// A header property (the convenience ones resolved to theirs once per
+    /// call, not once per email).
+    Header(HeaderProperty),
+    HasAttachment,
+    Preview,
+}
+
+/// The properties of one call, each once, in the order their keys are
+/// written, with each key already written as JSON (`"name":`).
+pub struct TextShape {
+    slots: Vec<(String, Slot)>,
+    /// Whether some property reads the header fields.
+    pub needs_header: bool,
+    /// Whether some property reads the projection.
+    pub needs_fast_view: bool,
+}
+
+impl TextShape {
+    /// The shape of `properties` when every one renders as text; `None`
+    /// when one does not (module doc).
+    pub fn new(properties: &[EmailProperty]) -> Option<Self> {
+        use EmailProperty::*;
+        let mut slots: Vec<(&str, Slot)> = Vec::with_capacity(properties.len());
+        for property in properties {
+            let slot = match property {
+                Id => Slot::Id,
+                BlobId => Slot::BlobId,
+                ThreadId => Slot::ThreadId,
+                MailboxIds => Slot::MailboxIds,
+                Keywords => Slot::Keywords,
+                Size => Slot::Size,
+                ReceivedAt => Slot::ReceivedAt,
+                MessageId | InReplyTo | References | Sender | From | To | Cc | Bcc | ReplyTo
+                | Subject | SentAt => Slot::Header(property.header_property()?),
+                Header(header) => Slot::Header(header.clone()),
+                HasAttachment => Slot::HasAttachment,
+                Preview => Slot::Preview,
+                Headers | BodyStructure | BodyValues | TextBody | HtmlBody | Attachments => {
+                    return None;
+                }
+            };
+            slots.push((property.name(), slot));
+        }
+        slots.sort_by(|(a, _), (b, _)| a.as_bytes().cmp(b.as_bytes()));
+        slots.dedup_by(|(a, _), (b, _)| a == b);
+        let needs_header = slots.iter().any(|(_, s)| matches!(s, Slot::Header(_)));
+        let needs_fast_view = slots
+            .iter()
+            .any(|(_, s)| matches!(s, Slot::HasAttachment | Slot::Preview));
+        let slots = slots
+            .into_iter()
+            .map(|(name, slot)| {
+                let mut key = String::with_capacity(name.len() + 3);
+                push_str(&mut key, name);
+                key.push(':');
+                (key, slot)
+            })
+            .collect();
+        Some(Self {
+            slots,
+            needs_header,
+            needs_fast_view,
+        })
+    }
+
+    /// Appends the Email object of `sources` to `out`, charging `meter` as
+    /// [`super::render::render_email`] does: one unit per property, plus
+    /// one per field a `header:…:all` property renders. [`WorkExceeded`]
+    /// when the meter cannot pay; `out` then holds part of an object.
+    /// Needs the header fields when [`TextShape::needs_header`] and the
+    /// projection when [`TextShape::needs_fast_view`]; a missing source
+    /// writes `null`, as the tree does.
+    pub fn render(
+        &self,
+        sources: &EmailSources<'_>,
+        meter: &WorkMeter,
+        out: &mut String,
+    ) -> Result<(), WorkExceeded> {
+        let meta = sources.meta;
+        out.push('{');
+        for (position, (key, slot)) in self.slots.iter().enumerate() {
+            let units = match slot {
+                Slot::Header(header) if header.all => {
+                    1 + sources
+                        .header
+                        .map_or(0, |fields| fields.count(&header.name))
+                        as u64
+                }
+                _ => 1,
+            };
+            meter.charge(units)?;
+            if position > 0 {
+                out.push(',');
+            }
+            out.push_str(key);
+            match slot {
+                Slot::Id => {
+                    out.push_str("\"e");
+                    push_int(out, meta.id);
+                    out.push('"');
+                }
+                Slot::BlobId => push_str(out, &meta.blob_id),
+                Slot::ThreadId => {
+                    out.push_str("\"t");
+                    push_int(out, meta.thread_id);
+                    out.push('"');
+                }
+                Slot::MailboxIds if meta.mailbox_ids.len() == 1 => {
+                    out.push_str("{\"m");
+                    push_int(out, meta.mailbox_ids[0]);
+                    out.push_str("\":true}");
+                }
+                Slot::MailboxIds => {
+                    let mut keys: Vec<String> =
+                        meta.mailbox_ids.iter().map(|id| format!("m{id}")).collect();
+                    keys.sort_unstable();
+                    keys.dedup();
+                    push_true_set(out, keys.iter().map(String::as_str));
+                }
+                Slot::Keywords => {
+                    let mut keys: Vec<String> = meta
+                        .keywords
+                        .iter()
+                        .map(|keyword| keyword.to_ascii_lowercase())
+                        .collect();
+                    keys.sort_unstable();
+                    keys.dedup();
+                    push_true_set(out, keys.iter().map(String::as_str));
+                }
+                Slot::Size => push_int(out, meta.size),
+                Slot::ReceivedAt => push_utc_date(out, meta.received_at),
+                Slot::Header(header) => match sources.header {
+                    Some(fields) => out.push_str(&header_text(fields, header)),
+                    None => out.push_str("null"),
+                },
+                Slot::HasAttachment => match sources.fast_view {
+                    Some(view) => out.push_str(if view.has_attachment { "true" } else { "false" }),
+                    None => out.push_str("null"),
+                },
+                Slot::Preview => match sources.fast_view {
+                    Some(view) => push_str(out, &view.preview),
+                    None => out.push_str("null"),
+                },
+            }
+        }
+        out.push('}');
+        Ok(())
+    }
+}
+
+/// A header property's value as JSON text, from the memo when it holds it.
+fn header_text(fields: &HeaderFields, header: &HeaderProperty) -> std::sync::Arc<str> {
+    fields.value_text(header)
+}
+
+/// Appends `{"a":true,"b":true}` for keys already in octet order.
+fn push_true_set<'a>(out: &mut String, keys: impl Iterator<Item = &'a str>) {
+    out.push('{');
+    for (position, key) in keys.enumerate() {
+        if position > 0 {
+            out.push(',');
+        }
+        push_str(out, key);
+        out.push_str(":true");
+    }
+    out.push('}');
+}
+
+/// Appends `text` as a JSON string, escaped as serde_json escapes it: `"`
+/// and `\\` with a backslash, `\b \t \n \f \r` as such, the other control
+/// characters as `\u00xx` (lowercase hex); everything else as it is.
+fn push_str(out: &mut String, text: &str) {
+    out.reserve(text.len() + 2);
+    out.push('"');
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    for (at, &byte) in bytes.iter().enumerate() {
+        let escape = match byte {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0x00..=0x1f => "",
+            _ => continue,
+        };
+        // `at` is at an ASCII byte: a char boundary.
+        out.push_str(&text[start..at]);
+        if escape.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.push_str("\\u00");
+            out.push(HEX[(byte >> 4) as usize] as char);
+            out.push(HEX[(byte & 0xf) as usize] as char);
+        } else {
+            out.push_str(escape);
+        }
+        start = at + 1;
+    }
+    out.push_str(&text[start..]);
+    out.push('"');
+}
+
+/// Appends an integer as JSON writes it.
+fn push_int(out: &mut String, value: i64) {
+    out.push_str(itoa::Buffer::new().format(value));
+}
+
+/// Appends a UTCDate (RFC 8620 §1.4) of Unix seconds as a JSON string,
+/// `"2024-01-02T03:04:05Z"`: [`crate::jmap::args::utc_date`]'s text,
+/// written without a format parser for the years 0–9999 (every date mail
+/// carries), through it otherwise.
+fn push_utc_date(out: &mut String, seconds: i64) {
+    use chrono::{Datelike, Timelike};
+    let date = chrono::DateTime::from_timestamp(seconds, 0).unwrap_or_default();
+    if !(0..=9999).contains(&date.year()) {
+        push_str(out, &crate::jmap::args::utc_date(seconds));
+        return;
+    }
+    let digits = |out: &mut String, value: u32, width: u32| {
+        for place in (0..width).rev() {
+            out.push(char::from(b'0' + (value / 10u32.pow(place) % 10) as u8));
+        }
+    };
+    out.push('"');
+    digits(out, date.year() as u32, 4);
+    for (separator, value) in [
+        ('-', date.month()),
+        ('-', date.day()),
+        ('T', date.hour()),
+        (':', date.minute()),
+        (':', date.second()),
+    ] {
+        out.push(separator);
+        digits(out, value, 2);
+    }
+    out.push_str("Z\"");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_utc_date_text_in_and_out_of_the_four_digit_years() {
+        for seconds in [
+            0,
+            1_704_164_645,
+            -1,
+            -62_167_219_200,
+            -62_167_219_201,
+            253_402_300_799,
+            253_402_300_800,
+            i64::MAX,
+            i64::MIN,
+        ] {
+            let mut out = String::new();
+            push_utc_date(&mut out, seconds);
+            assert_eq!(
+                out,
+                serde_json::to_string(&crate::jmap::args::utc_date(seconds)).unwrap(),
+                "{seconds}"
+            );
+        }
+    }
+
+    #[test]
+    fn strings_escape_as_serde_json_escapes_them() {
+        for text in [
+            "plain",
+            "quote \" and \\ back",
+            "ctl \u{1}\n\t",
+            "é 日本 \u{2028}",
+        ] {
+            let mut out = String::from("x");
+            push_str(&mut out, text);
+            assert_eq!(out, format!("x{}", serde_json::to_string(text).unwrap()));
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! SQLite's hot reads on the calling thread (issue 20, ADR 0003).
+//!
+//! sqlx runs every SQLite statement on its connection's own worker thread:
+//! a query is handed over, that thread wakes, runs it and hands the rows
+//! back. For Email/get's one statement per call (the account's Email state,
+//! and the metadata rows only when that state has moved) the hand-off cost
+//! more than the statement: a fifth of the server's core went to switching
+//! threads and waking them (ADR 0003's profile).
+//!
+//! A [`HotReader`] keeps a few read-only connections of its own (rusqlite,
+//! over the same SQLite library sqlx links) and runs such a statement on the
+//! thread that asks, under the connection's mutex. It never waits there: a
+//! call finds a free connection or gets `None`, and a statement that meets a
+//! lock (`SQLITE_BUSY`, busy timeout 0) or fails in any way is reported as
+//! `None` too. The caller then runs the same statement through sqlx's pool,
+//! which waits, retries and reports errors as every other read does. Only
+//! short, indexed reads belong here: the async executor's thread runs them.
+//!
+//! Reads see the last committed transaction, as the pool's readers do (WAL).
+
+use std::cell::Cell;
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+
+/// Read-only connections of one database file for reads on the calling
+/// thread (module doc).
+pub struct HotReader {
+    connections: Vec<Mutex<Connection>>,
+}
+
+/// Each thread starts at its own connection, so that a thread keeps reading
+/// through the same page cache and the threads do not contend.
+static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static SLOT: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// This thread's first connection index (of any reader).
+fn slot() -> usize {
+    SLOT.with(|slot| match slot.get() {
+        Some(index) => index,
+        None => {
+            let index = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
+            slot.set(Some(index));
+            index
+        }
+    })
+}
+
+impl HotReader {
+    /// Opens `count` (at least one) read-only connections of the SQLite file
+    /// at `path`, which must exist and be migrated. `cache_kib` is each
+    /// connection's page cache; the file is read through a map of up to
+    /// `mmap_bytes`, as the pool's readers read it. Errors: the file cannot
+    /// be opened or a pragma fails.
+    pub fn open(
+        path: &Path,
+        count: usize,
+        cache_kib: u32,
+        mmap_bytes: u64,
+    ) -> rusqlite::Result<Self> {
+        let connections = (0..count.max(1))
+            .map(|_| {
+                let connection = Connection::open_with_flags(
+                    path,
+                    OpenFlags::SQLITE_OPEN_READ_ONLY
+                        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                        | OpenFlags::SQLITE_OPEN_URI,
+                )?;
+                // Never wait for a lock on the executor's thread: busy
+                // means the pool's turn.
+                connection.busy_timeout(std::time::Duration::ZERO)?;
+                connection.pragma_update(None, "cache_size", format!("-{cache_kib}"))?;
+                connection.pragma_update(None, "mmap_size", mmap_bytes.to_string())?;
+                connection.pragma_update(None, "query_only", true)?;
+                Ok(Mutex::new(connection))
+            })
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(Self { connections })
+    }
+
+    /// Runs `read` on a free connection of this reader: `None` when every
+    /// connection is in use or `read` fails (the caller reads through the
+    /// pool instead; module doc). A failure other than a lock is logged at
+    /// debug level.
+    pub fn try_read<T>(&self, read: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Option<T> {
+        let count = self.connections.len();
+        let first = slot() % count;
+        let connection =
+            (0..count).find_map(|step| self.connections[(first + step) % count].try_lock().ok())?;
+        match read(&connection) {
+            Ok(value) => Some(value),
+            Err(error) => {
+                let busy = matches!(
+                    error.sqlite_error_code(),
+                    Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+                );
+                if !busy {
+                    tracing::debug!(%error, "hot read failed; reading through the pool");
+                }
+                None
+            }
+        }
+    }
+
+    /// Email/get's statement ([`super::dialect::Statements::email_meta_unless_state`],
+    /// SQLite's text: `$2` the ids as a JSON array): the account's Email
+    /// state and, unless it is `known`, the metadata rows as JSON text.
+    /// `Some(None)`: no such account; `None`: read it through the pool.
+    pub fn state_row(
+        &self,
+        sql: &str,
+        account: i64,
+        ids: &[i64],
+        known: Option<i64>,
+    ) -> Option<Option<(i64, Option<String>)>> {
+        self.try_read(|connection| {
+            let ids = serde_json::to_string(&super::sql::distinct(ids))
+                .unwrap_or_else(|_| "[]".to_string());
+            connection
+                .prepare_cached(sql)?
+                .query_row(
+                    rusqlite::named_params! {"$1": account, "$2": ids, "$3": known},
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .optional()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(connection: &Connection) -> rusqlite::Result<i64> {
+        connection.query_row("SELECT count(*) FROM t", [], |row| row.get(0))
+    }
+
+    #[test]
+    fn a_read_runs_on_a_free_connection_and_gives_way_to_the_pool_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hot.db");
+        let writer = Connection::open(&path).unwrap();
+        writer
+            .execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1), (2), (3);")
+            .unwrap();
+        let hot = HotReader::open(&path, 2, 1024, 1 << 20).unwrap();
+        assert_eq!(hot.try_read(count), Some(3));
+        // Both connections in use: the caller reads through the pool.
+        let held: Vec<_> = hot.connections.iter().map(|c| c.lock().unwrap()).collect();
+        assert_eq!(hot.try_read(count), None);
+        drop(held);
+        // A lock (a rollback-journal database another connection holds
+        // exclusively) is not waited for: the pool's turn.
+        writer
+            .execute_batch("BEGIN EXCLUSIVE; DELETE FROM t;")
+            .unwrap();
+        assert_eq!(hot.try_read(count), None);
+        writer.execute_batch("COMMIT").unwrap();
+        assert_eq!(hot.try_read(count), Some(0));
+        // A statement that fails (no such table) is the pool's to report.
+        assert_eq!(
+            hot.try_read(|c| c.query_row("SELECT 1 FROM missing", [], |row| row.get::<_, i64>(0))),
+            None
+        );
+        // Read-only: a write through a hot connection fails, not succeeds.
+        assert_eq!(hot.try_read(|c| c.execute("DELETE FROM t", [])), None);
+    }
+}
