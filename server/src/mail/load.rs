@@ -5,9 +5,9 @@
 //!
 //! The moka caches hold only immutable data, so several server nodes need
 //! no cache invalidation: parsed header blocks, projection rows and part
-//! trees, keyed by email id; and metadata snapshots, keyed by account and
-//! email id, each the mailboxIds and keywords an email had at one Email
-//! state of its account. A snapshot is served only when the store's current
+//! trees, keyed by email id; and metadata snapshots, keyed by account,
+//! each the mailboxIds and keywords of emails as they were at one Email
+//! state of the account. A snapshot is served only when the store's current
 //! Email state is the one it was read at (every change to an email's
 //! mailboxIds or keywords advances that state in the same transaction,
 //! RFC 8620 §5.1): the statement that reads the state builds the metadata
@@ -131,9 +131,9 @@ pub struct CacheSizes {
     pub fast_view_bytes: u64,
     /// Part trees, about 1 KiB per message of real mail: 64 MiB by default.
     pub structure_bytes: u64,
-    /// Metadata snapshots, about 330 octets per message with the cache's
-    /// own overhead: 64 MiB by default, about 200,000 messages (the newest
-    /// 30 of 6,000 mailboxes).
+    /// Metadata snapshots, one per account, about 250 octets per message
+    /// held: 64 MiB by default, about 250,000 messages (the newest 30 of
+    /// 8,000 mailboxes).
     pub metadata_bytes: u64,
 }
 
@@ -156,27 +156,55 @@ pub struct EmailLoader {
     headers: Cache<i64, Arc<HeaderFields>>,
     fast_views: Cache<i64, FastView>,
     structures: Cache<i64, Arc<BodyStructure>>,
-    /// (account, email id) → (Email state, metadata at that state).
-    metas: Cache<(i64, i64), Arc<Snapshot>>,
+    /// account → (Email state, metadata of emails read at that state).
+    metas: Cache<i64, Arc<Snapshot>>,
     work: Arc<WorkPool>,
 }
 
-/// An email's metadata as read at one Email state of its account.
+/// The metadata of an account's emails as read at one Email state: what
+/// calls at that state read again (a list view asks for the same page
+/// again and again). Immutable: rows read later at the same state make a
+/// new snapshot with them added, up to [`SNAPSHOT_EMAILS`].
 struct Snapshot {
     state: i64,
-    meta: EmailMeta,
+    metas: HashMap<i64, EmailMeta>,
+    /// Octets held, for the cache's bound ([`Snapshot::new`]).
+    weight: u32,
 }
 
+/// The most emails one account's snapshot holds: a few pages of a list
+/// view and the emails opened from them; a call that would add more starts
+/// a new snapshot with its own rows.
+const SNAPSHOT_EMAILS: usize = 1_000;
+
 impl Snapshot {
-    /// Octets held, for the cache's bound: the `Arc` and the fixed fields
-    /// (128), moka's entry for it (about 128: key, entry info, its nodes in
-    /// the access and write orders) and the heap parts (blob id, mailbox
-    /// ids, keywords).
-    fn weight(&self) -> u32 {
-        let meta = &self.meta;
-        let keywords: usize = meta.keywords.iter().map(|k| k.len() + 24).sum();
-        (256 + meta.blob_id.len() + 8 * meta.mailbox_ids.len() + keywords).min(u32::MAX as usize)
-            as u32
+    /// A snapshot of `metas` at `state`, weighed: the `Arc` and the map
+    /// (128), moka's entry (about 128: key, entry info, its nodes in the
+    /// access and write orders), and per email its fixed fields and map
+    /// slot (128) and heap parts (blob id, mailbox ids, keywords).
+    fn new(state: i64, metas: HashMap<i64, EmailMeta>) -> Self {
+        let heap: usize = metas
+            .values()
+            .map(|meta| {
+                let keywords: usize = meta.keywords.iter().map(|k| k.len() + 24).sum();
+                128 + meta.blob_id.len() + 8 * meta.mailbox_ids.len() + keywords
+            })
+            .sum();
+        let weight = (256 + heap).min(u32::MAX as usize) as u32;
+        Self {
+            state,
+            metas,
+            weight,
+        }
+    }
+
+    /// The metadata of each of `ids` (each once), if the snapshot holds all.
+    fn all_of(&self, ids: &[i64]) -> Option<Vec<EmailMeta>> {
+        let mut seen = HashSet::with_capacity(ids.len());
+        ids.iter()
+            .filter(|id| seen.insert(**id))
+            .map(|id| self.metas.get(id).cloned())
+            .collect()
     }
 }
 
@@ -208,7 +236,7 @@ impl EmailLoader {
             .build();
         let metas = Cache::builder()
             .max_capacity(sizes.metadata_bytes)
-            .weigher(|_: &(i64, i64), snapshot: &Arc<Snapshot>| snapshot.weight())
+            .weigher(|_: &i64, snapshot: &Arc<Snapshot>| snapshot.weight)
             .build();
         Self {
             store,
@@ -290,53 +318,45 @@ impl EmailLoader {
     }
 
     /// The metadata of the ids in the account (each once) and its Email
-    /// state, in one statement: when every id has a snapshot, all at the
-    /// same state, the statement reads the rows only if that state is no
+    /// state, in one statement: when the account's snapshot holds every id,
+    /// the statement reads the rows only if the snapshot's state is no
     /// longer the account's (a hit reads one row, the state); rows read
-    /// become the snapshots at the state read with them.
+    /// join the snapshot at the state read with them (one cache entry per
+    /// account: a call looks up one entry, not one per id).
     async fn metas_and_state(
         &self,
         account: i64,
         ids: &[i64],
     ) -> Result<(Vec<EmailMeta>, i64), LoadError> {
-        let mut seen = HashSet::with_capacity(ids.len());
-        let mut snapshots: Vec<Arc<Snapshot>> = Vec::with_capacity(ids.len());
-        for &id in ids {
-            if !seen.insert(id) {
-                continue;
-            }
-            match self.metas.get(&(account, id)).await {
-                Some(snapshot)
-                    if snapshots
-                        .first()
-                        .is_none_or(|first| first.state == snapshot.state) =>
-                {
-                    snapshots.push(snapshot)
-                }
-                _ => {
-                    snapshots.clear();
-                    break;
-                }
-            }
-        }
-        let known = snapshots.first().map(|first| first.state);
+        let snapshot = self.metas.get(&account).await;
+        let held = snapshot
+            .as_ref()
+            .and_then(|snapshot| Some((snapshot.state, snapshot.all_of(ids)?)));
+        let known = held.as_ref().map(|(state, _)| *state);
         let (rows, state) = self
             .store
             .email_meta_unless_state(account, ids, known)
             .await?;
         let Some(metas) = rows else {
             self.metrics.count_snapshot("hit");
-            let metas = snapshots.iter().map(|s| s.meta.clone()).collect();
+            let (_, metas) = held.unwrap_or_default();
             return Ok((metas, state));
         };
         self.metrics
             .count_snapshot(if known.is_some() { "stale" } else { "miss" });
-        for meta in &metas {
-            let snapshot = Arc::new(Snapshot {
-                state,
-                meta: meta.clone(),
-            });
-            self.metas.insert((account, meta.id), snapshot).await;
+        let mut kept = match snapshot {
+            Some(snapshot)
+                if snapshot.state == state
+                    && snapshot.metas.len() + metas.len() <= SNAPSHOT_EMAILS =>
+            {
+                snapshot.metas.clone()
+            }
+            _ => HashMap::with_capacity(metas.len()),
+        };
+        if metas.len() <= SNAPSHOT_EMAILS {
+            kept.extend(metas.iter().map(|meta| (meta.id, meta.clone())));
+            let snapshot = Arc::new(Snapshot::new(state, kept));
+            self.metas.insert(account, snapshot).await;
         }
         Ok((metas, state))
     }

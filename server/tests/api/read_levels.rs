@@ -115,11 +115,14 @@ async fn metadata_snapshots_serve_only_the_current_email_state() {
     // The same ids again, nothing changed: snapshots, the same answer.
     assert_eq!(get(&app, &user, &ids, properties.clone()).await, first);
     assert_eq!(snapshots(&app).await, (1.0, 0.0, 1.0));
+    // One snapshot for the account, holding the 30.
     assert_eq!(
         app.metric("fastview_cache_entries{cache=\"metadata\"}")
             .await,
-        30.0
+        1.0
     );
+    let held = app.metric("fastview_cache_bytes{cache=\"metadata\"}").await;
+    assert!((30.0 * 128.0..30.0 * 1024.0).contains(&held), "{held}");
 
     // A change to one email advances the Email state: every snapshot of
     // the account is passed over, the next call reads the store.

@@ -324,6 +324,40 @@ impl RenderJob {
         } = self;
         let meter = WorkMeter::new(work_left);
         let by_id: HashMap<i64, &LoadedEmail> = loaded.iter().map(|e| (e.meta.id, e)).collect();
+        if let Some(text_shape) = (level <= ReadLevel::FastView)
+            .then(|| TextShape::new(&shape.properties))
+            .flatten()
+        {
+            // Light: checked against the request's budget per email, and
+            // taken from the holdings once, for the whole list.
+            let mut built = 0u64;
+            let render = |id: &str| -> Option<Result<String, RenderError>> {
+                let email = by_id.get(&ids::parse_email_id(id)?)?;
+                let mut text = String::with_capacity(768);
+                let rendered = text_shape.render(&sources_of(email), &meter, &mut text);
+                Some(match rendered {
+                    Ok(()) if text.len() as u64 > bytes_left - built => Err(RenderError::Bytes),
+                    Ok(()) => {
+                        built += text.len() as u64;
+                        Ok(text)
+                    }
+                    Err(WorkExceeded) => Err(RenderError::Work),
+                })
+            };
+            let (texts, not_found) = render_each(&requested, render, Ok)?;
+            if !taken.take(built) {
+                return Err(RenderError::Busy);
+            }
+            return Ok(Rendered {
+                list: RenderedList {
+                    texts,
+                    values: None,
+                },
+                not_found,
+                work_left: meter.left(),
+                held: taken,
+            });
+        }
         let mut count = |text: &str| -> Result<(), RenderError> {
             let size = text.len() as u64;
             if size > bytes_left {
@@ -335,30 +369,6 @@ impl RenderJob {
             bytes_left -= size;
             Ok(())
         };
-        if let Some(text_shape) = (level <= ReadLevel::FastView)
-            .then(|| TextShape::new(&shape.properties))
-            .flatten()
-        {
-            let render = |id: &str| -> Option<Result<String, RenderError>> {
-                let email = by_id.get(&ids::parse_email_id(id)?)?;
-                let mut text = String::with_capacity(768);
-                let rendered = text_shape.render(&sources_of(email), &meter, &mut text);
-                Some(match rendered {
-                    Ok(()) => count(&text).map(|()| text),
-                    Err(WorkExceeded) => Err(RenderError::Work),
-                })
-            };
-            let (texts, not_found) = render_each(&requested, render, Ok)?;
-            return Ok(Rendered {
-                list: RenderedList {
-                    texts,
-                    values: None,
-                },
-                not_found,
-                work_left: meter.left(),
-                held: taken,
-            });
-        }
         let render = |id: &str| -> Option<Result<Value, RenderError>> {
             let email = by_id.get(&ids::parse_email_id(id)?)?;
             Some(
