@@ -59,8 +59,8 @@ pub struct ServeArgs {
     #[arg(long, env = "FASTVIEW_STRUCTURE_CACHE_MB", default_value_t = CacheSizes::default().structure_bytes >> 20)]
     pub structure_cache_mb: u64,
     /// Snapshots of mailboxIds and keywords at an account's Email state,
-    /// checked against the state on every Email/get, MiB (about 330 bytes
-    /// a message).
+    /// one per account, checked against the state on every Email/get, MiB
+    /// (about 250 bytes a message).
     #[arg(long, env = "FASTVIEW_METADATA_CACHE_MB", default_value_t = CacheSizes::default().metadata_bytes >> 20)]
     pub metadata_cache_mb: u64,
     /// Minutes between runs of the blob garbage collector (as `fastview gc`;

@@ -345,6 +345,16 @@ impl EmailLoader {
         self.metrics
             .count_snapshot(if known.is_some() { "stale" } else { "miss" });
         let mut kept = match snapshot {
+            // Rows it holds already (a call naming an id the account does
+            // not have): nothing to add, nothing copied.
+            Some(snapshot)
+                if snapshot.state == state
+                    && metas
+                        .iter()
+                        .all(|meta| snapshot.metas.contains_key(&meta.id)) =>
+            {
+                return Ok((metas, state));
+            }
             Some(snapshot)
                 if snapshot.state == state
                     && snapshot.metas.len() + metas.len() <= SNAPSHOT_EMAILS =>

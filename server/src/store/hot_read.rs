@@ -14,7 +14,9 @@
 //! lock (`SQLITE_BUSY`, busy timeout 0) or fails in any way is reported as
 //! `None` too. The caller then runs the same statement through sqlx's pool,
 //! which waits, retries and reports errors as every other read does. Only
-//! short, indexed reads belong here: the async executor's thread runs them.
+//! short, indexed reads belong here: the async executor's thread runs them
+//! (at most [`HOT_IDS`] emails' rows; a page of a cold file is read from
+//! disk on that thread, where the pool would read it on its own).
 //!
 //! Reads see the last committed transaction, as the pool's readers do (WAL).
 
@@ -24,6 +26,10 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
+
+/// The most ids a hot read of Email/get's statement takes: a list view's
+/// page and then some; a larger call reads through the pool.
+pub const HOT_IDS: usize = 100;
 
 /// Read-only connections of one database file for reads on the calling
 /// thread (module doc).
@@ -110,7 +116,9 @@ impl HotReader {
     /// Email/get's statement ([`super::dialect::Statements::email_meta_unless_state`],
     /// SQLite's text: `$2` the ids as a JSON array): the account's Email
     /// state and, unless it is `known`, the metadata rows as JSON text.
-    /// `Some(None)`: no such account; `None`: read it through the pool.
+    /// `Some(None)`: no such account; `None`: read it through the pool,
+    /// as a call of more than [`HOT_IDS`] ids always is (its rows could
+    /// keep the executor's thread on page faults of a cold file).
     pub fn state_row(
         &self,
         sql: &str,
@@ -118,6 +126,9 @@ impl HotReader {
         ids: &[i64],
         known: Option<i64>,
     ) -> Option<Option<(i64, Option<String>)>> {
+        if ids.len() > HOT_IDS {
+            return None;
+        }
         self.try_read(|connection| {
             let ids = serde_json::to_string(&super::sql::distinct(ids))
                 .unwrap_or_else(|_| "[]".to_string());

@@ -455,6 +455,11 @@ impl SqliteStore {
             .connect_with(options.pragma("cache_size", format!("-{reader_cache_kib}")))
             .await?;
         let store = Self::from_pools(reader, writer);
+        // Hot reads open the file by its path alone: a URL with parameters
+        // (`mode=memory`, `vfs=`, `immutable`) keeps every read on the pool.
+        if url.contains('?') {
+            return Ok(store);
+        }
         // One hot connection per thread that can run tasks at once.
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let hot_count = threads.min(readers as usize);
@@ -500,5 +505,21 @@ impl SqliteStore {
             .iter()
             .map(|row| row.get::<String, _>("detail"))
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn hot_reads_only_for_a_plain_file_url() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = format!("sqlite://{}", dir.path().join("a.db").display());
+        assert!(SqliteStore::connect(&plain, 2).await.unwrap().hot.is_some());
+        // Parameters (here `mode`) could name another database than the
+        // file's path: every read goes through the pool.
+        let with_mode = format!("sqlite://{}?mode=rwc", dir.path().join("b.db").display());
+        assert!(SqliteStore::connect(&with_mode, 2).await.unwrap().hot.is_none());
     }
 }

@@ -328,24 +328,28 @@ impl RenderJob {
             .then(|| TextShape::new(&shape.properties))
             .flatten()
         {
-            // Light: checked against the request's budget per email, and
-            // taken from the holdings once, for the whole list.
+            // Checked against the request's budget per email; taken from
+            // the holdings per email when heavy (a large render stops at
+            // the first email over them), once for the whole list when
+            // light (bounded by the inline render work).
             let mut built = 0u64;
             let render = |id: &str| -> Option<Result<String, RenderError>> {
                 let email = by_id.get(&ids::parse_email_id(id)?)?;
                 let mut text = String::with_capacity(768);
                 let rendered = text_shape.render(&sources_of(email), &meter, &mut text);
+                let size = text.len() as u64;
                 Some(match rendered {
-                    Ok(()) if text.len() as u64 > bytes_left - built => Err(RenderError::Bytes),
+                    Ok(()) if size > bytes_left - built => Err(RenderError::Bytes),
+                    Ok(()) if heavy && !taken.take(size) => Err(RenderError::Busy),
                     Ok(()) => {
-                        built += text.len() as u64;
+                        built += size;
                         Ok(text)
                     }
                     Err(WorkExceeded) => Err(RenderError::Work),
                 })
             };
             let (texts, not_found) = render_each(&requested, render, Ok)?;
-            if !taken.take(built) {
+            if !heavy && !taken.take(built) {
                 return Err(RenderError::Busy);
             }
             return Ok(Rendered {
