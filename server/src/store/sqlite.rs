@@ -520,6 +520,12 @@ mod tests {
         // Parameters (here `mode`) could name another database than the
         // file's path: every read goes through the pool.
         let with_mode = format!("sqlite://{}?mode=rwc", dir.path().join("b.db").display());
-        assert!(SqliteStore::connect(&with_mode, 2).await.unwrap().hot.is_none());
+        assert!(
+            SqliteStore::connect(&with_mode, 2)
+                .await
+                .unwrap()
+                .hot
+                .is_none()
+        );
     }
 }

@@ -314,14 +314,7 @@ impl TestApp {
 
     /// POSTs a JMAP request as `account`; returns (status, body).
     pub async fn api_raw(&self, account: &TestAccount, body: &Value) -> (u16, Value) {
-        let response = self
-            .client
-            .post(format!("{}/jmap/api", self.base))
-            .basic_auth(&account.email, Some(PASSWORD))
-            .json(body)
-            .send()
-            .await
-            .expect("send");
+        let response = self.post_api(account, body).await;
         let status = response.status().as_u16();
         let body = response.json().await.unwrap_or(Value::Null);
         (status, body)
@@ -330,16 +323,20 @@ impl TestApp {
     /// POSTs a JMAP request as `account`; returns the body's octets as
     /// text, asserting HTTP 200 (for comparing servers' octets).
     pub async fn api_text(&self, account: &TestAccount, body: &Value) -> String {
-        let response = self
-            .client
+        let response = self.post_api(account, body).await;
+        assert_eq!(response.status(), 200);
+        response.text().await.expect("body")
+    }
+
+    /// POSTs a JMAP request body as `account`.
+    async fn post_api(&self, account: &TestAccount, body: &Value) -> reqwest::Response {
+        self.client
             .post(format!("{}/jmap/api", self.base))
             .basic_auth(&account.email, Some(PASSWORD))
             .json(body)
             .send()
             .await
-            .expect("send");
-        assert_eq!(response.status(), 200);
-        response.text().await.expect("body")
+            .expect("send")
     }
 
     /// Makes method calls (`[name, args]`, call ids "0", "1", …) and returns

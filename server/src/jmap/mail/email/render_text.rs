@@ -7,7 +7,7 @@
 //! (`id`, `blobId`, `threadId`, `mailboxIds`, `keywords`, `size`,
 //! `receivedAt`), the header properties (RFC 8621 §4.1.2–§4.1.3, from the
 //! cached header fields, whose memo keeps each value's text beside the value:
-//! [`HeaderFields::value_text`]) and the projection (`preview`,
+//! [`crate::mail::header::HeaderFields::value_text`]) and the projection (`preview`,
 //! `hasAttachment`). A call that asks for anything else (`headers`, body
 //! parts, body values) renders through the `Value` tree as before.
 //!
@@ -18,7 +18,6 @@
 //! message).
 
 use super::render::EmailSources;
-use crate::mail::header::HeaderFields;
 use crate::mail::property::{EmailProperty, HeaderProperty};
 use crate::mail::work::{WorkExceeded, WorkMeter};
 
@@ -163,7 +162,7 @@ impl TextShape {
                 Slot::Size => push_int(out, meta.size),
                 Slot::ReceivedAt => push_utc_date(out, meta.received_at),
                 Slot::Header(header) => match sources.header {
-                    Some(fields) => out.push_str(&header_text(fields, header)),
+                    Some(fields) => out.push_str(&fields.value_text(header)),
                     None => out.push_str("null"),
                 },
                 Slot::HasAttachment => match sources.fast_view {
@@ -179,11 +178,6 @@ impl TextShape {
         out.push('}');
         Ok(())
     }
-}
-
-/// A header property's value as JSON text, from the memo when it holds it.
-fn header_text(fields: &HeaderFields, header: &HeaderProperty) -> std::sync::Arc<str> {
-    fields.value_text(header)
 }
 
 /// Appends `{"a":true,"b":true}` for keys already in octet order.
