@@ -23,6 +23,7 @@ use fastview::app::{App, ServeOptions};
 use fastview::http::auth::hash_password;
 use fastview::jmap::dispatch;
 use fastview::jmap::request::Request;
+use fastview::mail::body::BodyReading;
 use fastview::mail::import_source::{self, SourceItem};
 use fastview::mail::ingest::{prepare, store_batch};
 use fastview::mail::message::parse_message;
@@ -60,6 +61,12 @@ const TWO_WORDS: &[&str] = &[
     "mailing list",
 ];
 
+/// Words of four letters, the shortest that match as prefixes
+/// (`search::MIN_PREFIX_CHARS`): each begins hundreds of indexed words.
+const SHORT_PREFIXES: &[&str] = &[
+    "list", "test", "mail", "file", "work", "time", "code", "help",
+];
+
 #[tokio::main]
 async fn main() {
     let database_url = std::env::var("FASTVIEW_BENCH_DATABASE_URL").ok();
@@ -73,8 +80,14 @@ async fn main() {
         "SQLite"
     };
     println!("store: {store_name}");
-    import_cost(database_url.as_deref()).await;
-    queries(database_url.as_deref(), messages).await;
+    // `FASTVIEW_BENCH_ONLY=import` or `=queries` runs one part.
+    let only = std::env::var("FASTVIEW_BENCH_ONLY").unwrap_or_default();
+    if only != "queries" {
+        import_cost(database_url.as_deref()).await;
+    }
+    if only != "import" {
+        queries(database_url.as_deref(), messages).await;
+    }
 }
 
 /// Drops every table of the bench's PostgreSQL database, so each step starts empty.
@@ -96,17 +109,26 @@ async fn import_cost(database_url: Option<&str>) {
         })
         .collect();
     assert!(!sources.is_empty(), "no corpus at {}", corpus().display());
-    // C: computing the words alone, timed around `search::document` only.
+    // C: computing the words alone, timed around `search::document_of` only:
+    // the body's reading (`BodyReading`) is made for the fast view anyway.
     let mut words_alone = Duration::ZERO;
     for source in &sources {
         let prepared = prepare(source.raw.clone(), Vec::new(), Vec::new(), |_| 0);
-        let message = parse_message(&source.raw);
+        let reading = BodyReading::of(&parse_message(&source.raw));
         let started = Instant::now();
-        std::hint::black_box(search::document(&message, &prepared.email.index));
+        std::hint::black_box(search::document_of(&reading, &prepared.email.index));
         words_alone += started.elapsed();
     }
-    let mut times = Vec::new();
-    for with_words in [true, false] {
+    // A and B alternate for `FASTVIEW_BENCH_ROUNDS` rounds (default 3), each
+    // into a fresh data dir kept to the end: ext4 slows file creation down
+    // right after many deletions, which made a single run of each noisy.
+    let rounds: usize = std::env::var("FASTVIEW_BENCH_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(3);
+    let mut dirs = Vec::new();
+    let (mut with_times, mut without_times) = (Vec::new(), Vec::new());
+    for with_words in (0..rounds).flat_map(|_| [true, false]) {
         reset(database_url).await;
         let dir = tempfile::tempdir().expect("temp dir");
         let app = App::open_with(dir.path(), database_url, Some(16))
@@ -137,13 +159,25 @@ async fn import_cost(database_url: Option<&str>) {
                 .await
                 .expect("store");
         }
-        times.push(started.elapsed());
+        match with_words {
+            true => with_times.push(started.elapsed().as_secs_f64()),
+            false => without_times.push(started.elapsed().as_secs_f64()),
+        }
+        drop(app);
+        dirs.push(dir);
     }
-    let (a, b) = (times[0].as_secs_f64(), times[1].as_secs_f64());
+    let median = |times: &mut Vec<f64>| {
+        times.sort_by(f64::total_cmp);
+        times[times.len() / 2]
+    };
+    println!(
+        "import runs, with the words written: {with_times:.2?} s; without: {without_times:.2?} s"
+    );
+    let (a, b) = (median(&mut with_times), median(&mut without_times));
     let c = words_alone.as_secs_f64();
     let without = b - c;
     println!(
-        "import of {} corpus messages: with the index {:.1} s ({:.0}/s); words not written \
+        "import of {} corpus messages (median of {rounds} runs each): with the index {:.1} s ({:.0}/s); words not written \
          {:.1} s; computing the words {:.1} s; without the index \
          ~{:.1} s ({:.0}/s): the index costs {:.0} %",
         sources.len(),
@@ -189,8 +223,13 @@ async fn queries(database_url: Option<&str>, messages: usize) {
         .expect("seeded account");
     let (_, state) = fastview::http::assemble(&app, &ServeOptions::default());
     let account_id = fastview::jmap::ids::account_id(account.id);
-    for (kind, queries) in [("one word", ONE_WORD), ("two words", TWO_WORDS)] {
+    for (kind, queries) in [
+        ("one word", ONE_WORD),
+        ("two words", TWO_WORDS),
+        ("four-letter prefix", SHORT_PREFIXES),
+    ] {
         let mut durations: Vec<Duration> = Vec::new();
+        let mut slowest: Vec<(Duration, &str)> = Vec::new();
         let mut found = Vec::new();
         for round in 0..20 {
             for text in queries.iter() {
@@ -205,7 +244,9 @@ async fn queries(database_url: Option<&str>, messages: usize) {
                 let response = dispatch::handle(&state.jmap, &account, request, "bench")
                     .await
                     .expect("within budget");
-                durations.push(started.elapsed());
+                let took = started.elapsed();
+                durations.push(took);
+                slowest.push((took, text));
                 let (name, arguments, _) = &response.method_responses[0];
                 let arguments = arguments.value();
                 assert_eq!(name, "Email/query", "{arguments}");
@@ -215,16 +256,23 @@ async fn queries(database_url: Option<&str>, messages: usize) {
             }
         }
         durations.sort();
+        slowest.sort_by(|a, b| b.cmp(a));
+        let slowest: Vec<String> = slowest
+            .iter()
+            .take(5)
+            .map(|(took, text)| format!("{text} {:.1} ms", took.as_secs_f64() * 1000.0))
+            .collect();
         let at =
             |q: f64| durations[((durations.len() as f64 * q) as usize).min(durations.len() - 1)];
         println!(
             "{kind} text queries, limit 50, {} runs: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms \
-             (matches: {})",
+             (matches: {}; slowest: {})",
             durations.len(),
             at(0.50).as_secs_f64() * 1000.0,
             at(0.99).as_secs_f64() * 1000.0,
             durations.last().unwrap().as_secs_f64() * 1000.0,
-            found.join(", ")
+            found.join(", "),
+            slowest.join(", ")
         );
     }
     let octets = match database_url {

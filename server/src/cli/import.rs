@@ -213,6 +213,7 @@ pub async fn import(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<Exi
     }
     let _ = walker.await;
     progress.finish_and_clear();
+    app.store.analyze().await?;
     for failure in &failures {
         println!("{failure}");
     }

@@ -237,6 +237,7 @@ pub async fn seed(global: &GlobalArgs, args: SeedArgs) -> anyhow::Result<ExitCod
         .into_iter()
         .sum::<anyhow::Result<u64>>()?;
     progress.finish_and_clear();
+    app.store.analyze().await?;
     println!(
         "seeded {} accounts, {} messages new, {} already there, in {:.1} s \
          ({:.1} s reading and parsing the sources)",

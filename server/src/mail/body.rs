@@ -105,6 +105,58 @@ pub fn text_body_texts(message: &Message<'_>) -> Vec<BodyText> {
         .collect()
 }
 
+/// What ingest reads of a body, once, from one part tree: the fast view's
+/// `preview` and `hasAttachment` (`mail/fast_view.rs`) and the full-text
+/// index's body words (`mail/search.rs`) are all made from it, so the parts
+/// are partitioned and decoded, and HTML turned into text, a single time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BodyReading {
+    /// The text of each `textBody` part that is `text/*`, in order, as
+    /// [`text_body_texts`] decodes it, `text/html` turned into text the way
+    /// `preview` shows it.
+    pub texts: Vec<String>,
+    /// The names of the `attachments` parts that have one, in order.
+    pub attachment_names: Vec<String>,
+    /// [`has_attachment`].
+    pub has_attachment: bool,
+}
+
+impl BodyReading {
+    /// Reads `message` (no tree, as for a message mail-parser cannot split:
+    /// no text, no attachment).
+    pub fn of(message: &Message<'_>) -> Self {
+        let Some(tree) = BodyPart::tree(message) else {
+            return Self::default();
+        };
+        let raw: &[u8] = &message.raw_message;
+        let partition = tree.partition();
+        let texts = partition
+            .text_body
+            .iter()
+            .filter(|part| part.content_type.starts_with("text/"))
+            .map(|part| {
+                let text = part.text(part.raw_body(raw)).0;
+                match part.content_type == "text/html" {
+                    true => mail_parser::decoders::html::html_to_text(&text),
+                    false => text,
+                }
+            })
+            .collect();
+        Self {
+            texts,
+            attachment_names: partition
+                .attachments
+                .iter()
+                .filter_map(|part| part.name().map(str::to_string))
+                .collect(),
+            has_attachment: partition
+                .attachments
+                .iter()
+                .any(|part| part.disposition.as_deref() != Some("inline")),
+        }
+    }
+}
+
 /// A Content-Transfer-Encoding (RFC 2045 §6.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum TransferEncoding {

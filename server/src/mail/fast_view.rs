@@ -8,7 +8,7 @@
 
 use mail_parser::Message;
 
-use super::body;
+use super::body::{self, BodyReading};
 
 /// Maximum length of `preview` in characters (RFC 8621 §4.1.4: "up to 256 characters").
 pub const PREVIEW_CHARS: usize = 256;
@@ -19,9 +19,15 @@ pub use crate::store::FastView;
 impl FastView {
     /// Computes the projection of a fully parsed message.
     pub fn compute(message: &Message<'_>) -> Self {
+        Self::of_reading(&BodyReading::of(message))
+    }
+
+    /// The projection of a body already read (ingest reads it once for this
+    /// and the full-text index).
+    pub fn of_reading(reading: &BodyReading) -> Self {
         Self {
-            preview: preview(message),
-            has_attachment: has_attachment(message),
+            preview: preview_of(&reading.texts),
+            has_attachment: reading.has_attachment,
         }
     }
 }
@@ -37,15 +43,15 @@ pub fn has_attachment(message: &Message<'_>) -> bool {
 /// bodyValues decodes them (HTML parts converted to text), whitespace runs collapsed to one space, trimmed, cut to
 /// [`PREVIEW_CHARS`] characters on a character boundary.
 pub fn preview(message: &Message<'_>) -> String {
+    preview_of(&BodyReading::of(message).texts)
+}
+
+/// [`preview`] of the `textBody` texts ([`BodyReading::texts`]).
+fn preview_of(texts: &[String]) -> String {
     let mut out = String::new();
     let mut chars = 0;
     let mut pending_space = false;
-    for part in body::text_body_texts(message) {
-        let text = if part.html {
-            mail_parser::decoders::html::html_to_text(&part.text)
-        } else {
-            part.text
-        };
+    for text in texts {
         for ch in text.chars() {
             if ch.is_whitespace() || ch.is_control() {
                 pending_space = !out.is_empty();

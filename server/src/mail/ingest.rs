@@ -8,6 +8,7 @@
 use mail_parser::Message;
 use serde_json::Value;
 
+use super::body::BodyReading;
 use super::fast_view::FastView;
 use super::header;
 use super::message::parse_message;
@@ -39,11 +40,13 @@ pub fn prepare(
     let blob_id = blob_id_of(&raw);
     let message = parse_message(&raw);
     let body_start = (message.root_part().offset_body as usize).min(raw.len());
-    let fast_view = FastView::compute(&message);
+    // One reading of the body serves the fast view and the index's words.
+    let reading = BodyReading::of(&message);
+    let fast_view = FastView::of_reading(&reading);
     let structure = BodyStructure::of_message(&message).encode();
     let header_block = raw[..body_start].to_vec();
     let (index, sent_at) = header_index(&header_block, fast_view.has_attachment);
-    let search = search::document(&message, &index);
+    let search = search::document_of(&reading, &index);
     let received_at = received_at(Some(&message));
     let size = raw.len() as i64;
     let keywords = keywords

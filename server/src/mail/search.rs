@@ -15,8 +15,11 @@
 //!   lowercased, so `Zoë`, `ZOE` and `zoe` are one word (CJK characters are
 //!   only width-folded, NFKC, so that a voiced kana keeps its mark).
 //! - Every word of a query must be found (AND), anywhere in the searched
-//!   fields, and a query word matches the words it begins: `confer` finds
-//!   "conference".
+//!   fields, and a query word of at least [`MIN_PREFIX_CHARS`] characters
+//!   matches the words it begins: `confer` finds "conference". A shorter
+//!   one matches only itself: `the` finds "the", not "there" (a prefix of a
+//!   few letters begins thousands of words, which is slow to look up and
+//!   finds little of use; ADR 0006).
 //! - Words in double quotes are a phrase: they must be found next to each
 //!   other in that order, each whole (`"project alpha"`).
 //! - `text` searches the subject, the From, To, Cc and Bcc names and
@@ -34,7 +37,7 @@ use mail_parser::Message;
 use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
 
-use super::body::{self, BodyPart};
+use super::body::{self, BodyReading};
 use crate::store::{EmailIndex, SearchScope, SearchTerm, SearchText, TextSearch};
 
 /// Words of the subject and From/To/Cc/Bcc indexed per message.
@@ -54,6 +57,10 @@ const MAX_SNIPPET_SCAN_CHARS: usize = 256 * 1024;
 
 /// The longest a snippet's `preview` may be, in octets (RFC 8621 §5).
 pub const MAX_PREVIEW_OCTETS: usize = 255;
+
+/// The fewest characters a query word needs to match the words it begins
+/// (a prefix); a shorter word matches whole words only.
+pub const MIN_PREFIX_CHARS: usize = 4;
 
 /// Words longer than this many characters are not indexed (base64 runs,
 /// hashes): nobody searches for them and they bloat the index.
@@ -85,51 +92,66 @@ fn for_each_word(text: &str, max_chars: usize, mut on_word: impl FnMut(&str) -> 
         *chars = 0;
         go_on
     };
-    // Plain ASCII (most mail) is its own NFKC and NFKD: skip both.
-    if text.is_ascii() {
-        for byte in text.bytes() {
-            if byte.is_ascii_alphanumeric() {
-                word.push(byte.to_ascii_lowercase() as char);
-                chars += 1;
-            } else if !flush(&mut word, &mut chars) {
-                return;
-            }
+    // Split at ASCII characters that are not letters or digits: they always
+    // end a word, and normalization never joins across them (the only
+    // compositions starting with one, `=`, `<` or `>` with U+0338, give a
+    // symbol, which separates words as the lone mark does). A chunk of plain
+    // ASCII (most of most mail, even mail with a few accents) is its own NFKC
+    // and NFKD and skips both.
+    for chunk in text.split(|c: char| c.is_ascii() && !c.is_ascii_alphanumeric()) {
+        if chunk.is_ascii() {
+            word.extend(chunk.bytes().map(|b| b.to_ascii_lowercase() as char));
+            chars += chunk.len();
+        } else if !fold_unicode(chunk, &mut word, &mut chars, &mut flush) {
+            return;
         }
-        flush(&mut word, &mut chars);
-        return;
+        if !flush(&mut word, &mut chars) {
+            return;
+        }
     }
-    for c in text.nfkc() {
+}
+
+/// The words of `chunk`, a run of text without ASCII separators, through
+/// NFKC, folded into `word` (counting `chars`), `flush` called at the end of
+/// each word but the last: false when it said to stop.
+fn fold_unicode(
+    chunk: &str,
+    word: &mut String,
+    chars: &mut usize,
+    flush: &mut impl FnMut(&mut String, &mut usize) -> bool,
+) -> bool {
+    for c in chunk.nfkc() {
         if c.is_ascii_alphanumeric() {
             word.push(c.to_ascii_lowercase());
-            chars += 1;
+            *chars += 1;
             continue;
         }
         if is_cjk(c) {
-            if !flush(&mut word, &mut chars) {
-                return;
+            if !flush(word, chars) {
+                return false;
             }
             let mut one = [0u8; 4];
             word.push_str(c.encode_utf8(&mut one));
-            chars = 1;
-            if !flush(&mut word, &mut chars) {
-                return;
+            *chars = 1;
+            if !flush(word, chars) {
+                return false;
             }
             continue;
         }
         if !c.is_alphanumeric() {
-            if !flush(&mut word, &mut chars) {
-                return;
+            if !flush(word, chars) {
+                return false;
             }
             continue;
         }
         for d in std::iter::once(c).nfkd().filter(|d| !is_combining_mark(*d)) {
             for lower in d.to_lowercase() {
                 word.push(lower);
-                chars += 1;
+                *chars += 1;
             }
         }
     }
-    flush(&mut word, &mut chars);
+    true
 }
 
 /// The folded words of `text` the index keeps (none longer than
@@ -176,6 +198,12 @@ fn word_text(text: &str, out: &mut String, left: &mut usize) {
 /// they are the values Email/get renders) and of its body (textBody text,
 /// HTML as text, and attachment names).
 pub fn document(message: &Message<'_>, index: &EmailIndex) -> SearchText {
+    document_of(&BodyReading::of(message), index)
+}
+
+/// [`document`] of a body already read: ingest reads it once for this and
+/// the fast view (`preview` is made of the same texts).
+pub fn document_of(reading: &BodyReading, index: &EmailIndex) -> SearchText {
     let mut headers = String::new();
     let mut left = MAX_HEADER_WORDS;
     for field in [
@@ -189,18 +217,14 @@ pub fn document(message: &Message<'_>, index: &EmailIndex) -> SearchText {
     }
     let mut body = String::new();
     let mut left = MAX_BODY_WORDS;
-    if let Some(tree) = BodyPart::tree(message) {
-        for part in tree.partition().attachments {
-            if let Some(name) = part.name() {
-                word_text(name, &mut body, &mut left);
-            }
-        }
+    for name in &reading.attachment_names {
+        word_text(name, &mut body, &mut left);
     }
-    for text in body_texts(message) {
+    for text in &reading.texts {
         if left == 0 {
             break;
         }
-        word_text(&text, &mut body, &mut left);
+        word_text(text, &mut body, &mut left);
     }
     SearchText { headers, body }
 }
@@ -234,8 +258,9 @@ pub fn collapsed(text: &str) -> String {
 }
 
 /// Reads a `text` or `body` filter value into the terms the store matches:
-/// quoted runs are phrases, every other word a prefix, a run of CJK
-/// characters a phrase of them. `Ok(None)` for a value that is empty or
+/// quoted runs are phrases, every other word a prefix when it has at least
+/// [`MIN_PREFIX_CHARS`] characters, a run of CJK characters a phrase of
+/// them. `Ok(None)` for a value that is empty or
 /// only white space (no condition); terms that are empty for a value with
 /// no word in it (it finds nothing); `Err` with the reason for a value of
 /// more than [`MAX_QUERY_WORDS`] words.
@@ -264,7 +289,8 @@ pub fn parse_query(value: &str, scope: SearchScope) -> Result<Option<TextSearch>
             let Some(last) = words.last() else {
                 continue;
             };
-            let prefix = !quoted && !last.chars().any(is_cjk);
+            let prefix =
+                !quoted && !last.chars().any(is_cjk) && last.chars().count() >= MIN_PREFIX_CHARS;
             terms.push(SearchTerm { words, prefix });
         }
     }
@@ -420,6 +446,47 @@ mod tests {
         assert_eq!(words(ascii), unicode);
     }
 
+    /// The folding as first written: the whole text through NFKC, one
+    /// character at a time (what the chunked fold must equal).
+    fn words_whole_text(text: &str) -> Vec<String> {
+        let (mut out, mut word) = (Vec::new(), String::new());
+        let mut end = |word: &mut String| {
+            if !word.is_empty() && word.chars().count() <= MAX_WORD_CHARS {
+                out.push(std::mem::take(word));
+            }
+            word.clear();
+        };
+        for c in text.nfkc() {
+            if is_cjk(c) {
+                end(&mut word);
+                word.push(c);
+                end(&mut word);
+            } else if !c.is_alphanumeric() {
+                end(&mut word);
+            } else {
+                for d in std::iter::once(c).nfkd().filter(|d| !is_combining_mark(*d)) {
+                    word.extend(d.to_lowercase());
+                }
+            }
+        }
+        end(&mut word);
+        out
+    }
+
+    #[test]
+    fn chunked_folding_equals_folding_the_whole_text() {
+        for text in [
+            "Zoë's CAFÉ, naïve-ly 2024 ﬁle ½ ①②",
+            "a=\u{338}b <\u{338} >\u{338}c x\u{338}y",
+            "nai\u{308}ve-e\u{301}t\u{e9} \u{301}start end\u{301}",
+            "会議は東京で-meeting_at\u{3000}１２３ ｆｕｌｌ",
+            "Ｒｅ：ＡＢＣ ㈱ ℡ Ǆ ǅ ß ﬀ",
+            "한국어 텍스트, and 日本語テキスト.",
+        ] {
+            assert_eq!(words(text), words_whole_text(text), "{text:?}");
+        }
+    }
+
     #[test]
     fn words_fold_case_and_diacritics_and_split_cjk() {
         assert_eq!(
@@ -435,15 +502,20 @@ mod tests {
 
     #[test]
     fn queries_read_phrases_prefixes_and_cjk_runs() {
-        let got: Vec<(Vec<String>, bool)> = terms(r#"Confer "project ALPHA" 東京 re:x-y"#)
-            .into_iter()
-            .map(|t| (t.words, t.prefix))
-            .collect();
+        let got: Vec<(Vec<String>, bool)> =
+            terms(r#"Confer "project ALPHA" 東京 re:x-y re:x-abcd THÉ"#)
+                .into_iter()
+                .map(|t| (t.words, t.prefix))
+                .collect();
         let want: Vec<(Vec<String>, bool)> = [
             (vec!["confer"], true),
             (vec!["project", "alpha"], false),
             (vec!["東", "京"], false),
-            (vec!["re", "x", "y"], true),
+            // A last word under MIN_PREFIX_CHARS matches whole words only,
+            // counted in characters after folding.
+            (vec!["re", "x", "y"], false),
+            (vec!["re", "x", "abcd"], true),
+            (vec!["the"], false),
         ]
         .into_iter()
         .map(|(w, p)| (w.into_iter().map(String::from).collect(), p))

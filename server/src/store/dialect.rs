@@ -58,6 +58,12 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// Written between the column list and `VALUES` of an insert with
     /// explicit ids (PostgreSQL identity columns: `OVERRIDING SYSTEM VALUE`).
     const OVERRIDING: &'static str;
+    /// The statement that refreshes the planner's statistics after a bulk
+    /// load (`None`: nothing to do).
+    const ANALYZE: Option<&'static str>;
+    /// Run in the transaction of a full-text count ([`Statements::search_count`])
+    /// before it (`None`: the count runs alone).
+    const SEARCH_COUNT_SETUP: Option<&'static str>;
 
     /// An id list as bound (duplicates removed: reads join on it).
     fn ids(ids: &[i64]) -> Self::Ids;

@@ -658,6 +658,10 @@ pub trait Store: Send + Sync + 'static {
     /// The key named `name` (32 random octets), made on first use and the
     /// same on every node of the database.
     async fn server_key(&self, name: &str) -> StoreResult<Vec<u8>>;
+    /// Refreshes the database's planner statistics after a bulk load
+    /// (`fastview seed`, `fastview import`): PostgreSQL's `ANALYZE`;
+    /// nothing on SQLite.
+    async fn analyze(&self) -> StoreResult<()>;
     /// The account's current state counters.
     async fn states(&self, account: i64) -> StoreResult<States>;
     /// The account's identities (RFC 8621 §6), by id. The one made with the

@@ -912,6 +912,13 @@ where
         ))
     }
 
+    async fn analyze(&self) -> StoreResult<()> {
+        if let Some(statement) = D::ANALYZE {
+            sqlx::raw_sql(statement).execute(&self.writer).await?;
+        }
+        Ok(())
+    }
+
     async fn server_key(&self, name: &str) -> StoreResult<Vec<u8>> {
         let read = || {
             sqlx::query_scalar::<_, Vec<u8>>("SELECT key FROM server_keys WHERE name = $1")
@@ -1542,12 +1549,21 @@ where
                 }
             }
         };
-        let count = sqlx::query_scalar(D::SQL.search_count)
-            .bind(account)
-            .bind(&query)
-            .bind(mailbox)
-            .fetch_one(&self.reader);
-        let (ids, total) = tokio::try_join!(page, async { Ok(count.await?) })?;
+        let count = async {
+            let count = sqlx::query_scalar(D::SQL.search_count)
+                .bind(account)
+                .bind(&query)
+                .bind(mailbox);
+            let Some(setup) = D::SEARCH_COUNT_SETUP else {
+                return Ok(count.fetch_one(&self.reader).await?);
+            };
+            let mut tx = self.reader.begin().await?;
+            sqlx::raw_sql(setup).execute(&mut *tx).await?;
+            let total = count.fetch_one(&mut *tx).await?;
+            tx.commit().await?;
+            StoreResult::Ok(total)
+        };
+        let (ids, total) = tokio::try_join!(page, count)?;
         Ok((ids, total))
     }
 

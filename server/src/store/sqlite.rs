@@ -137,6 +137,10 @@ impl Dialect for SqliteDialect {
     type IdArray = Option<String>;
 
     const BEGIN_WRITE: Option<&'static str> = Some("BEGIN IMMEDIATE");
+    // The statements name their indexes' order of use (CROSS JOIN, the
+    // search walk); no statistics are gathered.
+    const ANALYZE: Option<&'static str> = None;
+    const SEARCH_COUNT_SETUP: Option<&'static str> = None;
     const OVERRIDING: &'static str = "";
     const SQL: Statements = Statements {
         lock_account: "SELECT id FROM accounts WHERE id = $1",

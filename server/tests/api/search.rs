@@ -141,6 +141,13 @@ async fn check_rules(app: TestApp) {
     assert_eq!(f.query(json!({"body": "café"})).await, set(&["cafe"]));
     // Words are prefixes; every word must be found, in any field.
     assert_eq!(f.query(json!({"text": "conf"})).await, set(&["xylophone"]));
+    // A word of fewer than four characters matches whole words only: "the"
+    // is not a prefix of "there" (name_only), "ther" is.
+    assert_eq!(
+        f.query(json!({"text": "the"})).await,
+        set(&["xylophone", "cafe"])
+    );
+    assert_eq!(f.query(json!({"text": "ther"})).await, set(&["name_only"]));
     assert_eq!(
         f.query(json!({"text": "zoe xylophone"})).await,
         set(&["xylophone"])
