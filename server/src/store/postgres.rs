@@ -295,11 +295,20 @@ impl Dialect for PostgresDialect {
         let mut literal = |words: &str, weight: char, gap: usize| {
             position += gap;
             let mut out = String::with_capacity(words.len() * 2);
+            let mut digits = itoa::Buffer::new();
             for word in words.split(' ').filter(|word| !word.is_empty()) {
                 position += 1;
-                let word = word.replace('\\', "\\\\").replace('\'', "''");
-                let at = position.min(16_383);
-                out.push_str(&format!("'{word}':{at}{weight} "));
+                out.push('\'');
+                // Folded words are letters and digits; quote anyway.
+                if word.contains(['\\', '\'']) {
+                    out.push_str(&word.replace('\\', "\\\\").replace('\'', "''"));
+                } else {
+                    out.push_str(word);
+                }
+                out.push_str("':");
+                out.push_str(digits.format(position.min(16_383)));
+                out.push(weight);
+                out.push(' ');
             }
             out
         };
@@ -379,5 +388,22 @@ impl PostgresStore {
             .fetch_all(&self.reader)
             .await?;
         Ok(rows.iter().map(|row| row.get::<String, _>(0)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn search_columns_are_tsvector_literals_at_their_positions() {
+        let text = SearchText {
+            headers: "re pat'ch".into(),
+            body: "back\\slash  re".into(),
+        };
+        let (headers, body) = PostgresDialect::search_columns(&text);
+        assert_eq!(headers, "'re':1A 'pat''ch':2A ");
+        // One empty position between the halves: no phrase spans them.
+        assert_eq!(body, "'back\\\\slash':4D 're':5D ");
     }
 }

@@ -526,12 +526,18 @@ where
     /// Writes full-text index rows of emails that have none yet, by account
     /// and receivedAt: SQLite's search keys then ascend through a batch, and
     /// FTS5 keeps them in memory until commit instead of writing a segment
-    /// each time a key is lower than the last (migration 0305).
+    /// each time a key is lower than the last (migration 0305). An email
+    /// without a word (no subject, address or text) gets no row: nothing
+    /// could find it.
     pub(super) async fn write_search_texts(
         tx: &mut Tx<D>,
         rows: &[SearchRow<'_>],
     ) -> StoreResult<u64> {
-        let mut rows = rows.to_vec();
+        let mut rows: Vec<SearchRow<'_>> = rows
+            .iter()
+            .filter(|(_, _, _, text)| !text.headers.is_empty() || !text.body.is_empty())
+            .copied()
+            .collect();
         rows.sort_by_key(|(id, account, received_at, _)| (*account, *received_at, *id));
         Self::insert_rows(
             tx,
