@@ -5,7 +5,10 @@
 //! back. For Email/get's one statement per call (the account's Email state,
 //! and the metadata rows only when that state has moved) the hand-off cost
 //! more than the statement: a fifth of the server's core went to switching
-//! threads and waking them (ADR 0003's profile).
+//! threads and waking them (ADR 0003's profile). The list view's
+//! Email/query (inMailbox, by receivedAt: the account's states, whether it
+//! owns the mailbox, the page and its count) has the same hot form, in
+//! `SqlStore::{states, owns_mailbox, mailbox_emails_by_received}`.
 //!
 //! A [`HotReader`] keeps a few read-only connections of its own (rusqlite,
 //! over the same SQLite library sqlx links) and runs such a statement on the
@@ -27,14 +30,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
-/// The most ids a hot read of Email/get's statement takes: a list view's
-/// page and then some; a larger call reads through the pool.
+/// The most ids a hot read of Email/get's statement takes, and the longest
+/// page a hot list-view read reads: a list view's page and then some; a
+/// larger call reads through the pool.
 pub const HOT_IDS: usize = 100;
 
 /// Read-only connections of one database file for reads on the calling
 /// thread (module doc).
 pub struct HotReader {
     connections: Vec<Mutex<Connection>>,
+    /// Reads answered here (not handed to the pool), for tests.
+    #[cfg(test)]
+    served: AtomicUsize,
 }
 
 /// Each thread starts at its own connection, so that a thread keeps reading
@@ -86,7 +93,11 @@ impl HotReader {
                 Ok(Mutex::new(connection))
             })
             .collect::<rusqlite::Result<_>>()?;
-        Ok(Self { connections })
+        Ok(Self {
+            connections,
+            #[cfg(test)]
+            served: AtomicUsize::new(0),
+        })
     }
 
     /// Runs `read` on a free connection of this reader: `None` when every
@@ -99,7 +110,11 @@ impl HotReader {
         let connection =
             (0..count).find_map(|step| self.connections[(first + step) % count].try_lock().ok())?;
         match read(&connection) {
-            Ok(value) => Some(value),
+            Ok(value) => {
+                #[cfg(test)]
+                self.served.fetch_add(1, Ordering::Relaxed);
+                Some(value)
+            }
             Err(error) => {
                 let busy = matches!(
                     error.sqlite_error_code(),
@@ -111,6 +126,12 @@ impl HotReader {
                 None
             }
         }
+    }
+
+    /// How many reads were answered on a hot connection so far.
+    #[cfg(test)]
+    pub fn served(&self) -> usize {
+        self.served.load(Ordering::Relaxed)
     }
 
     /// Email/get's statement ([`super::dialect::Statements::email_meta_unless_state`],

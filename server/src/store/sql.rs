@@ -25,7 +25,7 @@ use sqlx::{ColumnIndex, Database, Encode, Executor, IntoArguments, Pool, QueryBu
 
 use super::change_log::{ChangeCollector, ChangeSet, LOG_BATCH, LogRow, check_since};
 use super::dialect::{Column, Dialect};
-use super::hot_read::HotReader;
+use super::hot_read::{HOT_IDS, HotReader};
 use super::insert_plan::{self, InsertPlan, ThreadRef};
 use super::raw::{EmailRecord, RawCursor, RawRows, RawTable, RowCounts};
 use super::{
@@ -35,6 +35,7 @@ use super::{
     SearchText, States, Store, StoreError, StoreResult, SubmissionRow, TextSearch, UpdateOutcome,
     UpstreamCopy, UpstreamMailbox, VacationResponse,
 };
+use rusqlite::OptionalExtension;
 
 /// Bound values per multi-row statement: below SQLite's 32,766 host
 /// parameters and PostgreSQL's 65,535.
@@ -89,6 +90,15 @@ impl<D: Dialect> SqlStore<D> {
             hot: None,
             dialect: PhantomData,
         }
+    }
+
+    /// `read` on a hot connection ([`HotReader::try_read`]); `None` on
+    /// PostgreSQL, or when it cannot run now: then the pool reads.
+    fn hot_read<T>(
+        &self,
+        read: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T>,
+    ) -> Option<T> {
+        self.hot.as_ref()?.try_read(read)
     }
 
     /// This store, reading its hot statements through `hot` first.
@@ -965,13 +975,32 @@ where
     }
 
     async fn states(&self, account: i64) -> StoreResult<States> {
-        let row: Option<(i64, i64, i64, i64, i64, i64)> = sqlx::query_as(
-            "SELECT email_state, mailbox_state, thread_state, identity_state, vacation_state, \
-             submission_state FROM accounts WHERE id = $1",
-        )
-        .bind(account)
-        .fetch_optional(&self.reader)
-        .await?;
+        const SQL: &str = "SELECT email_state, mailbox_state, thread_state, identity_state, \
+             vacation_state, submission_state FROM accounts WHERE id = $1";
+        let hot = self.hot_read(|connection| {
+            connection
+                .prepare_cached(SQL)?
+                .query_row(rusqlite::named_params! {"$1": account}, |row| {
+                    Ok((
+                        row.get(0)?,
+                        row.get(1)?,
+                        row.get(2)?,
+                        row.get(3)?,
+                        row.get(4)?,
+                        row.get(5)?,
+                    ))
+                })
+                .optional()
+        });
+        let row: Option<(i64, i64, i64, i64, i64, i64)> = match hot {
+            Some(row) => row,
+            None => {
+                sqlx::query_as(SQL)
+                    .bind(account)
+                    .fetch_optional(&self.reader)
+                    .await?
+            }
+        };
         let (email, mailbox, thread, identity, vacation_response, email_submission) =
             row.ok_or(StoreError::NotFound)?;
         Ok(States {
@@ -1250,12 +1279,24 @@ where
     }
 
     async fn owns_mailbox(&self, account: i64, mailbox: i64) -> StoreResult<bool> {
-        let found: Option<i64> =
-            sqlx::query_scalar("SELECT id FROM mailboxes WHERE id = $1 AND account_id = $2")
-                .bind(mailbox)
-                .bind(account)
-                .fetch_optional(&self.reader)
-                .await?;
+        const SQL: &str = "SELECT id FROM mailboxes WHERE id = $1 AND account_id = $2";
+        let hot = self.hot_read(|connection| {
+            connection
+                .prepare_cached(SQL)?
+                .query_row(
+                    rusqlite::named_params! {"$1": mailbox, "$2": account},
+                    |row| row.get::<_, i64>(0),
+                )
+                .optional()
+        });
+        if let Some(found) = hot {
+            return Ok(found.is_some());
+        }
+        let found: Option<i64> = sqlx::query_scalar(SQL)
+            .bind(mailbox)
+            .bind(account)
+            .fetch_optional(&self.reader)
+            .await?;
         Ok(found.is_some())
     }
 
@@ -1688,17 +1729,38 @@ where
         } else {
             D::SQL.listing_asc
         };
+        const COUNT: &str = "SELECT count(*) FROM email_mailboxes WHERE mailbox_id = $1";
+        // The page and the count on one hot connection, one after the other
+        // (two snapshots, as through the pool); a page over HOT_IDS rows
+        // goes through the pool.
+        if limit <= HOT_IDS as i64 {
+            let hot = self.hot_read(|connection| {
+                let ids = connection
+                    .prepare_cached(sql)?
+                    .query_map(
+                        rusqlite::named_params! {"$1": mailbox, "$2": limit, "$3": position},
+                        |row| Ok((row.get(0)?, row.get(1)?)),
+                    )?
+                    .collect::<rusqlite::Result<Vec<(i64, i64)>>>()?;
+                let total: i64 = connection
+                    .prepare_cached(COUNT)?
+                    .query_row(rusqlite::named_params! {"$1": mailbox}, |row| row.get(0))?;
+                Ok((ids, total))
+            });
+            if let Some(page) = hot {
+                return Ok(page);
+            }
+        }
         let ids: Vec<(i64, i64)> = sqlx::query_as(sql)
             .bind(mailbox)
             .bind(limit)
             .bind(position)
             .fetch_all(&self.reader)
             .await?;
-        let total: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM email_mailboxes WHERE mailbox_id = $1")
-                .bind(mailbox)
-                .fetch_one(&self.reader)
-                .await?;
+        let total: i64 = sqlx::query_scalar(COUNT)
+            .bind(mailbox)
+            .fetch_one(&self.reader)
+            .await?;
         Ok((ids, total))
     }
 

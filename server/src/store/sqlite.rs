@@ -515,6 +515,30 @@ impl SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Store;
+
+    #[tokio::test]
+    async fn the_list_views_query_reads_are_hot() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("a.db").display());
+        let store = SqliteStore::connect(&url, 2).await.unwrap();
+        let account = store.create_account("a@example.com", "x").await.unwrap().id;
+        let inbox = store.mailboxes(account).await.unwrap()[0].id;
+        let served = || store.hot.as_ref().unwrap().served();
+        let before = served();
+        assert!(store.states(account).await.is_ok());
+        assert!(store.owns_mailbox(account, inbox).await.unwrap());
+        assert!(!store.owns_mailbox(account + 1, inbox).await.unwrap());
+        let page = store.mailbox_emails_by_received(inbox, true, 0, 30).await;
+        assert_eq!(page.unwrap(), (Vec::new(), 0));
+        // Each one statement (the page and its count: one read), none
+        // handed to the pool.
+        assert_eq!(served() - before, 4);
+        // A page over HOT_IDS goes through the pool.
+        let page = store.mailbox_emails_by_received(inbox, true, 0, 101).await;
+        assert_eq!(page.unwrap(), (Vec::new(), 0));
+        assert_eq!(served() - before, 4);
+    }
 
     #[tokio::test]
     async fn hot_reads_only_for_a_plain_file_url() {
