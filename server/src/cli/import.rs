@@ -213,7 +213,11 @@ pub async fn import(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<Exi
     }
     let _ = walker.await;
     progress.finish_and_clear();
-    app.store.analyze().await?;
+    // Fresh planner statistics for what was loaded; the import stands
+    // without them.
+    if let Err(error) = app.store.analyze().await {
+        eprintln!("warning: refreshing the planner statistics failed: {error}");
+    }
     for failure in &failures {
         println!("{failure}");
     }

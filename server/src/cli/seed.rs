@@ -237,7 +237,9 @@ pub async fn seed(global: &GlobalArgs, args: SeedArgs) -> anyhow::Result<ExitCod
         .into_iter()
         .sum::<anyhow::Result<u64>>()?;
     progress.finish_and_clear();
-    app.store.analyze().await?;
+    if let Err(error) = app.store.analyze().await {
+        eprintln!("warning: refreshing the planner statistics failed: {error}");
+    }
     println!(
         "seeded {} accounts, {} messages new, {} already there, in {:.1} s \
          ({:.1} s reading and parsing the sources)",

@@ -8,7 +8,8 @@
 //! threads and waking them (ADR 0003's profile). The list view's
 //! Email/query (inMailbox, by receivedAt: the account's states, whether it
 //! owns the mailbox, the page and its count) has the same hot form, in
-//! `SqlStore::{states, owns_mailbox, mailbox_emails_by_received}`.
+//! `SqlStore::{states, owns_mailbox, mailbox_emails_by_received}`, for a
+//! page within the first [`HOT_IDS`] emails of a mailbox of at most 10,000.
 //!
 //! A [`HotReader`] keeps a few read-only connections of its own (rusqlite,
 //! over the same SQLite library sqlx links) and runs such a statement on the

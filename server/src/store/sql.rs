@@ -37,6 +37,11 @@ use super::{
 };
 use rusqlite::OptionalExtension;
 
+/// The most emails a mailbox may hold for its list view's count to run hot
+/// (`mailbox_emails_by_received`): the count reads at most this many index
+/// entries on the calling thread; a larger mailbox is counted by the pool.
+const HOT_COUNT: i64 = 10_000;
+
 /// Bound values per multi-row statement: below SQLite's 32,766 host
 /// parameters and PostgreSQL's 65,535.
 pub const MAX_BINDS: usize = 30_000;
@@ -1730,11 +1735,22 @@ where
             D::SQL.listing_asc
         };
         const COUNT: &str = "SELECT count(*) FROM email_mailboxes WHERE mailbox_id = $1";
+        // At most HOT_COUNT + 1 index entries, so a hot count stays short.
+        const HOT_COUNT_SQL: &str = "SELECT count(*) FROM (SELECT 1 FROM email_mailboxes \
+             WHERE mailbox_id = $1 LIMIT $2)";
         // The page and the count on one hot connection, one after the other
-        // (two snapshots, as through the pool); a page over HOT_IDS rows
-        // goes through the pool.
-        if limit <= HOT_IDS as i64 {
+        // (two snapshots, as through the pool), when the work is bounded: a
+        // page reaching at most HOT_IDS rows in, a mailbox of at most
+        // HOT_COUNT emails; else the pool reads.
+        if position >= 0 && position.saturating_add(limit) <= HOT_IDS as i64 {
             let hot = self.hot_read(|connection| {
+                let total: i64 = connection.prepare_cached(HOT_COUNT_SQL)?.query_row(
+                    rusqlite::named_params! {"$1": mailbox, "$2": HOT_COUNT + 1},
+                    |row| row.get(0),
+                )?;
+                if total > HOT_COUNT {
+                    return Ok(None);
+                }
                 let ids = connection
                     .prepare_cached(sql)?
                     .query_map(
@@ -1742,12 +1758,9 @@ where
                         |row| Ok((row.get(0)?, row.get(1)?)),
                     )?
                     .collect::<rusqlite::Result<Vec<(i64, i64)>>>()?;
-                let total: i64 = connection
-                    .prepare_cached(COUNT)?
-                    .query_row(rusqlite::named_params! {"$1": mailbox}, |row| row.get(0))?;
-                Ok((ids, total))
+                Ok(Some((ids, total)))
             });
-            if let Some(page) = hot {
+            if let Some(Some(page)) = hot {
                 return Ok(page);
             }
         }

@@ -534,8 +534,10 @@ mod tests {
         // Each one statement (the page and its count: one read), none
         // handed to the pool.
         assert_eq!(served() - before, 4);
-        // A page over HOT_IDS goes through the pool.
+        // A page reaching past HOT_IDS goes through the pool.
         let page = store.mailbox_emails_by_received(inbox, true, 0, 101).await;
+        assert_eq!(page.unwrap(), (Vec::new(), 0));
+        let page = store.mailbox_emails_by_received(inbox, true, 90, 30).await;
         assert_eq!(page.unwrap(), (Vec::new(), 0));
         assert_eq!(served() - before, 4);
     }
