@@ -6,7 +6,8 @@
 //!
 //! Idempotent (it recomputes and replaces every row, so a second run gives
 //! the same table), resumable (the last finished email id is kept in
-//! `{data-dir}/reproject.checkpoint` until the run completes, and a new run
+//! `{data-dir}/reproject.checkpoint`, with the schema's version, until the
+//! run completes, and a new run under the same schema
 //! continues after it), and safe while serving (rows are replaced in place,
 //! never deleted; a reader sees the old or the new row).
 
@@ -46,10 +47,21 @@ pub async fn reproject(global: &GlobalArgs, args: ReprojectArgs) -> anyhow::Resu
         "reproject.checkpoint{}",
         account.map(|a| format!(".{a}")).unwrap_or_default()
     ));
-    let mut after: i64 = std::fs::read_to_string(&checkpoint)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0);
+    // `{email id} {schema version}`: a checkpoint written under another
+    // schema (or before the version was written) is not resumed, since a
+    // migration may have dropped what the emails before it got (0312).
+    let schema = crate::store::schema_version();
+    let saved = std::fs::read_to_string(&checkpoint).ok();
+    let mut after: i64 = match saved.as_deref().map(str::split_whitespace) {
+        Some(mut fields) => match (fields.next(), fields.next()) {
+            (Some(id), Some(version)) if version.parse() == Ok(schema) => id.parse().unwrap_or(0),
+            _ => {
+                eprintln!("the checkpoint was written under another schema: starting over");
+                0
+            }
+        },
+        None => 0,
+    };
     if after > 0 {
         eprintln!("resuming after email {after}");
     }
@@ -96,7 +108,7 @@ pub async fn reproject(global: &GlobalArgs, args: ReprojectArgs) -> anyhow::Resu
         app.store.put_body_structures(&trees).await?;
         app.store.put_search_texts(&texts).await?;
         after = last;
-        std::fs::write(&checkpoint, after.to_string())?;
+        std::fs::write(&checkpoint, format!("{after} {schema}"))?;
         progress.set_position(rows_written);
     }
     progress.finish_and_clear();

@@ -608,6 +608,17 @@ pub(crate) fn record_email_update(
     }
 }
 
+/// The version of the newest migration this build applies (`migrations/`;
+/// both databases have the same file names, which tidy checks): a
+/// resumable job records it, so that a run under another schema starts over.
+pub fn schema_version() -> i64 {
+    sqlx::migrate!("../migrations/sqlite")
+        .iter()
+        .map(|migration| migration.version)
+        .max()
+        .unwrap_or(0)
+}
+
 /// The storage operations Fastview needs, implemented once per database.
 /// Every method that takes an `account` touches only that account's rows.
 /// Batched methods take id lists and run a fixed number of queries, never one per id.

@@ -41,13 +41,21 @@ async fn reproject_rebuilds_resumes_and_is_idempotent() {
     assert_eq!(missing().await, ids.len());
     // An interrupted run left a checkpoint after the 5th email: the next run resumes after it.
     let fifth = fastview::jmap::ids::parse_email_id(&ids[4]).unwrap();
-    std::fs::write(
-        app.app
-            .data_dir
-            .join(format!("reproject.checkpoint.{}", user.id)),
-        fifth.to_string(),
-    )
-    .unwrap();
+    let checkpoint = app
+        .app
+        .data_dir
+        .join(format!("reproject.checkpoint.{}", user.id));
+    // Written under another schema (or with no version): not resumed.
+    let schema = fastview::store::schema_version();
+    for stale in [fifth.to_string(), format!("{fifth} {}", schema - 1)] {
+        std::fs::write(&checkpoint, stale).unwrap();
+        assert_eq!(reproject(), format!("reprojected {} emails\n", ids.len()));
+    }
+    assert_eq!(
+        store.clear_fast_views(Some(user.id)).await.unwrap(),
+        ids.len() as u64
+    );
+    std::fs::write(&checkpoint, format!("{fifth} {schema}")).unwrap();
     assert_eq!(
         reproject(),
         format!("reprojected {} emails\n", ids.len() - 5)
