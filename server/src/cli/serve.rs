@@ -307,6 +307,12 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
             std::sync::Arc::new(crate::metrics::Metrics::new()),
         )?;
     }
+    if app.store.search_index_unfilled().await? {
+        tracing::warn!(
+            "no stored email is in the full-text index: text searches find nothing \
+             until `fastview reproject` indexes them (after migration 0312, once)"
+        );
+    }
     let recorded = app.store.upstream_source().await?;
     match (&args.upstream, &recorded) {
         (Some(url), None) => {

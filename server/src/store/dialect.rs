@@ -168,6 +168,8 @@ pub struct Statements {
     /// `$1` account, `$2` the dialect's query ([`Dialect::search_query`]) →
     /// the matching email ids.
     pub search_ids: &'static str,
+    /// No binds → whether emails are stored and none has index rows.
+    pub search_index_unfilled: &'static str,
     /// Hot: `$1` account, `$2` the dialect's query, `$3` a mailbox or NULL,
     /// `$4` limit, `$5` offset → the email ids of one page of the matching
     /// emails (in the mailbox) by receivedAt, newest first / oldest first,

@@ -669,6 +669,11 @@ pub trait Store: Send + Sync + 'static {
     /// The key named `name` (32 random octets), made on first use and the
     /// same on every node of the database.
     async fn server_key(&self, name: &str) -> StoreResult<Vec<u8>>;
+    /// Whether emails are stored and none of them is in the full-text
+    /// index: mail stored before the index, or before a migration rebuilt
+    /// it (SQLite's 0305 and 0312), that `fastview reproject` has not
+    /// indexed yet. (An email without a single word has no index row.)
+    async fn search_index_unfilled(&self) -> StoreResult<bool>;
     /// Refreshes the database's planner statistics after a bulk load
     /// (`fastview seed`, `fastview import`): PostgreSQL's `ANALYZE`;
     /// nothing on SQLite.

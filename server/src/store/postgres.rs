@@ -200,6 +200,8 @@ impl Dialect for PostgresDialect {
         search_insert_tail: ") AS v(id, account, received, h, b) ON CONFLICT (email_id) \
              DO UPDATE SET document = excluded.document, received_at = excluded.received_at",
         search_delete: "DELETE FROM email_search WHERE email_id = any($1)",
+        search_index_unfilled: "SELECT EXISTS (SELECT 1 FROM emails) \
+             AND NOT EXISTS (SELECT 1 FROM email_search)",
         search_ids: "SELECT email_id FROM email_search \
              WHERE account_id = $1 AND document @@ $2::tsquery",
         email_meta: concat!(

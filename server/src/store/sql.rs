@@ -933,6 +933,12 @@ where
         ))
     }
 
+    async fn search_index_unfilled(&self) -> StoreResult<bool> {
+        Ok(sqlx::query_scalar(D::SQL.search_index_unfilled)
+            .fetch_one(&self.reader)
+            .await?)
+    }
+
     async fn analyze(&self) -> StoreResult<()> {
         if let Some(statement) = D::ANALYZE {
             sqlx::raw_sql(statement).execute(&self.writer).await?;

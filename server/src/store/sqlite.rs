@@ -273,6 +273,8 @@ impl Dialect for SqliteDialect {
             "DELETE FROM email_search_input WHERE email_id ",
             in_list!(1)
         ),
+        search_index_unfilled: "SELECT EXISTS (SELECT 1 FROM emails) \
+             AND NOT EXISTS (SELECT 1 FROM email_search_keys)",
         search_ids: concat!(
             "SELECT k.email_id FROM email_search s \
              CROSS JOIN email_search_keys k ON k.key = s.rowid \
