@@ -68,12 +68,7 @@ pub fn resolve_part(raw: &[u8], path: &str) -> Option<PartContent> {
 /// a part whose Content-Disposition is not `inline`. For the fast-view
 /// projection, so that it agrees with the `attachments` property.
 pub fn has_attachment(message: &Message<'_>) -> bool {
-    BodyPart::tree(message).is_some_and(|tree| {
-        tree.partition()
-            .attachments
-            .iter()
-            .any(|part| part.disposition.as_deref() != Some("inline"))
-    })
+    BodyPart::tree(message).is_some_and(|tree| tree.partition().has_attachment())
 }
 
 /// The decoded text of one `textBody` part (RFC 8621 §4.1.4), as bodyValues
@@ -86,23 +81,25 @@ pub struct BodyText {
     pub text: String,
 }
 
+impl BodyText {
+    /// The part's text as `preview` shows it and the index reads it:
+    /// `text/html` turned into text.
+    pub fn into_text(self) -> String {
+        match self.html {
+            true => mail_parser::decoders::html::html_to_text(&self.text),
+            false => self.text,
+        }
+    }
+}
+
 /// The text of the `textBody` parts that are `text/*`, in order: what a
 /// `preview` should be made of so that it agrees with `textBody` and
 /// `bodyValues` (same partition, same charset handling).
 pub fn text_body_texts(message: &Message<'_>) -> Vec<BodyText> {
-    let Some(tree) = BodyPart::tree(message) else {
-        return Vec::new();
-    };
-    let raw: &[u8] = &message.raw_message;
-    tree.partition()
-        .text_body
-        .iter()
-        .filter(|part| part.content_type.starts_with("text/"))
-        .map(|part| BodyText {
-            html: part.content_type == "text/html",
-            text: part.text(part.raw_body(raw)).0,
-        })
-        .collect()
+    match BodyPart::tree(message) {
+        Some(tree) => tree.partition().text_body_texts(&message.raw_message),
+        None => Vec::new(),
+    }
 }
 
 /// What ingest reads of a body, once, from one part tree: the fast view's
@@ -128,31 +125,17 @@ impl BodyReading {
         let Some(tree) = BodyPart::tree(message) else {
             return Self::default();
         };
-        let raw: &[u8] = &message.raw_message;
         let partition = tree.partition();
-        let texts = partition
-            .text_body
-            .iter()
-            .filter(|part| part.content_type.starts_with("text/"))
-            .map(|part| {
-                let text = part.text(part.raw_body(raw)).0;
-                match part.content_type == "text/html" {
-                    true => mail_parser::decoders::html::html_to_text(&text),
-                    false => text,
-                }
-            })
-            .collect();
         Self {
-            texts,
+            texts: (partition.text_body_texts(&message.raw_message).into_iter())
+                .map(BodyText::into_text)
+                .collect(),
             attachment_names: partition
                 .attachments
                 .iter()
                 .filter_map(|part| part.name().map(str::to_string))
                 .collect(),
-            has_attachment: partition
-                .attachments
-                .iter()
-                .any(|part| part.disposition.as_deref() != Some("inline")),
+            has_attachment: partition.has_attachment(),
         }
     }
 }
@@ -207,6 +190,28 @@ pub(crate) struct Partition<'t> {
     pub text_body: Vec<&'t BodyPart>,
     pub html_body: Vec<&'t BodyPart>,
     pub attachments: Vec<&'t BodyPart>,
+}
+
+impl Partition<'_> {
+    /// The decoded `textBody` parts that are `text/*` of the message `raw`
+    /// ([`text_body_texts`]).
+    fn text_body_texts(&self, raw: &[u8]) -> Vec<BodyText> {
+        self.text_body
+            .iter()
+            .filter(|part| part.content_type.starts_with("text/"))
+            .map(|part| BodyText {
+                html: part.content_type == "text/html",
+                text: part.text(part.raw_body(raw)).0,
+            })
+            .collect()
+    }
+
+    /// [`has_attachment`]: an attachment that is not `inline`.
+    fn has_attachment(&self) -> bool {
+        self.attachments
+            .iter()
+            .any(|part| part.disposition.as_deref() != Some("inline"))
+    }
 }
 
 /// The deepest `multipart/*` nesting rendered as a tree. mail-parser does

@@ -8,7 +8,7 @@
 
 use mail_parser::Message;
 
-use super::body::{self, BodyReading};
+use super::body::BodyReading;
 
 /// Maximum length of `preview` in characters (RFC 8621 §4.1.4: "up to 256 characters").
 pub const PREVIEW_CHARS: usize = 256;
@@ -32,21 +32,10 @@ impl FastView {
     }
 }
 
-/// `hasAttachment` (RFC 8621 §4.1.4): the `attachments` list of the body
-/// partition ([`crate::mail::body`], the same one Email/get renders) holds a
-/// part that is not `inline`.
-pub fn has_attachment(message: &Message<'_>) -> bool {
-    body::has_attachment(message)
-}
-
-/// `preview` (RFC 8621 §4.1.4): the text of the `textBody` parts as
-/// bodyValues decodes them (HTML parts converted to text), whitespace runs collapsed to one space, trimmed, cut to
+/// `preview` (RFC 8621 §4.1.4) of the `textBody` texts
+/// ([`BodyReading::texts`]: as bodyValues decodes them, HTML parts converted
+/// to text): whitespace runs collapsed to one space, trimmed, cut to
 /// [`PREVIEW_CHARS`] characters on a character boundary.
-pub fn preview(message: &Message<'_>) -> String {
-    preview_of(&BodyReading::of(message).texts)
-}
-
-/// [`preview`] of the `textBody` texts ([`BodyReading::texts`]).
 fn preview_of(texts: &[String]) -> String {
     let mut out = String::new();
     let mut chars = 0;

@@ -33,11 +33,10 @@
 //! - A value with no word in it (`🎉`, `---`) finds nothing; an empty one
 //!   (or only spaces) is no condition.
 
-use mail_parser::Message;
 use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
 
-use super::body::{self, BodyReading};
+use super::body::BodyReading;
 use crate::store::{EmailIndex, SearchScope, SearchTerm, SearchText, TextSearch};
 
 /// Words of the subject and From/To/Cc/Bcc indexed per message.
@@ -193,16 +192,11 @@ fn word_text(text: &str, out: &mut String, left: &mut usize) {
     });
 }
 
-/// What the index keeps of a message: the words of its headers (subject,
-/// From, To, Cc, Bcc names and addresses, from the stored query index, so
-/// they are the values Email/get renders) and of its body (textBody text,
-/// HTML as text, and attachment names).
-pub fn document(message: &Message<'_>, index: &EmailIndex) -> SearchText {
-    document_of(&BodyReading::of(message), index)
-}
-
-/// [`document`] of a body already read: ingest reads it once for this and
-/// the fast view (`preview` is made of the same texts).
+/// What the index keeps of a message, from its body read once at ingest
+/// (the fast view's `preview` is made of the same texts): the words of its
+/// headers (subject, From, To, Cc, Bcc names and addresses, from the stored
+/// query index, so they are the values Email/get renders) and of its body
+/// (textBody text, HTML as text, and attachment names).
 pub fn document_of(reading: &BodyReading, index: &EmailIndex) -> SearchText {
     let mut headers = String::new();
     let mut left = MAX_HEADER_WORDS;
@@ -227,24 +221,6 @@ pub fn document_of(reading: &BodyReading, index: &EmailIndex) -> SearchText {
         word_text(text, &mut body, &mut left);
     }
     SearchText { headers, body }
-}
-
-/// The text of the message's `textBody` parts, HTML turned into text as
-/// `preview` does it.
-pub fn body_texts(message: &Message<'_>) -> Vec<String> {
-    body::text_body_texts(message)
-        .into_iter()
-        .map(body_text_of)
-        .collect()
-}
-
-/// The searchable text of one body part: HTML turned into text as
-/// `preview` does it.
-pub fn body_text_of(part: body::BodyText) -> String {
-    match part.html {
-        true => mail_parser::decoders::html::html_to_text(&part.text),
-        false => part.text,
-    }
 }
 
 /// `text` with every run of white space (and control characters) as one

@@ -365,7 +365,7 @@ pub struct NewEmail {
 }
 
 /// The folded words of a message the full-text index keeps, one space
-/// between words (`crate::mail::search::document`): its header fields
+/// between words (`crate::mail::search::document_of`): its header fields
 /// (subject, from/to/cc/bcc names and addresses) and its body (text parts,
 /// attachment names).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

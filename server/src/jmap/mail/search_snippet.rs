@@ -22,7 +22,7 @@ use crate::mail::load::{BodyReads, LoadedEmail};
 use crate::mail::property::EmailProperty;
 use crate::mail::query::Filter;
 use crate::mail::read_level::{BodyValueFlags, ReadPlan};
-use crate::mail::search::{self, body_text_of};
+use crate::mail::search;
 use crate::store::{SearchScope, SearchTerm};
 
 #[derive(Debug, Deserialize)]
@@ -154,7 +154,7 @@ fn snippet(
             let parts = body::value_parts(root, &lists, flags);
             body::part_texts(&parts, BodyOctets::Parts(bodies))
                 .into_iter()
-                .map(|part| search::collapsed(&body_text_of(part)))
+                .map(|part| search::collapsed(&part.into_text()))
                 .find_map(|text| search::highlight(&text, body_terms, true))
         }),
         _ => None,
