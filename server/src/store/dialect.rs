@@ -61,9 +61,10 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// The statement that refreshes the planner's statistics after a bulk
     /// load (`None`: nothing to do).
     const ANALYZE: Option<&'static str>;
-    /// Run in the transaction of a full-text count ([`Statements::search_count`])
-    /// before it (`None`: the count runs alone).
-    const SEARCH_COUNT_SETUP: Option<&'static str>;
+    /// Run before a full-text read that visits every match
+    /// ([`Statements::search_count`], [`Statements::search_ids`]), in one
+    /// transaction with it (`None`: the read runs alone).
+    const FULL_TEXT_SETUP: Option<&'static str>;
 
     /// An id list as bound (duplicates removed: reads join on it).
     fn ids(ids: &[i64]) -> Self::Ids;

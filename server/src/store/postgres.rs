@@ -137,8 +137,9 @@ impl Dialect for PostgresDialect {
     // With statistics, the planner counts a word in a tenth of an account by
     // reading every row and its TOASTed words (213 ms on 100,000 messages)
     // rather than through the GIN index (10 ms): it does not price the
-    // detoasting. A count never gains from a sequential scan here.
-    const SEARCH_COUNT_SETUP: Option<&'static str> = Some("SET LOCAL enable_seqscan = off");
+    // detoasting. A read of every match (the count, the ids a condition
+    // matched) never gains from a sequential scan here.
+    const FULL_TEXT_SETUP: Option<&'static str> = Some("SET LOCAL enable_seqscan = off");
     const SQL: Statements = Statements {
         lock_account: "SELECT id FROM accounts WHERE id = $1 FOR NO KEY UPDATE",
         // The unique index is on lower(email).

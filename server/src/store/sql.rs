@@ -207,6 +207,27 @@ where
     Option<String>: Column<D::Db>,
     for<'a> &'a str: Encode<'a, D::Db> + Type<D::Db>,
 {
+    /// `read` of every match of a full-text query on a reader connection,
+    /// after the dialect's [`Dialect::FULL_TEXT_SETUP`] in one transaction
+    /// with it where there is one.
+    async fn full_text_read<T: Send, F>(&self, read: F) -> StoreResult<T>
+    where
+        F: Send
+            + for<'c> FnOnce(
+                &'c mut <D::Db as Database>::Connection,
+            ) -> futures::future::BoxFuture<'c, Result<T, sqlx::Error>>,
+    {
+        let Some(setup) = D::FULL_TEXT_SETUP else {
+            let mut connection = self.reader.acquire().await?;
+            return Ok(read(&mut connection).await?);
+        };
+        let mut tx = self.reader.begin().await?;
+        sqlx::raw_sql(setup).execute(&mut *tx).await?;
+        let value = read(&mut tx).await?;
+        tx.commit().await?;
+        Ok(value)
+    }
+
     /// A row of [`Statements::query_rows`](super::dialect::Statements::query_rows)
     /// and its siblings (the columns of `query_columns!`).
     fn query_row(row: &<D::Db as Database>::Row) -> QueryRow {
@@ -1562,11 +1583,16 @@ where
         if search.terms.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(sqlx::query_scalar(D::SQL.search_ids)
-            .bind(account)
-            .bind(D::search_query(search))
-            .fetch_all(&self.reader)
-            .await?)
+        let query = D::search_query(search);
+        self.full_text_read(move |connection| {
+            Box::pin(
+                sqlx::query_scalar(D::SQL.search_ids)
+                    .bind(account)
+                    .bind(query)
+                    .fetch_all(connection),
+            )
+        })
+        .await
     }
 
     async fn search_page(
@@ -1607,20 +1633,16 @@ where
                 }
             }
         };
-        let count = async {
-            let count = sqlx::query_scalar(D::SQL.search_count)
-                .bind(account)
-                .bind(&query)
-                .bind(mailbox);
-            let Some(setup) = D::SEARCH_COUNT_SETUP else {
-                return Ok(count.fetch_one(&self.reader).await?);
-            };
-            let mut tx = self.reader.begin().await?;
-            sqlx::raw_sql(setup).execute(&mut *tx).await?;
-            let total = count.fetch_one(&mut *tx).await?;
-            tx.commit().await?;
-            StoreResult::Ok(total)
-        };
+        let count_query = query.clone();
+        let count = self.full_text_read(move |connection| {
+            Box::pin(
+                sqlx::query_scalar(D::SQL.search_count)
+                    .bind(account)
+                    .bind(count_query)
+                    .bind(mailbox)
+                    .fetch_one(connection),
+            )
+        });
         let (ids, total) = tokio::try_join!(page, count)?;
         Ok((ids, total))
     }

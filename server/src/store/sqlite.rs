@@ -140,7 +140,7 @@ impl Dialect for SqliteDialect {
     // The statements name their indexes' order of use (CROSS JOIN, the
     // search walk); no statistics are gathered.
     const ANALYZE: Option<&'static str> = None;
-    const SEARCH_COUNT_SETUP: Option<&'static str> = None;
+    const FULL_TEXT_SETUP: Option<&'static str> = None;
     const OVERRIDING: &'static str = "";
     const SQL: Statements = Statements {
         lock_account: "SELECT id FROM accounts WHERE id = $1",
