@@ -14,13 +14,12 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::GlobalArgs;
 use crate::app::App;
 use crate::mail::import_source::{self, SourceItem, SourceMessage};
-use crate::mail::ingest::{PreparedEmail, prepare, store_batch};
+use crate::mail::ingest::{BatchOutcome, Pipeline, PreparedEmail, prepare};
 use crate::store::{Inserted, MailboxRow, NewMailbox};
 
 /// Messages stored per transaction.
@@ -47,6 +46,32 @@ pub struct ImportCounts {
     pub duplicates: u64,
     pub failed: u64,
     pub skipped: u64,
+}
+
+impl ImportCounts {
+    /// Counts a stored batch's outcome; a batch that failed counts each of
+    /// its messages (`origins`, in order) as failed and lists them with the
+    /// error in `failures`.
+    fn record(&mut self, outcome: BatchOutcome, origins: &[String], failures: &mut Vec<String>) {
+        match outcome {
+            Ok(outcomes) => {
+                for outcome in outcomes {
+                    match outcome {
+                        Inserted::New(_) => self.imported += 1,
+                        Inserted::Duplicate(_) => self.duplicates += 1,
+                    }
+                }
+            }
+            Err(error) => {
+                self.failed += origins.len() as u64;
+                failures.extend(
+                    origins
+                        .iter()
+                        .map(|origin| format!("failed: {origin}: {error}")),
+                );
+            }
+        }
+    }
 }
 
 /// Maps Maildir++ folder paths to mailbox ids, creating mailboxes on first use.
@@ -159,6 +184,10 @@ pub async fn import(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<Exi
     });
     let mut counts = ImportCounts::default();
     let mut failures = Vec::new();
+    // Each batch is prepared while the one before it is stored; the origins
+    // of the batch being stored name its messages should it fail.
+    let mut pipeline = Pipeline::new(app.store.clone(), app.blobs.clone(), account.id);
+    let mut storing: Vec<String> = Vec::new();
     let mut done = false;
     while !done {
         let mut messages: Vec<(SourceMessage, i64)> = Vec::with_capacity(BATCH);
@@ -169,7 +198,19 @@ pub async fn import(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<Exi
             };
             match item {
                 SourceItem::Message(message) => {
-                    let mailbox = resolver.resolve(message.folder.as_deref()).await?;
+                    let mailbox = match resolver.resolve(message.folder.as_deref()).await {
+                        Ok(mailbox) => mailbox,
+                        Err(error) => {
+                            // The batch prepared already is stored first.
+                            if let Some(outcome) = pipeline.finish().await {
+                                counts.record(outcome, &storing, &mut failures);
+                            }
+                            for failure in &failures {
+                                println!("{failure}");
+                            }
+                            return Err(error);
+                        }
+                    };
                     messages.push((message, mailbox));
                 }
                 SourceItem::Failed { origin, reason } => {
@@ -183,33 +224,18 @@ pub async fn import(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<Exi
             continue;
         }
         let origins: Vec<String> = messages.iter().map(|(m, _)| m.origin.clone()).collect();
-        let prepared: Vec<PreparedEmail> = futures::stream::iter(messages)
-            .map(|(message, mailbox)| {
-                tokio::task::spawn_blocking(move || prepare_source(message, mailbox))
-            })
-            .buffered(8)
-            .filter_map(|joined| async move { joined.ok() })
-            .collect()
-            .await;
-        match store_batch(app.store.as_ref(), &app.blobs, account.id, prepared).await {
-            Ok(outcomes) => {
-                for outcome in outcomes {
-                    match outcome {
-                        Inserted::New(_) => counts.imported += 1,
-                        Inserted::Duplicate(_) => counts.duplicates += 1,
-                    }
-                }
-            }
-            Err(error) => {
-                counts.failed += origins.len() as u64;
-                failures.extend(
-                    origins
-                        .iter()
-                        .map(|origin| format!("failed: {origin}: {error}")),
-                );
-            }
+        let jobs: Vec<_> = messages
+            .into_iter()
+            .map(|(message, mailbox)| move || prepare_source(message, mailbox))
+            .collect();
+        if let Some(outcome) = pipeline.push(jobs).await {
+            counts.record(outcome, &storing, &mut failures);
         }
+        storing = origins;
         progress.set_position(counts.imported + counts.duplicates);
+    }
+    if let Some(outcome) = pipeline.finish().await {
+        counts.record(outcome, &storing, &mut failures);
     }
     let _ = walker.await;
     progress.finish_and_clear();

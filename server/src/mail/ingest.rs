@@ -349,27 +349,50 @@ pub async fn store_batch(
     account: i64,
     batch: Vec<PreparedEmail>,
 ) -> Result<Vec<crate::store::Inserted>, IngestError> {
+    let written = write_blobs(blobs, batch).await?;
+    store_rows(store, blobs, account, written).await
+}
+
+/// A message whose blob is written, its rows still to be: its rows and its
+/// bytes (shared, for [`store_rows`]' check).
+type Written = (NewEmail, bytes::Bytes);
+
+/// The first half of [`store_batch`]: every message's blob, at most
+/// [`WRITE_CONCURRENCY`] at once.
+async fn write_blobs(
+    blobs: &crate::blob::BlobStore,
+    batch: Vec<PreparedEmail>,
+) -> Result<Vec<Written>, IngestError> {
     use futures::{StreamExt, TryStreamExt};
+    futures::stream::iter(batch)
+        .map(|prepared| async move {
+            let raw = bytes::Bytes::from(prepared.raw);
+            blobs
+                .put_with_id(&prepared.email.blob_id, raw.clone())
+                .await?;
+            Ok((prepared.email, raw))
+        })
+        .buffered(WRITE_CONCURRENCY)
+        .try_collect()
+        .await
+        .map_err(IngestError::Blob)
+}
+
+/// The second half of [`store_batch`], once [`write_blobs`] has written the
+/// batch's blobs: the rows in one transaction, then every blob checked.
+async fn store_rows(
+    store: &dyn crate::store::Store,
+    blobs: &crate::blob::BlobStore,
+    account: i64,
+    batch: Vec<Written>,
+) -> Result<Vec<crate::store::Inserted>, IngestError> {
+    use futures::{StreamExt, TryStreamExt};
+    let (emails, raws): (Vec<NewEmail>, Vec<bytes::Bytes>) = batch.into_iter().unzip();
+    let inserted = store.insert_emails(account, &emails).await?;
     // Owned ids and shared bytes: the futures must not borrow the batch
     // (an axum handler's future is `Send` for every lifetime).
-    let (emails, raws): (Vec<NewEmail>, Vec<(String, bytes::Bytes)>) = batch
-        .into_iter()
-        .map(|prepared| {
-            let raw = (
-                prepared.email.blob_id.clone(),
-                bytes::Bytes::from(prepared.raw),
-            );
-            (prepared.email, raw)
-        })
-        .unzip();
-    futures::stream::iter(raws.clone())
-        .map(|(id, raw)| async move { blobs.put_with_id(&id, raw).await })
-        .buffered(WRITE_CONCURRENCY)
-        .try_collect::<Vec<()>>()
-        .await
-        .map_err(IngestError::Blob)?;
-    let inserted = store.insert_emails(account, &emails).await?;
-    futures::stream::iter(raws)
+    let ids: Vec<String> = emails.into_iter().map(|email| email.blob_id).collect();
+    futures::stream::iter(ids.into_iter().zip(raws))
         .map(|(id, raw)| async move { blobs.ensure_present(&id, raw).await })
         .buffered(WRITE_CONCURRENCY)
         .try_collect::<Vec<()>>()
@@ -385,4 +408,90 @@ pub enum IngestError {
     Blob(crate::blob::BlobError),
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+}
+
+/// How many messages of one batch [`Pipeline::push`] prepares at once.
+const PREPARE_CONCURRENCY: usize = 8;
+
+/// A bulk load that keeps both halves of the work busy (`fastview import`,
+/// issue 16, ADR 0006): each [`Pipeline::push`] prepares its batch (parse,
+/// fast view, words: CPU on the blocking pool) and writes its blobs while
+/// the rows of the batch handed in before it are written (one transaction:
+/// the database's own thread). Serially, every batch waited for the one before it to be
+/// written, and the words a full-text index adds to each transaction showed
+/// as their whole time.
+///
+/// Batches are stored in the order pushed, one at a time; a batch that
+/// fails to store is reported by the call after it and loses no other.
+pub struct Pipeline {
+    store: std::sync::Arc<dyn crate::store::Store>,
+    blobs: std::sync::Arc<crate::blob::BlobStore>,
+    account: i64,
+    prepared: Option<Result<Vec<Written>, IngestError>>,
+}
+
+/// What storing one batch gave: [`store_batch`]'s outcome per message, in
+/// the order of its jobs.
+pub type BatchOutcome = Result<Vec<crate::store::Inserted>, IngestError>;
+
+impl Pipeline {
+    /// A pipeline into `account` (an account id of `store`).
+    pub fn new(
+        store: std::sync::Arc<dyn crate::store::Store>,
+        blobs: std::sync::Arc<crate::blob::BlobStore>,
+        account: i64,
+    ) -> Self {
+        Self {
+            store,
+            blobs,
+            account,
+            prepared: None,
+        }
+    }
+
+    /// Runs `jobs` (each returns one [`prepare`]d message; at most
+    /// [`PREPARE_CONCURRENCY`] at once on the blocking pool) while the
+    /// batch of the previous call is stored, and returns that batch's
+    /// outcome: `None` on the first call. A job that panics loses its
+    /// message only (never the batch), as a message that could not be read.
+    pub async fn push<J>(&mut self, jobs: Vec<J>) -> Option<BatchOutcome>
+    where
+        J: FnOnce() -> PreparedEmail + Send + 'static,
+    {
+        use futures::StreamExt;
+        let blobs = self.blobs.clone();
+        let preparing = async move {
+            let prepared = futures::stream::iter(jobs)
+                .map(tokio::task::spawn_blocking)
+                .buffered(PREPARE_CONCURRENCY)
+                .filter_map(|joined| async move { joined.ok() })
+                .collect::<Vec<PreparedEmail>>()
+                .await;
+            write_blobs(&blobs, prepared).await
+        };
+        let previous = self.prepared.take();
+        let (stored, prepared) = tokio::join!(self.store_rows(previous), preparing);
+        self.prepared = Some(prepared);
+        stored
+    }
+
+    /// Stores the last batch pushed and returns its outcome (`None` when
+    /// nothing was pushed).
+    pub async fn finish(mut self) -> Option<BatchOutcome> {
+        let last = self.prepared.take();
+        self.store_rows(last).await
+    }
+
+    /// The rows of a batch whose blobs were written as it was prepared; a
+    /// batch whose blobs could not be written fails whole, as
+    /// [`store_batch`] would.
+    async fn store_rows(
+        &self,
+        batch: Option<Result<Vec<Written>, IngestError>>,
+    ) -> Option<BatchOutcome> {
+        Some(match batch? {
+            Ok(batch) => store_rows(self.store.as_ref(), &self.blobs, self.account, batch).await,
+            Err(error) => Err(error),
+        })
+    }
 }
