@@ -13,7 +13,8 @@
 //!   body property, whose part ids are the upstream's own) forwards it.
 //! - **Answered here once verified**: Thread/get and Email/query (filters
 //!   on mailboxes, keywords, dates and sizes; sorted by receivedAt, size or
-//!   a keyword; threads not collapsed), whose answers depend on every email
+//!   a keyword; `collapseThreads` by the upstream's threadIds, which the
+//!   mirror keeps, never by Fastview's own threads), whose answers depend on every email
 //!   of the account: only while the mirror's census says it holds them all
 //!   at its state, and only in a shape (the query's filter and sort, the
 //!   Thread/get's properties) whose first forwarded answer at the mirror's
@@ -137,6 +138,61 @@ fn shape(method: &str, arguments: &Map<String, Value>) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// The answer to an Email/query with `collapseThreads` over `collapsed`
+/// (every match, one per thread, in order: upstream ids), paged as RFC 8620
+/// §5.5 pages and as Fastview answers any query (`limit` clamped to
+/// `maxObjectsInGet` and then returned, `canCalculateChanges` false for
+/// collapsed threads); `accountId` and `queryState` are the caller's to
+/// set. `None` for arguments the upstream is left to judge: a malformed
+/// `position`, `limit` or `anchorOffset`, an anchor not among the matches.
+fn collapsed_page(
+    arguments: &Map<String, Value>,
+    collapsed: Vec<String>,
+    limits: &super::Limits,
+) -> Option<Value> {
+    let integer = |name: &str| match arguments.get(name) {
+        None | Some(Value::Null) => Some(None),
+        Some(value) => value.as_i64().map(Some),
+    };
+    let position = integer("position")?.unwrap_or(0);
+    let anchor_offset = integer("anchorOffset")?.unwrap_or(0);
+    let asked_limit = match integer("limit")? {
+        Some(limit) if limit < 0 => return None,
+        limit => limit.map(|l| l as u64),
+    };
+    let max_limit = limits.max_objects_in_get;
+    let limit = asked_limit.unwrap_or(max_limit).min(max_limit) as usize;
+    let anchor = match arguments.get("anchor") {
+        None | Some(Value::Null) => None,
+        Some(anchor) => {
+            let anchor = anchor.as_str()?;
+            Some((collapsed.iter().position(|id| id == anchor)?, anchor_offset))
+        }
+    };
+    let total = collapsed.len() as i64;
+    let start = crate::mail::query::page_start(total, position, anchor);
+    let ids: Vec<Value> = collapsed
+        .into_iter()
+        .skip(start as usize)
+        .take(limit)
+        .map(Value::String)
+        .collect();
+    let mut answer = json!({
+        "accountId": Value::Null,
+        "queryState": Value::Null,
+        "canCalculateChanges": false,
+        "position": start,
+        "ids": ids,
+    });
+    if arguments.get("calculateTotal") == Some(&Value::Bool(true)) {
+        answer["total"] = json!(total);
+    }
+    if asked_limit.is_none_or(|l| l > max_limit) {
+        answer["limit"] = json!(max_limit);
+    }
+    Some(answer)
 }
 
 /// A query's filter with upstream Mailbox ids made local ones, or `None`
@@ -692,7 +748,7 @@ impl Proxied<'_> {
             }),
             Some(_) => false,
         };
-        if !known || collapsed || !sorted_here {
+        if !known || !sorted_here {
             return Ok(None);
         }
         let Some((ready, census, _held)) = self.complete_at(account_id, seen).await else {
@@ -716,6 +772,21 @@ impl Proxied<'_> {
                 }
                 None => return Ok(None),
             },
+        }
+        if collapsed {
+            let Some(collapsed) = self
+                .collapsed_matches(&ready.account, local_arguments, call_id)
+                .await?
+            else {
+                return Ok(None);
+            };
+            return Ok(collapsed_page(arguments, collapsed, &self.jmap.limits).map(
+                |mut answer| {
+                    answer["accountId"] = Value::String(account_id.into());
+                    answer["queryState"] = Value::String(census.email_state.clone());
+                    answer
+                },
+            ));
         }
         let store = &self.jmap.store;
         let account = ready.account.id;
@@ -766,6 +837,68 @@ impl Proxied<'_> {
         answer["accountId"] = Value::String(account_id.into());
         answer["queryState"] = Value::String(census.email_state.clone());
         Ok(Some(answer))
+    }
+
+    /// Every match of an Email/query with `collapseThreads` (RFC 8621
+    /// §4.4.3), as upstream Email ids in the query's order, one per
+    /// **upstream** thread: the first of each. The local query (its filter
+    /// and sort already local, threads not collapsed) is read a page of
+    /// `maxObjectsInGet` at a time and each page's emails named by the
+    /// mirror with their upstream ids and threadIds; Fastview's own threads
+    /// need not be the upstream's, so they are never what collapses. `None`
+    /// when an email is not mapped or a page does not come.
+    async fn collapsed_matches(
+        &self,
+        account: &crate::store::Account,
+        mut local_arguments: Map<String, Value>,
+        call_id: &str,
+    ) -> Result<Option<Vec<String>>, UpstreamError> {
+        for name in ["collapseThreads", "anchor", "anchorOffset"] {
+            local_arguments.remove(name);
+        }
+        let page_size = self.jmap.limits.max_objects_in_get;
+        local_arguments.insert("limit".into(), json!(page_size));
+        local_arguments.insert("calculateTotal".into(), Value::Bool(true));
+        let mut threads: HashSet<String> = HashSet::new();
+        let mut collapsed = Vec::new();
+        let mut position = 0u64;
+        loop {
+            local_arguments.insert("position".into(), json!(position));
+            let Some(answer) = self
+                .local_call(account, "Email/query", local_arguments.clone(), call_id)
+                .await
+            else {
+                return Ok(None);
+            };
+            let Some(local_ids) = answer["ids"].as_array().and_then(|list| {
+                list.iter()
+                    .map(|id| id.as_str().and_then(ids::parse_email_id))
+                    .collect::<Option<Vec<i64>>>()
+            }) else {
+                return Ok(None);
+            };
+            let mirrored: HashMap<i64, crate::store::MirroredEmail> = self
+                .jmap
+                .store
+                .mirror_emails(account.id, Some(&local_ids), None)
+                .await?
+                .into_iter()
+                .map(|m| (m.email_id, m))
+                .collect();
+            for id in &local_ids {
+                let Some(email) = mirrored.get(id) else {
+                    return Ok(None);
+                };
+                if threads.insert(email.thread_id.clone()) {
+                    collapsed.push(email.upstream_id.clone());
+                }
+            }
+            position += local_ids.len() as u64;
+            let total = answer["total"].as_u64().unwrap_or(0);
+            if local_ids.is_empty() || position >= total {
+                return Ok(Some(collapsed));
+            }
+        }
     }
 
     /// Compares the mirror's answer to a forwarded Thread/get or

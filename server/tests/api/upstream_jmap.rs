@@ -661,13 +661,61 @@ async fn threads_and_queries_are_the_mirrors_once_it_answered_them_alike() {
     );
     assert_eq!(counts().await.0, before.0 + 2.0);
 
-    // A text filter (each server's own matching) and collapsed threads
-    // (the upstream's threads are not Fastview's), and a shape whose
+    // Collapsed threads are the mirror's once answered alike, collapsed by
+    // the upstream's threadIds: the inbox holds a thread of several emails,
+    // so collapsing drops some; each page, its position, the total and an
+    // anchor as the upstream gives them.
+    let mut collapsed_pages = Vec::new();
+    for query in [
+        json!({"accountId": account, "filter": {"inMailbox": ann.inbox}, "collapseThreads": true,
+            "sort": [{"property": "receivedAt", "isAscending": false}], "calculateTotal": true}),
+        json!({"accountId": account, "filter": {"inMailbox": ann.inbox}, "collapseThreads": true,
+            "sort": [{"property": "receivedAt", "isAscending": false}], "calculateTotal": true,
+            "position": 1, "limit": 2}),
+        json!({"accountId": account, "filter": {"inMailbox": ann.inbox}, "collapseThreads": true,
+            "sort": [{"property": "receivedAt", "isAscending": true}], "calculateTotal": true,
+            "position": -2}),
+    ] {
+        let body = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+            "methodCalls": [["Email/query", query, "0"]]});
+        let direct = post(&upstream, &ann, &body).await;
+        assert_eq!(direct.0, 200);
+        let forwarded = counts().await.0;
+        assert_eq!(post(&proxy, &ann, &body).await, direct, "{query}");
+        assert_eq!(counts().await.0, forwarded + 1.0, "{query}");
+        assert_eq!(post(&proxy, &ann, &body).await, direct, "{query}");
+        assert_eq!(counts().await.0, forwarded + 1.0, "{query}");
+        collapsed_pages.push(direct.1["methodResponses"][0][1].clone());
+    }
+    let all = &collapsed_pages[0];
+    assert!(
+        all["total"].as_u64().unwrap() < ids.len() as u64 - 1,
+        "collapsing dropped no email: {all}"
+    );
+    assert_eq!(
+        collapsed_pages[1]["ids"],
+        json!(all["ids"].as_array().unwrap()[1..3])
+    );
+    // An anchor: found among the collapsed matches, offset from there.
+    let anchored = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+        "methodCalls": [["Email/query", {"accountId": account, "filter": {"inMailbox": ann.inbox},
+            "collapseThreads": true, "sort": [{"property": "receivedAt", "isAscending": false}],
+            "calculateTotal": true, "anchor": all["ids"][2], "anchorOffset": -1, "limit": 2}, "0"]]});
+    let direct = post(&upstream, &ann, &anchored).await;
+    assert_eq!(
+        direct.1["methodResponses"][0][1]["position"], 1,
+        "{direct:?}"
+    );
+    let forwarded = counts().await.0;
+    assert_eq!(post(&proxy, &ann, &anchored).await, direct);
+    assert_eq!(post(&proxy, &ann, &anchored).await, direct);
+    assert_eq!(counts().await.0, forwarded + 1.0);
+
+    // A text filter (each server's own matching) and a shape whose
     // forwarded answers never showed an order (a mailbox of one email:
     // compared) stay the upstream's.
     for query in [
         json!({"accountId": account, "filter": {"text": "the"}}),
-        json!({"accountId": account, "filter": {"inMailbox": ann.inbox}, "collapseThreads": true}),
         json!({"accountId": account, "filter": {"inMailbox": archive}, "limit": 5}),
     ] {
         let body = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
