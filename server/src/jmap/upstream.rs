@@ -349,7 +349,14 @@ impl Proxied<'_> {
         let method_responses: Vec<Value> = run
             .responses
             .into_iter()
-            .map(|(name, arguments, call_id)| json!([name, arguments.into_value(), call_id]))
+            // Moved, not serialized again as `json!` would.
+            .map(|(name, arguments, call_id)| {
+                Value::Array(vec![
+                    Value::String(name),
+                    arguments.into_value(),
+                    Value::String(call_id),
+                ])
+            })
             .collect();
         let mut response = Map::new();
         response.insert("methodResponses".into(), Value::Array(method_responses));
@@ -433,12 +440,11 @@ impl Proxied<'_> {
             }
             Some(_) => return None,
         };
-        Some(json!({
-            "accountId": account_id,
-            "state": snapshot.state,
-            "list": list,
-            "notFound": not_found,
-        }))
+        // The lists moved in, not serialized again as `json!` would.
+        let mut answer = json!({"accountId": account_id, "state": snapshot.state});
+        answer["list"] = Value::Array(list);
+        answer["notFound"] = Value::Array(not_found);
+        Some(answer)
     }
 
     /// An Email/get answered from the mirror, or `None` when it cannot be
@@ -701,12 +707,10 @@ impl Proxied<'_> {
                 None => return Ok(None),
             }
         }
-        Ok(Some(json!({
-            "accountId": account_id,
-            "state": census.thread_state,
-            "list": list,
-            "notFound": [],
-        })))
+        let mut answer = json!({"accountId": account_id, "state": census.thread_state,
+            "notFound": []});
+        answer["list"] = Value::Array(list);
+        Ok(Some(answer))
     }
 
     /// An Email/query answered from the mirror (module doc), or `None`: a

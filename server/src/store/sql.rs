@@ -99,7 +99,7 @@ impl<D: Dialect> SqlStore<D> {
 
     /// `read` on a hot connection ([`HotReader::try_read`]); `None` on
     /// PostgreSQL, or when it cannot run now: then the pool reads.
-    fn hot_read<T>(
+    pub(super) fn hot_read<T>(
         &self,
         read: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T>,
     ) -> Option<T> {

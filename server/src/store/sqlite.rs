@@ -545,6 +545,53 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_proxied_calls_id_mapping_is_hot() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("a.db").display());
+        let store = SqliteStore::connect(&url, 2).await.unwrap();
+        let account = store.create_account("a@example.com", "x").await.unwrap().id;
+        let inbox = store.mailboxes(account).await.unwrap()[0].id;
+        let prepared = crate::mail::ingest::prepare(
+            b"Subject: a\r\n\r\nbody\r\n".to_vec(),
+            vec![inbox],
+            Vec::new(),
+            |_| 0,
+        );
+        let inserted = store.insert_emails(account, &[prepared.email]).await;
+        let [crate::store::Inserted::New(id)] = inserted.unwrap()[..] else {
+            panic!("not inserted");
+        };
+        let mapped = crate::store::MirroredEmail {
+            email_id: id,
+            upstream_id: "M1".into(),
+            blob_id: "B1".into(),
+            thread_id: "T1".into(),
+            parts: None,
+        };
+        store
+            .put_mirror_emails(account, std::slice::from_ref(&mapped))
+            .await
+            .unwrap();
+        let served = || store.hot.as_ref().unwrap().served();
+        let before = served();
+        let ids = [id, id + 1];
+        let by_local = store.mirror_emails(account, Some(&ids), None);
+        assert_eq!(by_local.await.unwrap(), vec![mapped.clone()]);
+        let by_upstream = store.mirror_emails(account, None, Some(&["M1", "M2"]));
+        assert_eq!(by_upstream.await.unwrap(), vec![mapped.clone()]);
+        let other_account = store.mirror_emails(account + 1, None, Some(&["M1"]));
+        assert_eq!(other_account.await.unwrap(), Vec::new());
+        assert_eq!(served() - before, 3);
+        // All of an account's, or more than HOT_IDS ids: the pool, alike.
+        let all = store.mirror_emails(account, None, None);
+        assert_eq!(all.await.unwrap(), vec![mapped.clone()]);
+        let many: Vec<i64> = (id..id + 101).collect();
+        let many = store.mirror_emails(account, Some(&many), None);
+        assert_eq!(many.await.unwrap(), vec![mapped]);
+        assert_eq!(served() - before, 3);
+    }
+
+    #[tokio::test]
     async fn hot_reads_only_for_a_plain_file_url() {
         let dir = tempfile::tempdir().unwrap();
         let plain = format!("sqlite://{}", dir.path().join("a.db").display());
