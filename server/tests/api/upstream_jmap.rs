@@ -796,3 +796,50 @@ async fn a_shape_the_mirror_answers_unlike_the_upstream_stays_forwarded() {
         "every one forwarded: the mirror's answer was not the upstream's"
     );
 }
+
+#[tokio::test]
+async fn a_poll_that_finds_the_upstream_unchanged_runs_no_sync() {
+    let upstream = spawn_app().await;
+    let ann = upstream.account("ann@example.com").await;
+    let ids = upstream.ingest(&ann, &demo_messages(), 1_700_000_000).await;
+    let url = JmapUpstreamUrl::parse(&format!("{}/.well-known/jmap", upstream.base)).unwrap();
+    let mut options = JmapUpstreamOptions::new(url);
+    options.poll = Duration::from_millis(200);
+    let proxy = spawn_app_with(ServeOptions {
+        jmap_upstream: Some(options),
+        ..ServeOptions::default()
+    })
+    .await;
+    let account = ann.account_id.clone();
+    proxy.session(&ann).await;
+    let state = upstream
+        .call1(&ann, "Email/get", json!({"accountId": account, "ids": []}))
+        .await["state"]
+        .clone();
+    mirror_at(&proxy, &account, Some(&state)).await;
+    let syncs = async || {
+        proxy
+            .metric("fastview_upstream_round_trips_total{method=\"sync\",command=\"sync\"}")
+            .await
+    };
+    let polls = async || {
+        proxy
+            .metric("fastview_upstream_round_trips_total{method=\"poll\",command=\"api\"}")
+            .await
+    };
+    let (syncs_before, polls_before) = (syncs().await, polls().await);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Several polls (200–250 ms apart), each one round trip, no sync.
+    assert!(polls().await >= polls_before + 3.0, "{}", polls().await);
+    assert_eq!(syncs().await, syncs_before);
+    // A change at the upstream itself is still caught up with.
+    let set = upstream
+        .call1(
+            &ann,
+            "Email/set",
+            json!({"accountId": account, "update": {ids[0].as_str(): {"keywords/$flagged": true}}}),
+        )
+        .await;
+    mirror_at(&proxy, &account, Some(&set["newState"])).await;
+    assert!(syncs().await > syncs_before);
+}

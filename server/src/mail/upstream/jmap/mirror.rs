@@ -462,6 +462,9 @@ impl Mirror {
     async fn follow(self: Arc<Self>, mirrored: Arc<Mirrored>, session: Arc<UpstreamSession>) {
         let mut events: Option<reqwest::Response> = None;
         let mut retry = Duration::from_secs(1);
+        // Whether the last wait ended by the poll's timer alone (no event,
+        // no write to catch up with).
+        let mut polled = false;
         while let Some((authorization, last_used)) = mirrored.credential() {
             if last_used.elapsed() > self.idle {
                 break;
@@ -470,15 +473,21 @@ impl Mirror {
                 events = self.listen(&session, &authorization).await;
             }
             let writes = mirrored.writes.load(Ordering::Acquire);
-            let guard = mirrored.syncing.lock().await;
-            match self
-                .sync_locked(&mirrored, guard, &session, &authorization)
-                .await
-            {
-                Ok(()) => {}
-                Err(UpstreamError::LoginRefused) => break,
-                Err(error) => {
-                    tracing::warn!(account = %mirrored.upstream_id, %error, "mirror sync failed");
+            let settled = polled
+                && mirrored.synced_through.load(Ordering::Acquire) >= writes
+                && self.unchanged(&mirrored, &session, &authorization).await;
+            polled = false;
+            if !settled {
+                let guard = mirrored.syncing.lock().await;
+                match self
+                    .sync_locked(&mirrored, guard, &session, &authorization)
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(UpstreamError::LoginRefused) => break,
+                    Err(error) => {
+                        tracing::warn!(account = %mirrored.upstream_id, %error, "mirror sync failed");
+                    }
                 }
             }
             if mirrored.synced_through.load(Ordering::Acquire) < writes {
@@ -502,7 +511,7 @@ impl Mirror {
                     }
                 }
                 () = mirrored.wake.notified() => {}
-                () = tokio::time::sleep(self.poll) => {}
+                () = tokio::time::sleep(jittered(self.poll)) => polled = true,
             }
         }
         mirrored.set_fresh(None);
@@ -512,6 +521,47 @@ impl Mirror {
         if let Ok(mut following) = mirrored.following.lock() {
             *following = false;
         }
+    }
+
+    /// Whether the upstream's Email, Mailbox and Thread states are still
+    /// the ones the mirror's last sync reached: one round trip of three
+    /// `/get`s of no ids (counted as method `poll`). A poll that finds them
+    /// so runs no sync, and a sync holds the account's calls off the mirror
+    /// while it runs ([`Mirror::hold`]): under load, a hundred accounts'
+    /// polls forwarded thousands of calls to the upstream (ADR 0009).
+    /// `false` when the mirror has no such states or the upstream does not
+    /// answer: the sync then runs and reports.
+    async fn unchanged(
+        &self,
+        mirrored: &Mirrored,
+        session: &UpstreamSession,
+        authorization: &HeaderValue,
+    ) -> bool {
+        let email = mirrored.fresh_state.lock().ok().and_then(|s| s.clone());
+        let mailbox = (mirrored.mailbox_snapshot.lock().ok())
+            .and_then(|s| s.as_ref().map(|s| s.state.clone()));
+        let thread =
+            (mirrored.census.lock().ok()).and_then(|c| c.as_ref().map(|c| c.thread_state.clone()));
+        let (Some(email), Some(mailbox), Some(thread)) = (email, mailbox, thread) else {
+            return false;
+        };
+        let id = &mirrored.upstream_id;
+        let request = json!({"using": USING, "methodCalls": [
+            ["Email/get", {"accountId": id, "ids": []}, "e"],
+            ["Mailbox/get", {"accountId": id, "ids": []}, "m"],
+            ["Thread/get", {"accountId": id, "ids": []}, "t"],
+        ]});
+        let Ok(response) = self
+            .upstream
+            .call(session, authorization, &request, "poll")
+            .await
+        else {
+            return false;
+        };
+        let state = |i: usize| response.get("methodResponses").map(|r| &r[i][1]["state"]);
+        state(0).and_then(Value::as_str) == Some(email.as_str())
+            && state(1).and_then(Value::as_str) == Some(mailbox.as_str())
+            && state(2).and_then(Value::as_str) == Some(thread.as_str())
     }
 
     /// The upstream's event source for Email changes, open; `None` when it
@@ -589,6 +639,15 @@ impl Mirror {
         );
         Ok(())
     }
+}
+
+/// `poll` and up to a quarter more, at random: mirrors that started
+/// together (a node's restart, the logins of a busy minute) do not sync in
+/// the same instant poll after poll. A sync holds its account's calls off
+/// the mirror while it runs ([`Mirror::hold`]), so a hundred at once sent a
+/// hundred accounts' calls to the upstream together (ADR 0009).
+fn jittered(poll: Duration) -> Duration {
+    poll + poll.mul_f64(rand::random::<f64>() / 4.0)
 }
 
 /// The key a shape is remembered by: a digest, so that what a client
@@ -1182,7 +1241,17 @@ impl Sync<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::part_map;
+    use super::{jittered, part_map};
+
+    #[test]
+    fn polls_are_spread_over_a_quarter_of_the_interval() {
+        let poll = std::time::Duration::from_secs(60);
+        let waits: Vec<_> = (0..200).map(|_| jittered(poll)).collect();
+        assert!(waits.iter().all(|w| *w >= poll && *w <= poll * 5 / 4));
+        // Spread, not one instant: 200 draws land in both halves.
+        assert!(waits.iter().any(|w| *w < poll * 9 / 8));
+        assert!(waits.iter().any(|w| *w > poll * 9 / 8));
+    }
 
     #[test]
     fn part_blob_ids_are_kept_only_for_mail_split_alike() {
