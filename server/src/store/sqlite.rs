@@ -551,13 +551,20 @@ mod tests {
         let store = SqliteStore::connect(&url, 2).await.unwrap();
         let account = store.create_account("a@example.com", "x").await.unwrap().id;
         let inbox = store.mailboxes(account).await.unwrap()[0].id;
-        let prepared = crate::mail::ingest::prepare(
-            b"Subject: a\r\n\r\nbody\r\n".to_vec(),
-            vec![inbox],
-            Vec::new(),
-            |_| 0,
-        );
-        let inserted = store.insert_emails(account, &[prepared.email]).await;
+        let email = crate::store::NewEmail {
+            blob_id: "b1".into(),
+            size: 1,
+            received_at: 0,
+            sent_at: None,
+            mailbox_ids: vec![inbox],
+            keywords: Vec::new(),
+            header_block: Vec::new(),
+            fast_view: crate::store::FastView::default(),
+            structure: Vec::new(),
+            search: Default::default(),
+            index: crate::store::EmailIndex::default(),
+        };
+        let inserted = store.insert_emails(account, &[email]).await;
         let [crate::store::Inserted::New(id)] = inserted.unwrap()[..] else {
             panic!("not inserted");
         };
