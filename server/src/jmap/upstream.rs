@@ -96,6 +96,12 @@ const LOCAL_FILTER_CONDITIONS: [&str; 8] = [
 /// The Email/query sort properties answered from the mirror.
 const LOCAL_SORT_PROPERTIES: [&str; 3] = ["receivedAt", "size", "hasKeyword"];
 
+/// The most pages of `maxObjectsInGet` matches a collapsed Email/query
+/// reads from the mirror (10,000 emails at the default 1,000): each page is
+/// a local query over every match, and the account's calls are held off
+/// the mirror meanwhile; a bigger one is forwarded.
+const MAX_COLLAPSED_PAGES: u64 = 10;
+
 /// The shape of an Email/query or Thread/get call: what its answer depends
 /// on besides the account's emails and the ids or page asked (the filter
 /// and sort of a query, the properties of a Thread/get), as text. `None`
@@ -140,59 +146,89 @@ fn shape(method: &str, arguments: &Map<String, Value>) -> Option<String> {
     }
 }
 
-/// The answer to an Email/query with `collapseThreads` over `collapsed`
-/// (every match, one per thread, in order: upstream ids), paged as RFC 8620
-/// §5.5 pages and as Fastview answers any query (`limit` clamped to
-/// `maxObjectsInGet` and then returned, `canCalculateChanges` false for
-/// collapsed threads); `accountId` and `queryState` are the caller's to
-/// set. `None` for arguments the upstream is left to judge: a malformed
-/// `position`, `limit` or `anchorOffset`, an anchor not among the matches.
-fn collapsed_page(
-    arguments: &Map<String, Value>,
-    collapsed: Vec<String>,
-    limits: &super::Limits,
-) -> Option<Value> {
-    let integer = |name: &str| match arguments.get(name) {
-        None | Some(Value::Null) => Some(None),
-        Some(value) => value.as_i64().map(Some),
-    };
-    let position = integer("position")?.unwrap_or(0);
-    let anchor_offset = integer("anchorOffset")?.unwrap_or(0);
-    let asked_limit = match integer("limit")? {
-        Some(limit) if limit < 0 => return None,
-        limit => limit.map(|l| l as u64),
-    };
-    let max_limit = limits.max_objects_in_get;
-    let limit = asked_limit.unwrap_or(max_limit).min(max_limit) as usize;
-    let anchor = match arguments.get("anchor") {
-        None | Some(Value::Null) => None,
-        Some(anchor) => {
-            let anchor = anchor.as_str()?;
-            Some((collapsed.iter().position(|id| id == anchor)?, anchor_offset))
+/// The paging arguments of an Email/query answered with collapsed threads
+/// (RFC 8620 §5.5), each exactly of its type: `None` from
+/// [`CollapsedPaging::of`] for anything else (`null` included), which the
+/// upstream is left to judge.
+struct CollapsedPaging {
+    position: i64,
+    anchor: Option<String>,
+    anchor_offset: i64,
+    limit: Option<u64>,
+    calculate_total: bool,
+}
+
+impl CollapsedPaging {
+    fn of(arguments: &Map<String, Value>) -> Option<Self> {
+        let integer = |name: &str| match arguments.get(name) {
+            None => Some(None),
+            Some(value) => value.as_i64().map(Some),
+        };
+        Some(Self {
+            position: integer("position")?.unwrap_or(0),
+            anchor: match arguments.get("anchor") {
+                None => None,
+                Some(anchor) => Some(anchor.as_str()?.to_string()),
+            },
+            anchor_offset: integer("anchorOffset")?.unwrap_or(0),
+            limit: match arguments.get("limit") {
+                None => None,
+                Some(limit) => Some(limit.as_u64()?),
+            },
+            calculate_total: match arguments.get("calculateTotal") {
+                None => false,
+                Some(total) => total.as_bool()?,
+            },
+        })
+    }
+
+    /// How many collapsed matches, from the first, the page needs; `None`
+    /// when every one is (a total, an anchor, a position from the end).
+    fn needs(&self, max_limit: u64) -> Option<usize> {
+        let limit = self.limit.unwrap_or(max_limit).min(max_limit);
+        (!self.calculate_total && self.anchor.is_none() && self.position >= 0)
+            .then(|| (self.position as u64).saturating_add(limit) as usize)
+    }
+
+    /// The answer over `collapsed` (the matches read, one per thread, in
+    /// order: upstream ids; every one unless [`Self::needs`] asked fewer),
+    /// paged as Fastview pages any query (`limit` clamped to
+    /// `maxObjectsInGet` and then returned, `canCalculateChanges` false for
+    /// collapsed threads); `accountId` and `queryState` are the caller's to
+    /// set. `None` when the anchor is not among the matches (the upstream
+    /// answers `anchorNotFound`).
+    fn answer(&self, collapsed: Vec<String>, max_limit: u64) -> Option<Value> {
+        let limit = self.limit.unwrap_or(max_limit).min(max_limit) as usize;
+        let anchor = match &self.anchor {
+            None => None,
+            Some(anchor) => Some((
+                collapsed.iter().position(|id| id == anchor)?,
+                self.anchor_offset,
+            )),
+        };
+        let total = collapsed.len() as i64;
+        let start = crate::mail::query::page_start(total, self.position, anchor);
+        let ids: Vec<Value> = collapsed
+            .into_iter()
+            .skip(start as usize)
+            .take(limit)
+            .map(Value::String)
+            .collect();
+        let mut answer = json!({
+            "accountId": Value::Null,
+            "queryState": Value::Null,
+            "canCalculateChanges": false,
+            "position": start,
+        });
+        answer["ids"] = Value::Array(ids);
+        if self.calculate_total {
+            answer["total"] = json!(total);
         }
-    };
-    let total = collapsed.len() as i64;
-    let start = crate::mail::query::page_start(total, position, anchor);
-    let ids: Vec<Value> = collapsed
-        .into_iter()
-        .skip(start as usize)
-        .take(limit)
-        .map(Value::String)
-        .collect();
-    let mut answer = json!({
-        "accountId": Value::Null,
-        "queryState": Value::Null,
-        "canCalculateChanges": false,
-        "position": start,
-        "ids": ids,
-    });
-    if arguments.get("calculateTotal") == Some(&Value::Bool(true)) {
-        answer["total"] = json!(total);
+        if self.limit.is_none_or(|l| l > max_limit) {
+            answer["limit"] = json!(max_limit);
+        }
+        Some(answer)
     }
-    if asked_limit.is_none_or(|l| l > max_limit) {
-        answer["limit"] = json!(max_limit);
-    }
-    Some(answer)
 }
 
 /// A query's filter with upstream Mailbox ids made local ones, or `None`
@@ -739,9 +775,13 @@ impl Proxied<'_> {
                     | "collapseThreads"
             )
         });
-        let collapsed = arguments
-            .get("collapseThreads")
-            .is_some_and(|c| *c != Value::Bool(false));
+        // Only `true` collapses here; anything but a boolean (`null`
+        // included) is the upstream's to judge.
+        let collapsed = match arguments.get("collapseThreads") {
+            None | Some(Value::Bool(false)) => false,
+            Some(Value::Bool(true)) => true,
+            Some(_) => return Ok(None),
+        };
         let sorted_here = match arguments.get("sort") {
             None | Some(Value::Null) => true,
             Some(Value::Array(sort)) => sort.iter().all(|comparator| {
@@ -778,19 +818,22 @@ impl Proxied<'_> {
             },
         }
         if collapsed {
+            let Some(paging) = CollapsedPaging::of(arguments) else {
+                return Ok(None);
+            };
+            let max_limit = self.jmap.limits.max_objects_in_get;
+            let need = paging.needs(max_limit);
             let Some(collapsed) = self
-                .collapsed_matches(&ready.account, local_arguments, call_id)
+                .collapsed_matches(&ready.account, local_arguments, call_id, need)
                 .await?
             else {
                 return Ok(None);
             };
-            return Ok(collapsed_page(arguments, collapsed, &self.jmap.limits).map(
-                |mut answer| {
-                    answer["accountId"] = Value::String(account_id.into());
-                    answer["queryState"] = Value::String(census.email_state.clone());
-                    answer
-                },
-            ));
+            return Ok(paging.answer(collapsed, max_limit).map(|mut answer| {
+                answer["accountId"] = Value::String(account_id.into());
+                answer["queryState"] = Value::String(census.email_state.clone());
+                answer
+            }));
         }
         let store = &self.jmap.store;
         let account = ready.account.id;
@@ -849,13 +892,16 @@ impl Proxied<'_> {
     /// and sort already local, threads not collapsed) is read a page of
     /// `maxObjectsInGet` at a time and each page's emails named by the
     /// mirror with their upstream ids and threadIds; Fastview's own threads
-    /// need not be the upstream's, so they are never what collapses. `None`
-    /// when an email is not mapped or a page does not come.
+    /// need not be the upstream's, so they are never what collapses. Stops
+    /// once `need` are in (when some), and gives up (`None`: forwarded)
+    /// past [`MAX_COLLAPSED_PAGES`] pages, an email not mapped or a page
+    /// that does not come.
     async fn collapsed_matches(
         &self,
         account: &crate::store::Account,
         mut local_arguments: Map<String, Value>,
         call_id: &str,
+        need: Option<usize>,
     ) -> Result<Option<Vec<String>>, UpstreamError> {
         for name in ["collapseThreads", "anchor", "anchorOffset"] {
             local_arguments.remove(name);
@@ -899,8 +945,16 @@ impl Proxied<'_> {
             }
             position += local_ids.len() as u64;
             let total = answer["total"].as_u64().unwrap_or(0);
-            if local_ids.is_empty() || position >= total {
+            if local_ids.is_empty()
+                || position >= total
+                || need.is_some_and(|need| collapsed.len() >= need)
+            {
                 return Ok(Some(collapsed));
+            }
+            // The account's calls are held off the mirror while it is read:
+            // a mailbox past MAX_COLLAPSED_PAGES pages is the upstream's.
+            if position >= MAX_COLLAPSED_PAGES * page_size {
+                return Ok(None);
             }
         }
     }

@@ -452,8 +452,9 @@ impl Pipeline {
     /// Runs `jobs` (each returns one [`prepare`]d message; at most
     /// [`PREPARE_CONCURRENCY`] at once on the blocking pool) while the
     /// batch of the previous call is stored, and returns that batch's
-    /// outcome: `None` on the first call. A job that panics loses its
-    /// message only (never the batch), as a message that could not be read.
+    /// outcome: `None` on the first call. A job that panics (a bug:
+    /// [`prepare`] never fails) drops its message from the batch and from
+    /// the outcome; the rest of the batch is stored.
     pub async fn push<J>(&mut self, jobs: Vec<J>) -> Option<BatchOutcome>
     where
         J: FnOnce() -> PreparedEmail + Send + 'static,

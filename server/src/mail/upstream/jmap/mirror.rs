@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reqwest::header::HeaderValue;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 
 use super::client::{JmapUpstream, UpstreamSession};
@@ -558,10 +558,7 @@ impl Mirror {
         else {
             return false;
         };
-        let state = |i: usize| response.get("methodResponses").map(|r| &r[i][1]["state"]);
-        state(0).and_then(Value::as_str) == Some(email.as_str())
-            && state(1).and_then(Value::as_str) == Some(mailbox.as_str())
-            && state(2).and_then(Value::as_str) == Some(thread.as_str())
+        states_are(&response, [&email, &mailbox, &thread])
     }
 
     /// The upstream's event source for Email changes, open; `None` when it
@@ -639,6 +636,20 @@ impl Mirror {
         );
         Ok(())
     }
+}
+
+/// Whether a response to [`Mirror::unchanged`]'s three calls (Email/get,
+/// Mailbox/get, Thread/get, in that order) names exactly `states`, in the
+/// same order: an error, a missing or other state is a change.
+fn states_are(response: &Map<String, Value>, states: [&str; 3]) -> bool {
+    let Some(Value::Array(responses)) = response.get("methodResponses") else {
+        return false;
+    };
+    responses.len() == states.len()
+        && responses
+            .iter()
+            .zip(states)
+            .all(|(answer, state)| answer[1]["state"].as_str() == Some(state))
 }
 
 /// `poll` and up to a quarter more, at random: mirrors that started
@@ -1241,7 +1252,30 @@ impl Sync<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{jittered, part_map};
+    use super::{jittered, part_map, states_are};
+
+    #[test]
+    fn a_poll_settles_only_on_the_three_states_of_the_last_sync() {
+        let answer = |e: &str, m: &str, t: &str| {
+            let response = serde_json::json!({"methodResponses": [
+                ["Email/get", {"state": e, "list": []}, "e"],
+                ["Mailbox/get", {"state": m, "list": []}, "m"],
+                ["Thread/get", {"state": t, "list": []}, "t"]]});
+            response.as_object().unwrap().clone()
+        };
+        let last = ["E1", "M1", "T1"];
+        assert!(states_are(&answer("E1", "M1", "T1"), last));
+        // A mailbox renamed, a thread merged, a new email: each a change.
+        assert!(!states_are(&answer("E1", "M2", "T1"), last));
+        assert!(!states_are(&answer("E1", "M1", "T2"), last));
+        assert!(!states_are(&answer("E2", "M1", "T1"), last));
+        let error = serde_json::json!({"methodResponses": [
+            ["error", {"type": "serverFail"}, "e"],
+            ["Mailbox/get", {"state": "M1", "list": []}, "m"],
+            ["Thread/get", {"state": "T1", "list": []}, "t"]]});
+        assert!(!states_are(error.as_object().unwrap(), last));
+        assert!(!states_are(&serde_json::Map::new(), last));
+    }
 
     #[test]
     fn polls_are_spread_over_a_quarter_of_the_interval() {
