@@ -182,10 +182,16 @@ impl CollapsedPaging {
         })
     }
 
+    /// The page's size: `limit` clamped to `max_limit`, which is also the
+    /// size without one (RFC 8620 §5.5).
+    fn limit_within(&self, max_limit: u64) -> u64 {
+        self.limit.unwrap_or(max_limit).min(max_limit)
+    }
+
     /// How many collapsed matches, from the first, the page needs; `None`
     /// when every one is (a total, an anchor, a position from the end).
     fn needs(&self, max_limit: u64) -> Option<usize> {
-        let limit = self.limit.unwrap_or(max_limit).min(max_limit);
+        let limit = self.limit_within(max_limit);
         (!self.calculate_total && self.anchor.is_none() && self.position >= 0)
             .then(|| (self.position as u64).saturating_add(limit) as usize)
     }
@@ -198,7 +204,7 @@ impl CollapsedPaging {
     /// set. `None` when the anchor is not among the matches (the upstream
     /// answers `anchorNotFound`).
     fn answer(&self, collapsed: Vec<String>, max_limit: u64) -> Option<Value> {
-        let limit = self.limit.unwrap_or(max_limit).min(max_limit) as usize;
+        let limit = self.limit_within(max_limit) as usize;
         let anchor = match &self.anchor {
             None => None,
             Some(anchor) => Some((

@@ -519,13 +519,20 @@ mod tests {
     use super::*;
     use crate::store::Store;
 
-    #[tokio::test]
-    async fn the_list_views_query_reads_are_hot() {
+    /// A store with hot reads in a temp dir (kept alive by the first
+    /// value), one account and the id of its inbox.
+    async fn store_with_account() -> (tempfile::TempDir, SqliteStore, i64, i64) {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("a.db").display());
         let store = SqliteStore::connect(&url, 2).await.unwrap();
         let account = store.create_account("a@example.com", "x").await.unwrap().id;
         let inbox = store.mailboxes(account).await.unwrap()[0].id;
+        (dir, store, account, inbox)
+    }
+
+    #[tokio::test]
+    async fn the_list_views_query_reads_are_hot() {
+        let (_dir, store, account, inbox) = store_with_account().await;
         let served = || store.hot.as_ref().unwrap().served();
         let before = served();
         assert!(store.states(account).await.is_ok());
@@ -546,11 +553,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_proxied_calls_id_mapping_is_hot() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("a.db").display());
-        let store = SqliteStore::connect(&url, 2).await.unwrap();
-        let account = store.create_account("a@example.com", "x").await.unwrap().id;
-        let inbox = store.mailboxes(account).await.unwrap()[0].id;
+        let (_dir, store, account, inbox) = store_with_account().await;
         let email = crate::store::NewEmail {
             blob_id: "b1".into(),
             size: 1,

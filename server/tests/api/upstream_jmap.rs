@@ -15,12 +15,21 @@ use crate::support::{PASSWORD, TestAccount, TestApp, demo_messages, spawn_app, s
 /// A standalone Fastview with `ann@example.com` holding the demo messages,
 /// and a proxy in front of it.
 async fn upstream_and_proxy() -> (TestApp, TestApp, TestAccount, Vec<String>) {
+    upstream_and_proxy_with(|_| {}).await
+}
+
+/// [`upstream_and_proxy`] with the proxy's upstream options changed by `edit`.
+async fn upstream_and_proxy_with(
+    edit: impl FnOnce(&mut JmapUpstreamOptions),
+) -> (TestApp, TestApp, TestAccount, Vec<String>) {
     let upstream = spawn_app().await;
     let ann = upstream.account("ann@example.com").await;
     let ids = upstream.ingest(&ann, &demo_messages(), 1_700_000_000).await;
     let url = JmapUpstreamUrl::parse(&format!("{}/.well-known/jmap", upstream.base)).unwrap();
+    let mut options = JmapUpstreamOptions::new(url);
+    edit(&mut options);
     let proxy = spawn_app_with(ServeOptions {
-        jmap_upstream: Some(JmapUpstreamOptions::new(url)),
+        jmap_upstream: Some(options),
         ..ServeOptions::default()
     })
     .await;
@@ -307,6 +316,23 @@ async fn mirror_at(proxy: &TestApp, account: &str, state: Option<&Value>) {
     panic!("the mirror of {account} did not reach {state:?}");
 }
 
+/// Fetches `ann`'s session through the proxy (its mirror starts following)
+/// and waits until the mirror has synced to the upstream's Email state,
+/// which it returns.
+async fn mirror_synced(upstream: &TestApp, proxy: &TestApp, ann: &TestAccount) -> Value {
+    proxy.session(ann).await;
+    let state = upstream
+        .call1(
+            ann,
+            "Email/get",
+            json!({"accountId": ann.account_id, "ids": []}),
+        )
+        .await["state"]
+        .clone();
+    mirror_at(proxy, &ann.account_id, Some(&state)).await;
+    state
+}
+
 #[tokio::test]
 async fn the_mirror_answers_email_get_with_the_upstreams_ids_and_states() {
     let (upstream, proxy, ann, ids) = upstream_and_proxy().await;
@@ -453,12 +479,7 @@ async fn the_mirror_answers_only_accounts_the_credential_may_read() {
 async fn changes_then_get_in_one_request_read_the_changes() {
     let (upstream, proxy, ann, ids) = upstream_and_proxy().await;
     let account = ann.account_id.clone();
-    proxy.session(&ann).await;
-    let state = upstream
-        .call1(&ann, "Email/get", json!({"accountId": account, "ids": []}))
-        .await["state"]
-        .clone();
-    mirror_at(&proxy, &account, Some(&state)).await;
+    let state = mirror_synced(&upstream, &proxy, &ann).await;
     // Another client changes a message; at once, a client syncs through the
     // proxy the way RFC 8620 §5.2 suggests: changes, then the changed ones.
     upstream
@@ -554,12 +575,7 @@ async fn forwarded_calls(proxy: &TestApp, method: &str) -> f64 {
 async fn threads_and_queries_are_the_mirrors_once_it_answered_them_alike() {
     let (upstream, proxy, ann, ids) = upstream_and_proxy().await;
     let account = ann.account_id.clone();
-    proxy.session(&ann).await;
-    let state = upstream
-        .call1(&ann, "Email/get", json!({"accountId": account, "ids": []}))
-        .await["state"]
-        .clone();
-    mirror_at(&proxy, &account, Some(&state)).await;
+    mirror_synced(&upstream, &proxy, &ann).await;
     let census = proxy
         .state
         .mirror
@@ -748,12 +764,7 @@ async fn threads_and_queries_are_the_mirrors_once_it_answered_them_alike() {
 async fn a_shape_the_mirror_answers_unlike_the_upstream_stays_forwarded() {
     let (upstream, proxy, ann, _) = upstream_and_proxy().await;
     let account = ann.account_id.clone();
-    proxy.session(&ann).await;
-    let state = upstream
-        .call1(&ann, "Email/get", json!({"accountId": account, "ids": []}))
-        .await["state"]
-        .clone();
-    mirror_at(&proxy, &account, Some(&state)).await;
+    mirror_synced(&upstream, &proxy, &ann).await;
     // The mirror's copy of one inbox message is moved out of the inbox
     // behind its back: it still believes it is at the upstream's state.
     let ready = proxy
@@ -805,24 +816,10 @@ async fn a_shape_the_mirror_answers_unlike_the_upstream_stays_forwarded() {
 
 #[tokio::test]
 async fn a_poll_that_finds_the_upstream_unchanged_runs_no_sync() {
-    let upstream = spawn_app().await;
-    let ann = upstream.account("ann@example.com").await;
-    let ids = upstream.ingest(&ann, &demo_messages(), 1_700_000_000).await;
-    let url = JmapUpstreamUrl::parse(&format!("{}/.well-known/jmap", upstream.base)).unwrap();
-    let mut options = JmapUpstreamOptions::new(url);
-    options.poll = Duration::from_millis(200);
-    let proxy = spawn_app_with(ServeOptions {
-        jmap_upstream: Some(options),
-        ..ServeOptions::default()
-    })
-    .await;
+    let (upstream, proxy, ann, ids) =
+        upstream_and_proxy_with(|options| options.poll = Duration::from_millis(200)).await;
     let account = ann.account_id.clone();
-    proxy.session(&ann).await;
-    let state = upstream
-        .call1(&ann, "Email/get", json!({"accountId": account, "ids": []}))
-        .await["state"]
-        .clone();
-    mirror_at(&proxy, &account, Some(&state)).await;
+    mirror_synced(&upstream, &proxy, &ann).await;
     let syncs = async || {
         proxy
             .metric("fastview_upstream_round_trips_total{method=\"sync\",command=\"sync\"}")
