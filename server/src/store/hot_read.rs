@@ -23,8 +23,24 @@
 //! disk on that thread, where the pool would read it on its own).
 //!
 //! Reads see the last committed transaction, as the pool's readers do (WAL).
+//!
+//! Email/get's statement, when the caller already holds the metadata of a
+//! known Email state, needs no read transaction at all while nothing has
+//! been committed since that state was read ([`HotReader::state_row`]). A
+//! read transaction costs SQLite's file locks (four `fcntl` calls: a
+//! twentieth of the core in ADR 0003's profile) and the statement; whether
+//! anything was committed is in the WAL-index header, the first 96 octets
+//! of the database's `-shm` file (two copies of a 48-octet header holding
+//! the change counter, the last valid frame and the WAL's salts: any commit
+//! of any process changes it; <https://sqlite.org/walformat.html> §2.1),
+//! read here with one `pread`. The header is read before the statement
+//! whose state it then vouches for, so a commit between the two only makes
+//! the next call read again.
 
 use std::cell::Cell;
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,10 +56,27 @@ pub const HOT_IDS: usize = 100;
 /// thread (module doc).
 pub struct HotReader {
     connections: Vec<Mutex<Connection>>,
+    /// The database's `-shm` file, when it could be opened (WAL mode with
+    /// a connection open: always, for a store's file).
+    shm: Option<File>,
+    /// Per account: the Email state [`HotReader::state_row`] read, and the
+    /// WAL-index header read before it. At most [`MAX_VOUCHED`] accounts.
+    vouched: Mutex<HashMap<i64, (WalMark, i64)>>,
     /// Reads answered here (not handed to the pool), for tests.
     #[cfg(test)]
     served: AtomicUsize,
+    /// States answered from `vouched` without a read, for tests.
+    #[cfg(test)]
+    vouched_reads: AtomicUsize,
 }
+
+/// The most accounts whose Email state [`HotReader`] vouches for at once
+/// (about 64 octets each); past it the map starts over.
+const MAX_VOUCHED: usize = 100_000;
+
+/// One copy of SQLite's WAL-index header (module doc): equal octets, no
+/// commit in between.
+type WalMark = [u8; 48];
 
 /// Each thread starts at its own connection, so that a thread keeps reading
 /// through the same page cache and the threads do not contend.
@@ -94,10 +127,16 @@ impl HotReader {
                 Ok(Mutex::new(connection))
             })
             .collect::<rusqlite::Result<_>>()?;
+        let mut shm_path = path.as_os_str().to_owned();
+        shm_path.push("-shm");
         Ok(Self {
             connections,
+            shm: File::open(shm_path).ok(),
+            vouched: Mutex::new(HashMap::new()),
             #[cfg(test)]
             served: AtomicUsize::new(0),
+            #[cfg(test)]
+            vouched_reads: AtomicUsize::new(0),
         })
     }
 
@@ -135,12 +174,33 @@ impl HotReader {
         self.served.load(Ordering::Relaxed)
     }
 
+    /// How many Email states were vouched for without a read so far.
+    #[cfg(test)]
+    pub fn vouched_reads(&self) -> usize {
+        self.vouched_reads.load(Ordering::Relaxed)
+    }
+
+    /// The WAL-index header now, when its two copies agree (a writer
+    /// updating it, or no `-shm` file: `None`, and the caller reads).
+    fn wal_mark(&self) -> Option<WalMark> {
+        let mut header = [0u8; 96];
+        self.shm.as_ref()?.read_exact_at(&mut header, 0).ok()?;
+        let (first, second) = header.split_at(48);
+        // isInit (octet 12): a header SQLite has not written yet vouches
+        // for nothing.
+        (first == second && first[12] != 0).then(|| first.try_into().ok())?
+    }
+
     /// Email/get's statement ([`super::dialect::Statements::email_meta_unless_state`],
     /// SQLite's text: `$2` the ids as a JSON array): the account's Email
     /// state and, unless it is `known`, the metadata rows as JSON text.
     /// `Some(None)`: no such account; `None`: read it through the pool,
     /// as a call of more than [`HOT_IDS`] ids always is (its rows could
     /// keep the executor's thread on page faults of a cold file).
+    ///
+    /// When `known` is the state this reader last read for the account and
+    /// nothing was committed since (module doc), the answer is `known`
+    /// without a read transaction.
     pub fn state_row(
         &self,
         sql: &str,
@@ -151,7 +211,16 @@ impl HotReader {
         if ids.len() > HOT_IDS {
             return None;
         }
-        self.try_read(|connection| {
+        let mark = self.wal_mark();
+        if let (Some(mark), Some(known)) = (mark, known) {
+            let vouched = self.vouched.lock().ok()?.get(&account).copied();
+            if vouched == Some((mark, known)) {
+                #[cfg(test)]
+                self.vouched_reads.fetch_add(1, Ordering::Relaxed);
+                return Some(Some((known, None)));
+            }
+        }
+        let row = self.try_read(|connection| {
             let ids = serde_json::to_string(&super::sql::distinct(ids))
                 .unwrap_or_else(|_| "[]".to_string());
             connection
@@ -161,7 +230,16 @@ impl HotReader {
                     |row| Ok((row.get(0)?, row.get(1)?)),
                 )
                 .optional()
-        })
+        })?;
+        if let (Some(mark), Some((state, _))) = (mark, &row)
+            && let Ok(mut vouched) = self.vouched.lock()
+        {
+            if vouched.len() >= MAX_VOUCHED {
+                vouched.clear();
+            }
+            vouched.insert(account, (mark, *state));
+        }
+        Some(row)
     }
 }
 

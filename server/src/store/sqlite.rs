@@ -602,6 +602,85 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_known_email_state_needs_no_read_until_something_is_committed() {
+        let (dir, store, account, inbox) = store_with_account().await;
+        let other = store.create_account("b@example.com", "x").await.unwrap().id;
+        let email = crate::store::NewEmail {
+            blob_id: "b1".into(),
+            size: 1,
+            received_at: 0,
+            sent_at: None,
+            mailbox_ids: vec![inbox],
+            keywords: Vec::new(),
+            header_block: Vec::new(),
+            fast_view: crate::store::FastView::default(),
+            structure: Vec::new(),
+            search: Default::default(),
+            index: crate::store::EmailIndex::default(),
+        };
+        let inserted = store.insert_emails(account, &[email]).await.unwrap();
+        let [crate::store::Inserted::New(id)] = inserted[..] else {
+            panic!("not inserted");
+        };
+        let hot = store.hot.clone().unwrap();
+        let (rows, state) = store
+            .email_meta_unless_state(account, &[id], None)
+            .await
+            .unwrap();
+        assert_eq!(rows.unwrap().len(), 1);
+        let (served, vouched) = (hot.served(), hot.vouched_reads());
+        // Nothing committed since: the state without a read, twice.
+        for _ in 0..2 {
+            let again = store
+                .email_meta_unless_state(account, &[id], Some(state))
+                .await;
+            assert_eq!(again.unwrap(), (None, state));
+        }
+        assert_eq!((hot.served(), hot.vouched_reads()), (served, vouched + 2));
+        // A state the reader did not read is read.
+        let other_state = store
+            .email_meta_unless_state(account, &[id], Some(state - 1))
+            .await;
+        assert_eq!(other_state.unwrap().1, state);
+        assert_eq!(
+            (hot.served(), hot.vouched_reads()),
+            (served + 1, vouched + 2)
+        );
+        // A commit of another account's: read again, the same state.
+        let folder = crate::store::NewMailbox {
+            parent_id: None,
+            name: "Folder".into(),
+            role: None,
+            sort_order: 0,
+            is_subscribed: true,
+        };
+        store.create_mailbox(other, &folder).await.unwrap();
+        let again = store
+            .email_meta_unless_state(account, &[id], Some(state))
+            .await;
+        assert_eq!(again.unwrap(), (None, state));
+        assert_eq!(
+            (hot.served(), hot.vouched_reads()),
+            (served + 2, vouched + 2)
+        );
+        // A commit of another connection, as `fastview import` in another
+        // process makes: seen at once.
+        let outside = rusqlite::Connection::open(dir.path().join("a.db")).unwrap();
+        outside
+            .execute(
+                "UPDATE accounts SET email_state = email_state + 1 WHERE id = ?1",
+                [account],
+            )
+            .unwrap();
+        let moved = store
+            .email_meta_unless_state(account, &[id], Some(state))
+            .await;
+        let (rows, moved) = moved.unwrap();
+        assert_eq!((rows.map(|rows| rows.len()), moved), (Some(1), state + 1));
+        assert_eq!(hot.vouched_reads(), vouched + 2);
+    }
+
+    #[tokio::test]
     async fn hot_reads_only_for_a_plain_file_url() {
         let dir = tempfile::tempdir().unwrap();
         let plain = format!("sqlite://{}", dir.path().join("a.db").display());
