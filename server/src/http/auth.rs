@@ -325,7 +325,9 @@ impl Authenticator {
     /// Whether (user, client) has used up its failures in this window.
     async fn braked(&self, user: &str, client: IpAddr) -> bool {
         let last = self.last_reserved_ms.load(Ordering::Acquire);
-        if last == 0 || self.elapsed_ms() > last + FAILURE_WINDOW.as_millis() as u64 {
+        // A second's margin: a counter is made just after the mark is set.
+        let expired = last + FAILURE_WINDOW.as_millis() as u64 + 1_000;
+        if last == 0 || self.elapsed_ms() > expired {
             return false;
         }
         self.failures

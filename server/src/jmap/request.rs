@@ -53,8 +53,10 @@ pub struct Invocation(pub String, pub Map<String, Value>, pub String);
 /// Deserialized straight from the body's text: `using`, `methodCalls` and
 /// `createdIds` into their types, any other member into a `Value` that is
 /// then dropped, so that it is still held to JSON's rules (its strings'
-/// UTF-8, its numbers' range) as when the whole body was a `Value` first;
-/// a member named twice is not a Request (I-JSON, RFC 7493 §2.3).
+/// UTF-8, its numbers' range) as when the whole body was a `Value` first.
+/// Stricter than that `Value` was: `using`, `methodCalls` or `createdIds`
+/// named twice is not a Request (I-JSON, RFC 7493 §2.3; the `Value` kept
+/// the last), nor is an array (a Request is an object, RFC 8620 §3.3).
 #[derive(Debug, Clone)]
 pub struct Request {
     pub using: Vec<String>,
@@ -423,6 +425,7 @@ mod tests {
             &format!(r#"{{{core},"methodCalls":[],{core}}}"#),
             Err("notRequest"),
         );
+        check(r#"[["urn:ietf:params:jmap:core"],[]]"#, Err("notRequest"));
         check(
             &format!(r#"{{{core},"methodCalls":[["a",{{}},"1"],["b",{{}},"2"],["c",{{}},"3"]]}}"#),
             Err("limit"),

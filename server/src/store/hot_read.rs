@@ -78,6 +78,21 @@ const MAX_VOUCHED: usize = 100_000;
 /// commit in between.
 type WalMark = [u8; 48];
 
+/// The `-shm` file of `connection`'s database when it is in WAL mode:
+/// beside the file as SQLite names it (symbolic links resolved), which
+/// need not be beside the path it was opened by.
+fn shm_file(connection: &Connection) -> Option<File> {
+    let mode: String = connection
+        .query_row("PRAGMA journal_mode", [], |row| row.get(0))
+        .ok()?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return None;
+    }
+    let mut shm_path = std::ffi::OsString::from(connection.path()?);
+    shm_path.push("-shm");
+    File::open(shm_path).ok()
+}
+
 /// Each thread starts at its own connection, so that a thread keeps reading
 /// through the same page cache and the threads do not contend.
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
@@ -126,12 +141,14 @@ impl HotReader {
                 connection.pragma_update(None, "query_only", true)?;
                 Ok(Mutex::new(connection))
             })
-            .collect::<rusqlite::Result<_>>()?;
-        let mut shm_path = path.as_os_str().to_owned();
-        shm_path.push("-shm");
+            .collect::<rusqlite::Result<Vec<Mutex<Connection>>>>()?;
+        let shm = match connections[0].lock() {
+            Ok(first) => shm_file(&first),
+            Err(_) => None,
+        };
         Ok(Self {
             connections,
-            shm: File::open(shm_path).ok(),
+            shm,
             vouched: Mutex::new(HashMap::new()),
             #[cfg(test)]
             served: AtomicUsize::new(0),

@@ -681,6 +681,38 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_symlinked_database_is_watched_where_sqlite_keeps_its_shm() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("disk")).unwrap();
+        let (real, link) = (dir.path().join("disk/a.db"), dir.path().join("a.db"));
+        // A `-shm` left at the link's place (a crash before the file moved)
+        // never changes: watching it would vouch for a state forever.
+        let url = format!("sqlite://{}", real.display());
+        drop(SqliteStore::connect(&url, 2).await.unwrap());
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        std::fs::write(dir.path().join("a.db-shm"), vec![1u8; 32_768]).unwrap();
+        let url = format!("sqlite://{}", link.display());
+        let store = SqliteStore::connect(&url, 2).await.unwrap();
+        let account = store.create_account("a@example.com", "x").await.unwrap().id;
+        let (_, state) = store
+            .email_meta_unless_state(account, &[], None)
+            .await
+            .unwrap();
+        let outside = rusqlite::Connection::open(&real).unwrap();
+        outside
+            .execute(
+                "UPDATE accounts SET email_state = email_state + 1 WHERE id = ?1",
+                [account],
+            )
+            .unwrap();
+        let (_, moved) = store
+            .email_meta_unless_state(account, &[], Some(state))
+            .await
+            .unwrap();
+        assert_eq!(moved, state + 1);
+    }
+
+    #[tokio::test]
     async fn hot_reads_only_for_a_plain_file_url() {
         let dir = tempfile::tempdir().unwrap();
         let plain = format!("sqlite://{}", dir.path().join("a.db").display());
