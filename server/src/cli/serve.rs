@@ -63,6 +63,10 @@ pub struct ServeArgs {
     /// (about 250 bytes a message).
     #[arg(long, env = "FASTVIEW_METADATA_CACHE_MB", default_value_t = CacheSizes::default().metadata_bytes >> 20)]
     pub metadata_cache_mb: u64,
+    /// The list view's Email objects kept as JSON text, per account, but
+    /// for their mailboxIds and keywords, MiB (about 600 bytes a message).
+    #[arg(long, env = "FASTVIEW_LIST_TEXT_CACHE_MB", default_value_t = CacheSizes::default().list_text_bytes >> 20)]
+    pub list_text_cache_mb: u64,
     /// Minutes between runs of the blob garbage collector (as `fastview gc`;
     /// the first run starts with the server); 0 turns it off.
     #[arg(long, env = "FASTVIEW_GC_EVERY_MINUTES", default_value_t = 60)]
@@ -230,6 +234,7 @@ impl ServeArgs {
                 fast_view_bytes: self.fast_view_cache_mb << 20,
                 structure_bytes: self.structure_cache_mb << 20,
                 metadata_bytes: self.metadata_cache_mb << 20,
+                list_text_bytes: self.list_text_cache_mb << 20,
             },
             connections: ConnectionLimits {
                 header_read_timeout: Duration::from_secs(self.header_read_timeout),

@@ -221,6 +221,8 @@ async fn metrics(
     axum::extract::State(state): axum::extract::State<Arc<AppState>>,
 ) -> impl axum::response::IntoResponse {
     state.jmap.loader.report_caches().await;
+    let (entries, bytes) = state.jmap.list_texts.size().await;
+    state.jmap.metrics.set_cache("list_text", entries, bytes);
     (
         [(
             header::CONTENT_TYPE,

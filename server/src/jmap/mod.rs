@@ -131,6 +131,8 @@ pub struct Jmap {
     pub blobs: Arc<BlobStore>,
     pub metrics: Arc<Metrics>,
     pub loader: EmailLoader,
+    /// The list view's texts per account ([`mail::email::render_text::ListTexts`]).
+    pub list_texts: mail::email::render_text::ListTexts,
     pub limits: Limits,
     pub switches: ReadSwitches,
     /// The bounded pool heavy parsing and rendering run on (shared with the loader).
@@ -174,6 +176,7 @@ impl Jmap {
             blobs,
             metrics,
             loader,
+            list_texts: mail::email::render_text::ListTexts::new(cache_sizes.list_text_bytes),
             limits,
             switches,
             work,

@@ -135,6 +135,10 @@ pub struct CacheSizes {
     /// held: 64 MiB by default, about 250,000 messages (the newest 30 of
     /// 8,000 mailboxes).
     pub metadata_bytes: u64,
+    /// The list view's texts per account (`jmap::mail::email::render_text::ListTexts`),
+    /// about 600 octets per message of real mail: 64 MiB by default, about
+    /// 100,000 messages.
+    pub list_text_bytes: u64,
 }
 
 impl Default for CacheSizes {
@@ -144,6 +148,7 @@ impl Default for CacheSizes {
             fast_view_bytes: 32 << 20,
             structure_bytes: 64 << 20,
             metadata_bytes: 64 << 20,
+            list_text_bytes: 64 << 20,
         }
     }
 }

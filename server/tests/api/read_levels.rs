@@ -556,3 +556,86 @@ async fn a_projection_miss_is_computed_served_and_written_back() {
             .is_empty()
     );
 }
+
+/// The list view's texts kept per account (issue 20) hold only what never
+/// changes: each call writes in the mailboxIds and keywords it reads, and
+/// its octets stay those of the full level's tree.
+#[tokio::test]
+async fn kept_list_texts_take_each_calls_mailbox_ids_and_keywords() {
+    let (app, user, ids) = seeded(30).await;
+    let full = spawn_sibling(
+        &app,
+        ServeOptions {
+            switches: ReadSwitches {
+                read_levels: false,
+                fast_view: true,
+            },
+            ..ServeOptions::default()
+        },
+    )
+    .await;
+    let request = |properties: Value| {
+        json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+            "methodCalls": [["Email/get", {"accountId": user.account_id, "ids": ids,
+                "properties": properties}, "g"]]})
+    };
+    let list = request(json!([
+        "id",
+        "subject",
+        "keywords",
+        "from",
+        "mailboxIds",
+        "preview"
+    ]));
+    let first = app.api_text(&user, &list).await;
+    assert_eq!(first, full.api_text(&user, &list).await);
+    // One entry for the account, holding the 30 texts.
+    assert_eq!(
+        app.metric("fastview_cache_entries{cache=\"list_text\"}")
+            .await,
+        1.0
+    );
+    let held = app
+        .metric("fastview_cache_bytes{cache=\"list_text\"}")
+        .await;
+    assert!((30.0 * 100.0..30.0 * 4096.0).contains(&held), "{held}");
+    assert_eq!(app.api_text(&user, &list).await, first);
+
+    // Keywords and mailboxes change: the kept texts take the new ones.
+    let folder = app
+        .call1(
+            &user,
+            "Mailbox/set",
+            json!({"accountId": user.account_id, "create": {"f": {"name": "Folder"}}}),
+        )
+        .await;
+    let folder = folder["created"]["f"]["id"].as_str().unwrap().to_string();
+    let set = app
+        .call1(
+            &user,
+            "Email/set",
+            json!({"accountId": user.account_id, "update": {ids[3].clone(): {
+                "keywords": {"$seen": true, "Work": true},
+                "mailboxIds": {user.inbox.clone(): true, folder.clone(): true}}}}),
+        )
+        .await;
+    assert_eq!(set["updated"].as_object().unwrap().len(), 1, "{set}");
+    let changed = app.api_text(&user, &list).await;
+    assert_ne!(changed, first);
+    assert_eq!(changed, full.api_text(&user, &list).await);
+    let answer: Value = serde_json::from_str(&changed).unwrap();
+    let email = &answer["methodResponses"][0][1]["list"][3];
+    assert_eq!(email["keywords"], json!({"$seen": true, "work": true}));
+    assert_eq!(
+        email["mailboxIds"],
+        json!({user.inbox.clone(): true, folder.clone(): true})
+    );
+
+    // Another shape is not served the first one's texts, nor it the other's.
+    let other = request(json!(["subject", "receivedAt", "hasAttachment"]));
+    assert_eq!(
+        app.api_text(&user, &other).await,
+        full.api_text(&user, &other).await
+    );
+    assert_eq!(app.api_text(&user, &list).await, changed);
+}

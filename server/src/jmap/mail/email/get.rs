@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::render::{BodyOptions, EmailSources, render_email};
-use super::render_text::TextShape;
+use super::render_text::{FixedText, TextShape};
 use crate::jmap::budget::Taken;
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
@@ -161,9 +161,28 @@ pub async fn email_get(
     if plan.full {
         charge_parse_bytes(ctx, &loaded)?;
     }
-    jmap.loader
-        .complete(ctx.account.id, &mut loaded, plan)
-        .await?;
+    // The list view's texts kept for the account: when they hold every
+    // email found at this shape, nothing else of them is read.
+    let text_shape = (level <= ReadLevel::FastView)
+        .then(|| TextShape::new(&shape.properties))
+        .flatten()
+        .filter(|text_shape| text_shape.needs_header || text_shape.needs_fast_view)
+        .map(|text_shape| {
+            let name = text_shape.name();
+            (text_shape, name)
+        });
+    let kept = match &text_shape {
+        Some((_, name)) => {
+            let found = loaded.iter().map(|email| email.meta.id);
+            jmap.list_texts.all_of(ctx.account.id, name, found).await
+        }
+        None => None,
+    };
+    if kept.is_none() {
+        jmap.loader
+            .complete(ctx.account.id, &mut loaded, plan)
+            .await?;
+    }
     if plan.body_values {
         let reads = BodyReads::plan(&loaded, shape.options.flags);
         ctx.budget
@@ -172,8 +191,11 @@ pub async fn email_get(
     }
 
     // Render: inline for the list view, on the work pool when heavier.
+    let shape_name = text_shape.as_ref().map(|(_, name)| name.clone());
     let job = RenderJob {
         heavy: level >= ReadLevel::BodyValues || render_bound(&shape, &loaded) > INLINE_RENDER_WORK,
+        text_shape: text_shape.map(|(text_shape, _)| text_shape),
+        kept,
         requested,
         loaded,
         level,
@@ -192,6 +214,7 @@ pub async fn email_get(
         not_found,
         work_left,
         held,
+        made,
     } = rendered.map_err(|error| match error {
         RenderError::Work => over_work(&jmap.limits),
         RenderError::Bytes => MethodError::TooMuchBuilt(jmap.limits.max_size_built()),
@@ -199,6 +222,9 @@ pub async fn email_get(
     })?;
     ctx.budget.work_left = work_left;
     ctx.budget.prepaid(held);
+    if let Some(name) = shape_name {
+        jmap.list_texts.keep(ctx.account.id, name, made).await;
+    }
     let text = get_response_text(&request.account_id, state, &list.texts, &not_found);
     let value = list
         .values
@@ -265,6 +291,14 @@ fn render_bound(shape: &EmailShape, loaded: &[LoadedEmail]) -> u64 {
 /// run on the work pool.
 struct RenderJob {
     heavy: bool,
+    /// The list view's shape, when every property renders as text and
+    /// some needs the header fields or the projection (else the text
+    /// shape is made in [`RenderJob::run`], if any).
+    text_shape: Option<TextShape>,
+    /// Texts of emails kept from earlier calls at that shape
+    /// ([`super::render_text::ListTexts`]): then nothing else of those
+    /// emails was loaded.
+    kept: Option<HashMap<i64, Arc<FixedText>>>,
     requested: Vec<String>,
     loaded: Vec<LoadedEmail>,
     level: ReadLevel,
@@ -294,6 +328,8 @@ struct Rendered {
     work_left: u64,
     /// Octets taken from the holdings while building, for the request.
     held: Taken,
+    /// Texts rendered at the list view's shape, to be kept.
+    made: Vec<(i64, Arc<FixedText>)>,
 }
 
 /// Why a render stopped.
@@ -313,6 +349,8 @@ impl RenderJob {
     fn run(self) -> Result<Rendered, RenderError> {
         let RenderJob {
             heavy,
+            text_shape,
+            kept,
             requested,
             loaded,
             level,
@@ -324,19 +362,33 @@ impl RenderJob {
         } = self;
         let meter = WorkMeter::new(work_left);
         let by_id: HashMap<i64, &LoadedEmail> = loaded.iter().map(|e| (e.meta.id, e)).collect();
-        if let Some(text_shape) = (level <= ReadLevel::FastView)
-            .then(|| TextShape::new(&shape.properties))
-            .flatten()
-        {
+        let keep = text_shape.is_some();
+        if let Some(text_shape) = text_shape.or_else(|| {
+            (level <= ReadLevel::FastView)
+                .then(|| TextShape::new(&shape.properties))
+                .flatten()
+        }) {
             // Checked against the request's budget per email; taken from
             // the holdings per email when heavy (a large render stops at
             // the first email over them), once for the whole list when
             // light (bounded by the inline render work).
             let mut built = 0u64;
+            let mut made = Vec::new();
             let render = |id: &str| -> Option<Result<String, RenderError>> {
                 let email = by_id.get(&ids::parse_email_id(id)?)?;
+                let fixed = match kept.as_ref().and_then(|kept| kept.get(&email.meta.id)) {
+                    Some(fixed) => meter.charge(fixed.units()).map(|()| fixed.clone()),
+                    None => text_shape
+                        .fixed(&sources_of(email), &meter)
+                        .map(Arc::new)
+                        .inspect(|fixed| {
+                            if keep {
+                                made.push((email.meta.id, fixed.clone()));
+                            }
+                        }),
+                };
                 let mut text = String::with_capacity(768);
-                let rendered = text_shape.render(&sources_of(email), &meter, &mut text);
+                let rendered = fixed.map(|fixed| fixed.splice(&email.meta, &mut text));
                 let size = text.len() as u64;
                 Some(match rendered {
                     Ok(()) if size > bytes_left - built => Err(RenderError::Bytes),
@@ -360,6 +412,7 @@ impl RenderJob {
                 not_found,
                 work_left: meter.left(),
                 held: taken,
+                made,
             });
         }
         let mut count = |text: &str| -> Result<(), RenderError> {
@@ -397,6 +450,7 @@ impl RenderJob {
             not_found,
             work_left: meter.left(),
             held: taken,
+            made: Vec::new(),
         })
     }
 }

@@ -17,9 +17,13 @@
 //! (`tests/api/email_get.rs` compares both on every property and corpus
 //! message).
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use super::render::EmailSources;
 use crate::mail::property::{EmailProperty, HeaderProperty};
 use crate::mail::work::{WorkExceeded, WorkMeter};
+use crate::store::EmailMeta;
 
 /// One property of a [`TextShape`].
 enum Slot {
@@ -95,6 +99,12 @@ impl TextShape {
         })
     }
 
+    /// The shape's identity: its keys in the order they are written (two
+    /// calls with the same properties, in any order, have the same).
+    pub fn name(&self) -> String {
+        self.slots.iter().map(|(key, _)| key.as_str()).collect()
+    }
+
     /// Appends the Email object of `sources` to `out`, charging `meter` as
     /// [`super::render::render_email`] does: one unit per property, plus
     /// one per field a `header:…:all` property renders. [`WorkExceeded`]
@@ -108,7 +118,23 @@ impl TextShape {
         meter: &WorkMeter,
         out: &mut String,
     ) -> Result<(), WorkExceeded> {
+        let fixed = self.fixed(sources, meter)?;
+        fixed.splice(sources.meta, out);
+        Ok(())
+    }
+
+    /// The object of `sources` with its `mailboxIds` and `keywords` left
+    /// out (the properties that change: [`FixedText`]), charging `meter` as
+    /// [`TextShape::render`] does.
+    pub fn fixed(
+        &self,
+        sources: &EmailSources<'_>,
+        meter: &WorkMeter,
+    ) -> Result<FixedText, WorkExceeded> {
         let meta = sources.meta;
+        let mut out = String::with_capacity(768);
+        let mut holes = Vec::new();
+        let mut charged = 0;
         out.push('{');
         for (position, (key, slot)) in self.slots.iter().enumerate() {
             let units = match slot {
@@ -121,6 +147,7 @@ impl TextShape {
                 _ => 1,
             };
             meter.charge(units)?;
+            charged += units;
             if position > 0 {
                 out.push(',');
             }
@@ -128,39 +155,19 @@ impl TextShape {
             match slot {
                 Slot::Id => {
                     out.push_str("\"e");
-                    push_int(out, meta.id);
+                    push_int(&mut out, meta.id);
                     out.push('"');
                 }
-                Slot::BlobId => push_str(out, &meta.blob_id),
+                Slot::BlobId => push_str(&mut out, &meta.blob_id),
                 Slot::ThreadId => {
                     out.push_str("\"t");
-                    push_int(out, meta.thread_id);
+                    push_int(&mut out, meta.thread_id);
                     out.push('"');
                 }
-                Slot::MailboxIds if meta.mailbox_ids.len() == 1 => {
-                    out.push_str("{\"m");
-                    push_int(out, meta.mailbox_ids[0]);
-                    out.push_str("\":true}");
-                }
-                Slot::MailboxIds => {
-                    let mut keys: Vec<String> =
-                        meta.mailbox_ids.iter().map(|id| format!("m{id}")).collect();
-                    keys.sort_unstable();
-                    keys.dedup();
-                    push_true_set(out, keys.iter().map(String::as_str));
-                }
-                Slot::Keywords => {
-                    let mut keys: Vec<String> = meta
-                        .keywords
-                        .iter()
-                        .map(|keyword| keyword.to_ascii_lowercase())
-                        .collect();
-                    keys.sort_unstable();
-                    keys.dedup();
-                    push_true_set(out, keys.iter().map(String::as_str));
-                }
-                Slot::Size => push_int(out, meta.size),
-                Slot::ReceivedAt => push_utc_date(out, meta.received_at),
+                Slot::MailboxIds => holes.push((out.len(), Hole::MailboxIds)),
+                Slot::Keywords => holes.push((out.len(), Hole::Keywords)),
+                Slot::Size => push_int(&mut out, meta.size),
+                Slot::ReceivedAt => push_utc_date(&mut out, meta.received_at),
                 Slot::Header(header) => match sources.header {
                     Some(fields) => out.push_str(&fields.value_text(header)),
                     None => out.push_str("null"),
@@ -170,13 +177,173 @@ impl TextShape {
                     None => out.push_str("null"),
                 },
                 Slot::Preview => match sources.fast_view {
-                    Some(view) => push_str(out, &view.preview),
+                    Some(view) => push_str(&mut out, &view.preview),
                     None => out.push_str("null"),
                 },
             }
         }
         out.push('}');
-        Ok(())
+        Ok(FixedText {
+            text: out.into_boxed_str(),
+            holes: holes.into_boxed_slice(),
+            units: charged,
+        })
+    }
+}
+
+/// A property a [`FixedText`] leaves out.
+#[derive(Debug, Clone, Copy)]
+enum Hole {
+    MailboxIds,
+    Keywords,
+}
+
+/// One email's object at one [`TextShape`] as JSON text, but for the
+/// values of `mailboxIds` and `keywords`, which change (RFC 8621 §4.1.1)
+/// and are written in from the email's metadata at each call
+/// ([`FixedText::splice`]): everything else of it (metadata that never
+/// changes, header values, the projection) is immutable, so the text can
+/// be kept ([`ListTexts`]).
+#[derive(Debug)]
+pub struct FixedText {
+    text: Box<str>,
+    /// Octet offsets into `text` (ascending) where a value goes.
+    holes: Box<[(usize, Hole)]>,
+    /// The render work the object cost: charged again for each use.
+    units: u64,
+}
+
+impl FixedText {
+    /// The render work units one use of it costs ([`TextShape::render`]'s).
+    pub fn units(&self) -> u64 {
+        self.units
+    }
+
+    /// Appends the object with `meta`'s `mailboxIds` and `keywords`
+    /// written in: the octets [`TextShape::render`] writes for it.
+    pub fn splice(&self, meta: &EmailMeta, out: &mut String) {
+        let mut from = 0;
+        for &(at, hole) in &self.holes {
+            out.push_str(&self.text[from..at]);
+            match hole {
+                Hole::MailboxIds => push_mailbox_ids(out, meta),
+                Hole::Keywords => push_keywords(out, meta),
+            }
+            from = at;
+        }
+        out.push_str(&self.text[from..]);
+    }
+
+    /// Octets it holds, for a cache's weigher.
+    fn weight(&self) -> usize {
+        self.text.len() + 16 * self.holes.len() + 64
+    }
+}
+
+/// `mailboxIds` as JSON: `{"m1":true,…}` in key order.
+fn push_mailbox_ids(out: &mut String, meta: &EmailMeta) {
+    if let [only] = meta.mailbox_ids[..] {
+        out.push_str("{\"m");
+        push_int(out, only);
+        out.push_str("\":true}");
+        return;
+    }
+    let mut keys: Vec<String> = meta.mailbox_ids.iter().map(|id| format!("m{id}")).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    push_true_set(out, keys.iter().map(String::as_str));
+}
+
+/// `keywords` as JSON: lowercase, each once, in key order.
+fn push_keywords(out: &mut String, meta: &EmailMeta) {
+    let mut keys: Vec<String> = meta
+        .keywords
+        .iter()
+        .map(|keyword| keyword.to_ascii_lowercase())
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    push_true_set(out, keys.iter().map(String::as_str));
+}
+
+/// The list view's texts kept per account (ADR 0003, issue 20): for each
+/// account, the [`FixedText`]s of the emails its calls rendered at one
+/// [`TextShape`] (at most [`LIST_TEXT_EMAILS`]), so that a call asking for
+/// the same properties of emails already rendered looks up one entry and
+/// copies their text, instead of two cache entries per email (header
+/// fields, projection) and rendering them again. Holds only immutable
+/// text; bounded in octets.
+pub struct ListTexts {
+    accounts: moka::future::Cache<i64, Arc<AccountTexts>>,
+}
+
+/// The most emails an account's entry of [`ListTexts`] holds: a few pages
+/// of a list view; a call that would add more starts a new entry.
+pub const LIST_TEXT_EMAILS: usize = 1_000;
+
+/// One account's entry of [`ListTexts`].
+struct AccountTexts {
+    /// [`TextShape::name`] of the shape the texts were rendered at.
+    shape: String,
+    texts: HashMap<i64, Arc<FixedText>>,
+    weight: u32,
+}
+
+impl ListTexts {
+    /// An empty cache of at most `bytes` octets.
+    pub fn new(bytes: u64) -> Self {
+        Self {
+            accounts: moka::future::Cache::builder()
+                .max_capacity(bytes)
+                .weigher(|_: &i64, entry: &Arc<AccountTexts>| entry.weight)
+                .build(),
+        }
+    }
+
+    /// The texts of `ids` at `shape` in `account`, when the account's
+    /// entry holds every one of them (else `None`).
+    pub async fn all_of(
+        &self,
+        account: i64,
+        shape: &str,
+        ids: impl Iterator<Item = i64>,
+    ) -> Option<HashMap<i64, Arc<FixedText>>> {
+        let entry = self.accounts.get(&account).await?;
+        if entry.shape != shape {
+            return None;
+        }
+        ids.map(|id| Some((id, entry.texts.get(&id)?.clone())))
+            .collect()
+    }
+
+    /// Adds `made` (texts rendered at `shape`) to the account's entry, or
+    /// starts a new one when the shape differs or the entry is full.
+    pub async fn keep(&self, account: i64, shape: String, made: Vec<(i64, Arc<FixedText>)>) {
+        if made.is_empty() || made.len() > LIST_TEXT_EMAILS {
+            return;
+        }
+        let mut texts = match self.accounts.get(&account).await {
+            Some(entry)
+                if entry.shape == shape && entry.texts.len() + made.len() <= LIST_TEXT_EMAILS =>
+            {
+                entry.texts.clone()
+            }
+            _ => HashMap::with_capacity(made.len()),
+        };
+        texts.extend(made);
+        let weight = texts.values().map(|text| text.weight()).sum::<usize>() + shape.len() + 256;
+        let entry = AccountTexts {
+            shape,
+            texts,
+            weight: weight.min(u32::MAX as usize) as u32,
+        };
+        self.accounts.insert(account, Arc::new(entry)).await;
+    }
+
+    /// Entries and octets held now (after pending evictions).
+    pub async fn size(&self) -> (u64, u64) {
+        self.accounts.run_pending_tasks().await;
+        (self.accounts.entry_count(), self.accounts.weighted_size())
     }
 }
 
