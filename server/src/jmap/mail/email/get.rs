@@ -162,7 +162,9 @@ pub async fn email_get(
         charge_parse_bytes(ctx, &loaded)?;
     }
     // The list view's texts kept for the account: when they hold every
-    // email found at this shape, nothing else of them is read.
+    // email found at this shape, nothing else of them is read (so a
+    // failure to read a header block or a projection row, which would
+    // fail the call, cannot happen for them).
     let text_shape = (level <= ReadLevel::FastView)
         .then(|| TextShape::new(&shape.properties))
         .flatten()
@@ -192,8 +194,17 @@ pub async fn email_get(
 
     // Render: inline for the list view, on the work pool when heavier.
     let shape_name = text_shape.as_ref().map(|(_, name)| name.clone());
+    // Kept texts weigh what their emails' sources would have: a call that
+    // renders on the pool (taking its holdings per email) still does.
+    let bound = match &kept {
+        Some(kept) => kept
+            .values()
+            .map(|text| text.bound())
+            .fold(0, u64::saturating_add),
+        None => render_bound(&shape, &loaded),
+    };
     let job = RenderJob {
-        heavy: level >= ReadLevel::BodyValues || render_bound(&shape, &loaded) > INLINE_RENDER_WORK,
+        heavy: level >= ReadLevel::BodyValues || bound > INLINE_RENDER_WORK,
         text_shape: text_shape.map(|(text_shape, _)| text_shape),
         kept,
         requested,
@@ -378,14 +389,18 @@ impl RenderJob {
                 let email = by_id.get(&ids::parse_email_id(id)?)?;
                 let fixed = match kept.as_ref().and_then(|kept| kept.get(&email.meta.id)) {
                     Some(fixed) => meter.charge(fixed.units()).map(|()| fixed.clone()),
-                    None => text_shape
-                        .fixed(&sources_of(email), &meter)
-                        .map(Arc::new)
-                        .inspect(|fixed| {
-                            if keep {
-                                made.push((email.meta.id, fixed.clone()));
-                            }
-                        }),
+                    None => {
+                        let sources = sources_of(email);
+                        let complete = text_shape.has_all(&sources);
+                        text_shape
+                            .fixed(&sources, &meter)
+                            .map(Arc::new)
+                            .inspect(|fixed| {
+                                if keep && complete {
+                                    made.push((email.meta.id, fixed.clone()));
+                                }
+                            })
+                    }
                 };
                 let mut text = String::with_capacity(768);
                 let rendered = fixed.map(|fixed| fixed.splice(&email.meta, &mut text));

@@ -123,6 +123,14 @@ impl TextShape {
         Ok(())
     }
 
+    /// Whether `sources` holds everything this shape reads: only then is
+    /// its [`FixedText`] worth keeping (a missing header block or
+    /// projection row renders `null`, which a later read could fill).
+    pub fn has_all(&self, sources: &EmailSources<'_>) -> bool {
+        (!self.needs_header || sources.header.is_some())
+            && (!self.needs_fast_view || sources.fast_view.is_some())
+    }
+
     /// The object of `sources` with its `mailboxIds` and `keywords` left
     /// out (the properties that change: [`FixedText`]), charging `meter` as
     /// [`TextShape::render`] does.
@@ -234,9 +242,17 @@ impl FixedText {
         out.push_str(&self.text[from..]);
     }
 
-    /// Octets it holds, for a cache's weigher.
+    /// Octets it holds with its slot in a map, for a cache's weigher.
     fn weight(&self) -> usize {
-        self.text.len() + 16 * self.holes.len() + 64
+        self.text.len() + 16 * self.holes.len() + 112
+    }
+
+    /// Its share of Email/get's bound on a render's work (`render_bound`:
+    /// the units, and one per 256 octets of text), which decides whether
+    /// a call renders inline or on the work pool, as the email's loaded
+    /// sources would have.
+    pub fn bound(&self) -> u64 {
+        self.units + self.text.len() as u64 / 256
     }
 }
 
@@ -322,11 +338,21 @@ impl ListTexts {
         if made.is_empty() || made.len() > LIST_TEXT_EMAILS {
             return;
         }
+        // Two calls keeping at once: one's texts may be lost (a later call
+        // renders them again), never mixed, as entries are immutable.
         let mut texts = match self.accounts.get(&account).await {
-            Some(entry)
-                if entry.shape == shape && entry.texts.len() + made.len() <= LIST_TEXT_EMAILS =>
-            {
-                entry.texts.clone()
+            Some(entry) if entry.shape == shape => {
+                let new = made
+                    .iter()
+                    .filter(|(id, _)| !entry.texts.contains_key(id))
+                    .count();
+                if new == 0 {
+                    return;
+                }
+                match entry.texts.len() + new <= LIST_TEXT_EMAILS {
+                    true => entry.texts.clone(),
+                    false => HashMap::with_capacity(made.len()),
+                }
             }
             _ => HashMap::with_capacity(made.len()),
         };
