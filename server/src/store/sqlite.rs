@@ -530,6 +530,28 @@ mod tests {
         (dir, store, account, inbox)
     }
 
+    /// Stores one bare email in `inbox`; its id.
+    async fn insert_one(store: &SqliteStore, account: i64, inbox: i64) -> i64 {
+        let email = crate::store::NewEmail {
+            blob_id: "b1".into(),
+            size: 1,
+            received_at: 0,
+            sent_at: None,
+            mailbox_ids: vec![inbox],
+            keywords: Vec::new(),
+            header_block: Vec::new(),
+            fast_view: crate::store::FastView::default(),
+            structure: Vec::new(),
+            search: Default::default(),
+            index: crate::store::EmailIndex::default(),
+        };
+        let inserted = store.insert_emails(account, &[email]).await.unwrap();
+        let [crate::store::Inserted::New(id)] = inserted[..] else {
+            panic!("not inserted");
+        };
+        id
+    }
+
     #[tokio::test]
     async fn the_list_views_query_reads_are_hot() {
         let (_dir, store, account, inbox) = store_with_account().await;
@@ -554,23 +576,7 @@ mod tests {
     #[tokio::test]
     async fn a_proxied_calls_id_mapping_is_hot() {
         let (_dir, store, account, inbox) = store_with_account().await;
-        let email = crate::store::NewEmail {
-            blob_id: "b1".into(),
-            size: 1,
-            received_at: 0,
-            sent_at: None,
-            mailbox_ids: vec![inbox],
-            keywords: Vec::new(),
-            header_block: Vec::new(),
-            fast_view: crate::store::FastView::default(),
-            structure: Vec::new(),
-            search: Default::default(),
-            index: crate::store::EmailIndex::default(),
-        };
-        let inserted = store.insert_emails(account, &[email]).await;
-        let [crate::store::Inserted::New(id)] = inserted.unwrap()[..] else {
-            panic!("not inserted");
-        };
+        let id = insert_one(&store, account, inbox).await;
         let mapped = crate::store::MirroredEmail {
             email_id: id,
             upstream_id: "M1".into(),
@@ -605,23 +611,7 @@ mod tests {
     async fn a_known_email_state_needs_no_read_until_something_is_committed() {
         let (dir, store, account, inbox) = store_with_account().await;
         let other = store.create_account("b@example.com", "x").await.unwrap().id;
-        let email = crate::store::NewEmail {
-            blob_id: "b1".into(),
-            size: 1,
-            received_at: 0,
-            sent_at: None,
-            mailbox_ids: vec![inbox],
-            keywords: Vec::new(),
-            header_block: Vec::new(),
-            fast_view: crate::store::FastView::default(),
-            structure: Vec::new(),
-            search: Default::default(),
-            index: crate::store::EmailIndex::default(),
-        };
-        let inserted = store.insert_emails(account, &[email]).await.unwrap();
-        let [crate::store::Inserted::New(id)] = inserted[..] else {
-            panic!("not inserted");
-        };
+        let id = insert_one(&store, account, inbox).await;
         let hot = store.hot.clone().unwrap();
         let (rows, state) = store
             .email_meta_unless_state(account, &[id], None)

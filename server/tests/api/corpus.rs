@@ -8,10 +8,7 @@ use std::process::Command;
 
 use serde_json::json;
 
-use fastview::app::ServeOptions;
-use fastview::mail::read_level::ReadSwitches;
-
-use crate::support::{PASSWORD, corpus, spawn_sibling, spawn_sqlite_app};
+use crate::support::{PASSWORD, corpus, spawn_full_level_sibling, spawn_sqlite_app};
 
 #[tokio::test]
 async fn the_whole_corpus_imports_with_no_failure_and_byte_identical_blobs() {
@@ -52,17 +49,7 @@ async fn the_whole_corpus_imports_with_no_failure_and_byte_identical_blobs() {
 
     // Every message's list-view properties, written as text (issue 20), are
     // the octets the `Value` tree gives at the full level (read levels off).
-    let tree = spawn_sibling(
-        &app,
-        ServeOptions {
-            switches: ReadSwitches {
-                read_levels: false,
-                fast_view: true,
-            },
-            ..ServeOptions::default()
-        },
-    )
-    .await;
+    let tree = spawn_full_level_sibling(&app).await;
     let mut ids = Vec::new();
     while (ids.len() as u64) < imported {
         let page = app

@@ -6,7 +6,9 @@ use fastview::app::ServeOptions;
 use fastview::mail::read_level::ReadSwitches;
 use serde_json::{Value, json};
 
-use crate::support::{TestAccount, TestApp, demo_messages, spawn_app, spawn_sibling};
+use crate::support::{
+    TestAccount, TestApp, demo_messages, spawn_app, spawn_full_level_sibling, spawn_sibling,
+};
 
 /// `count` messages written for this test: multipart/mixed with a text body
 /// and, for every third, a PDF attachment.
@@ -333,17 +335,7 @@ async fn body_values_read_only_the_ranges_of_the_parts_asked() {
 #[tokio::test]
 async fn full_level_reads_each_message_once() {
     let (app, user, ids) = seeded(100).await;
-    let off = spawn_sibling(
-        &app,
-        ServeOptions {
-            switches: ReadSwitches {
-                read_levels: false,
-                fast_view: true,
-            },
-            ..ServeOptions::default()
-        },
-    )
-    .await;
+    let off = spawn_full_level_sibling(&app).await;
     let response = get(&off, &user, &ids, json!(["textBody", "attachments"])).await;
     assert_eq!(
         response["list"][0]["attachments"][0]["name"],
@@ -391,17 +383,7 @@ async fn switches_off_give_byte_identical_json() {
     let mut messages = demo_messages();
     messages.extend(generated_messages(10));
     let ids = app.ingest(&user, &messages, 1_700_000_000).await;
-    let off_levels = spawn_sibling(
-        &app,
-        ServeOptions {
-            switches: ReadSwitches {
-                read_levels: false,
-                fast_view: true,
-            },
-            ..ServeOptions::default()
-        },
-    )
-    .await;
+    let off_levels = spawn_full_level_sibling(&app).await;
     let off_fast_view = spawn_sibling(
         &app,
         ServeOptions {
@@ -563,17 +545,7 @@ async fn a_projection_miss_is_computed_served_and_written_back() {
 #[tokio::test]
 async fn kept_list_texts_take_each_calls_mailbox_ids_and_keywords() {
     let (app, user, ids) = seeded(30).await;
-    let full = spawn_sibling(
-        &app,
-        ServeOptions {
-            switches: ReadSwitches {
-                read_levels: false,
-                fast_view: true,
-            },
-            ..ServeOptions::default()
-        },
-    )
-    .await;
+    let full = spawn_full_level_sibling(&app).await;
     let request = |properties: Value| {
         json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
             "methodCalls": [["Email/get", {"accountId": user.account_id, "ids": ids,

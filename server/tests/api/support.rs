@@ -95,6 +95,20 @@ pub async fn spawn_sibling(other: &TestApp, options: ServeOptions) -> TestApp {
     sibling
 }
 
+/// [`spawn_sibling`] with read levels off: every Email/get at the full
+/// level, rendered through the `Value` tree (ADR 0002's "before"), to
+/// compare answers with.
+pub async fn spawn_full_level_sibling(other: &TestApp) -> TestApp {
+    let options = ServeOptions {
+        switches: fastview::mail::read_level::ReadSwitches {
+            read_levels: false,
+            fast_view: true,
+        },
+        ..ServeOptions::default()
+    };
+    spawn_sibling(other, options).await
+}
+
 /// Starts another node on the same database and blob store as `other`,
 /// as a second process would: its own `App` (own pool), caches and
 /// credential cache. `other` keeps owning the test database.

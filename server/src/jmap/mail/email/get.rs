@@ -167,14 +167,15 @@ pub async fn email_get(
     // fail the call, cannot happen for them).
     let text_shape = (level <= ReadLevel::FastView)
         .then(|| TextShape::new(&shape.properties))
-        .flatten()
+        .flatten();
+    // Worth keeping only when it spares reads: the metadata alone is no
+    // more than the snapshot already holds.
+    let keep_as = text_shape
+        .as_ref()
         .filter(|text_shape| text_shape.needs_header || text_shape.needs_fast_view)
-        .map(|text_shape| {
-            let name = text_shape.name();
-            (text_shape, name)
-        });
-    let kept = match &text_shape {
-        Some((_, name)) => {
+        .map(TextShape::name);
+    let kept = match &keep_as {
+        Some(name) => {
             let found = loaded.iter().map(|email| email.meta.id);
             jmap.list_texts.all_of(ctx.account.id, name, found).await
         }
@@ -193,7 +194,6 @@ pub async fn email_get(
     }
 
     // Render: inline for the list view, on the work pool when heavier.
-    let shape_name = text_shape.as_ref().map(|(_, name)| name.clone());
     // Kept texts weigh what their emails' sources would have: a call that
     // renders on the pool (taking its holdings per email) still does.
     let bound = match &kept {
@@ -205,7 +205,8 @@ pub async fn email_get(
     };
     let job = RenderJob {
         heavy: level >= ReadLevel::BodyValues || bound > INLINE_RENDER_WORK,
-        text_shape: text_shape.map(|(text_shape, _)| text_shape),
+        text_shape,
+        keep: keep_as.is_some(),
         kept,
         requested,
         loaded,
@@ -233,7 +234,7 @@ pub async fn email_get(
     })?;
     ctx.budget.work_left = work_left;
     ctx.budget.prepaid(held);
-    if let Some(name) = shape_name {
+    if let Some(name) = keep_as {
         jmap.list_texts.keep(ctx.account.id, name, made).await;
     }
     let text = get_response_text(&request.account_id, state, &list.texts, &not_found);
@@ -302,10 +303,10 @@ fn render_bound(shape: &EmailShape, loaded: &[LoadedEmail]) -> u64 {
 /// run on the work pool.
 struct RenderJob {
     heavy: bool,
-    /// The list view's shape, when every property renders as text and
-    /// some needs the header fields or the projection (else the text
-    /// shape is made in [`RenderJob::run`], if any).
+    /// The list view's shape, when every property renders as text.
     text_shape: Option<TextShape>,
+    /// Whether texts rendered at it are kept ([`super::render_text::ListTexts`]).
+    keep: bool,
     /// Texts of emails kept from earlier calls at that shape
     /// ([`super::render_text::ListTexts`]): then nothing else of those
     /// emails was loaded.
@@ -361,6 +362,7 @@ impl RenderJob {
         let RenderJob {
             heavy,
             text_shape,
+            keep,
             kept,
             requested,
             loaded,
@@ -373,12 +375,7 @@ impl RenderJob {
         } = self;
         let meter = WorkMeter::new(work_left);
         let by_id: HashMap<i64, &LoadedEmail> = loaded.iter().map(|e| (e.meta.id, e)).collect();
-        let keep = text_shape.is_some();
-        if let Some(text_shape) = text_shape.or_else(|| {
-            (level <= ReadLevel::FastView)
-                .then(|| TextShape::new(&shape.properties))
-                .flatten()
-        }) {
+        if let Some(text_shape) = text_shape {
             // Checked against the request's budget per email; taken from
             // the holdings per email when heavy (a large render stops at
             // the first email over them), once for the whole list when

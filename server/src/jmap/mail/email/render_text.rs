@@ -105,24 +105,6 @@ impl TextShape {
         self.slots.iter().map(|(key, _)| key.as_str()).collect()
     }
 
-    /// Appends the Email object of `sources` to `out`, charging `meter` as
-    /// [`super::render::render_email`] does: one unit per property, plus
-    /// one per field a `header:…:all` property renders. [`WorkExceeded`]
-    /// when the meter cannot pay; `out` then holds part of an object.
-    /// Needs the header fields when [`TextShape::needs_header`] and the
-    /// projection when [`TextShape::needs_fast_view`]; a missing source
-    /// writes `null`, as the tree does.
-    pub fn render(
-        &self,
-        sources: &EmailSources<'_>,
-        meter: &WorkMeter,
-        out: &mut String,
-    ) -> Result<(), WorkExceeded> {
-        let fixed = self.fixed(sources, meter)?;
-        fixed.splice(sources.meta, out);
-        Ok(())
-    }
-
     /// Whether `sources` holds everything this shape reads: only then is
     /// its [`FixedText`] worth keeping (a missing header block or
     /// projection row renders `null`, which a later read could fill).
@@ -133,7 +115,11 @@ impl TextShape {
 
     /// The object of `sources` with its `mailboxIds` and `keywords` left
     /// out (the properties that change: [`FixedText`]), charging `meter` as
-    /// [`TextShape::render`] does.
+    /// [`super::render::render_email`] does: one unit per property, plus
+    /// one per field a `header:…:all` property renders ([`WorkExceeded`]
+    /// when the meter cannot pay). A missing source (header fields when
+    /// [`TextShape::needs_header`], the projection when
+    /// [`TextShape::needs_fast_view`]) writes `null`, as the tree does.
     pub fn fixed(
         &self,
         sources: &EmailSources<'_>,
@@ -222,13 +208,13 @@ pub struct FixedText {
 }
 
 impl FixedText {
-    /// The render work units one use of it costs ([`TextShape::render`]'s).
+    /// The render work units one use of it costs ([`TextShape::fixed`]'s).
     pub fn units(&self) -> u64 {
         self.units
     }
 
     /// Appends the object with `meta`'s `mailboxIds` and `keywords`
-    /// written in: the octets [`TextShape::render`] writes for it.
+    /// written in: the octets of the whole object.
     pub fn splice(&self, meta: &EmailMeta, out: &mut String) {
         let mut from = 0;
         for &(at, hole) in &self.holes {
