@@ -3,11 +3,13 @@
 //! upstream.
 //!
 //! - `GET /.well-known/jmap`, `/jmap/session`: the upstream's session for
-//!   the request's credential, fetched fresh (so a changed password or
-//!   session is seen at once), its URLs Fastview's
-//!   ([`UpstreamSession::for_clients`]). The session kept for API calls is
-//!   dropped as soon as an answer through this node names another
-//!   `sessionState`.
+//!   the request's credential, its URLs Fastview's
+//!   ([`UpstreamSession::for_clients`]): the one kept for the credential
+//!   when the upstream answered it within
+//!   [`SESSION_GET_REUSE`] (seconds), else fetched again, so a changed
+//!   password or session shows within that time (ADR 0009). The session
+//!   kept for API calls is dropped as soon as an answer through this node
+//!   names another `sessionState`.
 //! - `POST /jmap/api`: read under the upstream's `maxSizeRequest` within
 //!   the body deadline, then sent to the upstream's `apiUrl`; its answer
 //!   streamed back as it is.
@@ -23,6 +25,7 @@
 //! upstream's event source path as last seen in a session.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -38,6 +41,7 @@ use crate::jmap::error::RequestError;
 use crate::jmap::request::{MAX_JSON_VALUES, Request, json_values_over};
 use crate::jmap::upstream::{Proxied, ProxyError};
 use crate::mail::upstream::UpstreamError;
+use crate::mail::upstream::jmap::client::{SESSION_GET_REUSE, SESSION_TTL};
 use crate::mail::upstream::jmap::{JmapUpstream, UpstreamSession};
 
 /// Request headers a proxied request carries to the upstream.
@@ -98,10 +102,10 @@ fn authorization(headers: &HeaderMap) -> Result<&HeaderValue, HttpError> {
 async fn session_of(
     upstream: &JmapUpstream,
     authorization: &HeaderValue,
-    fresh: bool,
+    max_age: Duration,
 ) -> Result<Arc<UpstreamSession>, HttpError> {
     upstream
-        .session(authorization, fresh)
+        .session(authorization, max_age)
         .await
         .map_err(|error| match error {
             UpstreamError::LoginRefused => HttpError::Unauthorized,
@@ -145,7 +149,7 @@ async fn session(
 ) -> Result<Response, HttpError> {
     let upstream = upstream(&state)?;
     let authorization = authorization(&headers)?;
-    let session = session_of(upstream, authorization, true).await?;
+    let session = session_of(upstream, authorization, SESSION_GET_REUSE).await?;
     // A client that fetches the session is about to use its accounts: their
     // mirrors start syncing now.
     if let Some(mirror) = &state.mirror
@@ -167,7 +171,7 @@ async fn api(
         .try_acquire()
         .map_err(|_| HttpError::Overloaded)?;
     let authorization = authorization(&headers)?;
-    let session = session_of(upstream, authorization, false).await?;
+    let session = session_of(upstream, authorization, SESSION_TTL).await?;
     let limit = session.max_size_request;
     let read = tokio::time::timeout(state.body_deadline, read_limited(body, limit));
     let bytes = match read.await {
@@ -235,7 +239,7 @@ async fn download(
 ) -> Result<Response, HttpError> {
     let upstream = upstream(&state)?;
     let authorization = authorization(&headers)?;
-    let session = session_of(upstream, authorization, false).await?;
+    let session = session_of(upstream, authorization, SESSION_TTL).await?;
     let url = session
         .download_target(&account_id, &blob_id, &name, query.as_deref())
         .map_err(failed)?;
@@ -256,7 +260,7 @@ async fn upload(
 ) -> Result<Response, HttpError> {
     let upstream = upstream(&state)?;
     let authorization = authorization(&headers)?;
-    let session = session_of(upstream, authorization, false).await?;
+    let session = session_of(upstream, authorization, SESSION_TTL).await?;
     let url = session
         .upload_target(&account_id, query.as_deref())
         .map_err(failed)?;
@@ -273,7 +277,7 @@ async fn event_source(
 ) -> Result<Response, HttpError> {
     let upstream = upstream(&state)?;
     let url = match headers.get(header::AUTHORIZATION) {
-        Some(authorization) => session_of(upstream, authorization, false)
+        Some(authorization) => session_of(upstream, authorization, SESSION_TTL)
             .await?
             .event_source_target(query.as_deref())
             .map_err(failed)?,

@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 use reqwest::header::HeaderValue;
 use serde_json::{Map, Value, json};
-use tokio::sync::OwnedMutexGuard;
+use tokio::sync::OwnedRwLockReadGuard;
 
 use super::Jmap;
 use super::budget::RequestBudget;
@@ -603,7 +603,7 @@ impl Proxied<'_> {
         &self,
         account_id: &str,
         seen: &HashMap<String, String>,
-    ) -> Option<(MirrorState, OwnedMutexGuard<()>)> {
+    ) -> Option<(MirrorState, OwnedRwLockReadGuard<()>)> {
         if let Some(state) = seen.get(account_id)
             && self
                 .mirror
@@ -666,7 +666,7 @@ impl Proxied<'_> {
         &self,
         account_id: &str,
         seen: &HashMap<String, String>,
-    ) -> Option<(MirrorState, Arc<Census>, OwnedMutexGuard<()>)> {
+    ) -> Option<(MirrorState, Arc<Census>, OwnedRwLockReadGuard<()>)> {
         if !self.session.has_personal_account(account_id) {
             return None;
         }

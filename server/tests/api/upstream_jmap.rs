@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use fastview::app::ServeOptions;
+use fastview::mail::upstream::jmap::client::SESSION_GET_REUSE;
 use fastview::mail::upstream::jmap::{JmapUpstreamOptions, JmapUpstreamUrl};
 use serde_json::{Value, json};
 
@@ -233,6 +234,26 @@ async fn logins_are_checked_by_the_upstream_and_kept_a_minute() {
     assert_eq!(proxy.metric(checks).await, 2.0);
 }
 
+/// A client's session GET is answered from a session the upstream gave the
+/// credential within `SESSION_GET_REUSE`; an older one is asked again.
+#[tokio::test]
+async fn the_session_get_reuses_a_session_fetched_seconds_ago() {
+    let (upstream, proxy, ann, _) = upstream_and_proxy().await;
+    let checks = "fastview_upstream_round_trips_total{method=\"session\",command=\"session\"}";
+    let first = proxy.session(&ann).await;
+    let again = proxy.session(&ann).await;
+    assert_eq!(again, first);
+    assert_eq!(first["state"], upstream.session(&ann).await["state"]);
+    assert_eq!(proxy.metric(checks).await, 1.0, "one fetch for two GETs");
+    tokio::time::sleep(SESSION_GET_REUSE + Duration::from_millis(100)).await;
+    assert_eq!(proxy.session(&ann).await, first);
+    assert_eq!(
+        proxy.metric(checks).await,
+        2.0,
+        "a session older than SESSION_GET_REUSE is fetched again"
+    );
+}
+
 #[tokio::test]
 async fn an_upstream_that_is_gone_is_503_not_a_refused_login() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -449,6 +470,34 @@ async fn the_mirror_answers_email_get_with_the_upstreams_ids_and_states() {
     assert_eq!(
         proxied.1["methodResponses"][0][1]["notFound"],
         json!([ids[3]])
+    );
+}
+
+/// Local answers read the mirror side by side: requests arriving together
+/// are all the mirror's (a sync alone holds them off). On several worker
+/// threads, as a server runs: one thread's answer reads the mirror while
+/// another's does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn requests_at_once_are_all_answered_by_the_mirror() {
+    let (upstream, proxy, ann, ids) = upstream_and_proxy().await;
+    mirror_synced(&upstream, &proxy, &ann).await;
+    let list_view = json!({
+        "using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+        "methodCalls": [["Email/get", {"accountId": ann.account_id, "ids": ids,
+            "properties": ["id", "threadId", "mailboxIds", "keywords", "from", "subject",
+                "receivedAt", "preview", "hasAttachment"]}, "0"]],
+    });
+    let direct = post(&upstream, &ann, &list_view).await;
+    assert_eq!(direct.0, 200);
+    let forwarded = forwarded_email_gets(&proxy).await;
+    let answers = futures::future::join_all((0..16).map(|_| post(&proxy, &ann, &list_view))).await;
+    for answer in &answers {
+        assert_eq!(*answer, direct);
+    }
+    assert_eq!(
+        forwarded_email_gets(&proxy).await,
+        forwarded,
+        "none of the 16 was forwarded"
     );
 }
 

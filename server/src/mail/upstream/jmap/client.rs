@@ -11,7 +11,7 @@
 //! [`UpstreamError::Unreachable`].
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use moka::future::Cache;
@@ -29,6 +29,14 @@ use crate::metrics::Metrics;
 /// a password changed upstream stops working here within this time, as a
 /// changed local password does (`http::auth::CREDENTIAL_TTL`).
 pub const SESSION_TTL: Duration = Duration::from_secs(60);
+
+/// How old a kept session may be and still answer a client's session GET
+/// (`/.well-known/jmap`) for its credential; an older one is fetched again
+/// (ADR 0009). Kept short, as a cache that stands for a burst of logins of
+/// one credential: a session changed upstream is shown to clients within
+/// this time, and a refused credential is refused within this time at the
+/// session GET (API calls trust a session for [`SESSION_TTL`] either way).
+pub const SESSION_GET_REUSE: Duration = Duration::from_secs(5);
 
 /// Session fetches (credential checks) in flight to the upstream at once
 /// per node; more wait their turn.
@@ -76,6 +84,8 @@ pub struct UpstreamSession {
     /// The core capability's `maxObjectsInGet` (500 when the upstream does
     /// not say; at least 1).
     pub max_objects_in_get: usize,
+    /// When the upstream answered it.
+    pub fetched_at: Instant,
 }
 
 impl UpstreamSession {
@@ -107,6 +117,7 @@ impl UpstreamSession {
             max_size_request,
             max_objects_in_get,
             object,
+            fetched_at: Instant::now(),
         })
     }
 
@@ -288,17 +299,21 @@ impl JmapUpstream {
     }
 
     /// The session the upstream gives `authorization` (the client's own
-    /// header), from the cache when it was fetched within [`SESSION_TTL`]
-    /// (and not forgotten since) and `fresh` is false. Errors: [`UpstreamError::LoginRefused`] on 401
+    /// header), from the cache when it was fetched within `max_age` (at most
+    /// [`SESSION_TTL`]) and not forgotten since; concurrent fetches for one
+    /// credential share one round trip. Errors: [`UpstreamError::LoginRefused`] on 401
     /// or 403, [`UpstreamError::Refused`] for any other answer that is not
     /// a session object, [`UpstreamError::Unreachable`].
     pub async fn session(
         &self,
         authorization: &HeaderValue,
-        fresh: bool,
+        max_age: Duration,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         let digest = self.digest(authorization);
-        if fresh {
+        if let Some(kept) = self.sessions.get(&digest).await {
+            if kept.fetched_at.elapsed() <= max_age {
+                return Ok(kept);
+            }
             self.sessions.invalidate(&digest).await;
         }
         self.sessions

@@ -120,10 +120,10 @@ struct Mirrored {
     /// The upstream Mailbox id of each local mailbox, as of the last sync
     /// that succeeded.
     mailboxes: Mutex<Arc<HashMap<i64, String>>>,
-    /// Held by every sync of the account.
-    /// Held by every sync of the account, and by a local answer while it
-    /// reads the mirror ([`Mirror::hold`]).
-    syncing: Arc<tokio::sync::Mutex<()>>,
+    /// Written by every sync of the account (one at a time), read by each
+    /// local answer while it reads the mirror ([`Mirror::hold`]): local
+    /// answers run side by side, never beside a sync.
+    syncing: Arc<tokio::sync::RwLock<()>>,
     /// The latest credential a request for the account came with, and when;
     /// cleared when the account's task ends.
     authorization: Mutex<Option<(HeaderValue, Instant)>>,
@@ -268,13 +268,13 @@ impl Mirror {
 
     /// Holds off the syncs of upstream account `upstream_id` while a local
     /// answer reads the mirror, so that it reads what one state names;
-    /// `None` while a sync is applying changes (the call is then
-    /// forwarded).
-    pub fn hold(&self, upstream_id: &str) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+    /// `None` while a sync is applying changes or waits to (the call is
+    /// then forwarded). Any number of local answers hold it at once.
+    pub fn hold(&self, upstream_id: &str) -> Option<tokio::sync::OwnedRwLockReadGuard<()>> {
         self.entry(upstream_id)?
             .syncing
             .clone()
-            .try_lock_owned()
+            .try_read_owned()
             .ok()
     }
 
@@ -353,7 +353,7 @@ impl Mirror {
             return;
         };
         mirrored.writes.fetch_add(1, Ordering::AcqRel);
-        let Ok(guard) = mirrored.syncing.try_lock() else {
+        let Ok(guard) = mirrored.syncing.try_write() else {
             mirrored.wake.notify_one();
             return;
         };
@@ -379,7 +379,7 @@ impl Mirror {
         let Some(mirrored) = self.entry(upstream_id) else {
             return false;
         };
-        let guard = mirrored.syncing.lock().await;
+        let guard = mirrored.syncing.write().await;
         match self.ready(upstream_id) {
             None => return false,
             Some(ready) if ready.email_state == state => return true,
@@ -438,7 +438,7 @@ impl Mirror {
                     upstream_id: upstream_id.to_string(),
                     account,
                     mailboxes: Mutex::new(Arc::new(HashMap::new())),
-                    syncing: Arc::new(tokio::sync::Mutex::new(())),
+                    syncing: Arc::new(tokio::sync::RwLock::new(())),
                     authorization: Mutex::new(None),
                     following: Mutex::new(false),
                     fresh_state: Mutex::new(None),
@@ -478,7 +478,7 @@ impl Mirror {
                 && self.unchanged(&mirrored, &session, &authorization).await;
             polled = false;
             if !settled {
-                let guard = mirrored.syncing.lock().await;
+                let guard = mirrored.syncing.write().await;
                 match self
                     .sync_locked(&mirrored, guard, &session, &authorization)
                     .await
@@ -584,7 +584,7 @@ impl Mirror {
     async fn sync_locked(
         &self,
         mirrored: &Mirrored,
-        _one_at_a_time: tokio::sync::MutexGuard<'_, ()>,
+        _one_at_a_time: tokio::sync::RwLockWriteGuard<'_, ()>,
         session: &UpstreamSession,
         authorization: &HeaderValue,
     ) -> Result<(), UpstreamError> {
