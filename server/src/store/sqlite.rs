@@ -142,6 +142,11 @@ impl Dialect for SqliteDialect {
     const ANALYZE: Option<&'static str> = None;
     const FULL_TEXT_SETUP: Option<&'static str> = None;
     const OVERRIDING: &'static str = "";
+    // `+account_id` (a unary plus: the term uses no index) where rows are
+    // picked by a list of their keys: without it SQLite, which has no
+    // statistics here, reads every row of the account through an index on
+    // `account_id` and tests each against the list
+    // (`tests::id_lists_are_looked_up_by_key_not_by_account`).
     const SQL: Statements = Statements {
         lock_account: "SELECT id FROM accounts WHERE id = $1",
         // `email` is COLLATE NOCASE: the unique index answers.
@@ -159,7 +164,7 @@ impl Dialect for SqliteDialect {
         upstream_locations: concat!(
             "SELECT u.email_id, u.mailbox_id, u.uid, u.keywords FROM upstream_messages u \
              JOIN mailboxes m ON m.id = u.mailbox_id \
-             WHERE m.account_id = $1 AND u.email_id ",
+             WHERE +m.account_id = $1 AND u.email_id ",
             in_list!(2),
             " ORDER BY u.mailbox_id, u.uid"
         ),
@@ -174,7 +179,7 @@ impl Dialect for SqliteDialect {
         ),
         mirror_emails_by_local: concat!(
             "SELECT email_id, upstream_id, blob_id, thread_id, parts FROM jmap_mirror_emails \
-             WHERE account_id = $1 AND email_id ",
+             WHERE +account_id = $1 AND email_id ",
             in_list!(2)
         ),
         mirror_emails_by_upstream: concat!(
@@ -211,10 +216,9 @@ impl Dialect for SqliteDialect {
         email_lists: concat!(
             "SELECT e.id, e.thread_id, e.received_at, e.keywords, ",
             mailbox_ids!(),
-            " FROM emails e WHERE e.account_id = $1 AND e.id ",
+            " FROM emails e WHERE +e.account_id = $1 AND e.id ",
             in_list!(2)
         ),
-        // `+account_id`: look the ids up by primary key, not by account.
         delete_emails: concat!(
             "DELETE FROM emails WHERE +account_id = $1 AND id ",
             in_list!(2),
@@ -315,7 +319,7 @@ impl Dialect for SqliteDialect {
         query_rows: concat!(query_columns!(mailbox_ids!()), "WHERE e.account_id = $1"),
         query_rows_of: concat!(
             query_columns!(mailbox_ids!()),
-            "WHERE e.account_id = $1 AND e.id ",
+            "WHERE +e.account_id = $1 AND e.id ",
             in_list!(2)
         ),
         query_rows_in_mailbox: concat!(
@@ -550,6 +554,90 @@ mod tests {
             panic!("not inserted");
         };
         id
+    }
+
+    /// A statement that picks rows by a list of their primary keys looks
+    /// each one up, never reading the whole account: SQLite, left to
+    /// itself (no statistics), prefers an index on `account_id` to the
+    /// rowid, and reads every email of the account per call.
+    #[tokio::test]
+    async fn id_lists_are_looked_up_by_key_not_by_account() {
+        let (dir, _store, _account, _inbox) = store_with_account().await;
+        let connection = rusqlite::Connection::open(dir.path().join("a.db")).unwrap();
+        // Every statement of the dialect that takes a list.
+        let by_id_list = [
+            ("body_structures", SqliteDialect::SQL.body_structures),
+            ("delete_blob_grants", SqliteDialect::SQL.delete_blob_grants),
+            ("delete_emails", SqliteDialect::SQL.delete_emails),
+            ("delete_memberships", SqliteDialect::SQL.delete_memberships),
+            ("email_accounts", SqliteDialect::SQL.email_accounts),
+            ("email_lists", SqliteDialect::SQL.email_lists),
+            ("email_meta", SqliteDialect::SQL.email_meta),
+            (
+                "email_meta_unless_state",
+                SqliteDialect::SQL.email_meta_unless_state,
+            ),
+            ("evicted_among", SqliteDialect::SQL.evicted_among),
+            ("fast_views", SqliteDialect::SQL.fast_views),
+            (
+                "forget_upstream_uids",
+                SqliteDialect::SQL.forget_upstream_uids,
+            ),
+            ("header_blocks", SqliteDialect::SQL.header_blocks),
+            ("held_blobs", SqliteDialect::SQL.held_blobs),
+            ("live_emails", SqliteDialect::SQL.live_emails),
+            (
+                "mirror_emails_by_local",
+                SqliteDialect::SQL.mirror_emails_by_local,
+            ),
+            (
+                "mirror_emails_by_upstream",
+                SqliteDialect::SQL.mirror_emails_by_upstream,
+            ),
+            ("mirror_threads", SqliteDialect::SQL.mirror_threads),
+            ("owned_mailboxes", SqliteDialect::SQL.owned_mailboxes),
+            ("positions_asc", SqliteDialect::SQL.positions_asc),
+            ("positions_desc", SqliteDialect::SQL.positions_desc),
+            ("query_rows_of", SqliteDialect::SQL.query_rows_of),
+            ("referenced_blobs", SqliteDialect::SQL.referenced_blobs),
+            ("search_delete", SqliteDialect::SQL.search_delete),
+            ("stored_blobs", SqliteDialect::SQL.stored_blobs),
+            ("thread_emails", SqliteDialect::SQL.thread_emails),
+            ("thread_refs", SqliteDialect::SQL.thread_refs),
+            ("threads_remaining", SqliteDialect::SQL.threads_remaining),
+            (
+                "threads_with_others",
+                SqliteDialect::SQL.threads_with_others,
+            ),
+            ("unmark_evicted", SqliteDialect::SQL.unmark_evicted),
+            ("upstream_locations", SqliteDialect::SQL.upstream_locations),
+        ];
+        for (name, sql) in by_id_list {
+            let mut plan = connection
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .unwrap();
+            // The list (`$2`, or `$1` where it comes first) as JSON, any
+            // other parameter a number.
+            for index in 1..=plan.parameter_count() {
+                let list = plan
+                    .parameter_name(index)
+                    .is_some_and(|name| sql.contains(&format!("json_each({name})")));
+                if list {
+                    plan.raw_bind_parameter(index, "[1, 2]").unwrap();
+                } else {
+                    plan.raw_bind_parameter(index, 1).unwrap();
+                }
+            }
+            let mut rows = plan.raw_query();
+            let mut lines = Vec::new();
+            while let Some(row) = rows.next().unwrap() {
+                lines.push(row.get::<_, String>(3).unwrap());
+            }
+            assert!(
+                !lines.iter().any(|line| line.ends_with("(account_id=?)")),
+                "{name} reads a whole account: {lines:?}"
+            );
+        }
     }
 
     #[tokio::test]
