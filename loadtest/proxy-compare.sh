@@ -9,8 +9,9 @@
 # The proxy's mirror is filled first (every account's session fetched once,
 # then the proxy's metrics watched until every message is stored). Per
 # scenario: `capacity` directly (from START_DIRECT users/hour, default 1,800),
-# then through the proxy (from START_PROXY, default 36,000), then
-# `--compare` of the two at RATE users/hour (default: the direct capacity).
+# then through the proxy (from START_PROXY, default 36,000), each search up
+# to MAX_RATE users/hour (default 14,400,000), then `--compare` of the two
+# at RATE users/hour (default: the direct capacity).
 set -euo pipefail
 SCENARIOS=${*:-adr-0013 webmail}
 ACCOUNTS=${ACCOUNTS:-100}; MESSAGES=${MESSAGES:-100}; P99=${P99_MS:-50}
@@ -48,7 +49,8 @@ for scenario in $SCENARIOS; do
     [ $side = proxy ] && host=$PROXY && start=${START_PROXY:-36000}
     echo "== $scenario, $side (http://$host)"
     taskset -c 1 "$LOADTEST" capacity --host "http://$host" --scenario "$scenario" \
-      --start-users-per-hour "$start" --p99-ms "$P99" --accounts "$ACCOUNTS" --password secret \
+      --start-users-per-hour "$start" --max-users-per-hour "${MAX_RATE:-14400000}" \
+      --p99-ms "$P99" --accounts "$ACCOUNTS" --password secret \
       | tee "$WORK/$scenario-$side.txt" || true
   done
   rate=${RATE:-$(sed -n 's/^highest rate that held: \([0-9]*\) users.*/\1/p' "$WORK/$scenario-direct.txt")}
