@@ -8,7 +8,7 @@
 # of CORPUS; upstream and proxy share core 0, the load test runs on core 1.
 # The proxy's mirror is filled first (every account's session fetched once,
 # then the proxy's metrics watched until every message is stored). Per
-# scenario: `capacity` directly (from START_DIRECT users/hour, default 1,800),
+# scenario, each side warmed up for 5 s first: `capacity` directly (from START_DIRECT users/hour, default 1,800),
 # then through the proxy (from START_PROXY, default 36,000), each search up
 # to MAX_RATE users/hour (default 14,400,000), then `--compare` of the two
 # at RATE users/hour (default: the direct capacity).
@@ -48,6 +48,12 @@ for scenario in $SCENARIOS; do
     host=$UP; start=${START_DIRECT:-1800}
     [ $side = proxy ] && host=$PROXY && start=${START_PROXY:-36000}
     echo "== $scenario, $side (http://$host)"
+    # Warm-up, not counted: 5 s at WARM users/hour (default 360,000), so the
+    # proxy's first step is not each account's first query, forwarded and
+    # compared (ADR 0009), and both sides start with warm caches.
+    taskset -c 1 "$LOADTEST" --host "http://$host" --scenario "$scenario" \
+      --users-per-hour "${WARM:-360000}" --duration 5s --accounts "$ACCOUNTS" --password secret \
+      > /dev/null 2>&1 || true
     taskset -c 1 "$LOADTEST" capacity --host "http://$host" --scenario "$scenario" \
       --start-users-per-hour "$start" --max-users-per-hour "${MAX_RATE:-14400000}" \
       --p99-ms "$P99" --accounts "$ACCOUNTS" --password secret \

@@ -223,6 +223,8 @@ async fn metrics(
     state.jmap.loader.report_caches().await;
     let (entries, bytes) = state.jmap.list_texts.size().await;
     state.jmap.metrics.set_cache("list_text", entries, bytes);
+    let (entries, bytes) = state.jmap.mailboxes.size().await;
+    state.jmap.metrics.set_cache("mailboxes", entries, bytes);
     (
         [(
             header::CONTENT_TYPE,

@@ -133,6 +133,9 @@ pub struct Jmap {
     pub loader: EmailLoader,
     /// The list view's texts per account ([`mail::email::render_text::ListTexts`]).
     pub list_texts: mail::email::render_text::ListTexts,
+    /// Each account's mailboxes with their counts, at the states they were
+    /// read at ([`mail::mailbox::kept::KeptMailboxes`]).
+    pub mailboxes: mail::mailbox::kept::KeptMailboxes,
     pub limits: Limits,
     pub switches: ReadSwitches,
     /// The bounded pool heavy parsing and rendering run on (shared with the loader).
@@ -177,6 +180,9 @@ impl Jmap {
             metrics,
             loader,
             list_texts: mail::email::render_text::ListTexts::new(cache_sizes.list_text_bytes),
+            mailboxes: mail::mailbox::kept::KeptMailboxes::new(
+                mail::mailbox::kept::KEPT_MAILBOX_BYTES,
+            ),
             limits,
             switches,
             work,

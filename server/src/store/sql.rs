@@ -793,6 +793,23 @@ where
         if email.contains('\0') {
             return Ok(None); // no login holds NUL (PostgreSQL text cannot)
         }
+        // Every session GET checks its credential here again (issue 20's
+        // hot read: no hop to the pool's thread).
+        let hot = self.hot_read(|connection| {
+            connection
+                .prepare_cached(D::SQL.account_by_email)?
+                .query_row(rusqlite::named_params! {"$1": email}, |row| {
+                    Ok(Account {
+                        id: row.get(0)?,
+                        email: row.get(1)?,
+                        password_hash: row.get(2)?,
+                    })
+                })
+                .optional()
+        });
+        if let Some(found) = hot {
+            return Ok(found);
+        }
         Ok(sqlx::query_as(D::SQL.account_by_email)
             .bind(email)
             .fetch_optional(&self.reader)

@@ -238,6 +238,69 @@ async fn email_set_updates_keywords_and_mailboxes_and_advances_states() {
     assert_ne!(after["state"], before["state"]);
 }
 
+/// Mailbox counts are kept per account at its Email and Mailbox states:
+/// the same answer while nothing changes, new counts as soon as an email
+/// or a mailbox does, whichever request changed it.
+#[tokio::test]
+async fn mailbox_counts_are_kept_until_a_state_moves() {
+    let (app, user, ids) = demo_account().await;
+    let inbox = user.inbox.clone();
+    let get = || {
+        app.call1(
+            &user,
+            "Mailbox/get",
+            json!({"accountId": user.account_id, "ids": [inbox], "properties": ["name", "totalEmails", "unreadEmails", "totalThreads", "unreadThreads"]}),
+        )
+    };
+    let first = get().await;
+    assert_eq!(first["list"][0]["unreadEmails"], json!(ids.len()));
+    assert_eq!(get().await, first);
+    assert_eq!(
+        app.metric("fastview_cache_entries{cache=\"mailboxes\"}")
+            .await,
+        1.0
+    );
+    // A keyword: the Email state moves, the Mailbox counts follow.
+    app.call1(
+        &user,
+        "Email/set",
+        json!({"accountId": user.account_id,
+        "update": {ids[0].clone(): {"keywords/$seen": true}}}),
+    )
+    .await;
+    let seen = get().await;
+    assert_eq!(seen["list"][0]["unreadEmails"], json!(ids.len() - 1));
+    assert_eq!(seen["list"][0]["totalEmails"], json!(ids.len()));
+    // A rename: the Mailbox state moves.
+    app.call1(
+        &user,
+        "Mailbox/set",
+        json!({"accountId": user.account_id,
+        "update": {inbox.clone(): {"name": "Post"}}}),
+    )
+    .await;
+    let renamed = get().await;
+    assert_eq!(renamed["list"][0]["name"], json!("Post"));
+    assert_eq!(renamed["list"][0]["unreadEmails"], json!(ids.len() - 1));
+    // An email destroyed, then Mailbox/query by the kept rows' counts.
+    app.call1(
+        &user,
+        "Email/set",
+        json!({"accountId": user.account_id, "destroy": [ids[1].clone()]}),
+    )
+    .await;
+    assert_eq!(get().await["list"][0]["totalEmails"], json!(ids.len() - 1));
+    let sorted = app
+        .call1(
+            &user,
+            "Mailbox/query",
+            json!({"accountId": user.account_id,
+            "filter": {"name": "Post"}}),
+        )
+        .await;
+    assert_eq!(sorted["ids"], json!([inbox]));
+}
+
 #[tokio::test]
 async fn email_import_stores_an_upload_and_threads_join() {
     let (app, user, ids) = demo_account().await;

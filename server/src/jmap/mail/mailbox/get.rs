@@ -26,8 +26,7 @@ pub async fn mailbox_get(
         .transpose()?;
     // Load.
     let store = &ctx.jmap.store;
-    let state = store.states(ctx.account.id).await?.mailbox;
-    let mailboxes = store.mailboxes(ctx.account.id).await?;
+    let (state, mailboxes) = ctx.jmap.mailboxes.read(&**store, ctx.account.id).await?;
     // Render.
     let render = |mailbox: &MailboxRow| mailbox_json(mailbox, &properties);
     let (list, not_found) = match requested {

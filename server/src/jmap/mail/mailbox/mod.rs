@@ -2,6 +2,7 @@
 
 pub mod changes;
 pub mod get;
+pub mod kept;
 pub mod query;
 pub mod query_changes;
 pub mod set;

@@ -129,8 +129,12 @@ pub async fn mailbox_query(
 ) -> Result<Value, MethodError> {
     let request: QueryRequest = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
-    let state = ctx.jmap.store.states(ctx.account.id).await?.mailbox;
-    let mailboxes = ctx.jmap.store.mailboxes(ctx.account.id).await?;
+    let (state, mailboxes) = ctx
+        .jmap
+        .mailboxes
+        .read(&*ctx.jmap.store, ctx.account.id)
+        .await?;
+    let mailboxes = Vec::clone(&mailboxes);
     let comparators = request.sort.unwrap_or_default();
     let mailboxes = results(mailboxes, request.filter.as_ref(), &comparators)?;
     let total = mailboxes.len() as i64;
