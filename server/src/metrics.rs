@@ -356,6 +356,18 @@ impl Metrics {
         self.cache_bytes.get_or_create(&label).set(gauge(bytes));
     }
 
+    /// Sets the gauges of `cache` under `name`
+    /// (`fastview_cache_entries`, `fastview_cache_bytes`), after its
+    /// pending evictions.
+    pub async fn report_cache<K, V>(&self, name: &'static str, cache: &moka::future::Cache<K, V>)
+    where
+        K: std::hash::Hash + Eq + Send + Sync + 'static,
+        V: Clone + Send + Sync + 'static,
+    {
+        cache.run_pending_tasks().await;
+        self.set_cache(name, cache.entry_count(), cache.weighted_size());
+    }
+
     /// Renders every metric in the OpenMetrics text format.
     pub fn encode(&self) -> String {
         let mut out = String::new();

@@ -221,10 +221,8 @@ async fn metrics(
     axum::extract::State(state): axum::extract::State<Arc<AppState>>,
 ) -> impl axum::response::IntoResponse {
     state.jmap.loader.report_caches().await;
-    let (entries, bytes) = state.jmap.list_texts.size().await;
-    state.jmap.metrics.set_cache("list_text", entries, bytes);
-    let (entries, bytes) = state.jmap.mailboxes.size().await;
-    state.jmap.metrics.set_cache("mailboxes", entries, bytes);
+    state.jmap.list_texts.report(&state.jmap.metrics).await;
+    state.jmap.mailboxes.report(&state.jmap.metrics).await;
     (
         [(
             header::CONTENT_TYPE,

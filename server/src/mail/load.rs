@@ -258,31 +258,11 @@ impl EmailLoader {
     /// Sets the cache gauges of [`Metrics`] (`fastview_cache_entries`,
     /// `fastview_cache_bytes`) to what each cache holds now.
     pub async fn report_caches(&self) {
-        self.headers.run_pending_tasks().await;
-        self.fast_views.run_pending_tasks().await;
-        self.structures.run_pending_tasks().await;
-        self.metas.run_pending_tasks().await;
-        let report = |name, entries, bytes| self.metrics.set_cache(name, entries, bytes);
-        report(
-            "header",
-            self.headers.entry_count(),
-            self.headers.weighted_size(),
-        );
-        report(
-            "fast_view",
-            self.fast_views.entry_count(),
-            self.fast_views.weighted_size(),
-        );
-        report(
-            "structure",
-            self.structures.entry_count(),
-            self.structures.weighted_size(),
-        );
-        report(
-            "metadata",
-            self.metas.entry_count(),
-            self.metas.weighted_size(),
-        );
+        let metrics = &self.metrics;
+        metrics.report_cache("header", &self.headers).await;
+        metrics.report_cache("fast_view", &self.fast_views).await;
+        metrics.report_cache("structure", &self.structures).await;
+        metrics.report_cache("metadata", &self.metas).await;
     }
 
     /// Loads the given ids of the account at the plan's level. Ids not in the

@@ -352,10 +352,9 @@ impl ListTexts {
         self.accounts.insert(account, Arc::new(entry)).await;
     }
 
-    /// Entries and octets held now (after pending evictions).
-    pub async fn size(&self) -> (u64, u64) {
-        self.accounts.run_pending_tasks().await;
-        (self.accounts.entry_count(), self.accounts.weighted_size())
+    /// Sets its gauges in `metrics` (`cache="list_text"`).
+    pub async fn report(&self, metrics: &crate::metrics::Metrics) {
+        metrics.report_cache("list_text", &self.accounts).await;
     }
 }
 

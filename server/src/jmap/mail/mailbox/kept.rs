@@ -81,9 +81,8 @@ impl KeptMailboxes {
         Ok((before.mailbox, rows))
     }
 
-    /// Entries and octets held now (after pending evictions).
-    pub async fn size(&self) -> (u64, u64) {
-        self.accounts.run_pending_tasks().await;
-        (self.accounts.entry_count(), self.accounts.weighted_size())
+    /// Sets its gauges in `metrics` (`cache="mailboxes"`).
+    pub async fn report(&self, metrics: &crate::metrics::Metrics) {
+        metrics.report_cache("mailboxes", &self.accounts).await;
     }
 }
