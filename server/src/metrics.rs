@@ -30,13 +30,16 @@
 //!   `fastview_upstream_fetched_bytes_total` (messages read from the upstream)
 //! - `fastview_upstream_sync_seconds` (histogram: how long one account's
 //!   sync took; with IDLE/NOTIFY this is the lag of a change behind the upstream)
-//! - `fastview_cache_entries{cache="header|fast_view|structure|metadata|list_text|mailboxes"}`,
+//! - `fastview_cache_entries{cache="header|fast_view|structure|metadata|list_text|mailboxes|pages|mirror_names"}`,
 //!   `fastview_cache_bytes{cache}` (gauges, read when scraped: what the
 //!   caches hold; bytes are the caches' own weights, the bound
 //!   `serve --header-cache-mb` and its siblings set; `metadata` holds
 //!   the snapshots of mailboxIds and keywords taken at an Email state,
 //!   `list_text` the list view's texts per account, `mailboxes` each
-//!   account's mailboxes with their counts at its Email and Mailbox states)
+//!   account's mailboxes with their counts at its Email and Mailbox states,
+//!   `pages` the list view's Email/query pages at those states,
+//!   `mirror_names` a JMAP proxy's upstream names of mirrored emails, one
+//!   entry per account)
 //! - `fastview_metadata_snapshots_total{result="hit|stale|miss"}` (Email/get
 //!   and SearchSnippet/get calls whose metadata came from snapshots at the
 //!   account's current Email state — `hit` — or from the store: `stale`,

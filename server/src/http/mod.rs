@@ -223,6 +223,10 @@ async fn metrics(
     state.jmap.loader.report_caches().await;
     state.jmap.list_texts.report(&state.jmap.metrics).await;
     state.jmap.mailboxes.report(&state.jmap.metrics).await;
+    state.jmap.pages.report(&state.jmap.metrics).await;
+    if let Some(mirror) = &state.mirror {
+        mirror.names.report(&state.jmap.metrics).await;
+    }
     (
         [(
             header::CONTENT_TYPE,

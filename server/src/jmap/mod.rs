@@ -136,6 +136,9 @@ pub struct Jmap {
     /// Each account's mailboxes with their counts, at the states they were
     /// read at ([`mail::mailbox::kept::KeptMailboxes`]).
     pub mailboxes: mail::mailbox::kept::KeptMailboxes,
+    /// The list view's Email/query pages, at the states they were read at
+    /// ([`mail::email::kept_pages::KeptPages`]).
+    pub pages: mail::email::kept_pages::KeptPages,
     pub limits: Limits,
     pub switches: ReadSwitches,
     /// The bounded pool heavy parsing and rendering run on (shared with the loader).
@@ -182,6 +185,9 @@ impl Jmap {
             list_texts: mail::email::render_text::ListTexts::new(cache_sizes.list_text_bytes),
             mailboxes: mail::mailbox::kept::KeptMailboxes::new(
                 mail::mailbox::kept::KEPT_MAILBOX_BYTES,
+            ),
+            pages: mail::email::kept_pages::KeptPages::new(
+                mail::email::kept_pages::KEPT_PAGE_BYTES,
             ),
             limits,
             switches,

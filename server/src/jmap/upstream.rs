@@ -531,8 +531,10 @@ impl Proxied<'_> {
             return Ok(None);
         };
         let account = local_account.id;
-        let store = &self.jmap.store;
-        let mapped = store.mirror_emails(account, None, Some(&wanted)).await?;
+        let store = &*self.jmap.store;
+        let mapped = (self.mirror.names)
+            .by_upstream(store, account, &wanted)
+            .await?;
         let distinct: HashSet<&str> = wanted.iter().copied().collect();
         if mapped.len() < distinct.len() {
             return Ok(None);
@@ -554,7 +556,7 @@ impl Proxied<'_> {
             .collect();
         let by_local: HashMap<String, &crate::store::MirroredEmail> = mapped
             .iter()
-            .map(|m| (ids::email_id(m.email_id), m))
+            .map(|m| (ids::email_id(m.email_id), &**m))
             .collect();
         let mut local_arguments = arguments.clone();
         local_arguments.insert("accountId".into(), Value::String(ids::account_id(account)));
@@ -830,7 +832,7 @@ impl Proxied<'_> {
             let max_limit = self.jmap.limits.max_objects_in_get;
             let need = paging.needs(max_limit);
             let Some(collapsed) = self
-                .collapsed_matches(&ready.account, local_arguments, call_id, need)
+                .collapsed_matches(&ready, local_arguments, call_id, need)
                 .await?
             else {
                 return Ok(None);
@@ -841,14 +843,11 @@ impl Proxied<'_> {
                 answer
             }));
         }
-        let store = &self.jmap.store;
+        let store = &*self.jmap.store;
         let account = ready.account.id;
+        let names = &self.mirror.names;
         if let Some(anchor) = arguments.get("anchor").and_then(Value::as_str) {
-            let Some(mapped) = store
-                .mirror_emails(account, None, Some(&[anchor]))
-                .await?
-                .pop()
-            else {
+            let Some(mapped) = names.by_upstream(store, account, &[anchor]).await?.pop() else {
                 return Ok(None);
             };
             local_arguments.insert(
@@ -873,15 +872,14 @@ impl Proxied<'_> {
         let Some(local_ids) = local_ids else {
             return Ok(None);
         };
-        let upstream_of: HashMap<i64, String> = store
-            .mirror_emails(account, Some(&local_ids), None)
-            .await?
-            .into_iter()
-            .map(|m| (m.email_id, m.upstream_id))
+        let mapped = names.by_local(store, account, &local_ids).await?;
+        let upstream_of: HashMap<i64, &str> = mapped
+            .iter()
+            .map(|m| (m.email_id, m.upstream_id.as_str()))
             .collect();
         let Some(upstream_ids) = local_ids
             .iter()
-            .map(|id| upstream_of.get(id).cloned().map(Value::String))
+            .map(|id| upstream_of.get(id).map(|&id| Value::String(id.into())))
             .collect::<Option<Vec<Value>>>()
         else {
             return Ok(None);
@@ -904,7 +902,7 @@ impl Proxied<'_> {
     /// that does not come.
     async fn collapsed_matches(
         &self,
-        account: &crate::store::Account,
+        ready: &MirrorState,
         mut local_arguments: Map<String, Value>,
         call_id: &str,
         need: Option<usize>,
@@ -921,7 +919,12 @@ impl Proxied<'_> {
         loop {
             local_arguments.insert("position".into(), json!(position));
             let Some(answer) = self
-                .local_call(account, "Email/query", local_arguments.clone(), call_id)
+                .local_call(
+                    &ready.account,
+                    "Email/query",
+                    local_arguments.clone(),
+                    call_id,
+                )
                 .await
             else {
                 return Ok(None);
@@ -933,10 +936,8 @@ impl Proxied<'_> {
             }) else {
                 return Ok(None);
             };
-            let mirrored: HashMap<i64, crate::store::MirroredEmail> = self
-                .jmap
-                .store
-                .mirror_emails(account.id, Some(&local_ids), None)
+            let mirrored: HashMap<i64, Arc<crate::store::MirroredEmail>> = (self.mirror.names)
+                .by_local(&*self.jmap.store, ready.account.id, &local_ids)
                 .await?
                 .into_iter()
                 .map(|m| (m.email_id, m))
@@ -1051,15 +1052,21 @@ impl Translation<'_> {
         if object.contains_key("blobId") {
             object.insert("blobId".into(), Value::String(mapped.blob_id.clone()));
         }
+        const PART_LISTS: [&str; 3] = ["textBody", "htmlBody", "attachments"];
+        // The part map is read only for an answer that has parts (a list
+        // view's has none).
+        let has_parts = object.contains_key("bodyStructure")
+            || PART_LISTS.iter().any(|list| object.contains_key(*list));
         let parts: Map<String, Value> = mapped
             .parts
             .as_deref()
+            .filter(|_| has_parts)
             .and_then(|parts| serde_json::from_str(parts).ok())
             .unwrap_or_default();
         if let Some(structure) = object.get_mut("bodyStructure") {
             Self::part(structure, &parts);
         }
-        for list in ["textBody", "htmlBody", "attachments"] {
+        for list in PART_LISTS {
             if let Some(Value::Array(list)) = object.get_mut(list) {
                 for part in list {
                     Self::part(part, &parts);

@@ -35,7 +35,9 @@
 //! of any process changes it; <https://sqlite.org/walformat.html> §2.1),
 //! read here with one `pread`. The header is read before the statement
 //! whose state it then vouches for, so a commit between the two only makes
-//! the next call read again.
+//! the next call read again. An account's six states ([`HotReader::states`],
+//! read first by every Email/query, Mailbox/get and Mailbox/query) are
+//! vouched for the same way.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -62,6 +64,9 @@ pub struct HotReader {
     /// Per account: the Email state [`HotReader::state_row`] read, and the
     /// WAL-index header read before it. At most [`MAX_VOUCHED`] accounts.
     vouched: Mutex<HashMap<i64, (WalMark, i64)>>,
+    /// Per account: the six states [`HotReader::states`] read, and the
+    /// WAL-index header read before them. At most [`MAX_VOUCHED`] accounts.
+    vouched_states: Mutex<HashMap<i64, (WalMark, [i64; 6])>>,
     /// Reads answered here (not handed to the pool), for tests.
     #[cfg(test)]
     served: AtomicUsize,
@@ -150,6 +155,7 @@ impl HotReader {
             connections,
             shm,
             vouched: Mutex::new(HashMap::new()),
+            vouched_states: Mutex::new(HashMap::new()),
             #[cfg(test)]
             served: AtomicUsize::new(0),
             #[cfg(test)]
@@ -255,6 +261,49 @@ impl HotReader {
                 vouched.clear();
             }
             vouched.insert(account, (mark, *state));
+        }
+        Some(row)
+    }
+
+    /// The six states of `account` by `sql` (one row of six integers, `$1`
+    /// the account): read on a free connection, or, when this reader read
+    /// them last and nothing was committed since (module doc), the ones it
+    /// read, without a read transaction. Every call's Email/query and
+    /// Mailbox/get reads them first. `Some(None)`: no such account; `None`:
+    /// read them through the pool.
+    pub fn states(&self, sql: &str, account: i64) -> Option<Option<[i64; 6]>> {
+        let mark = self.wal_mark();
+        if let Some(mark) = mark
+            && let Some((vouched_mark, states)) =
+                self.vouched_states.lock().ok()?.get(&account).copied()
+            && vouched_mark == mark
+        {
+            #[cfg(test)]
+            self.vouched_reads.fetch_add(1, Ordering::Relaxed);
+            return Some(Some(states));
+        }
+        let row = self.try_read(|connection| {
+            connection
+                .prepare_cached(sql)?
+                .query_row(rusqlite::named_params! {"$1": account}, |row| {
+                    Ok([
+                        row.get(0)?,
+                        row.get(1)?,
+                        row.get(2)?,
+                        row.get(3)?,
+                        row.get(4)?,
+                        row.get(5)?,
+                    ])
+                })
+                .optional()
+        })?;
+        if let (Some(mark), Some(states)) = (mark, row)
+            && let Ok(mut vouched) = self.vouched_states.lock()
+        {
+            if vouched.len() >= MAX_VOUCHED {
+                vouched.clear();
+            }
+            vouched.insert(account, (mark, states));
         }
         Some(row)
     }

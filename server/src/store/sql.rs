@@ -1026,23 +1026,9 @@ where
     async fn states(&self, account: i64) -> StoreResult<States> {
         const SQL: &str = "SELECT email_state, mailbox_state, thread_state, identity_state, \
              vacation_state, submission_state FROM accounts WHERE id = $1";
-        let hot = self.hot_read(|connection| {
-            connection
-                .prepare_cached(SQL)?
-                .query_row(rusqlite::named_params! {"$1": account}, |row| {
-                    Ok((
-                        row.get(0)?,
-                        row.get(1)?,
-                        row.get(2)?,
-                        row.get(3)?,
-                        row.get(4)?,
-                        row.get(5)?,
-                    ))
-                })
-                .optional()
-        });
+        let hot = self.hot.as_ref().and_then(|hot| hot.states(SQL, account));
         let row: Option<(i64, i64, i64, i64, i64, i64)> = match hot {
-            Some(row) => row,
+            Some(row) => row.map(|[a, b, c, d, e, f]| (a, b, c, d, e, f)),
             None => {
                 sqlx::query_as(SQL)
                     .bind(account)

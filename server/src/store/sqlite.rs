@@ -771,6 +771,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_accounts_states_need_no_read_until_something_is_committed() {
+        let (dir, store, account, inbox) = store_with_account().await;
+        let hot = store.hot.clone().unwrap();
+        let first = store.states(account).await.unwrap();
+        let (served, vouched) = (hot.served(), hot.vouched_reads());
+        for _ in 0..2 {
+            assert_eq!(store.states(account).await.unwrap(), first);
+        }
+        assert_eq!((hot.served(), hot.vouched_reads()), (served, vouched + 2));
+        // A commit of this process: read again, the Email state moved.
+        insert_one(&store, account, inbox).await;
+        let served = hot.served();
+        let after_insert = store.states(account).await.unwrap();
+        assert!(after_insert.email > first.email);
+        assert_eq!(hot.served(), served + 1);
+        // A commit of another connection (another process): seen at once.
+        let outside = rusqlite::Connection::open(dir.path().join("a.db")).unwrap();
+        outside
+            .execute(
+                "UPDATE accounts SET mailbox_state = mailbox_state + 5 WHERE id = ?1",
+                [account],
+            )
+            .unwrap();
+        let moved = store.states(account).await.unwrap();
+        assert_eq!(moved.mailbox, after_insert.mailbox + 5);
+        assert_eq!(hot.served(), served + 2);
+        // No such account: not found, each time read.
+        assert!(store.states(account + 100).await.is_err());
+        assert!(store.states(account + 100).await.is_err());
+        assert_eq!(hot.vouched_reads(), vouched + 2);
+    }
+
+    #[tokio::test]
     async fn a_symlinked_database_is_watched_where_sqlite_keeps_its_shm() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("disk")).unwrap();

@@ -302,6 +302,77 @@ async fn mailbox_counts_are_kept_until_a_state_moves() {
 }
 
 #[tokio::test]
+async fn list_view_pages_are_kept_until_a_state_moves() {
+    let (app, user, ids) = demo_account().await;
+    assert!(ids.len() >= 4, "the demo messages: {}", ids.len());
+    let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
+    let page = |limit: usize| {
+        app.call1(
+            &user,
+            "Email/query",
+            json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox},
+                "sort": [{"property": "receivedAt", "isAscending": false}],
+                "limit": limit, "calculateTotal": true}),
+        )
+    };
+    let first = page(2).await;
+    assert_eq!(first["ids"], json!(newest_first[..2]));
+    assert_eq!(first["total"], json!(ids.len()));
+    assert_eq!(page(2).await, first);
+    assert_eq!(page(3).await["ids"], json!(newest_first[..3]));
+    assert_eq!(
+        app.metric("fastview_cache_entries{cache=\"pages\"}").await,
+        2.0
+    );
+    // The newest email moved to another mailbox: the Email state moves,
+    // both kept pages give way.
+    let created = app
+        .call1(
+            &user,
+            "Mailbox/set",
+            json!({"accountId": user.account_id, "create": {"a": {"name": "Later"}}}),
+        )
+        .await;
+    let later = created["created"]["a"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_string();
+    assert_eq!(page(2).await, first, "a new mailbox changes no page");
+    app.call1(
+        &user,
+        "Email/set",
+        json!({"accountId": user.account_id,
+            "update": {newest_first[0].clone(): {"mailboxIds": {later.clone(): true}}}}),
+    )
+    .await;
+    let moved = page(2).await;
+    assert_eq!(moved["ids"], json!(newest_first[1..3]));
+    assert_eq!(moved["total"], json!(ids.len() - 1));
+    assert_eq!(page(3).await["ids"], json!(newest_first[1..4]));
+    // An email destroyed.
+    app.call1(
+        &user,
+        "Email/set",
+        json!({"accountId": user.account_id, "destroy": [newest_first[1].clone()]}),
+    )
+    .await;
+    let destroyed = page(2).await;
+    assert_eq!(destroyed["ids"], json!(newest_first[2..4]));
+    assert_eq!(destroyed["total"], json!(ids.len() - 2));
+    // Each answer names the state it is of.
+    let state = app
+        .call1(
+            &user,
+            "Email/get",
+            json!({"accountId": user.account_id, "ids": []}),
+        )
+        .await["state"]
+        .clone();
+    assert_eq!(destroyed["queryState"], state);
+    assert_ne!(first["queryState"], state);
+}
+
+#[tokio::test]
 async fn email_import_stores_an_upload_and_threads_join() {
     let (app, user, ids) = demo_account().await;
     let reply = b"From: Bob <bob@example.org>\r\nTo: ann@example.com\r\nSubject: Re: Welcome to your Fastview demo mailbox\r\n\

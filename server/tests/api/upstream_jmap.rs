@@ -501,6 +501,69 @@ async fn requests_at_once_are_all_answered_by_the_mirror() {
     );
 }
 
+/// The mirror's names of emails are kept in memory once read: an email the
+/// upstream destroyed after its name was kept is answered as the mirror's
+/// state has it, not found, and a name kept for one account is not
+/// another's.
+#[tokio::test]
+async fn kept_names_answer_as_the_mirror_does() {
+    let (upstream, proxy, ann, ids) = upstream_and_proxy().await;
+    let account = ann.account_id.clone();
+    mirror_synced(&upstream, &proxy, &ann).await;
+    let read = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+        "methodCalls": [["Email/get", {"accountId": account, "ids": [ids[0], ids[1]],
+            "properties": ["threadId", "blobId", "mailboxIds", "subject"]}, "0"]]});
+    let direct = post(&upstream, &ann, &read).await;
+    assert_eq!(direct.0, 200);
+    let forwarded = forwarded_email_gets(&proxy).await;
+    assert_eq!(post(&proxy, &ann, &read).await, direct);
+    assert_eq!(post(&proxy, &ann, &read).await, direct);
+    // One entry, the account's, naming the two emails.
+    assert_eq!(
+        proxy
+            .metric("fastview_cache_entries{cache=\"mirror_names\"}")
+            .await,
+        1.0
+    );
+    let set = upstream
+        .call1(
+            &ann,
+            "Email/set",
+            json!({"accountId": account, "destroy": [ids[0]]}),
+        )
+        .await;
+    mirror_at(&proxy, &account, Some(&set["newState"])).await;
+    let direct = post(&upstream, &ann, &read).await;
+    assert_eq!(
+        direct.1["methodResponses"][0][1]["notFound"],
+        json!([ids[0]])
+    );
+    assert_eq!(post(&proxy, &ann, &read).await, direct);
+    assert_eq!(
+        forwarded_email_gets(&proxy).await,
+        forwarded,
+        "each answered by the mirror"
+    );
+    // Another account asking for the same upstream ids: its own mirror
+    // holds none of them.
+    let bob = upstream.account("bob@example.com").await;
+    let theirs = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+        "methodCalls": [["Email/get", {"accountId": bob.account_id, "ids": [ids[1]],
+            "properties": ["threadId", "subject"]}, "0"]]});
+    mirror_synced(&upstream, &proxy, &bob).await;
+    let direct = post(&upstream, &bob, &theirs).await;
+    assert_eq!(
+        direct.1["methodResponses"][0][1]["notFound"],
+        json!([ids[1]])
+    );
+    assert_eq!(post(&proxy, &bob, &theirs).await, direct);
+    assert_eq!(
+        forwarded_email_gets(&proxy).await,
+        forwarded + 1.0,
+        "bob's mirror names no such email: the upstream's to answer"
+    );
+}
+
 #[tokio::test]
 async fn the_mirror_answers_only_accounts_the_credential_may_read() {
     let (upstream, proxy, ann, ids) = upstream_and_proxy().await;

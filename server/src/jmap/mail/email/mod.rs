@@ -4,6 +4,7 @@ pub mod changes;
 pub mod create;
 pub mod get;
 pub mod import;
+pub mod kept_pages;
 pub mod parse;
 pub mod query;
 pub mod query_changes;

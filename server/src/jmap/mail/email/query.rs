@@ -24,6 +24,8 @@ use crate::jmap::{args, ids};
 use crate::mail::header::HeaderFields;
 use crate::mail::query::{self, Comparator, Filter, QueryFacts, SortProperty, ThreadKeywords};
 use crate::mail::search;
+
+use super::kept_pages::Page;
 use crate::store::{SearchScope, TextSearch};
 
 #[derive(Debug, Deserialize)]
@@ -249,10 +251,21 @@ pub async fn email_query(
     let list_view = listing(filter.as_ref(), &comparators).filter(|_| simple);
     let search_view = search_listing(filter.as_ref(), &comparators).filter(|_| simple);
     // Load.
-    let state = ctx.jmap.store.states(ctx.account.id).await?.email;
+    let states = ctx.jmap.store.states(ctx.account.id).await?;
+    let state = states.email;
     let page = match (list_view, search_view) {
         (Some((mailbox, ascending)), _) => {
-            list_view_page(ctx, mailbox, ascending, request.position, limit).await?
+            let key = (ctx.account.id, mailbox, ascending, request.position, limit);
+            match ctx.jmap.pages.get(&key, &states).await {
+                Some(page) => page,
+                None => {
+                    let page =
+                        list_view_page(ctx, mailbox, ascending, request.position, limit).await?;
+                    let after = ctx.jmap.store.states(ctx.account.id).await?;
+                    ctx.jmap.pages.keep(key, &states, &after, &page).await;
+                    page
+                }
+            }
         }
         (None, Some(view)) => search_view_page(ctx, view, request.position, limit).await?,
         (None, None) => evaluated_page(ctx, filter.as_ref(), &comparators, &request, limit).await?,
@@ -288,15 +301,6 @@ pub(crate) fn can_calculate_changes(
     !collapse_threads
         && !filter.is_some_and(Filter::needs_threads)
         && !comparators.iter().any(|c| c.property.needs_threads())
-}
-
-/// One page of an Email/query's results.
-struct Page {
-    ids: Vec<i64>,
-    /// The index of the first id in the results.
-    position: i64,
-    /// The number of results.
-    total: i64,
 }
 
 /// The page of the list view (`inMailbox` sorted by receivedAt), read from

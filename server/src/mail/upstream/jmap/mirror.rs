@@ -45,6 +45,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 
 use super::client::{JmapUpstream, UpstreamSession};
+use super::names::{MIRROR_NAME_BYTES, MirrorNames};
 use crate::blob::BlobStore;
 use crate::mail::body;
 use crate::mail::ingest;
@@ -187,6 +188,8 @@ pub struct Mirror {
     /// The largest message downloaded (`maxSizeUpload` of this server).
     max_message: usize,
     accounts: Mutex<HashMap<String, Arc<Mirrored>>>,
+    /// The upstream names of mirrored emails, kept.
+    pub names: MirrorNames,
 }
 
 impl Mirror {
@@ -209,6 +212,7 @@ impl Mirror {
             idle,
             max_message: usize::try_from(max_message).unwrap_or(usize::MAX),
             accounts: Mutex::new(HashMap::new()),
+            names: MirrorNames::new(MIRROR_NAME_BYTES),
         }
     }
 

@@ -15,6 +15,7 @@
 
 pub mod client;
 pub mod mirror;
+pub mod names;
 
 pub use client::{JmapUpstream, UpstreamSession};
 
