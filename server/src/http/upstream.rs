@@ -208,10 +208,10 @@ async fn api(
             Ok(response) => {
                 // The session kept for the credential is not the
                 // upstream's any more: the next one is fetched.
-                if response.get("sessionState") != session.object.get("state") {
+                if Some(&response.session_state) != session.object.get("state") {
                     upstream.forget_session(authorization).await;
                 }
-                Ok(axum::Json(response).into_response())
+                Ok(([(header::CONTENT_TYPE, "application/json")], response.body).into_response())
             }
             Err(ProxyError::Answered(status, body)) => {
                 let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);

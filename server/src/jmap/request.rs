@@ -195,9 +195,18 @@ impl Arguments {
         }
     }
 
+    /// The arguments as JSON text: text as it is, a value as serde_json
+    /// writes it.
+    pub fn json(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Arguments::Value(value) => std::borrow::Cow::Owned(value.to_string()),
+            Arguments::Text { text, .. } => std::borrow::Cow::Borrowed(text),
+        }
+    }
+
     /// Appends the arguments' JSON to `out`: text as it is, a value as
     /// serde_json writes it.
-    fn write_json(&self, out: &mut Vec<u8>) {
+    pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
         match self {
             Arguments::Value(value) => write_value(out, value),
             Arguments::Text { text, .. } => out.extend_from_slice(text.as_bytes()),
@@ -207,7 +216,7 @@ impl Arguments {
 
 /// Appends `value` as compact JSON (serializing a `Value` into memory
 /// cannot fail).
-fn write_value<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+pub(crate) fn write_value<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     if serde_json::to_writer(&mut *out, value).is_err() {
         out.extend_from_slice(b"null");
     }

@@ -34,6 +34,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use reqwest::header::HeaderValue;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio::sync::OwnedRwLockReadGuard;
 
@@ -42,7 +43,9 @@ use super::budget::RequestBudget;
 use super::dispatch;
 use super::ids;
 use super::reference::{self, ReferenceError};
-use super::request::{Arguments, CAPABILITY_CORE, CAPABILITY_MAIL, Invocation, Request};
+use super::request::{
+    Arguments, CAPABILITY_CORE, CAPABILITY_MAIL, Invocation, Request, write_value,
+};
 use crate::mail::property::EmailProperty;
 use crate::mail::upstream::UpstreamError;
 use crate::mail::upstream::jmap::mirror::{Census, Mirror, MirrorState};
@@ -300,6 +303,13 @@ pub enum ProxyError {
     Upstream(UpstreamError),
 }
 
+/// A request's answer through the proxy: the Response object as JSON
+/// (RFC 8620 §3.4), and its `sessionState`.
+pub struct ProxiedResponse {
+    pub body: Vec<u8>,
+    pub session_state: Value,
+}
+
 impl From<UpstreamError> for ProxyError {
     fn from(error: UpstreamError) -> Self {
         Self::Upstream(error)
@@ -308,7 +318,7 @@ impl From<UpstreamError> for ProxyError {
 
 impl Proxied<'_> {
     /// Runs `request` (module doc); the Response object.
-    pub async fn handle(&self, request: Request) -> Result<Value, ProxyError> {
+    pub async fn handle(&self, request: Request) -> Result<ProxiedResponse, ProxyError> {
         let mail_enabled = request.using.iter().any(|c| c == CAPABILITY_MAIL);
         let mut run = Run {
             proxied: self,
@@ -355,28 +365,32 @@ impl Proxied<'_> {
                 }
             }
             let answer = match method.as_str() {
-                "Email/get" if local_candidate => {
-                    self.email_get(&arguments, &call_id, &run.email_states)
-                        .await?
-                }
-                "Mailbox/get" if local_candidate => {
-                    self.mailbox_get(&arguments, &run.mailbox_states)
-                }
-                "Thread/get" if local_candidate => {
-                    self.thread_get(&arguments, &run.email_states, &run.thread_states)
-                        .await?
-                }
-                "Email/query" if local_candidate => {
-                    self.email_query(&arguments, &call_id, &run.email_states)
-                        .await?
-                }
+                "Email/get" if local_candidate => self
+                    .email_get(&arguments, &call_id, &run.email_states)
+                    .await?
+                    .map(|(text, state)| {
+                        if let Some(account) = arguments.get("accountId").and_then(Value::as_str) {
+                            run.email_states.insert(account.to_string(), state);
+                        }
+                        Arguments::text(text, None)
+                    }),
+                "Mailbox/get" if local_candidate => self
+                    .mailbox_get(&arguments, &run.mailbox_states)
+                    .map(|answer| run.answered(&method, answer)),
+                "Thread/get" if local_candidate => self
+                    .thread_get(&arguments, &run.email_states, &run.thread_states)
+                    .await?
+                    .map(|answer| run.answered(&method, answer)),
+                "Email/query" if local_candidate => self
+                    .email_query(&arguments, &call_id, &run.email_states)
+                    .await?
+                    .map(|answer| run.answered(&method, answer)),
                 _ => None,
             };
+            // Later calls of the request are answered at the state a
+            // local answer showed (noted above), or forwarded.
             if let Some(answer) = answer {
-                // Later calls of the request are answered at the same
-                // state, or forwarded.
-                run.saw(&method, &answer);
-                run.responses.push((method, answer.into(), call_id));
+                run.responses.push((method, answer, call_id));
                 continue;
             }
             run.pending.push(Invocation(method, arguments, call_id));
@@ -388,25 +402,34 @@ impl Proxied<'_> {
             .session_state
             .or_else(|| self.session.object.get("state").cloned())
             .unwrap_or(Value::String(String::new()));
-        let method_responses: Vec<Value> = run
-            .responses
-            .into_iter()
-            // Moved, not serialized again as `json!` would.
-            .map(|(name, arguments, call_id)| {
-                Value::Array(vec![
-                    Value::String(name),
-                    arguments.into_value(),
-                    Value::String(call_id),
-                ])
-            })
-            .collect();
-        let mut response = Map::new();
-        response.insert("methodResponses".into(), Value::Array(method_responses));
-        if request.created_ids.is_some() {
-            response.insert("createdIds".into(), json!(run.created_ids));
+        // Written as Fastview writes its own Response (`Response::to_json`):
+        // each answer's text copied in as it is.
+        let mut body = Vec::with_capacity(4096);
+        body.extend_from_slice(b"{\"methodResponses\":[");
+        for (position, (name, arguments, call_id)) in run.responses.iter().enumerate() {
+            if position > 0 {
+                body.push(b',');
+            }
+            body.push(b'[');
+            write_value(&mut body, name);
+            body.push(b',');
+            arguments.write_json(&mut body);
+            body.push(b',');
+            write_value(&mut body, call_id);
+            body.push(b']');
         }
-        response.insert("sessionState".into(), session_state);
-        Ok(Value::Object(response))
+        body.push(b']');
+        if request.created_ids.is_some() {
+            body.extend_from_slice(b",\"createdIds\":");
+            write_value(&mut body, &run.created_ids);
+        }
+        body.extend_from_slice(b",\"sessionState\":");
+        write_value(&mut body, &session_state);
+        body.push(b'}');
+        Ok(ProxiedResponse {
+            body,
+            session_state,
+        })
     }
 
     /// A Mailbox/get answered from the upstream's own answer as the
@@ -499,7 +522,7 @@ impl Proxied<'_> {
         arguments: &Map<String, Value>,
         call_id: &str,
         seen: &HashMap<String, String>,
-    ) -> Result<Option<Value>, UpstreamError> {
+    ) -> Result<Option<(String, String)>, UpstreamError> {
         let Some(account_id) = arguments.get("accountId").and_then(Value::as_str) else {
             return Ok(None);
         };
@@ -567,8 +590,8 @@ impl Proxied<'_> {
                 .map(|id| Value::String(ids::email_id(local_of[id])))
                 .collect(),
         );
-        let Some(mut answer) = self
-            .local_call(&local_account, "Email/get", local_arguments, call_id)
+        let Some(answer) = self
+            .local_answer(&local_account, "Email/get", local_arguments, call_id)
             .await
         else {
             return Ok(None);
@@ -577,19 +600,11 @@ impl Proxied<'_> {
             emails: &by_local,
             mailboxes: &mailboxes,
         };
-        answer["accountId"] = Value::String(account_id.into());
-        answer["state"] = Value::String(email_state);
-        if let Some(list) = answer.get_mut("list").and_then(Value::as_array_mut) {
-            for email in list {
-                translate.email(email);
-            }
-        }
-        if let Some(not_found) = answer.get_mut("notFound").and_then(Value::as_array_mut) {
-            for id in not_found {
-                translate.email_id(id);
-            }
-        }
-        Ok(Some(answer))
+        // Text we wrote always translates; should it not, the upstream
+        // answers.
+        Ok(translate
+            .answer(&answer.json(), account_id, &email_state)
+            .map(|text| (text, email_state)))
     }
 }
 
@@ -629,8 +644,8 @@ impl Proxied<'_> {
         Some((ready, held))
     }
 
-    /// Runs one call of `method` on the local account; its arguments when
-    /// it answered with `method` (not an error).
+    /// Runs one call of `method` on the local account; its arguments as a
+    /// value when it answered with `method` (not an error).
     async fn local_call(
         &self,
         account: &crate::store::Account,
@@ -638,6 +653,20 @@ impl Proxied<'_> {
         arguments: Map<String, Value>,
         call_id: &str,
     ) -> Option<Value> {
+        self.local_answer(account, method, arguments, call_id)
+            .await
+            .map(Arguments::into_value)
+    }
+
+    /// [`Proxied::local_call`]'s arguments as the local call made them
+    /// (an Email/get's JSON text as it was written).
+    async fn local_answer(
+        &self,
+        account: &crate::store::Account,
+        method: &str,
+        arguments: Map<String, Value>,
+        call_id: &str,
+    ) -> Option<Arguments> {
         let request = Request {
             using: vec![CAPABILITY_CORE.into(), CAPABILITY_MAIL.into()],
             method_calls: vec![Invocation(method.into(), arguments, call_id.into())],
@@ -647,7 +676,7 @@ impl Proxied<'_> {
             .await
             .ok()?;
         let (name, answer, _) = response.method_responses.into_iter().next()?;
-        (name == method).then(|| answer.into_value())
+        (name == method).then_some(answer)
     }
 
     /// Whether a call of `method` has a shape the mirror answered as the
@@ -1027,6 +1056,14 @@ struct Translation<'a> {
     mailboxes: &'a HashMap<i64, String>,
 }
 
+/// An object member's name as JSON text has it: borrowed unless escaped.
+#[derive(Debug, serde::Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+struct Key<'a>(#[serde(borrow)] std::borrow::Cow<'a, str>);
+
+/// An object's members as JSON text, in serde_json's map order (the order
+/// its `Map` writes them, which is how this server writes its answers).
+type Members<'a> = std::collections::BTreeMap<Key<'a>, &'a RawValue>;
+
 impl Translation<'_> {
     fn email_id(&self, id: &mut Value) {
         if let Some(mapped) = id.as_str().and_then(|local| self.emails.get(local)) {
@@ -1034,55 +1071,115 @@ impl Translation<'_> {
         }
     }
 
-    fn email(&self, email: &mut Value) {
-        let Some(object) = email.as_object_mut() else {
-            return;
-        };
-        let Some(mapped) = object
-            .get("id")
-            .and_then(Value::as_str)
-            .and_then(|local| self.emails.get(local))
-        else {
-            return;
-        };
-        object.insert("id".into(), Value::String(mapped.upstream_id.clone()));
-        if object.contains_key("threadId") {
-            object.insert("threadId".into(), Value::String(mapped.thread_id.clone()));
+    /// A local Email/get answer (its JSON text) as the upstream names it:
+    /// `accountId` and `state` the upstream's, each email as
+    /// [`Translation::email`] writes it, `notFound` ids the upstream's.
+    /// Written in serde_json's map order, as the answer was: what a
+    /// Value of it would serialize to, without building one (issue 19:
+    /// the parse and the second serialization were a tenth of the proxy's
+    /// core). `None` when the text is not such an answer.
+    fn answer(&self, local: &str, account_id: &str, state: &str) -> Option<String> {
+        // One pass over the text: each email's members found, not parsed.
+        #[derive(serde::Deserialize)]
+        struct LocalGet<'a> {
+            #[serde(borrow)]
+            list: Vec<Members<'a>>,
+            #[serde(rename = "notFound")]
+            not_found: Vec<Value>,
         }
-        if object.contains_key("blobId") {
-            object.insert("blobId".into(), Value::String(mapped.blob_id.clone()));
+        let LocalGet { list, not_found } = serde_json::from_str(local).ok()?;
+        let mut out = Vec::with_capacity(local.len() + 256);
+        out.extend_from_slice(b"{\"accountId\":");
+        write_value(&mut out, account_id);
+        out.extend_from_slice(b",\"list\":[");
+        for (position, email) in list.iter().enumerate() {
+            if position > 0 {
+                out.push(b',');
+            }
+            self.email(email, &mut out)?;
         }
+        out.extend_from_slice(b"],\"notFound\":[");
+        for (position, id) in not_found.into_iter().enumerate() {
+            if position > 0 {
+                out.push(b',');
+            }
+            let mut id = id;
+            self.email_id(&mut id);
+            write_value(&mut out, &id);
+        }
+        out.extend_from_slice(b"],\"state\":");
+        write_value(&mut out, state);
+        out.push(b'}');
+        String::from_utf8(out).ok()
+    }
+
+    /// Appends local Email object `email` (JSON text) to `out` as the
+    /// upstream names it: `id`, `threadId`, `blobId` and each part's
+    /// `blobId` the upstream's, `mailboxIds` keyed by upstream Mailbox ids
+    /// (one the mirror does not map left out); every other member as it
+    /// was written. An email the translation does not know is written as
+    /// it was. `None` when a member to translate is not what it should be.
+    fn email(&self, members: &Members, out: &mut Vec<u8>) -> Option<()> {
+        let mapped = members
+            .get(&Key("id".into()))
+            .and_then(|id| serde_json::from_str::<&str>(id.get()).ok())
+            .and_then(|local| self.emails.get(local));
         const PART_LISTS: [&str; 3] = ["textBody", "htmlBody", "attachments"];
         // The part map is read only for an answer that has parts (a list
         // view's has none).
-        let has_parts = object.contains_key("bodyStructure")
-            || PART_LISTS.iter().any(|list| object.contains_key(*list));
+        let has_parts = members
+            .keys()
+            .any(|Key(name)| name == "bodyStructure" || PART_LISTS.contains(&name.as_ref()));
         let parts: Map<String, Value> = mapped
-            .parts
-            .as_deref()
+            .and_then(|mapped| mapped.parts.as_deref())
             .filter(|_| has_parts)
             .and_then(|parts| serde_json::from_str(parts).ok())
             .unwrap_or_default();
-        if let Some(structure) = object.get_mut("bodyStructure") {
-            Self::part(structure, &parts);
-        }
-        for list in PART_LISTS {
-            if let Some(Value::Array(list)) = object.get_mut(list) {
-                for part in list {
-                    Self::part(part, &parts);
+        out.push(b'{');
+        for (position, (Key(name), raw)) in members.iter().enumerate() {
+            if position > 0 {
+                out.push(b',');
+            }
+            write_value(out, name.as_ref());
+            out.push(b':');
+            let Some(mapped) = mapped else {
+                out.extend_from_slice(raw.get().as_bytes());
+                continue;
+            };
+            match name.as_ref() {
+                "id" => write_value(out, &mapped.upstream_id),
+                "threadId" => write_value(out, &mapped.thread_id),
+                "blobId" => write_value(out, &mapped.blob_id),
+                "mailboxIds" => {
+                    let local: Map<String, Value> = serde_json::from_str(raw.get()).ok()?;
+                    let translated: Map<String, Value> = local
+                        .into_iter()
+                        .filter_map(|(local, value)| {
+                            let local = ids::parse_mailbox_id(&local)?;
+                            Some((self.mailboxes.get(&local)?.clone(), value))
+                        })
+                        .collect();
+                    write_value(out, &translated);
                 }
+                "bodyStructure" => {
+                    let mut structure: Value = serde_json::from_str(raw.get()).ok()?;
+                    Self::part(&mut structure, &parts);
+                    write_value(out, &structure);
+                }
+                list if PART_LISTS.contains(&list) => {
+                    let mut list: Value = serde_json::from_str(raw.get()).ok()?;
+                    if let Value::Array(list) = &mut list {
+                        for part in list {
+                            Self::part(part, &parts);
+                        }
+                    }
+                    write_value(out, &list);
+                }
+                _ => out.extend_from_slice(raw.get().as_bytes()),
             }
         }
-        if let Some(Value::Object(mailbox_ids)) = object.get_mut("mailboxIds") {
-            let translated: Map<String, Value> = std::mem::take(mailbox_ids)
-                .into_iter()
-                .filter_map(|(local, value)| {
-                    let local = ids::parse_mailbox_id(&local)?;
-                    Some((self.mailboxes.get(&local)?.clone(), value))
-                })
-                .collect();
-            *mailbox_ids = translated;
-        }
+        out.push(b'}');
+        Some(())
     }
 }
 
@@ -1266,6 +1363,12 @@ impl Run<'_, '_> {
         }
     }
 
+    /// A local answer of `method` with its state noted ([`Run::saw`]).
+    fn answered(&mut self, method: &str, answer: Value) -> Arguments {
+        self.saw(method, &answer);
+        Arguments::Value(answer)
+    }
+
     /// Notes the state an answer of `method` shows (`newState`, else
     /// `state`) for its account.
     fn saw(&mut self, method: &str, answer: &Value) {
@@ -1399,30 +1502,35 @@ mod tests {
             emails: &emails,
             mailboxes: &mailboxes,
         };
-        let mut email = json!({
-            "id": "e42", "threadId": "t9", "blobId": "aa", "mailboxIds": {"m3": true},
-            "subject": "kept",
+        let email = json!({
+            "id": "e42", "threadId": "t9", "blobId": "aa", "mailboxIds": {"m3": true, "m8": true},
+            "subject": "kept \u{e9}\"\\", "from": [{"name": null, "email": "a@example.com"}],
             "bodyStructure": {"partId": "1", "blobId": null, "subParts": [
                 {"partId": "2", "blobId": "aa_2"}, {"blobId": "aa_3", "type": "image/png"}]},
             "textBody": [{"partId": "2", "blobId": "aa_2"}],
             "attachments": [{"blobId": "aa_3"}],
             "bodyValues": {"2": {"value": "hi"}},
         });
-        translation.email(&mut email);
-        assert_eq!(
-            email,
-            json!({
+        let unknown = json!({"id": "e7", "threadId": "t7"});
+        // As the local Email/get writes it: serde_json's text of the value.
+        let local = json!({"accountId": "a1", "state": "9", "list": [email, unknown],
+            "notFound": ["e42", "e5"]})
+        .to_string();
+        let translated = translation.answer(&local, "U-acct", "s-up").unwrap();
+        let expected = json!({
+            "accountId": "U-acct", "state": "s-up", "notFound": ["Mx7", "e5"],
+            "list": [{
                 "id": "Mx7", "threadId": "Tq2", "blobId": "Gb1", "mailboxIds": {"Inbox-U": true},
-                "subject": "kept",
+                "subject": "kept \u{e9}\"\\", "from": [{"name": null, "email": "a@example.com"}],
                 "bodyStructure": {"partId": "1", "blobId": null, "subParts": [
                     {"partId": "2", "blobId": "Gb1.p2"}, {"blobId": "Gb1.p3", "type": "image/png"}]},
                 "textBody": [{"partId": "2", "blobId": "Gb1.p2"}],
                 "attachments": [{"blobId": "Gb1.p3"}],
                 "bodyValues": {"2": {"value": "hi"}},
-            })
-        );
-        let mut id = json!("e42");
-        translation.email_id(&mut id);
-        assert_eq!(id, "Mx7");
+            }, {"id": "e7", "threadId": "t7"}],
+        });
+        // The octets serde_json writes for the translated value.
+        assert_eq!(translated, expected.to_string());
+        assert_eq!(translation.answer("[1]", "U-acct", "s-up"), None);
     }
 }
