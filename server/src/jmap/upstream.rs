@@ -421,7 +421,9 @@ impl Proxied<'_> {
         body.push(b']');
         if request.created_ids.is_some() {
             body.extend_from_slice(b",\"createdIds\":");
-            write_value(&mut body, &run.created_ids);
+            // In order, as a map of them would be written.
+            let created: std::collections::BTreeMap<_, _> = run.created_ids.iter().collect();
+            write_value(&mut body, &created);
         }
         body.extend_from_slice(b",\"sessionState\":");
         write_value(&mut body, &session_state);

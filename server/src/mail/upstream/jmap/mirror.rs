@@ -594,6 +594,9 @@ impl Mirror {
     ) -> Result<(), UpstreamError> {
         let writes = mirrored.writes.load(Ordering::Acquire);
         let started = Instant::now();
+        // No local answer reads while this sync holds the lock; the next
+        // reads the names the sync leaves (`names.rs`).
+        self.names.forget(mirrored.account.id).await;
         let sync = Sync {
             mirror: self,
             session,

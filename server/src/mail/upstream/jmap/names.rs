@@ -8,23 +8,23 @@
 //! tenth of the proxy's core (ADR 0009's profile), so each name read is
 //! kept here, per local account, by upstream id and by local row id: one
 //! cache entry per account (a call looks up one entry, then each id in its
-//! maps), replaced by a larger copy when a call reads names it lacked (at
-//! most [`MAX_NAMES_PER_ACCOUNT`]; past it the copy starts over).
+//! maps), grown in place when a call reads names it lacked (at most
+//! [`MAX_NAMES_PER_ACCOUNT`]; past it the entry starts over).
 //!
-//! A name never changes while its email exists: a row of
-//! `jmap_mirror_emails` is written once and never updated (a second
-//! upstream email of the same octets is left unmapped, not remapped), an
-//! upstream id names one email for ever (RFC 8620 §1.2), and a local row
-//! id is never given again (`AUTOINCREMENT`, a PostgreSQL sequence). A
-//! name kept for an email a later sync destroyed names a local row that is
-//! gone: the local answer finds no such email (Email/get's `notFound`,
-//! translated back to the same upstream id; an Email/query never lists
-//! it), which is what the mirror's state says of it. Names are never
-//! negative (an id not mirrored is read again each time) and leave as the
-//! cache's bound needs room. Bounded in octets.
+//! Names change only in a sync: it may destroy a local email and, later,
+//! store the same upstream id again as a new local row (an upstream that
+//! gives an id again, or a whole sync that missed an email while the
+//! upstream's list moved under its paging). Local answers read names only
+//! while they hold the account's sync lock for reading ([`super::mirror::Mirror::hold`]),
+//! and each sync, holding it for writing, forgets the account's names
+//! first ([`MirrorNames::forget`]): a name kept is always the one the
+//! store holds. Names are never negative (an id not mirrored is read again
+//! each time) and leave as the cache's bound needs room. Bounded in
+//! octets.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, RwLock};
 
 use crate::store::{MirroredEmail, Store, StoreResult};
 
@@ -43,10 +43,16 @@ pub struct MirrorNames {
 /// One account's names: each email by its upstream id and its local row.
 #[derive(Default)]
 struct AccountNames {
-    by_upstream: HashMap<Box<str>, Arc<MirroredEmail>>,
+    maps: RwLock<Maps>,
+    /// Octets, roughly: the names and their map slots (what the entry
+    /// weighed when it was last put in the cache).
+    weight: AtomicU32,
+}
+
+#[derive(Default)]
+struct Maps {
+    by_upstream: HashMap<Arc<str>, Arc<MirroredEmail>>,
     by_local: HashMap<i64, Arc<MirroredEmail>>,
-    /// Octets, roughly: the names and their map slots.
-    weight: u32,
 }
 
 /// What a call looks its emails up by.
@@ -55,35 +61,54 @@ enum Ids<'a> {
     Local(&'a [i64]),
 }
 
+/// Ids a kept entry did not name.
+enum Missing<'a> {
+    Upstream(Vec<&'a str>),
+    Local(Vec<i64>),
+}
+
 impl AccountNames {
-    /// A copy of `kept` (none when it would pass the bound) with `read`.
-    fn with(kept: Option<&AccountNames>, read: &[Arc<MirroredEmail>]) -> Self {
-        let mut names = match kept {
-            Some(kept) if kept.by_local.len() + read.len() <= MAX_NAMES_PER_ACCOUNT => {
-                AccountNames {
-                    by_upstream: kept.by_upstream.clone(),
-                    by_local: kept.by_local.clone(),
-                    weight: kept.weight,
+    /// The names this entry holds of `ids` (each once), and the ids it
+    /// does not name.
+    fn look_up<'a>(&self, ids: &Ids<'a>) -> (Vec<Arc<MirroredEmail>>, Missing<'a>) {
+        let mut found = Vec::new();
+        let maps = self.maps.read().ok();
+        let missing = match *ids {
+            Ids::Upstream(ids) => {
+                let mut seen = HashSet::with_capacity(ids.len());
+                let mut missing = Vec::new();
+                for &id in ids.iter().filter(|id| seen.insert(**id)) {
+                    match maps.as_ref().and_then(|maps| maps.by_upstream.get(id)) {
+                        Some(email) => found.push(email.clone()),
+                        None => missing.push(id),
+                    }
                 }
+                Missing::Upstream(missing)
             }
-            _ => AccountNames::default(),
+            Ids::Local(ids) => {
+                let mut seen = HashSet::with_capacity(ids.len());
+                let mut missing = Vec::new();
+                for &id in ids.iter().filter(|id| seen.insert(**id)) {
+                    match maps.as_ref().and_then(|maps| maps.by_local.get(&id)) {
+                        Some(email) => found.push(email.clone()),
+                        None => missing.push(id),
+                    }
+                }
+                Missing::Local(missing)
+            }
         };
-        for email in read {
-            let weight = 160
-                + 2 * email.upstream_id.len()
-                + email.blob_id.len()
-                + email.thread_id.len()
-                + email.parts.as_ref().map_or(0, String::len);
-            names.weight = names
-                .weight
-                .saturating_add(weight.min(u32::MAX as usize) as u32);
-            names
-                .by_upstream
-                .insert(email.upstream_id.as_str().into(), email.clone());
-            names.by_local.insert(email.email_id, email.clone());
-        }
-        names
+        (found, missing)
     }
+}
+
+/// Roughly the octets one name takes in both maps.
+fn weight_of(email: &MirroredEmail) -> u32 {
+    let octets = 160
+        + email.upstream_id.len()
+        + email.blob_id.len()
+        + email.thread_id.len()
+        + email.parts.as_ref().map_or(0, String::len);
+    octets.min(u32::MAX as usize) as u32
 }
 
 impl MirrorNames {
@@ -92,14 +117,17 @@ impl MirrorNames {
         Self {
             accounts: moka::future::Cache::builder()
                 .max_capacity(bytes)
-                .weigher(|_: &i64, names: &Arc<AccountNames>| names.weight.max(1))
+                .weigher(|_: &i64, names: &Arc<AccountNames>| {
+                    names.weight.load(Ordering::Relaxed).max(1)
+                })
                 .build(),
         }
     }
 
     /// The names of local `account`'s emails with upstream ids `ids` (each
     /// once, in no order; an id not mirrored is left out), kept or read
-    /// from `store` and kept. Errors: the store's.
+    /// from `store` and kept. The caller holds the account's sync lock for
+    /// reading (module doc). Errors: the store's.
     pub async fn by_upstream(
         &self,
         store: &dyn Store,
@@ -120,6 +148,12 @@ impl MirrorNames {
         self.named(store, account, Ids::Local(ids)).await
     }
 
+    /// Forgets local `account`'s names: what each sync does first, holding
+    /// the account's sync lock for writing (module doc).
+    pub async fn forget(&self, account: i64) {
+        self.accounts.invalidate(&account).await;
+    }
+
     async fn named(
         &self,
         store: &dyn Store,
@@ -127,44 +161,37 @@ impl MirrorNames {
         ids: Ids<'_>,
     ) -> StoreResult<Vec<Arc<MirroredEmail>>> {
         let kept = self.accounts.get(&account).await;
-        let mut found = Vec::new();
-        let read = match ids {
-            Ids::Upstream(ids) => {
-                let mut missing = Vec::new();
-                let mut seen = HashSet::with_capacity(ids.len());
-                for &id in ids.iter().filter(|id| seen.insert(**id)) {
-                    match kept.as_ref().and_then(|kept| kept.by_upstream.get(id)) {
-                        Some(email) => found.push(email.clone()),
-                        None => missing.push(id),
-                    }
-                }
-                if missing.is_empty() {
-                    return Ok(found);
-                }
+        let empty = AccountNames::default();
+        let (mut found, missing) = kept.as_deref().unwrap_or(&empty).look_up(&ids);
+        let read = match missing {
+            Missing::Upstream(missing) if !missing.is_empty() => {
                 store.mirror_emails(account, None, Some(&missing)).await?
             }
-            Ids::Local(ids) => {
-                let mut missing = Vec::new();
-                let mut seen = HashSet::with_capacity(ids.len());
-                for &id in ids.iter().filter(|id| seen.insert(**id)) {
-                    match kept.as_ref().and_then(|kept| kept.by_local.get(&id)) {
-                        Some(email) => found.push(email.clone()),
-                        None => missing.push(id),
-                    }
-                }
-                if missing.is_empty() {
-                    return Ok(found);
-                }
+            Missing::Local(missing) if !missing.is_empty() => {
                 store.mirror_emails(account, Some(&missing), None).await?
             }
+            _ => return Ok(found),
         };
         if read.is_empty() {
             return Ok(found);
         }
-        let read: Vec<Arc<MirroredEmail>> = read.into_iter().map(Arc::new).collect();
-        let names = AccountNames::with(kept.as_deref(), &read);
-        found.extend(read);
-        self.accounts.insert(account, Arc::new(names)).await;
+        let names = kept.unwrap_or_default();
+        if let Ok(mut maps) = names.maps.write() {
+            if maps.by_local.len() + read.len() > MAX_NAMES_PER_ACCOUNT {
+                *maps = Maps::default();
+                names.weight.store(0, Ordering::Relaxed);
+            }
+            for email in read {
+                let email = Arc::new(email);
+                names.weight.fetch_add(weight_of(&email), Ordering::Relaxed);
+                maps.by_upstream
+                    .insert(email.upstream_id.as_str().into(), email.clone());
+                maps.by_local.insert(email.email_id, email.clone());
+                found.push(email);
+            }
+        }
+        // Put (again) so that the cache weighs what the entry holds now.
+        self.accounts.insert(account, names).await;
         Ok(found)
     }
 
@@ -172,5 +199,72 @@ impl MirrorNames {
     /// accounts).
     pub async fn report(&self, metrics: &crate::metrics::Metrics) {
         metrics.report_cache("mirror_names", &self.accounts).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_name_the_store_gives_again_after_a_sync_is_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("a.db").display());
+        let store = crate::store::sqlite::SqliteStore::connect(&url, 2)
+            .await
+            .unwrap();
+        let account = store.create_account("a@example.com", "x").await.unwrap().id;
+        let inbox = store.mailboxes(account).await.unwrap()[0].id;
+        let stored = async || {
+            let email = crate::store::NewEmail {
+                blob_id: "b1".into(),
+                size: 1,
+                received_at: 0,
+                sent_at: None,
+                mailbox_ids: vec![inbox],
+                keywords: Vec::new(),
+                header_block: Vec::new(),
+                fast_view: crate::store::FastView::default(),
+                structure: Vec::new(),
+                search: Default::default(),
+                index: crate::store::EmailIndex::default(),
+            };
+            match store.insert_emails(account, &[email]).await.unwrap()[..] {
+                [crate::store::Inserted::New(id)] => id,
+                _ => panic!("not inserted"),
+            }
+        };
+        let named = |email_id: i64| MirroredEmail {
+            email_id,
+            upstream_id: "Mx".into(),
+            blob_id: "Gb".into(),
+            thread_id: "Tq".into(),
+            parts: None,
+        };
+        let first = stored().await;
+        store
+            .put_mirror_emails(account, &[named(first)])
+            .await
+            .unwrap();
+        let names = MirrorNames::new(MIRROR_NAME_BYTES);
+        let read = names.by_upstream(&store, account, &["Mx", "Mx"]).await;
+        assert_eq!(read.unwrap(), vec![Arc::new(named(first))]);
+        let read = names.by_local(&store, account, &[first]).await;
+        assert_eq!(read.unwrap(), vec![Arc::new(named(first))]);
+        // A sync destroys the email and stores the same upstream id again.
+        store.destroy_emails(account, &[first]).await.unwrap();
+        let second = stored().await;
+        store
+            .put_mirror_emails(account, &[named(second)])
+            .await
+            .unwrap();
+        // Kept until forgotten, as the sync's first step forgets them.
+        let kept = names.by_upstream(&store, account, &["Mx"]).await;
+        assert_eq!(kept.unwrap(), vec![Arc::new(named(first))]);
+        names.forget(account).await;
+        let read = names.by_upstream(&store, account, &["Mx"]).await;
+        assert_eq!(read.unwrap(), vec![Arc::new(named(second))]);
+        let other = names.by_upstream(&store, account + 1, &["Mx"]).await;
+        assert_eq!(other.unwrap(), Vec::new());
     }
 }
