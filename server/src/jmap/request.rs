@@ -206,7 +206,7 @@ impl Arguments {
 
     /// Appends the arguments' JSON to `out`: text as it is, a value as
     /// serde_json writes it.
-    pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
+    fn write_json(&self, out: &mut Vec<u8>) {
         match self {
             Arguments::Value(value) => write_value(out, value),
             Arguments::Text { text, .. } => out.extend_from_slice(text.as_bytes()),
@@ -258,38 +258,57 @@ impl Response {
     /// serialized where they were rendered) is copied in as it is, not
     /// checked and copied through serde_json's `RawValue` again (issue 20).
     pub fn to_json(&self) -> Vec<u8> {
-        let text: usize = self
-            .method_responses
-            .iter()
-            .map(|(_, arguments, _)| match arguments {
-                Arguments::Text { text, .. } => text.len(),
-                Arguments::Value(_) => 256,
-            })
-            .sum();
-        let mut out = Vec::with_capacity(text + 128);
-        out.extend_from_slice(b"{\"methodResponses\":[");
-        for (position, (name, arguments, call_id)) in self.method_responses.iter().enumerate() {
-            if position > 0 {
-                out.push(b',');
-            }
-            out.push(b'[');
-            write_value(&mut out, name);
-            out.push(b',');
-            arguments.write_json(&mut out);
-            out.push(b',');
-            write_value(&mut out, call_id);
-            out.push(b']');
-        }
-        out.push(b']');
-        if let Some(created_ids) = &self.created_ids {
-            out.extend_from_slice(b",\"createdIds\":");
-            write_value(&mut out, created_ids);
-        }
-        out.extend_from_slice(b",\"sessionState\":");
-        write_value(&mut out, &self.session_state);
-        out.push(b'}');
-        out
+        response_json(
+            &self.method_responses,
+            self.created_ids.as_ref(),
+            &self.session_state,
+        )
     }
+}
+
+/// A Response object (RFC 8620 §3.4) written straight into one buffer, as
+/// [`Response::to_json`] writes it: `methodResponses` (each call's text
+/// copied in as it is), `createdIds` when given, `sessionState`. The JMAP
+/// proxy writes its responses with it too.
+pub(crate) fn response_json<C, S>(
+    method_responses: &[(String, Arguments, String)],
+    created_ids: Option<&C>,
+    session_state: &S,
+) -> Vec<u8>
+where
+    C: Serialize + ?Sized,
+    S: Serialize + ?Sized,
+{
+    let text: usize = method_responses
+        .iter()
+        .map(|(_, arguments, _)| match arguments {
+            Arguments::Text { text, .. } => text.len(),
+            Arguments::Value(_) => 256,
+        })
+        .sum();
+    let mut out = Vec::with_capacity(text + 128);
+    out.extend_from_slice(b"{\"methodResponses\":[");
+    for (position, (name, arguments, call_id)) in method_responses.iter().enumerate() {
+        if position > 0 {
+            out.push(b',');
+        }
+        out.push(b'[');
+        write_value(&mut out, name);
+        out.push(b',');
+        arguments.write_json(&mut out);
+        out.push(b',');
+        write_value(&mut out, call_id);
+        out.push(b']');
+    }
+    out.push(b']');
+    if let Some(created_ids) = created_ids {
+        out.extend_from_slice(b",\"createdIds\":");
+        write_value(&mut out, created_ids);
+    }
+    out.extend_from_slice(b",\"sessionState\":");
+    write_value(&mut out, session_state);
+    out.push(b'}');
+    out
 }
 
 /// The most JSON values (numbers, strings, arrays, objects, literals) one

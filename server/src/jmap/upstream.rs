@@ -44,7 +44,7 @@ use super::dispatch;
 use super::ids;
 use super::reference::{self, ReferenceError};
 use super::request::{
-    Arguments, CAPABILITY_CORE, CAPABILITY_MAIL, Invocation, Request, write_value,
+    Arguments, CAPABILITY_CORE, CAPABILITY_MAIL, Invocation, Request, response_json, write_value,
 };
 use crate::mail::property::EmailProperty;
 use crate::mail::upstream::UpstreamError;
@@ -370,7 +370,7 @@ impl Proxied<'_> {
                     .await?
                     .map(|(text, state)| {
                         if let Some(account) = arguments.get("accountId").and_then(Value::as_str) {
-                            run.email_states.insert(account.to_string(), state);
+                            run.note(&method, account, &state);
                         }
                         Arguments::text(text, None)
                     }),
@@ -402,32 +402,14 @@ impl Proxied<'_> {
             .session_state
             .or_else(|| self.session.object.get("state").cloned())
             .unwrap_or(Value::String(String::new()));
-        // Written as Fastview writes its own Response (`Response::to_json`):
-        // each answer's text copied in as it is.
-        let mut body = Vec::with_capacity(4096);
-        body.extend_from_slice(b"{\"methodResponses\":[");
-        for (position, (name, arguments, call_id)) in run.responses.iter().enumerate() {
-            if position > 0 {
-                body.push(b',');
-            }
-            body.push(b'[');
-            write_value(&mut body, name);
-            body.push(b',');
-            arguments.write_json(&mut body);
-            body.push(b',');
-            write_value(&mut body, call_id);
-            body.push(b']');
-        }
-        body.push(b']');
-        if request.created_ids.is_some() {
-            body.extend_from_slice(b",\"createdIds\":");
-            // In order, as a map of them would be written.
-            let created: std::collections::BTreeMap<_, _> = run.created_ids.iter().collect();
-            write_value(&mut body, &created);
-        }
-        body.extend_from_slice(b",\"sessionState\":");
-        write_value(&mut body, &session_state);
-        body.push(b'}');
+        // Written as Fastview writes its own Response, each answer's text
+        // copied in; createdIds in order, as a map of them is written.
+        let created = request.created_ids.is_some().then(|| {
+            run.created_ids
+                .iter()
+                .collect::<std::collections::BTreeMap<_, _>>()
+        });
+        let body = response_json(&run.responses, created.as_ref(), &session_state);
         Ok(ProxiedResponse {
             body,
             session_state,
@@ -1374,6 +1356,18 @@ impl Run<'_, '_> {
     /// Notes the state an answer of `method` shows (`newState`, else
     /// `state`) for its account.
     fn saw(&mut self, method: &str, answer: &Value) {
+        if let Some(account) = answer.get("accountId").and_then(Value::as_str)
+            && let Some(state) = answer
+                .get("newState")
+                .or_else(|| answer.get("state"))
+                .and_then(Value::as_str)
+        {
+            self.note(method, account, state);
+        }
+    }
+
+    /// Notes that an answer of `method` showed `account` at `state`.
+    fn note(&mut self, method: &str, account: &str, state: &str) {
         let states = if method.starts_with("Email/") {
             &mut self.email_states
         } else if method.starts_with("Mailbox/") {
@@ -1383,14 +1377,7 @@ impl Run<'_, '_> {
         } else {
             return;
         };
-        if let Some(account) = answer.get("accountId").and_then(Value::as_str)
-            && let Some(state) = answer
-                .get("newState")
-                .or_else(|| answer.get("state"))
-                .and_then(Value::as_str)
-        {
-            states.insert(account.to_string(), state.to_string());
-        }
+        states.insert(account.to_string(), state.to_string());
     }
 
     /// The mirrors of the accounts a batch's writes named catch up.

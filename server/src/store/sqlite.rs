@@ -519,13 +519,13 @@ impl SqliteStore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::store::Store;
 
     /// A store with hot reads in a temp dir (kept alive by the first
     /// value), one account and the id of its inbox.
-    async fn store_with_account() -> (tempfile::TempDir, SqliteStore, i64, i64) {
+    pub(crate) async fn store_with_account() -> (tempfile::TempDir, SqliteStore, i64, i64) {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("a.db").display());
         let store = SqliteStore::connect(&url, 2).await.unwrap();
@@ -535,7 +535,7 @@ mod tests {
     }
 
     /// Stores one bare email in `inbox`; its id.
-    async fn insert_one(store: &SqliteStore, account: i64, inbox: i64) -> i64 {
+    pub(crate) async fn insert_one(store: &SqliteStore, account: i64, inbox: i64) -> i64 {
         let email = crate::store::NewEmail {
             blob_id: "b1".into(),
             size: 1,

@@ -74,31 +74,33 @@ impl AccountNames {
         let mut found = Vec::new();
         let maps = self.maps.read().ok();
         let missing = match *ids {
-            Ids::Upstream(ids) => {
-                let mut seen = HashSet::with_capacity(ids.len());
-                let mut missing = Vec::new();
-                for &id in ids.iter().filter(|id| seen.insert(**id)) {
-                    match maps.as_ref().and_then(|maps| maps.by_upstream.get(id)) {
-                        Some(email) => found.push(email.clone()),
-                        None => missing.push(id),
-                    }
-                }
-                Missing::Upstream(missing)
-            }
-            Ids::Local(ids) => {
-                let mut seen = HashSet::with_capacity(ids.len());
-                let mut missing = Vec::new();
-                for &id in ids.iter().filter(|id| seen.insert(**id)) {
-                    match maps.as_ref().and_then(|maps| maps.by_local.get(&id)) {
-                        Some(email) => found.push(email.clone()),
-                        None => missing.push(id),
-                    }
-                }
-                Missing::Local(missing)
-            }
+            Ids::Upstream(ids) => Missing::Upstream(pick(ids, &mut found, |id| {
+                maps.as_ref()?.by_upstream.get(id).cloned()
+            })),
+            Ids::Local(ids) => Missing::Local(pick(ids, &mut found, |id| {
+                maps.as_ref()?.by_local.get(&id).cloned()
+            })),
         };
         (found, missing)
     }
+}
+
+/// Each of `ids` once: its name pushed to `found` when `kept` has it,
+/// else it is among those returned.
+fn pick<T: Copy + Eq + std::hash::Hash>(
+    ids: &[T],
+    found: &mut Vec<Arc<MirroredEmail>>,
+    kept: impl Fn(T) -> Option<Arc<MirroredEmail>>,
+) -> Vec<T> {
+    let mut seen = HashSet::with_capacity(ids.len());
+    let mut missing = Vec::new();
+    for &id in ids.iter().filter(|id| seen.insert(**id)) {
+        match kept(id) {
+            Some(email) => found.push(email),
+            None => missing.push(id),
+        }
+    }
+    missing
 }
 
 /// Roughly the octets one name takes in both maps.
@@ -205,35 +207,11 @@ impl MirrorNames {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::sqlite::tests::{insert_one, store_with_account};
 
     #[tokio::test]
     async fn a_name_the_store_gives_again_after_a_sync_is_read_again() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("a.db").display());
-        let store = crate::store::sqlite::SqliteStore::connect(&url, 2)
-            .await
-            .unwrap();
-        let account = store.create_account("a@example.com", "x").await.unwrap().id;
-        let inbox = store.mailboxes(account).await.unwrap()[0].id;
-        let stored = async || {
-            let email = crate::store::NewEmail {
-                blob_id: "b1".into(),
-                size: 1,
-                received_at: 0,
-                sent_at: None,
-                mailbox_ids: vec![inbox],
-                keywords: Vec::new(),
-                header_block: Vec::new(),
-                fast_view: crate::store::FastView::default(),
-                structure: Vec::new(),
-                search: Default::default(),
-                index: crate::store::EmailIndex::default(),
-            };
-            match store.insert_emails(account, &[email]).await.unwrap()[..] {
-                [crate::store::Inserted::New(id)] => id,
-                _ => panic!("not inserted"),
-            }
-        };
+        let (_dir, store, account, inbox) = store_with_account().await;
         let named = |email_id: i64| MirroredEmail {
             email_id,
             upstream_id: "Mx".into(),
@@ -241,7 +219,7 @@ mod tests {
             thread_id: "Tq".into(),
             parts: None,
         };
-        let first = stored().await;
+        let first = insert_one(&store, account, inbox).await;
         store
             .put_mirror_emails(account, &[named(first)])
             .await
@@ -253,7 +231,7 @@ mod tests {
         assert_eq!(read.unwrap(), vec![Arc::new(named(first))]);
         // A sync destroys the email and stores the same upstream id again.
         store.destroy_emails(account, &[first]).await.unwrap();
-        let second = stored().await;
+        let second = insert_one(&store, account, inbox).await;
         store
             .put_mirror_emails(account, &[named(second)])
             .await
