@@ -103,7 +103,7 @@ pub struct SnapshotLabel {
 /// `method` label of the per-method latency histogram.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MethodLabel {
-    pub method: String,
+    pub method: &'static str,
 }
 
 fn latency_histogram() -> Histogram {

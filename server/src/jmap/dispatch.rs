@@ -131,44 +131,59 @@ async fn call(
             upstream.url()
         )));
     }
+    // Each method's future is boxed: unboxed, this future would be as large
+    // as the largest of them (kilobytes), copied whole at each of its moves
+    // on every call (ADR 0003, issue 20).
     let value = match method {
         // Email/get answers text, serialized as it rendered each email.
-        "Email/get" => return email::get::email_get(ctx, arguments).await,
+        "Email/get" => return Box::pin(email::get::email_get(ctx, arguments)).await,
         "Core/echo" => Ok(core::echo(arguments)),
-        "Blob/copy" => super::copy::blob_copy(ctx, arguments).await,
-        "Mailbox/get" => mailbox::get::mailbox_get(ctx, arguments).await,
-        "Mailbox/changes" => mailbox::changes::mailbox_changes(ctx, arguments).await,
-        "Mailbox/query" => mailbox::query::mailbox_query(ctx, arguments).await,
+        "Blob/copy" => Box::pin(super::copy::blob_copy(ctx, arguments)).await,
+        "Mailbox/get" => Box::pin(mailbox::get::mailbox_get(ctx, arguments)).await,
+        "Mailbox/changes" => Box::pin(mailbox::changes::mailbox_changes(ctx, arguments)).await,
+        "Mailbox/query" => Box::pin(mailbox::query::mailbox_query(ctx, arguments)).await,
         "Mailbox/queryChanges" => {
-            mailbox::query_changes::mailbox_query_changes(ctx, arguments).await
+            Box::pin(mailbox::query_changes::mailbox_query_changes(
+                ctx, arguments,
+            ))
+            .await
         }
-        "Mailbox/set" => mailbox::set::mailbox_set(ctx, arguments).await,
-        "Email/changes" => email::changes::email_changes(ctx, arguments).await,
-        "Email/query" => email::query::email_query(ctx, arguments).await,
-        "Email/queryChanges" => email::query_changes::email_query_changes(ctx, arguments).await,
-        "Email/set" => email::set::email_set(ctx, arguments).await,
-        "Email/import" => email::import::email_import(ctx, arguments).await,
-        "Email/parse" => email::parse::email_parse(ctx, arguments).await,
-        "Email/copy" => super::copy::email_copy(ctx, arguments).await,
-        "Thread/get" => thread::get::thread_get(ctx, arguments).await,
-        "Thread/changes" => thread::changes::thread_changes(ctx, arguments).await,
+        "Mailbox/set" => Box::pin(mailbox::set::mailbox_set(ctx, arguments)).await,
+        "Email/changes" => Box::pin(email::changes::email_changes(ctx, arguments)).await,
+        "Email/query" => Box::pin(email::query::email_query(ctx, arguments)).await,
+        "Email/queryChanges" => {
+            Box::pin(email::query_changes::email_query_changes(ctx, arguments)).await
+        }
+        "Email/set" => Box::pin(email::set::email_set(ctx, arguments)).await,
+        "Email/import" => Box::pin(email::import::email_import(ctx, arguments)).await,
+        "Email/parse" => Box::pin(email::parse::email_parse(ctx, arguments)).await,
+        "Email/copy" => Box::pin(super::copy::email_copy(ctx, arguments)).await,
+        "Thread/get" => Box::pin(thread::get::thread_get(ctx, arguments)).await,
+        "Thread/changes" => Box::pin(thread::changes::thread_changes(ctx, arguments)).await,
         "SearchSnippet/get" => {
-            super::mail::search_snippet::search_snippet_get(ctx, arguments).await
+            Box::pin(super::mail::search_snippet::search_snippet_get(
+                ctx, arguments,
+            ))
+            .await
         }
-        "Quota/get" => super::quota::quota_get(ctx, arguments).await,
-        "Quota/changes" => super::quota::quota_changes(ctx, arguments).await,
-        "Identity/get" => identity::identity_get(ctx, arguments).await,
-        "Identity/changes" => identity::identity_changes(ctx, arguments).await,
-        "Identity/set" => identity::identity_set(ctx, arguments).await,
-        "EmailSubmission/get" => email_submission::submission_get(ctx, arguments).await,
-        "EmailSubmission/changes" => email_submission::submission_changes(ctx, arguments).await,
-        "EmailSubmission/query" => email_submission::submission_query(ctx, arguments).await,
+        "Quota/get" => Box::pin(super::quota::quota_get(ctx, arguments)).await,
+        "Quota/changes" => Box::pin(super::quota::quota_changes(ctx, arguments)).await,
+        "Identity/get" => Box::pin(identity::identity_get(ctx, arguments)).await,
+        "Identity/changes" => Box::pin(identity::identity_changes(ctx, arguments)).await,
+        "Identity/set" => Box::pin(identity::identity_set(ctx, arguments)).await,
+        "EmailSubmission/get" => Box::pin(email_submission::submission_get(ctx, arguments)).await,
+        "EmailSubmission/changes" => {
+            Box::pin(email_submission::submission_changes(ctx, arguments)).await
+        }
+        "EmailSubmission/query" => {
+            Box::pin(email_submission::submission_query(ctx, arguments)).await
+        }
         "EmailSubmission/queryChanges" => {
-            email_submission::submission_query_changes(ctx, arguments).await
+            Box::pin(email_submission::submission_query_changes(ctx, arguments)).await
         }
-        "EmailSubmission/set" => email_submission::submission_set(ctx, arguments).await,
-        "VacationResponse/get" => super::vacation::vacation_get(ctx, arguments).await,
-        "VacationResponse/set" => super::vacation::vacation_set(ctx, arguments).await,
+        "EmailSubmission/set" => Box::pin(email_submission::submission_set(ctx, arguments)).await,
+        "VacationResponse/get" => Box::pin(super::vacation::vacation_get(ctx, arguments)).await,
+        "VacationResponse/set" => Box::pin(super::vacation::vacation_set(ctx, arguments)).await,
         _ => Err(MethodError::UnknownMethod),
     };
     value.map(Arguments::Value)
@@ -326,9 +341,7 @@ fn observe_duration(jmap: &Jmap, method: &str, started: Instant) {
     let label = method_label(method);
     jmap.metrics
         .method_duration
-        .get_or_create(&MethodLabel {
-            method: label.to_string(),
-        })
+        .get_or_create(&MethodLabel { method: label })
         .observe(started.elapsed().as_secs_f64());
 }
 

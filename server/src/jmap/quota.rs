@@ -71,7 +71,7 @@ fn quota_object(quota: &Quota, limit: i64) -> Value {
 }
 
 /// Handles one Quota/get call (RFC 9425 §4.2; `ids: null` lists every quota).
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn quota_get(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,
@@ -130,7 +130,7 @@ struct ChangesRequest {
 }
 
 /// Handles one Quota/changes call (RFC 9425 §4.3, RFC 8620 §5.2).
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn quota_changes(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,

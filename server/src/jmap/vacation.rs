@@ -47,7 +47,7 @@ fn vacation_json(response: &VacationResponse, properties: &[&'static str]) -> Va
 }
 
 /// Handles one VacationResponse/get call.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn vacation_get(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,
@@ -120,7 +120,7 @@ fn apply(
 }
 
 /// Handles one VacationResponse/set call: only an update of `singleton`.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn vacation_set(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,

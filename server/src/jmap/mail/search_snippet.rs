@@ -34,7 +34,7 @@ struct GetRequest {
 }
 
 /// Handles one SearchSnippet/get call.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn search_snippet_get(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,

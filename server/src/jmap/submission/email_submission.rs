@@ -70,7 +70,7 @@ fn submission_json(row: &SubmissionRow, properties: &[&'static str]) -> Value {
 }
 
 /// Handles one EmailSubmission/get call.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn submission_get(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,
@@ -98,7 +98,7 @@ pub async fn submission_get(
 }
 
 /// Handles one EmailSubmission/changes call.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn submission_changes(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,
@@ -185,7 +185,7 @@ fn matches(row: &SubmissionRow, filter: &Map<String, Value>) -> Result<bool, Met
 
 /// Handles one EmailSubmission/query call (RFC 8621 §7.3): filters and
 /// sorts (`emailId`, `threadId`, `sentAt`) over the account's submissions.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn submission_query(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,
@@ -266,7 +266,7 @@ pub async fn submission_query(
 /// server keeps no query states for submissions (`canCalculateChanges` is
 /// false in every EmailSubmission/query), so it says it cannot
 /// (`cannotCalculateChanges`, RFC 8620 §5.6) and the client queries anew.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn submission_query_changes(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,
@@ -306,7 +306,7 @@ struct Planned {
 /// (only `undoStatus`, which cannot change once final: `cannotUnsend`),
 /// then destroys (the records; deliveries go on); then the implicit
 /// Email/set of `onSuccessUpdateEmail` and `onSuccessDestroyEmail`.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn submission_set(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,

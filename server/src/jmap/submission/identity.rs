@@ -56,7 +56,7 @@ fn identity_json(row: &IdentityRow, properties: &[&'static str]) -> Value {
 }
 
 /// Handles one Identity/get call: all identities when `ids` is null.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn identity_get(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,
@@ -87,7 +87,7 @@ pub async fn identity_get(
 }
 
 /// Handles one Identity/changes call.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn identity_changes(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,
@@ -204,7 +204,7 @@ fn parse_patch(object: &Map<String, Value>) -> Result<(IdentityPatch, Option<Str
 }
 
 /// Handles one Identity/set call: creates, then updates, then destroys.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn identity_set(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,

@@ -9,7 +9,7 @@ use crate::jmap::ids;
 use crate::store::ChangeType;
 
 /// Handles one Email/changes call.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn email_changes(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,

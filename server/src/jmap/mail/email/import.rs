@@ -37,7 +37,7 @@ struct EmailImport<'a> {
 }
 
 /// Handles one Email/import call: the emails in creation id order.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn email_import(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,

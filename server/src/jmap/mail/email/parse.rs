@@ -49,7 +49,7 @@ enum Parsed {
 }
 
 /// Handles one Email/parse call.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn email_parse(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,

@@ -235,7 +235,7 @@ pub(crate) fn parse_sort(sort: Option<Vec<SortArgument>>) -> Result<Vec<Comparat
 }
 
 /// Handles one Email/query call.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn email_query(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,

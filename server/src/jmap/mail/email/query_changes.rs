@@ -57,7 +57,7 @@ struct Query {
 }
 
 /// Handles one Email/queryChanges call.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn email_query_changes(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,

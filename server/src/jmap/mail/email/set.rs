@@ -182,7 +182,7 @@ fn parse_patch(
 }
 
 /// Handles one Email/set call: creates, then updates, then destroys.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn email_set(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,

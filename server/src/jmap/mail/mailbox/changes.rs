@@ -20,7 +20,7 @@ pub const COUNT_PROPERTIES: &[&str] = &[
 ];
 
 /// Handles one Mailbox/changes call.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn mailbox_changes(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,

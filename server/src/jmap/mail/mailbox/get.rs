@@ -10,7 +10,7 @@ use crate::jmap::{args, ids};
 use crate::store::MailboxRow;
 
 /// Handles one Mailbox/get call: all mailboxes when `ids` is null.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn mailbox_get(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,

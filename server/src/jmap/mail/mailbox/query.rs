@@ -122,7 +122,7 @@ fn matches(filter: &Value, mailbox: &MailboxRow) -> Result<bool, MethodError> {
 }
 
 /// Handles one Mailbox/query call.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn mailbox_query(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,

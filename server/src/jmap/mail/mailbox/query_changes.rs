@@ -31,7 +31,7 @@ struct QueryChangesRequest {
 }
 
 /// Handles one Mailbox/queryChanges call.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn mailbox_query_changes(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,

@@ -242,7 +242,7 @@ fn creation_order(
 }
 
 /// Handles one Mailbox/set call: creates, then updates, then destroys.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn mailbox_set(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,

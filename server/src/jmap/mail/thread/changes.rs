@@ -11,7 +11,7 @@ use crate::jmap::ids;
 use crate::store::ChangeType;
 
 /// Handles one Thread/changes call.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn thread_changes(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,

@@ -16,7 +16,7 @@ struct GetRequest {
 }
 
 /// Handles one Thread/get call (`ids` must be given: listing every thread is `requestTooLarge`).
-#[tracing::instrument(skip_all, fields(account = ctx.account.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn thread_get(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,
