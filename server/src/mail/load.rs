@@ -13,11 +13,12 @@
 //! RFC 8620 §5.1): the statement that reads the state builds the metadata
 //! rows only when the state has moved. The caches are bounded in bytes.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use moka::future::Cache;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::body::{PartBodies, PartContent, resolve_part, value_parts};
 use super::fast_view::FastView;
@@ -106,7 +107,8 @@ impl BodyReads {
 
 /// One email with the sources its call's plan asked for.
 pub struct LoadedEmail {
-    pub meta: EmailMeta,
+    /// Shared with the account's metadata snapshot: a call copies none.
+    pub meta: Arc<EmailMeta>,
     /// The header block split into fields (header level).
     pub header: Option<Arc<HeaderFields>>,
     /// The projection row (fast-view level).
@@ -172,7 +174,7 @@ pub struct EmailLoader {
 /// new snapshot with them added, up to [`SNAPSHOT_EMAILS`].
 struct Snapshot {
     state: i64,
-    metas: HashMap<i64, EmailMeta>,
+    metas: FxHashMap<i64, Arc<EmailMeta>>,
     /// Octets held, for the cache's bound ([`Snapshot::new`]).
     weight: u32,
 }
@@ -187,7 +189,7 @@ impl Snapshot {
     /// (128), moka's entry (about 128: key, entry info, its nodes in the
     /// access and write orders), and per email its fixed fields and map
     /// slot (128) and heap parts (blob id, mailbox ids, keywords).
-    fn new(state: i64, metas: HashMap<i64, EmailMeta>) -> Self {
+    fn new(state: i64, metas: FxHashMap<i64, Arc<EmailMeta>>) -> Self {
         let heap: usize = metas
             .values()
             .map(|meta| {
@@ -204,8 +206,8 @@ impl Snapshot {
     }
 
     /// The metadata of each of `ids` (each once), if the snapshot holds all.
-    fn all_of(&self, ids: &[i64]) -> Option<Vec<EmailMeta>> {
-        let mut seen = HashSet::with_capacity(ids.len());
+    fn all_of(&self, ids: &[i64]) -> Option<Vec<Arc<EmailMeta>>> {
+        let mut seen = FxHashSet::with_capacity_and_hasher(ids.len(), Default::default());
         ids.iter()
             .filter(|id| seen.insert(**id))
             .map(|id| self.metas.get(id).cloned())
@@ -312,7 +314,7 @@ impl EmailLoader {
         &self,
         account: i64,
         ids: &[i64],
-    ) -> Result<(Vec<EmailMeta>, i64), LoadError> {
+    ) -> Result<(Vec<Arc<EmailMeta>>, i64), LoadError> {
         let snapshot = self.metas.get(&account).await;
         let held = snapshot
             .as_ref()
@@ -327,6 +329,7 @@ impl EmailLoader {
             let (_, metas) = held.unwrap_or_default();
             return Ok((metas, state));
         };
+        let metas: Vec<Arc<EmailMeta>> = metas.into_iter().map(Arc::new).collect();
         self.metrics
             .count_snapshot(if known.is_some() { "stale" } else { "miss" });
         let mut kept = match snapshot {
@@ -346,7 +349,7 @@ impl EmailLoader {
             {
                 snapshot.metas.clone()
             }
-            _ => HashMap::with_capacity(metas.len()),
+            _ => FxHashMap::with_capacity_and_hasher(metas.len(), Default::default()),
         };
         if metas.len() <= SNAPSHOT_EMAILS {
             kept.extend(metas.iter().map(|meta| (meta.id, meta.clone())));

@@ -2,7 +2,7 @@
 //! and Thread/get (and Email/parse, whose `blobIds` behave like `ids`):
 //! the requested ids, the split into found and `notFound`, the response.
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -25,11 +25,15 @@ pub fn requested_ids(ids: Vec<String>, limit: u64) -> Result<Vec<String>, Method
     if ids.len() as u64 > limit {
         return Err(MethodError::RequestTooLarge(limit as usize));
     }
-    let mut seen = HashSet::with_capacity(ids.len());
-    Ok(ids
-        .into_iter()
-        .filter(|id| seen.insert(id.clone()))
-        .collect())
+    let mut seen = FxHashSet::with_capacity_and_hasher(ids.len(), Default::default());
+    let first: Vec<bool> = ids.iter().map(|id| seen.insert(id.as_str())).collect();
+    drop(seen);
+    let mut ids = ids;
+    if first.contains(&false) {
+        let mut first = first.into_iter();
+        ids.retain(|_| first.next().unwrap_or(false));
+    }
+    Ok(ids)
 }
 
 /// Renders each requested id that `render` finds, in request order; the
@@ -111,28 +115,23 @@ pub fn get_response(
 
 /// [`get_response`] with objects already serialized (JSON text), as JSON
 /// text: the same octets [`get_response`] of their values serializes to
-/// (its members in the same, sorted, order), each object copied in once.
+/// (its members in the same, sorted, order). `objects` is the list's
+/// objects written one after the other, comma-separated.
 pub fn get_response_text(
     account_id: &str,
     state: i64,
-    list: &[String],
+    objects: &str,
     not_found: &[String],
 ) -> String {
-    let listed: usize = list.iter().map(|text| text.len() + 1).sum();
-    let mut out = String::with_capacity(listed + 64 + 16 * not_found.len());
+    let mut out = String::with_capacity(objects.len() + 64 + 16 * not_found.len());
     out.push_str("{\"accountId\":");
     out.push_str(&json(account_id));
     out.push_str(",\"list\":[");
-    for (position, text) in list.iter().enumerate() {
-        if position > 0 {
-            out.push(',');
-        }
-        out.push_str(text);
-    }
+    out.push_str(objects);
     out.push_str("],\"notFound\":");
     out.push_str(&json(not_found));
     out.push_str(",\"state\":\"");
-    out.push_str(&state.to_string());
+    out.push_str(itoa::Buffer::new().format(state));
     out.push_str("\"}");
     out
 }
@@ -178,9 +177,9 @@ mod tests {
             .map(|value| serde_json::to_string(value).unwrap())
             .collect();
         let values = get_response("A\u{e9}".into(), 42, list, not_found.clone());
-        let text = get_response_text("A\u{e9}", 42, &texts, &not_found);
+        let text = get_response_text("A\u{e9}", 42, &texts.join(","), &not_found);
         assert_eq!(text, serde_json::to_string(&values).unwrap());
-        let empty = get_response_text("A1", 7, &[], &[]);
+        let empty = get_response_text("A1", 7, "", &[]);
         assert_eq!(
             empty,
             r#"{"accountId":"A1","list":[],"notFound":[],"state":"7"}"#

@@ -15,14 +15,14 @@
 //! they are rendered, and each email's JSON as it is built: every email is
 //! serialized once, where it is rendered, and the response is that text.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
+use rustc_hash::FxHashMap;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::render::{BodyOptions, EmailSources, render_email};
-use super::render_text::{FixedText, TextShape};
+use super::render_text::{FixedText, KeptTexts, TextShape};
 use crate::jmap::budget::Taken;
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
@@ -115,7 +115,7 @@ impl EmailShape {
 }
 
 /// Handles one Email/get call.
-#[tracing::instrument(skip_all, fields(account = ctx.account.id, read_level))]
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id, read_level))]
 pub async fn email_get(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,
@@ -197,8 +197,9 @@ pub async fn email_get(
     // Kept texts weigh what their emails' sources would have: a call that
     // renders on the pool (taking its holdings per email) still does.
     let bound = match &kept {
-        Some(kept) => kept
-            .values()
+        Some(kept) => loaded
+            .iter()
+            .filter_map(|email| kept.get(email.meta.id))
             .map(|text| text.bound())
             .fold(0, u64::saturating_add),
         None => render_bound(&shape, &loaded),
@@ -237,7 +238,7 @@ pub async fn email_get(
     if let Some(name) = keep_as {
         jmap.list_texts.keep(ctx.account.id, name, made).await;
     }
-    let text = get_response_text(&request.account_id, state, &list.texts, &not_found);
+    let text = get_response_text(&request.account_id, state, &list.objects, &not_found);
     let value = list
         .values
         .map(|list| get_response(request.account_id, state, list, not_found));
@@ -310,7 +311,7 @@ struct RenderJob {
     /// Texts of emails kept from earlier calls at that shape
     /// ([`super::render_text::ListTexts`]): then nothing else of those
     /// emails was loaded.
-    kept: Option<HashMap<i64, Arc<FixedText>>>,
+    kept: Option<KeptTexts>,
     requested: Vec<String>,
     loaded: Vec<LoadedEmail>,
     level: ReadLevel,
@@ -323,12 +324,14 @@ struct RenderJob {
     taken: Taken,
 }
 
-/// What a render built: each email as its JSON text, serialized once where
-/// it was rendered and counted exactly; an inline render through the
-/// `Value` tree keeps the values too, for a result reference into them to
-/// read without parsing (text written straight is parsed if one does).
+/// What a render built: the emails as JSON text, each serialized once
+/// where it was rendered and counted exactly, written one after the other
+/// (comma-separated) as the response's `list` holds them; an inline render
+/// through the `Value` tree keeps the values too, for a result reference
+/// into them to read without parsing (text written straight is parsed if
+/// one does).
 struct RenderedList {
-    texts: Vec<String>,
+    objects: String,
     values: Option<Vec<Value>>,
 }
 
@@ -374,51 +377,63 @@ impl RenderJob {
             mut taken,
         } = self;
         let meter = WorkMeter::new(work_left);
-        let by_id: HashMap<i64, &LoadedEmail> = loaded.iter().map(|e| (e.meta.id, e)).collect();
+        let by_id: FxHashMap<i64, &LoadedEmail> = loaded.iter().map(|e| (e.meta.id, e)).collect();
+        let find = |id: &str| by_id.get(&ids::parse_email_id(id)?).copied();
         if let Some(text_shape) = text_shape {
-            // Checked against the request's budget per email; taken from
-            // the holdings per email when heavy (a large render stops at
-            // the first email over them), once for the whole list when
-            // light (bounded by the inline render work).
-            let mut built = 0u64;
+            // Each email written straight into the list: its kept text
+            // spliced, else rendered (and kept when it can be), else
+            // written whole. Checked against the request's budget per
+            // email; taken from the holdings per email when heavy (a large
+            // render stops at the first email over them), once for the
+            // whole list when light (bounded by the inline render work).
+            let mut objects = String::with_capacity(requested.len() * 512);
+            let mut not_found = Vec::new();
             let mut made = Vec::new();
-            let render = |id: &str| -> Option<Result<String, RenderError>> {
-                let email = by_id.get(&ids::parse_email_id(id)?)?;
-                let fixed = match kept.as_ref().and_then(|kept| kept.get(&email.meta.id)) {
-                    Some(fixed) => meter.charge(fixed.units()).map(|()| fixed.clone()),
-                    None => {
-                        let sources = sources_of(email);
-                        let complete = text_shape.has_all(&sources);
-                        text_shape
-                            .fixed(&sources, &meter)
-                            .map(Arc::new)
-                            .inspect(|fixed| {
-                                if keep && complete {
-                                    made.push((email.meta.id, fixed.clone()));
-                                }
-                            })
-                    }
+            for id in &requested {
+                let Some(email) = find(id) else {
+                    not_found.push(id.clone());
+                    continue;
                 };
-                let mut text = String::with_capacity(768);
-                let rendered = fixed.map(|fixed| fixed.splice(&email.meta, &mut text));
-                let size = text.len() as u64;
-                Some(match rendered {
-                    Ok(()) if size > bytes_left - built => Err(RenderError::Bytes),
-                    Ok(()) if heavy && !taken.take(size) => Err(RenderError::Busy),
-                    Ok(()) => {
-                        built += size;
-                        Ok(text)
+                if !objects.is_empty() {
+                    objects.push(',');
+                }
+                let start = objects.len();
+                let meta = &email.meta;
+                match kept.as_ref().and_then(|kept| kept.get(meta.id)) {
+                    Some(fixed) => {
+                        meter.charge(fixed.units()).map_err(|_| RenderError::Work)?;
+                        fixed.splice(meta, &mut objects);
                     }
-                    Err(WorkExceeded) => Err(RenderError::Work),
-                })
-            };
-            let (texts, not_found) = render_each(&requested, render, Ok)?;
+                    None if keep => {
+                        let sources = sources_of(email);
+                        let fixed = text_shape
+                            .fixed(&sources, &meter)
+                            .map_err(|_| RenderError::Work)?;
+                        fixed.splice(meta, &mut objects);
+                        if text_shape.has_all(&sources) {
+                            made.push((meta.id, Arc::new(fixed)));
+                        }
+                    }
+                    None => text_shape
+                        .write(&sources_of(email), &meter, &mut objects)
+                        .map_err(|_| RenderError::Work)?,
+                }
+                let size = (objects.len() - start) as u64;
+                if size > bytes_left {
+                    return Err(RenderError::Bytes);
+                }
+                if heavy && !taken.take(size) {
+                    return Err(RenderError::Busy);
+                }
+                bytes_left -= size;
+            }
+            let built = objects.len() as u64;
             if !heavy && !taken.take(built) {
                 return Err(RenderError::Busy);
             }
             return Ok(Rendered {
                 list: RenderedList {
-                    texts,
+                    objects,
                     values: None,
                 },
                 not_found,
@@ -439,7 +454,7 @@ impl RenderJob {
             Ok(())
         };
         let render = |id: &str| -> Option<Result<Value, RenderError>> {
-            let email = by_id.get(&ids::parse_email_id(id)?)?;
+            let email = find(id)?;
             Some(
                 render_loaded(email, level, &shape, &metrics, &meter)
                     .map_err(|_| RenderError::Work),
@@ -451,9 +466,10 @@ impl RenderJob {
             Ok((text, (!heavy).then_some(object)))
         })
         .map(|(list, not_found)| {
-            let (texts, values): (Vec<_>, Vec<_>) = list.into_iter().unzip();
+            let (texts, values): (Vec<String>, Vec<_>) = list.into_iter().unzip();
             let values = (!heavy).then(|| values.into_iter().flatten().collect());
-            (RenderedList { texts, values }, not_found)
+            let objects = texts.join(",");
+            (RenderedList { objects, values }, not_found)
         });
         // On failure, `taken` is dropped: what it took is given back.
         let (list, not_found) = list?;

@@ -17,8 +17,9 @@
 //! (`tests/api/email_get.rs` compares both on every property and corpus
 //! message).
 
-use std::collections::HashMap;
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use super::render::EmailSources;
 use crate::mail::property::{EmailProperty, HeaderProperty};
@@ -125,9 +126,40 @@ impl TextShape {
         sources: &EmailSources<'_>,
         meter: &WorkMeter,
     ) -> Result<FixedText, WorkExceeded> {
-        let meta = sources.meta;
         let mut out = String::with_capacity(768);
         let mut holes = Vec::new();
+        let units = self.write_object(sources, meter, &mut out, Some(&mut holes))?;
+        Ok(FixedText {
+            text: out.into_boxed_str(),
+            holes: holes.into_boxed_slice(),
+            units,
+        })
+    }
+
+    /// Appends the whole object of `sources` to `out`, `mailboxIds` and
+    /// `keywords` included: the octets [`TextShape::fixed`] spliced with the
+    /// same metadata gives, charged alike, for a call that keeps nothing.
+    pub fn write(
+        &self,
+        sources: &EmailSources<'_>,
+        meter: &WorkMeter,
+        out: &mut String,
+    ) -> Result<(), WorkExceeded> {
+        self.write_object(sources, meter, out, None).map(|_| ())
+    }
+
+    /// Appends the object to `out`; with `holes`, the values of
+    /// `mailboxIds` and `keywords` are left out and where they go noted
+    /// (offsets from where the object starts). Returns the units charged.
+    fn write_object(
+        &self,
+        sources: &EmailSources<'_>,
+        meter: &WorkMeter,
+        out: &mut String,
+        mut holes: Option<&mut Vec<(usize, Hole)>>,
+    ) -> Result<u64, WorkExceeded> {
+        let meta = sources.meta;
+        let start = out.len();
         let mut charged = 0;
         out.push('{');
         for (position, (key, slot)) in self.slots.iter().enumerate() {
@@ -149,19 +181,27 @@ impl TextShape {
             match slot {
                 Slot::Id => {
                     out.push_str("\"e");
-                    push_int(&mut out, meta.id);
+                    push_int(out, meta.id);
                     out.push('"');
                 }
-                Slot::BlobId => push_str(&mut out, &meta.blob_id),
+                Slot::BlobId => push_str(out, &meta.blob_id),
                 Slot::ThreadId => {
                     out.push_str("\"t");
-                    push_int(&mut out, meta.thread_id);
+                    push_int(out, meta.thread_id);
                     out.push('"');
                 }
-                Slot::MailboxIds => holes.push((out.len(), Hole::MailboxIds)),
-                Slot::Keywords => holes.push((out.len(), Hole::Keywords)),
-                Slot::Size => push_int(&mut out, meta.size),
-                Slot::ReceivedAt => push_utc_date(&mut out, meta.received_at),
+                Slot::MailboxIds | Slot::Keywords => {
+                    let hole = match slot {
+                        Slot::MailboxIds => Hole::MailboxIds,
+                        _ => Hole::Keywords,
+                    };
+                    match holes.as_deref_mut() {
+                        Some(holes) => holes.push((out.len() - start, hole)),
+                        None => hole.write(out, meta),
+                    }
+                }
+                Slot::Size => push_int(out, meta.size),
+                Slot::ReceivedAt => push_utc_date(out, meta.received_at),
                 Slot::Header(header) => match sources.header {
                     Some(fields) => out.push_str(&fields.value_text(header)),
                     None => out.push_str("null"),
@@ -171,17 +211,13 @@ impl TextShape {
                     None => out.push_str("null"),
                 },
                 Slot::Preview => match sources.fast_view {
-                    Some(view) => push_str(&mut out, &view.preview),
+                    Some(view) => push_str(out, &view.preview),
                     None => out.push_str("null"),
                 },
             }
         }
         out.push('}');
-        Ok(FixedText {
-            text: out.into_boxed_str(),
-            holes: holes.into_boxed_slice(),
-            units: charged,
-        })
+        Ok(charged)
     }
 }
 
@@ -190,6 +226,16 @@ impl TextShape {
 enum Hole {
     MailboxIds,
     Keywords,
+}
+
+impl Hole {
+    /// Appends the property's value of `meta`.
+    fn write(self, out: &mut String, meta: &EmailMeta) {
+        match self {
+            Hole::MailboxIds => push_mailbox_ids(out, meta),
+            Hole::Keywords => push_keywords(out, meta),
+        }
+    }
 }
 
 /// One email's object at one [`TextShape`] as JSON text, but for the
@@ -219,10 +265,7 @@ impl FixedText {
         let mut from = 0;
         for &(at, hole) in &self.holes {
             out.push_str(&self.text[from..at]);
-            match hole {
-                Hole::MailboxIds => push_mailbox_ids(out, meta),
-                Hole::Keywords => push_keywords(out, meta),
-            }
+            hole.write(out, meta);
             from = at;
         }
         out.push_str(&self.text[from..]);
@@ -244,13 +287,26 @@ impl FixedText {
 
 /// `mailboxIds` as JSON: `{"m1":true,…}` in key order.
 fn push_mailbox_ids(out: &mut String, meta: &EmailMeta) {
-    if let [only] = meta.mailbox_ids[..] {
-        out.push_str("{\"m");
-        push_int(out, only);
-        out.push_str("\":true}");
+    let ids = &meta.mailbox_ids[..];
+    // Ascending ids of as many digits each are in key order already (the
+    // store keeps them ascending): nothing to sort.
+    let digits = |id: i64| (id >= 0).then(|| id.checked_ilog10().unwrap_or(0));
+    if ids.windows(2).all(|pair| {
+        pair[0] < pair[1] && digits(pair[0]).is_some() && digits(pair[0]) == digits(pair[1])
+    }) {
+        out.push('{');
+        for (position, id) in ids.iter().enumerate() {
+            if position > 0 {
+                out.push(',');
+            }
+            out.push_str("\"m");
+            push_int(out, *id);
+            out.push_str("\":true");
+        }
+        out.push('}');
         return;
     }
-    let mut keys: Vec<String> = meta.mailbox_ids.iter().map(|id| format!("m{id}")).collect();
+    let mut keys: Vec<String> = ids.iter().map(|id| format!("m{id}")).collect();
     keys.sort_unstable();
     keys.dedup();
     push_true_set(out, keys.iter().map(String::as_str));
@@ -258,8 +314,20 @@ fn push_mailbox_ids(out: &mut String, meta: &EmailMeta) {
 
 /// `keywords` as JSON: lowercase, each once, in key order.
 fn push_keywords(out: &mut String, meta: &EmailMeta) {
-    let mut keys: Vec<String> = meta
-        .keywords
+    let keywords = &meta.keywords;
+    // Lowercase and strictly ascending already (as the store keeps them):
+    // written as they are.
+    if keywords
+        .windows(2)
+        .all(|pair| pair[0].as_bytes() < pair[1].as_bytes())
+        && keywords
+            .iter()
+            .all(|keyword| !keyword.bytes().any(|b| b.is_ascii_uppercase()))
+    {
+        push_true_set(out, keywords.iter().map(String::as_str));
+        return;
+    }
+    let mut keys: Vec<String> = keywords
         .iter()
         .map(|keyword| keyword.to_ascii_lowercase())
         .collect();
@@ -287,8 +355,18 @@ pub const LIST_TEXT_EMAILS: usize = 1_000;
 struct AccountTexts {
     /// [`TextShape::name`] of the shape the texts were rendered at.
     shape: String,
-    texts: HashMap<i64, Arc<FixedText>>,
+    texts: FxHashMap<i64, Arc<FixedText>>,
     weight: u32,
+}
+
+/// An account's kept texts at one shape ([`ListTexts::all_of`]).
+pub struct KeptTexts(Arc<AccountTexts>);
+
+impl KeptTexts {
+    /// The kept text of email `id`.
+    pub fn get(&self, id: i64) -> Option<&Arc<FixedText>> {
+        self.0.texts.get(&id)
+    }
 }
 
 impl ListTexts {
@@ -302,20 +380,17 @@ impl ListTexts {
         }
     }
 
-    /// The texts of `ids` at `shape` in `account`, when the account's
-    /// entry holds every one of them (else `None`).
+    /// The account's texts at `shape`, when its entry holds one for every
+    /// one of `ids` (else `None`): the entry itself, shared, not a copy.
     pub async fn all_of(
         &self,
         account: i64,
         shape: &str,
-        ids: impl Iterator<Item = i64>,
-    ) -> Option<HashMap<i64, Arc<FixedText>>> {
+        mut ids: impl Iterator<Item = i64>,
+    ) -> Option<KeptTexts> {
         let entry = self.accounts.get(&account).await?;
-        if entry.shape != shape {
-            return None;
-        }
-        ids.map(|id| Some((id, entry.texts.get(&id)?.clone())))
-            .collect()
+        (entry.shape == shape && ids.all(|id| entry.texts.contains_key(&id)))
+            .then_some(KeptTexts(entry))
     }
 
     /// Adds `made` (texts rendered at `shape`) to the account's entry, or
@@ -337,10 +412,10 @@ impl ListTexts {
                 }
                 match entry.texts.len() + new <= LIST_TEXT_EMAILS {
                     true => entry.texts.clone(),
-                    false => HashMap::with_capacity(made.len()),
+                    false => FxHashMap::with_capacity_and_hasher(made.len(), Default::default()),
                 }
             }
-            _ => HashMap::with_capacity(made.len()),
+            _ => FxHashMap::with_capacity_and_hasher(made.len(), Default::default()),
         };
         texts.extend(made);
         let weight = texts.values().map(|text| text.weight()).sum::<usize>() + shape.len() + 256;
@@ -456,6 +531,7 @@ fn push_utc_date(out: &mut String, seconds: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::FastView;
 
     #[test]
     fn dates_are_utc_date_text_in_and_out_of_the_four_digit_years() {
@@ -492,5 +568,113 @@ mod tests {
             push_str(&mut out, text);
             assert_eq!(out, format!("x{}", serde_json::to_string(text).unwrap()));
         }
+    }
+
+    fn meta(mailbox_ids: &[i64], keywords: &[&str]) -> EmailMeta {
+        EmailMeta {
+            id: 7,
+            blob_id: "ab12".into(),
+            thread_id: 3,
+            size: 1234,
+            received_at: 1_704_164_645,
+            mailbox_ids: mailbox_ids.to_vec(),
+            keywords: keywords.iter().map(|k| k.to_string()).collect(),
+        }
+    }
+
+    /// What the `Value` tree writes for a set: a map, keys in octet order.
+    fn tree_set(keys: impl Iterator<Item = String>) -> String {
+        let map: serde_json::Map<String, serde_json::Value> = keys
+            .map(|key| (key, serde_json::Value::Bool(true)))
+            .collect();
+        serde_json::to_string(&map).unwrap()
+    }
+
+    #[test]
+    fn mailbox_ids_and_keywords_are_written_in_key_order_in_any_stored_order() {
+        for ids in [
+            &[5][..],
+            &[][..],
+            &[1, 2, 3],
+            &[3, 10],
+            &[10, 3],
+            &[9, 10, 11],
+            &[2, 2],
+            &[-5, -3],
+            &[0, 7],
+        ] {
+            let mut out = String::new();
+            push_mailbox_ids(&mut out, &meta(ids, &[]));
+            assert_eq!(
+                out,
+                tree_set(ids.iter().map(|id| format!("m{id}"))),
+                "{ids:?}"
+            );
+        }
+        for keywords in [
+            &[][..],
+            &["$seen"][..],
+            &["$draft", "$seen"],
+            &["$seen", "$draft"],
+            &["$Seen", "Flagged"],
+            &["a", "a"],
+            &["$flagged", "$seen", "work"],
+        ] {
+            let mut out = String::new();
+            push_keywords(&mut out, &meta(&[], keywords));
+            assert_eq!(
+                out,
+                tree_set(keywords.iter().map(|k| k.to_ascii_lowercase())),
+                "{keywords:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_object_written_whole_is_the_fixed_text_spliced() {
+        let properties: Vec<EmailProperty> = [
+            "id",
+            "threadId",
+            "mailboxIds",
+            "keywords",
+            "hasAttachment",
+            "preview",
+            "size",
+            "receivedAt",
+            "blobId",
+        ]
+        .iter()
+        .map(|name| EmailProperty::parse(name).unwrap())
+        .collect();
+        let shape = TextShape::new(&properties).unwrap();
+        let meta = meta(&[10, 3], &["$seen", "$Flagged"]);
+        let view = FastView {
+            preview: "a \"quoted\" preview".into(),
+            has_attachment: true,
+        };
+        let sources = EmailSources {
+            meta: &meta,
+            header: None,
+            fast_view: Some(&view),
+            structure: None,
+            bodies: None,
+            full: None,
+        };
+        let meter = WorkMeter::new(100);
+        let fixed = shape.fixed(&sources, &meter).unwrap();
+        let mut spliced = String::from("[");
+        fixed.splice(&meta, &mut spliced);
+        let mut whole = String::from("[");
+        shape.write(&sources, &meter, &mut whole).unwrap();
+        assert_eq!(whole, spliced);
+        assert_eq!(
+            whole,
+            "[{\"blobId\":\"ab12\",\"hasAttachment\":true,\"id\":\"e7\",\
+             \"keywords\":{\"$flagged\":true,\"$seen\":true},\"mailboxIds\":{\"m10\":true,\"m3\":true},\
+             \"preview\":\"a \\\"quoted\\\" preview\",\"receivedAt\":\"2024-01-02T03:04:05Z\",\
+             \"size\":1234,\"threadId\":\"t3\"}"
+        );
+        // Both charged one unit per property.
+        assert_eq!(meter.left(), 100 - 2 * 9);
     }
 }
