@@ -61,8 +61,15 @@ impl CredentialTag {
     pub fn state_tag(&self) -> String {
         match self {
             CredentialTag::Password(tag) => {
-                let hex: String = tag[..6].iter().map(|b| format!("{b:02x}")).collect();
-                format!("p{hex}")
+                // Written by hand: on every API request (its sessionState).
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                let mut text = String::with_capacity(13);
+                text.push('p');
+                for byte in &tag[..6] {
+                    text.push(HEX[usize::from(byte >> 4)] as char);
+                    text.push(HEX[usize::from(byte & 0xf)] as char);
+                }
+                text
             }
             CredentialTag::Token(id) => format!("t{id}"),
         }
@@ -133,6 +140,13 @@ impl PushAccess {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn state_tags_are_the_password_tags_first_six_octets_in_hex_or_the_token_id() {
+        let tag = CredentialTag::Password([0xab, 0x01, 0xf0, 0x00, 0x9c, 0x7e, 0xff, 0xff]);
+        assert_eq!(tag.state_tag(), "pab01f0009c7e");
+        assert_eq!(CredentialTag::Token(42).state_tag(), "t42");
+    }
 
     #[test]
     fn an_access_verifies_only_unaltered_unexpired_and_under_its_key() {
