@@ -259,14 +259,19 @@ struct Connection {
     /// The socket refused the last write (the client is not reading): the
     /// response is not yet sent, whatever hyper holds of it.
     write_blocked: AtomicBool,
-    /// When a byte last arrived or was accepted for sending, or a request
-    /// ended, in ms since `opened`.
+    /// When a byte last arrived or was accepted for sending with no request
+    /// in progress, a request began or ended, or the socket started or
+    /// stopped refusing a response, in ms since `opened`.
     last_activity_ms: AtomicU64,
     /// Notified to close the connection at once (shed at the cap).
     shed: Notify,
 }
 
 impl Connection {
+    fn in_request(&self) -> bool {
+        self.requests_in_progress.load(Ordering::Acquire) > 0
+    }
+
     fn touch(&self) {
         let now = self.opened.elapsed().as_millis() as u64;
         self.last_activity_ms.fetch_max(now, Ordering::Relaxed);
@@ -340,7 +345,9 @@ impl AsyncRead for TrackedStream {
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let result = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if buf.filled().len() > before {
+        // While a request is in progress the connection is not idle
+        // whatever arrives: no clock read per read then.
+        if buf.filled().len() > before && !self.connection.in_request() {
             self.connection.touch();
         }
         result
@@ -350,13 +357,22 @@ impl AsyncRead for TrackedStream {
 impl TrackedStream {
     /// Notes on the connection whether the socket took the write.
     fn note_write(&self, result: &Poll<io::Result<usize>>) {
+        // The clock is read when the socket starts or stops refusing (the
+        // stall's measure) and when no request is in progress (idleness),
+        // not on every write.
+        let connection = &self.connection;
         match result {
-            Poll::Pending => self.connection.write_blocked.store(true, Ordering::Release),
+            Poll::Pending => {
+                if !connection.write_blocked.swap(true, Ordering::AcqRel) {
+                    connection.touch();
+                }
+            }
             Poll::Ready(Ok(written)) if *written > 0 => {
-                self.connection
-                    .write_blocked
-                    .store(false, Ordering::Release);
-                self.connection.touch();
+                if connection.write_blocked.swap(false, Ordering::AcqRel)
+                    || !connection.in_request()
+                {
+                    connection.touch();
+                }
             }
             Poll::Ready(_) => {}
         }

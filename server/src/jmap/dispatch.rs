@@ -232,7 +232,10 @@ pub fn error_response(method: &str, call_id: &str, error: &MethodError) -> Value
 /// what it authenticated with, for the response's `sessionState`
 /// ([`super::session::session_state`]). The error is the request-level
 /// `limit` for a request over its build budget (module doc).
-#[tracing::instrument(skip_all, fields(account = account.id, calls = request.method_calls.len()))]
+///
+/// Its span is at debug level (a span per request is a few percent of a
+/// list view's call, issue 20); a failed call's log names the account.
+#[tracing::instrument(level = "debug", skip_all, fields(account = account.id, calls = request.method_calls.len()))]
 pub async fn handle(
     jmap: &Jmap,
     account: &Account,
@@ -284,7 +287,12 @@ pub async fn handle(
         let result = match result {
             Ok(result) => result,
             Err(()) if !changed_state => {
-                tracing::info!(%method, call_id, "request over its build budget: limit");
+                tracing::info!(
+                    account = account.id,
+                    %method,
+                    call_id,
+                    "request over its build budget: limit"
+                );
                 return Err(RequestError::TooMuchBuilt {
                     max: jmap.limits.max_size_built(),
                 });
@@ -302,7 +310,8 @@ pub async fn handle(
                 responses.push((method, value, call_id.clone()));
             }
             Err(error) => {
-                let arguments = error_response(&method, &call_id, &error);
+                let arguments = tracing::info_span!("handle", account = account.id)
+                    .in_scope(|| error_response(&method, &call_id, &error));
                 responses.push(("error".to_string(), arguments.into(), call_id.clone()));
             }
         }

@@ -41,15 +41,16 @@ pub fn part_blob_id(message_blob_id: &str, part_id: &str) -> String {
 }
 
 fn parse_prefixed(prefix: char, id: &str) -> Option<i64> {
-    let digits = id.strip_prefix(prefix)?;
-    if digits.is_empty() || digits.len() > 18 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    let digits = id.strip_prefix(prefix)?.as_bytes();
+    // No leading zeros: one row, one id string. At most 18 digits: no overflow.
+    if digits.is_empty() || digits.len() > 18 || (digits.len() > 1 && digits[0] == b'0') {
         return None;
     }
-    // No leading zeros: one row, one id string.
-    if digits.len() > 1 && digits.starts_with('0') {
-        return None;
-    }
-    digits.parse().ok()
+    digits.iter().try_fold(0i64, |value, &digit| {
+        digit
+            .is_ascii_digit()
+            .then(|| value * 10 + i64::from(digit - b'0'))
+    })
 }
 
 /// Parses a JMAP accountId; `None` when it is not one of ours.
@@ -117,6 +118,13 @@ mod tests {
         assert_eq!(parse_email_id("e042"), None);
         assert_eq!(parse_email_id("e"), None);
         assert_eq!(parse_email_id("e1x"), None);
+        assert_eq!(parse_email_id("e-1"), None);
+        assert_eq!(parse_email_id("e+1"), None);
+        assert_eq!(
+            parse_email_id("e999999999999999999"),
+            Some(999_999_999_999_999_999)
+        );
+        assert_eq!(parse_email_id("e1000000000000000000"), None);
         assert_eq!(parse_mailbox_id("m0"), Some(0));
         let hex = "ab".repeat(32);
         assert_eq!(parse_blob_id(&hex), Some((hex.as_str(), None)));

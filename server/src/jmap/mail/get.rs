@@ -116,7 +116,10 @@ pub fn get_response(
 /// [`get_response`] with objects already serialized (JSON text), as JSON
 /// text: the same octets [`get_response`] of their values serializes to
 /// (its members in the same, sorted, order). `objects` is the list's
-/// objects written one after the other, comma-separated.
+/// objects written one after the other, comma-separated. (Email/get writes
+/// its objects between [`get_response_head`] and [`get_response_tail`]
+/// itself; this is their definition in one piece, for the tests.)
+#[cfg(test)]
 pub fn get_response_text(
     account_id: &str,
     state: i64,
@@ -124,16 +127,28 @@ pub fn get_response_text(
     not_found: &[String],
 ) -> String {
     let mut out = String::with_capacity(objects.len() + 64 + 16 * not_found.len());
+    get_response_head(account_id, &mut out);
+    out.push_str(objects);
+    get_response_tail(&mut out, state, not_found);
+    out
+}
+
+/// Appends what [`get_response_text`] writes before the list's objects,
+/// `{"accountId":…,"list":[`: a caller that writes its objects after it
+/// and then [`get_response_tail`] has the response without copying them.
+pub fn get_response_head(account_id: &str, out: &mut String) {
     out.push_str("{\"accountId\":");
     out.push_str(&json(account_id));
     out.push_str(",\"list\":[");
-    out.push_str(objects);
+}
+
+/// Appends what [`get_response_text`] writes after the list's objects.
+pub fn get_response_tail(out: &mut String, state: i64, not_found: &[String]) {
     out.push_str("],\"notFound\":");
     out.push_str(&json(not_found));
     out.push_str(",\"state\":\"");
     out.push_str(itoa::Buffer::new().format(state));
     out.push_str("\"}");
-    out
 }
 
 /// A string or list of strings as JSON text (which cannot fail).

@@ -27,7 +27,7 @@ use crate::jmap::budget::Taken;
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::mail::get::{
-    found, get_response, get_response_text, parse_properties, requested_ids,
+    found, get_response, get_response_head, get_response_tail, parse_properties, requested_ids,
 };
 use crate::jmap::request::Arguments;
 use crate::jmap::{Limits, args, ids};
@@ -143,10 +143,9 @@ pub async fn email_get(
     if least_work > ctx.budget.work_left {
         return Err(over_work(&jmap.limits));
     }
-    let numeric: Vec<i64> = requested
-        .iter()
-        .filter_map(|id| ids::parse_email_id(id))
-        .collect();
+    // Each requested id's row, parsed once (`None`: not an id of ours).
+    let rows: Vec<Option<i64>> = requested.iter().map(|id| ids::parse_email_id(id)).collect();
+    let numeric: Vec<i64> = rows.iter().flatten().copied().collect();
     jmap.metrics
         .email_get
         .get_or_create(&ReadLevelLabel {
@@ -209,7 +208,13 @@ pub async fn email_get(
         text_shape,
         keep: keep_as.is_some(),
         kept,
+        head: {
+            let mut head = String::new();
+            get_response_head(&request.account_id, &mut head);
+            head
+        },
         requested,
+        rows,
         loaded,
         level,
         shape,
@@ -238,7 +243,8 @@ pub async fn email_get(
     if let Some(name) = keep_as {
         jmap.list_texts.keep(ctx.account.id, name, made).await;
     }
-    let text = get_response_text(&request.account_id, state, &list.objects, &not_found);
+    let mut text = list.text;
+    get_response_tail(&mut text, state, &not_found);
     let value = list
         .values
         .map(|list| get_response(request.account_id, state, list, not_found));
@@ -312,7 +318,12 @@ struct RenderJob {
     /// ([`super::render_text::ListTexts`]): then nothing else of those
     /// emails was loaded.
     kept: Option<KeptTexts>,
+    /// The response's head ([`get_response_head`]), which the list is
+    /// written after.
+    head: String,
     requested: Vec<String>,
+    /// The row of each of `requested`, where it is one of ours.
+    rows: Vec<Option<i64>>,
     loaded: Vec<LoadedEmail>,
     level: ReadLevel,
     shape: EmailShape,
@@ -331,7 +342,9 @@ struct RenderJob {
 /// into them to read without parsing (text written straight is parsed if
 /// one does).
 struct RenderedList {
-    objects: String,
+    /// The response's text up to the end of its list: the head
+    /// ([`get_response_head`]) and the objects.
+    text: String,
     values: Option<Vec<Value>>,
 }
 
@@ -367,7 +380,9 @@ impl RenderJob {
             text_shape,
             keep,
             kept,
+            head,
             requested,
+            rows,
             loaded,
             level,
             shape,
@@ -386,15 +401,17 @@ impl RenderJob {
             // email; taken from the holdings per email when heavy (a large
             // render stops at the first email over them), once for the
             // whole list when light (bounded by the inline render work).
-            let mut objects = String::with_capacity(requested.len() * 512);
+            let mut objects = head;
+            objects.reserve(requested.len() * 512);
+            let list_start = objects.len();
             let mut not_found = Vec::new();
             let mut made = Vec::new();
-            for id in &requested {
-                let Some(email) = find(id) else {
+            for (id, row) in requested.iter().zip(&rows) {
+                let Some(&email) = row.and_then(|row| by_id.get(&row)) else {
                     not_found.push(id.clone());
                     continue;
                 };
-                if !objects.is_empty() {
+                if objects.len() > list_start {
                     objects.push(',');
                 }
                 let start = objects.len();
@@ -427,13 +444,13 @@ impl RenderJob {
                 }
                 bytes_left -= size;
             }
-            let built = objects.len() as u64;
+            let built = (objects.len() - list_start) as u64;
             if !heavy && !taken.take(built) {
                 return Err(RenderError::Busy);
             }
             return Ok(Rendered {
                 list: RenderedList {
-                    objects,
+                    text: objects,
                     values: None,
                 },
                 not_found,
@@ -468,8 +485,15 @@ impl RenderJob {
         .map(|(list, not_found)| {
             let (texts, values): (Vec<String>, Vec<_>) = list.into_iter().unzip();
             let values = (!heavy).then(|| values.into_iter().flatten().collect());
-            let objects = texts.join(",");
-            (RenderedList { objects, values }, not_found)
+            let mut text = head;
+            text.reserve(texts.iter().map(|t| t.len() + 1).sum());
+            for (position, object) in texts.iter().enumerate() {
+                if position > 0 {
+                    text.push(',');
+                }
+                text.push_str(object);
+            }
+            (RenderedList { text, values }, not_found)
         });
         // On failure, `taken` is dropped: what it took is given back.
         let (list, not_found) = list?;
