@@ -133,6 +133,9 @@ pub struct Jmap {
     pub loader: EmailLoader,
     /// The list view's texts per account ([`mail::email::render_text::ListTexts`]).
     pub list_texts: mail::email::render_text::ListTexts,
+    /// The text shapes of the property lists calls asked for
+    /// ([`mail::email::render_text::TextShapes`]).
+    pub text_shapes: mail::email::render_text::TextShapes,
     /// Each account's mailboxes with their counts, at the states they were
     /// read at ([`mail::mailbox::kept::KeptMailboxes`]).
     pub mailboxes: mail::mailbox::kept::KeptMailboxes,
@@ -183,6 +186,7 @@ impl Jmap {
             metrics,
             loader,
             list_texts: mail::email::render_text::ListTexts::new(cache_sizes.list_text_bytes),
+            text_shapes: Default::default(),
             mailboxes: mail::mailbox::kept::KeptMailboxes::new(
                 mail::mailbox::kept::KEPT_MAILBOX_BYTES,
             ),

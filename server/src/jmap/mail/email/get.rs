@@ -165,18 +165,20 @@ pub async fn email_get(
     // failure to read a header block or a projection row, which would
     // fail the call, cannot happen for them).
     let text_shape = (level <= ReadLevel::FastView)
-        .then(|| TextShape::new(&shape.properties))
+        .then(|| jmap.text_shapes.of(&shape.properties))
         .flatten();
     // Worth keeping only when it spares reads: the metadata alone is no
     // more than the snapshot already holds.
     let keep_as = text_shape
         .as_ref()
         .filter(|text_shape| text_shape.needs_header || text_shape.needs_fast_view)
-        .map(TextShape::name);
+        .cloned();
     let kept = match &keep_as {
-        Some(name) => {
+        Some(keep_as) => {
             let found = loaded.iter().map(|email| email.meta.id);
-            jmap.list_texts.all_of(ctx.account.id, name, found).await
+            jmap.list_texts
+                .all_of(ctx.account.id, keep_as.name(), found)
+                .await
         }
         None => None,
     };
@@ -240,8 +242,10 @@ pub async fn email_get(
     })?;
     ctx.budget.work_left = work_left;
     ctx.budget.prepaid(held);
-    if let Some(name) = keep_as {
-        jmap.list_texts.keep(ctx.account.id, name, made).await;
+    if let Some(keep_as) = keep_as {
+        jmap.list_texts
+            .keep(ctx.account.id, keep_as.name(), made)
+            .await;
     }
     let mut text = list.text;
     get_response_tail(&mut text, state, &not_found);
@@ -311,7 +315,7 @@ fn render_bound(shape: &EmailShape, loaded: &[LoadedEmail]) -> u64 {
 struct RenderJob {
     heavy: bool,
     /// The list view's shape, when every property renders as text.
-    text_shape: Option<TextShape>,
+    text_shape: Option<Arc<TextShape>>,
     /// Whether texts rendered at it are kept ([`super::render_text::ListTexts`]).
     keep: bool,
     /// Texts of emails kept from earlier calls at that shape

@@ -46,6 +46,8 @@ enum Slot {
 /// written, with each key already written as JSON (`"name":`).
 pub struct TextShape {
     slots: Vec<(String, Slot)>,
+    /// [`TextShape::name`], made once.
+    name: String,
     /// Whether some property reads the header fields.
     pub needs_header: bool,
     /// Whether some property reads the projection.
@@ -84,7 +86,7 @@ impl TextShape {
         let needs_fast_view = slots
             .iter()
             .any(|(_, s)| matches!(s, Slot::HasAttachment | Slot::Preview));
-        let slots = slots
+        let slots: Vec<(String, Slot)> = slots
             .into_iter()
             .map(|(name, slot)| {
                 let mut key = String::with_capacity(name.len() + 3);
@@ -93,8 +95,10 @@ impl TextShape {
                 (key, slot)
             })
             .collect();
+        let name = slots.iter().map(|(key, _)| key.as_str()).collect();
         Some(Self {
             slots,
+            name,
             needs_header,
             needs_fast_view,
         })
@@ -102,8 +106,8 @@ impl TextShape {
 
     /// The shape's identity: its keys in the order they are written (two
     /// calls with the same properties, in any order, have the same).
-    pub fn name(&self) -> String {
-        self.slots.iter().map(|(key, _)| key.as_str()).collect()
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// Whether `sources` holds everything this shape reads: only then is
@@ -218,6 +222,49 @@ impl TextShape {
         }
         out.push('}');
         Ok(charged)
+    }
+}
+
+/// The [`TextShape`]s of the property lists calls asked for, made once
+/// each: a list view asks for the same properties on every call, and
+/// making its shape (header properties resolved, keys written and sorted)
+/// was a few percent of the call (issue 20). At most [`TEXT_SHAPES`]
+/// lists; one more starts the memo afresh.
+#[derive(Default)]
+pub struct TextShapes {
+    shapes: std::sync::RwLock<Vec<ShapeOf>>,
+}
+
+/// A property list and its shape (`None`: it does not render as text).
+type ShapeOf = (Vec<EmailProperty>, Option<Arc<TextShape>>);
+
+/// The most property lists [`TextShapes`] holds.
+pub const TEXT_SHAPES: usize = 32;
+
+impl TextShapes {
+    /// [`TextShape::new`] of `properties`, from the memo when it has them.
+    pub fn of(&self, properties: &[EmailProperty]) -> Option<Arc<TextShape>> {
+        // A poisoned lock held a consistent list (pushes and clears only).
+        let held = self
+            .shapes
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .find(|(listed, _)| listed.as_slice() == properties)
+            .map(|(_, shape)| shape.clone());
+        if let Some(shape) = held {
+            return shape;
+        }
+        let shape = TextShape::new(properties).map(Arc::new);
+        let mut shapes = self
+            .shapes
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if shapes.len() >= TEXT_SHAPES {
+            shapes.clear();
+        }
+        shapes.push((properties.to_vec(), shape.clone()));
+        shape
     }
 }
 
@@ -395,7 +442,7 @@ impl ListTexts {
 
     /// Adds `made` (texts rendered at `shape`) to the account's entry, or
     /// starts a new one when the shape differs or the entry is full.
-    pub async fn keep(&self, account: i64, shape: String, made: Vec<(i64, Arc<FixedText>)>) {
+    pub async fn keep(&self, account: i64, shape: &str, made: Vec<(i64, Arc<FixedText>)>) {
         if made.is_empty() || made.len() > LIST_TEXT_EMAILS {
             return;
         }
@@ -420,7 +467,7 @@ impl ListTexts {
         texts.extend(made);
         let weight = texts.values().map(|text| text.weight()).sum::<usize>() + shape.len() + 256;
         let entry = AccountTexts {
-            shape,
+            shape: shape.to_string(),
             texts,
             weight: weight.min(u32::MAX as usize) as u32,
         };
@@ -676,5 +723,35 @@ mod tests {
         );
         // Both charged one unit per property.
         assert_eq!(meter.left(), 100 - 2 * 9);
+    }
+
+    #[test]
+    fn text_shapes_are_made_once_per_property_list_and_stay_right_past_the_bound() {
+        let parse = |names: &[&str]| -> Vec<EmailProperty> {
+            names
+                .iter()
+                .map(|name| EmailProperty::parse(name).unwrap())
+                .collect()
+        };
+        let shapes = TextShapes::default();
+        let list = parse(&["id", "subject", "mailboxIds"]);
+        let first = shapes.of(&list).unwrap();
+        assert!(Arc::ptr_eq(&first, &shapes.of(&list).unwrap()));
+        assert_eq!(first.name(), TextShape::new(&list).unwrap().name());
+        // A list that does not render as text is remembered as such.
+        assert!(shapes.of(&parse(&["id", "textBody"])).is_none());
+        // More lists than the memo holds: each still gets its own shape.
+        for size in 1..=(TEXT_SHAPES + 4) {
+            let list: Vec<EmailProperty> = (0..size)
+                .map(|n| EmailProperty::parse(&format!("header:X-{n}")).unwrap())
+                .collect();
+            let shape = shapes.of(&list).unwrap();
+            assert_eq!(shape.name(), TextShape::new(&list).unwrap().name());
+        }
+        assert!(shapes.shapes.read().unwrap().len() <= TEXT_SHAPES);
+        assert_eq!(
+            shapes.of(&list).unwrap().name(),
+            "\"id\":\"mailboxIds\":\"subject\":"
+        );
     }
 }
