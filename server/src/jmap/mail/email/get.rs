@@ -138,13 +138,11 @@ pub async fn email_get(
         Some(ids) => ids,
         None => all_email_ids(ctx).await?,
     };
-    let requested = requested_ids(requested, jmap.limits.max_objects_in_get)?;
+    let (requested, rows) = distinct_rows(requested, jmap.limits.max_objects_in_get)?;
     let least_work = (shape.properties.len() as u64).saturating_mul(requested.len() as u64);
     if least_work > ctx.budget.work_left {
         return Err(over_work(&jmap.limits));
     }
-    // Each requested id's row, parsed once (`None`: not an id of ours).
-    let rows: Vec<Option<i64>> = requested.iter().map(|id| ids::parse_email_id(id)).collect();
     let numeric: Vec<i64> = rows.iter().flatten().copied().collect();
     jmap.metrics
         .email_get
@@ -253,6 +251,63 @@ pub async fn email_get(
         .values
         .map(|list| get_response(request.account_id, state, list, not_found));
     Ok(Arguments::text(text, value))
+}
+
+/// The requested ids without repeats ([`requested_ids`]: `requestTooLarge`
+/// over `limit`) and each one's row, parsed once (`None`: not an id of
+/// ours). Ids of ours are one text per row (no leading zeros), so when
+/// every id is one and their rows are distinct, so are the ids: the usual
+/// call is checked by sorting its rows, without hashing its ids.
+fn distinct_rows(
+    requested: Vec<String>,
+    limit: u64,
+) -> Result<(Vec<String>, Vec<Option<i64>>), MethodError> {
+    let parse = |ids: &[String]| -> Vec<Option<i64>> {
+        ids.iter().map(|id| ids::parse_email_id(id)).collect()
+    };
+    if requested.len() as u64 <= limit {
+        let rows = parse(&requested);
+        let mut sorted: Vec<i64> = rows.iter().flatten().copied().collect();
+        if sorted.len() == rows.len() {
+            sorted.sort_unstable();
+            if sorted.windows(2).all(|pair| pair[0] != pair[1]) {
+                return Ok((requested, rows));
+            }
+        }
+    }
+    let requested = requested_ids(requested, limit)?;
+    let rows = parse(&requested);
+    Ok((requested, rows))
+}
+
+/// Where each requested row's email is in `loaded` (`None`: not found).
+/// `loaded` is usually in the rows' order (the metadata snapshot keeps
+/// it): one walk finds them; otherwise a map.
+fn positions(rows: &[Option<i64>], loaded: &[LoadedEmail]) -> Vec<Option<usize>> {
+    let mut next = 0;
+    let walked: Vec<Option<usize>> = rows
+        .iter()
+        .map(|row| {
+            let at = loaded.get(next)?;
+            (Some(at.meta.id) == *row).then(|| {
+                next += 1;
+                next - 1
+            })
+        })
+        .collect();
+    // Every loaded email matched in order: rows are distinct, so any row
+    // left unmatched is in none of them.
+    if next == loaded.len() {
+        return walked;
+    }
+    let by_id: FxHashMap<i64, usize> = loaded
+        .iter()
+        .enumerate()
+        .map(|(at, email)| (email.meta.id, at))
+        .collect();
+    rows.iter()
+        .map(|row| row.and_then(|row| by_id.get(&row).copied()))
+        .collect()
 }
 
 /// `requestTooLarge` for a call over the request's render work.
@@ -396,8 +451,6 @@ impl RenderJob {
             mut taken,
         } = self;
         let meter = WorkMeter::new(work_left);
-        let by_id: FxHashMap<i64, &LoadedEmail> = loaded.iter().map(|e| (e.meta.id, e)).collect();
-        let find = |id: &str| by_id.get(&ids::parse_email_id(id)?).copied();
         if let Some(text_shape) = text_shape {
             // Each email written straight into the list: its kept text
             // spliced, else rendered (and kept when it can be), else
@@ -410,8 +463,8 @@ impl RenderJob {
             let list_start = objects.len();
             let mut not_found = Vec::new();
             let mut made = Vec::new();
-            for (id, row) in requested.iter().zip(&rows) {
-                let Some(&email) = row.and_then(|row| by_id.get(&row)) else {
+            for (id, at) in requested.iter().zip(positions(&rows, &loaded)) {
+                let Some(email) = at.map(|at| &loaded[at]) else {
                     not_found.push(id.clone());
                     continue;
                 };
@@ -463,6 +516,8 @@ impl RenderJob {
                 made,
             });
         }
+        let by_id: FxHashMap<i64, &LoadedEmail> = loaded.iter().map(|e| (e.meta.id, e)).collect();
+        let find = |id: &str| by_id.get(&ids::parse_email_id(id)?).copied();
         let mut count = |text: &str| -> Result<(), RenderError> {
             let size = text.len() as u64;
             if size > bytes_left {
@@ -602,4 +657,76 @@ fn render_loaded(
 async fn all_email_ids(ctx: &CallContext<'_>) -> Result<Vec<String>, MethodError> {
     let rows = ctx.jmap.store.query_rows(ctx.account.id, None).await?;
     Ok(rows.iter().map(|row| ids::email_id(row.meta.id)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::EmailMeta;
+
+    fn ids(list: &[&str]) -> Vec<String> {
+        list.iter().map(|id| id.to_string()).collect()
+    }
+
+    fn loaded(rows: &[i64]) -> Vec<LoadedEmail> {
+        rows.iter()
+            .map(|&id| LoadedEmail {
+                meta: Arc::new(EmailMeta {
+                    id,
+                    blob_id: String::new(),
+                    thread_id: id,
+                    size: 0,
+                    received_at: 0,
+                    mailbox_ids: vec![],
+                    keywords: vec![],
+                }),
+                header: None,
+                fast_view: None,
+                structure: None,
+                bodies: None,
+                raw: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn requested_ids_are_made_distinct_with_their_rows_whatever_their_shape() {
+        let (requested, rows) = distinct_rows(ids(&["e3", "e1", "e2"]), 10).unwrap();
+        assert_eq!(
+            (requested, rows),
+            (ids(&["e3", "e1", "e2"]), vec![Some(3), Some(1), Some(2)])
+        );
+        // Repeats, foreign ids and repeated foreign ids: the first of each kept.
+        let (requested, rows) = distinct_rows(ids(&["e3", "x", "e3", "x", "e03"]), 10).unwrap();
+        assert_eq!(
+            (requested, rows),
+            (ids(&["e3", "x", "e03"]), vec![Some(3), None, None])
+        );
+        // The bound counts the ids as sent, before repeats go.
+        assert_eq!(
+            distinct_rows(ids(&["e1", "e1", "e1"]), 2),
+            Err(MethodError::RequestTooLarge(2))
+        );
+        assert_eq!(
+            distinct_rows(ids(&["e1", "e2", "e3"]), 2),
+            Err(MethodError::RequestTooLarge(2))
+        );
+    }
+
+    #[test]
+    fn each_rows_email_is_found_in_order_or_out_of_it() {
+        let rows = [Some(5), None, Some(7), Some(9), Some(2)];
+        // In the rows' order, with some not found.
+        assert_eq!(
+            positions(&rows, &loaded(&[5, 9, 2])),
+            vec![Some(0), None, None, Some(1), Some(2)]
+        );
+        // Out of order: found through the map all the same.
+        assert_eq!(
+            positions(&rows, &loaded(&[2, 7, 5])),
+            vec![Some(2), None, Some(1), None, Some(0)]
+        );
+        assert_eq!(positions(&rows, &loaded(&[])), vec![None; 5]);
+        assert_eq!(positions(&[], &loaded(&[1])), Vec::<Option<usize>>::new());
+    }
 }
