@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
@@ -88,12 +88,77 @@ pub async fn post_api(
     let tag = CredentialTag::of(&credential).state_tag();
     let response = dispatch::handle(&state.jmap, &account, request, &tag).await?;
     let headers = [(header::CONTENT_TYPE, "application/json")];
-    Ok((headers, response.to_json()).into_response())
+    Ok((headers, Body::new(Pieces::new(response.to_pieces()))).into_response())
+}
+
+/// A response body of pieces written one after the other, its length
+/// known (so `Content-Length`, as a body of one buffer has): the HTTP
+/// layer writes the pieces together without copying them into one
+/// ([`crate::jmap::request::response_pieces`]: an Email/get's list is
+/// one, shared with what rendered it, issue 20).
+pub struct Pieces {
+    pieces: std::collections::VecDeque<Bytes>,
+    left: u64,
+}
+
+impl Pieces {
+    /// The body of `pieces`, in order.
+    pub fn new(pieces: Vec<Bytes>) -> Self {
+        let left = pieces.iter().map(|piece| piece.len() as u64).sum();
+        Self {
+            pieces: pieces
+                .into_iter()
+                .filter(|piece| !piece.is_empty())
+                .collect(),
+            left,
+        }
+    }
+}
+
+impl http_body::Body for Pieces {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let piece = self.pieces.pop_front();
+        if let Some(piece) = &piece {
+            self.left -= piece.len() as u64;
+        }
+        std::task::Poll::Ready(piece.map(|piece| Ok(http_body::Frame::data(piece))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.pieces.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.left)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_body_of_pieces_is_their_octets_with_its_length_known() {
+        let pieces = vec![
+            Bytes::from_static(b"{\"a\":"),
+            Bytes::new(),
+            Bytes::from(vec![b'1'; 5000]),
+            Bytes::from_static(b"}"),
+        ];
+        let body = Body::new(Pieces::new(pieces.clone()));
+        assert_eq!(http_body::Body::size_hint(&body).exact(), Some(5006));
+        let collected = body.collect().await.unwrap().to_bytes();
+        assert_eq!(collected, pieces.concat());
+        let empty = Pieces::new(vec![]);
+        assert!(http_body::Body::is_end_stream(&empty));
+        assert_eq!(http_body::Body::size_hint(&empty).exact(), Some(0));
+    }
 
     #[tokio::test]
     async fn a_body_whose_client_hangs_up_is_unreadable_not_too_large() {

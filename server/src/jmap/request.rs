@@ -2,7 +2,9 @@
 
 use std::collections::HashMap;
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -152,8 +154,9 @@ pub enum Arguments {
     Value(Value),
     Text {
         /// JSON text this server wrote (never a client's): written into
-        /// the response as it is ([`Response::to_json`]).
-        text: Box<str>,
+        /// the response as it is ([`Response::to_json`]), or, when large,
+        /// handed to the HTTP body as it is ([`response_pieces`]).
+        text: Arc<String>,
         /// The same arguments as a value: kept by a light render, else
         /// parsed from the text the first time a result reference reads
         /// them, and kept for the next (at most one parse per response).
@@ -164,9 +167,9 @@ pub enum Arguments {
 impl Arguments {
     /// JSON text this server wrote, with the value it was serialized from
     /// when that is worth keeping for result references.
-    pub fn text(text: impl Into<Box<str>>, value: Option<Value>) -> Self {
+    pub fn text(text: String, value: Option<Value>) -> Self {
         Arguments::Text {
-            text: text.into(),
+            text: Arc::new(text),
             value: value.map(OnceLock::from).unwrap_or_default(),
         }
     }
@@ -200,7 +203,7 @@ impl Arguments {
     pub fn json(&self) -> std::borrow::Cow<'_, str> {
         match self {
             Arguments::Value(value) => std::borrow::Cow::Owned(value.to_string()),
-            Arguments::Text { text, .. } => std::borrow::Cow::Borrowed(text),
+            Arguments::Text { text, .. } => std::borrow::Cow::Borrowed(text.as_str()),
         }
     }
 
@@ -229,7 +232,7 @@ impl Serialize for Arguments {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
             Arguments::Value(value) => value.serialize(serializer),
-            Arguments::Text { text, .. } => RawValue::from_string(text.to_string())
+            Arguments::Text { text, .. } => RawValue::from_string(text.as_str().to_string())
                 .map_err(serde::ser::Error::custom)?
                 .serialize(serializer),
         }
@@ -264,12 +267,21 @@ impl Response {
             &self.session_state,
         )
     }
+
+    /// The octets of [`Response::to_json`] in pieces ([`response_pieces`]):
+    /// an Email/get's text is handed on, not copied.
+    pub fn to_pieces(&self) -> Vec<Bytes> {
+        response_pieces(
+            &self.method_responses,
+            self.created_ids.as_ref(),
+            &self.session_state,
+        )
+    }
 }
 
 /// A Response object (RFC 8620 §3.4) written straight into one buffer, as
-/// [`Response::to_json`] writes it: `methodResponses` (each call's text
-/// copied in as it is), `createdIds` when given, `sessionState`. The JMAP
-/// proxy writes its responses with it too.
+/// [`Response::to_json`] writes it: [`response_pieces`] put together. The
+/// JMAP proxy writes its responses with it.
 pub(crate) fn response_json<C, S>(
     method_responses: &[(String, Arguments, String)],
     created_ids: Option<&C>,
@@ -279,14 +291,45 @@ where
     C: Serialize + ?Sized,
     S: Serialize + ?Sized,
 {
-    let text: usize = method_responses
+    let pieces = response_pieces(method_responses, created_ids, session_state);
+    let mut out = Vec::with_capacity(pieces.iter().map(Bytes::len).sum());
+    for piece in &pieces {
+        out.extend_from_slice(piece);
+    }
+    out
+}
+
+/// Text arguments of at least this many octets are their own piece of a
+/// response ([`response_pieces`]), shared, not copied; smaller ones are
+/// copied in beside the rest (a piece costs the HTTP layer one more
+/// buffer to write).
+pub const SHARED_TEXT: usize = 4096;
+
+/// A Response object (RFC 8620 §3.4) as JSON, in pieces whose octets one
+/// after the other are the response: `methodResponses` (each call's text
+/// as it is: one of [`SHARED_TEXT`] octets or more is its own piece,
+/// shared with the arguments, never copied; an Email/get's list view is),
+/// `createdIds` when given, `sessionState`. The octets are those of the
+/// response's `Serialize`.
+pub(crate) fn response_pieces<C, S>(
+    method_responses: &[(String, Arguments, String)],
+    created_ids: Option<&C>,
+    session_state: &S,
+) -> Vec<Bytes>
+where
+    C: Serialize + ?Sized,
+    S: Serialize + ?Sized,
+{
+    let copied: usize = method_responses
         .iter()
         .map(|(_, arguments, _)| match arguments {
-            Arguments::Text { text, .. } => text.len(),
+            Arguments::Text { text, .. } if text.len() < SHARED_TEXT => text.len(),
+            Arguments::Text { .. } => 0,
             Arguments::Value(_) => 256,
         })
         .sum();
-    let mut out = Vec::with_capacity(text + 128);
+    let mut pieces = Vec::new();
+    let mut out = Vec::with_capacity(copied + 128);
     out.extend_from_slice(b"{\"methodResponses\":[");
     for (position, (name, arguments, call_id)) in method_responses.iter().enumerate() {
         if position > 0 {
@@ -295,7 +338,13 @@ where
         out.push(b'[');
         write_value(&mut out, name);
         out.push(b',');
-        arguments.write_json(&mut out);
+        match arguments {
+            Arguments::Text { text, .. } if text.len() >= SHARED_TEXT => {
+                pieces.push(Bytes::from(std::mem::take(&mut out)));
+                pieces.push(Bytes::from_owner(SharedText(text.clone())));
+            }
+            arguments => arguments.write_json(&mut out),
+        }
         out.push(b',');
         write_value(&mut out, call_id);
         out.push(b']');
@@ -308,7 +357,17 @@ where
     out.extend_from_slice(b",\"sessionState\":");
     write_value(&mut out, session_state);
     out.push(b'}');
-    out
+    pieces.push(Bytes::from(out));
+    pieces
+}
+
+/// Text arguments as a piece of a response body: the octets of the shared text.
+struct SharedText(Arc<String>);
+
+impl AsRef<[u8]> for SharedText {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
 }
 
 /// The most JSON values (numbers, strings, arrays, objects, literals) one
@@ -403,6 +462,43 @@ mod tests {
             response.to_json(),
             br#"{"methodResponses":[],"createdIds":{"k1":"e9"},"sessionState":"s\"1"}"#
         );
+    }
+
+    #[test]
+    fn a_large_text_is_its_own_piece_shared_and_the_pieces_are_the_responses_octets() {
+        let large = serde_json::json!({"list": ["x".repeat(SHARED_TEXT)], "state": "1"});
+        let small = serde_json::json!({"list": [], "state": "2"});
+        let response = Response {
+            method_responses: vec![
+                (
+                    "Email/get".into(),
+                    Arguments::text(serde_json::to_string(&large).unwrap(), None),
+                    "a".into(),
+                ),
+                (
+                    "Email/get".into(),
+                    Arguments::text(serde_json::to_string(&small).unwrap(), None),
+                    "b".into(),
+                ),
+                (
+                    "Core/echo".into(),
+                    serde_json::json!({"n": 1}).into(),
+                    "c".into(),
+                ),
+            ],
+            created_ids: None,
+            session_state: "s".into(),
+        };
+        let pieces = response.to_pieces();
+        assert_eq!(pieces.concat(), serde_json::to_vec(&response).unwrap());
+        assert_eq!(pieces.concat(), response.to_json());
+        // The head, the large text itself (not a copy), the rest.
+        assert_eq!(pieces.len(), 3);
+        let Arguments::Text { text, .. } = &response.method_responses[0].1 else {
+            unreachable!()
+        };
+        assert_eq!(pieces[1].as_ptr(), text.as_ptr());
+        assert_eq!(&pieces[0][..], br#"{"methodResponses":[["Email/get","#);
     }
 
     fn check(body: &str, expected: Result<usize, &str>) {
