@@ -229,7 +229,8 @@ impl TextShape {
 /// each: a list view asks for the same properties on every call, and
 /// making its shape (header properties resolved, keys written and sorted)
 /// was a few percent of the call (issue 20). At most [`TEXT_SHAPES`]
-/// lists; one more starts the memo afresh.
+/// lists of at most [`TEXT_SHAPE_OCTETS`] of keys each; one more starts the
+/// memo afresh.
 #[derive(Default)]
 pub struct TextShapes {
     shapes: std::sync::RwLock<Vec<ShapeOf>>,
@@ -240,6 +241,10 @@ type ShapeOf = (Vec<EmailProperty>, Option<Arc<TextShape>>);
 
 /// The most property lists [`TextShapes`] holds.
 pub const TEXT_SHAPES: usize = 32;
+
+/// The longest [`TextShape::name`] (its keys written out) of a list that
+/// [`TextShapes`] keeps; a longer one is made for its call alone.
+pub const TEXT_SHAPE_OCTETS: usize = 4096;
 
 impl TextShapes {
     /// [`TextShape::new`] of `properties`, from the memo when it has them.
@@ -256,6 +261,14 @@ impl TextShapes {
             return shape;
         }
         let shape = TextShape::new(properties).map(Arc::new);
+        // A list of long names (`header:` properties are the client's) is
+        // not kept: the memo stays a few hundred KiB at most.
+        if shape
+            .as_ref()
+            .is_some_and(|shape| shape.name().len() > TEXT_SHAPE_OCTETS)
+        {
+            return shape;
+        }
         let mut shapes = self
             .shapes
             .write()
@@ -749,6 +762,11 @@ mod tests {
             assert_eq!(shape.name(), TextShape::new(&list).unwrap().name());
         }
         assert!(shapes.shapes.read().unwrap().len() <= TEXT_SHAPES);
+        // A list of long names is answered but not kept.
+        let long = vec![EmailProperty::parse(&format!("header:X-{}", "a".repeat(5000))).unwrap()];
+        let kept = shapes.shapes.read().unwrap().len();
+        assert!(shapes.of(&long).is_some());
+        assert_eq!(shapes.shapes.read().unwrap().len(), kept);
         assert_eq!(
             shapes.of(&list).unwrap().name(),
             "\"id\":\"mailboxIds\":\"subject\":"
