@@ -167,7 +167,11 @@ pub enum Arguments {
 impl Arguments {
     /// JSON text this server wrote, with the value it was serialized from
     /// when that is worth keeping for result references.
-    pub fn text(text: String, value: Option<Value>) -> Self {
+    pub fn text(mut text: String, value: Option<Value>) -> Self {
+        // What a request's budget counts is the text's length: no spare
+        // capacity is kept beside it (the response may hold it while a
+        // slow client reads).
+        text.shrink_to_fit();
         Arguments::Text {
             text: Arc::new(text),
             value: value.map(OnceLock::from).unwrap_or_default(),
@@ -462,6 +466,16 @@ mod tests {
             response.to_json(),
             br#"{"methodResponses":[],"createdIds":{"k1":"e9"},"sessionState":"s\"1"}"#
         );
+    }
+
+    #[test]
+    fn text_arguments_keep_no_spare_capacity_beyond_what_is_counted() {
+        let mut text = String::with_capacity(1 << 20);
+        text.push_str(r#"{"list":[]}"#);
+        let Arguments::Text { text, .. } = Arguments::text(text, None) else {
+            unreachable!()
+        };
+        assert_eq!(text.capacity(), text.len());
     }
 
     #[test]

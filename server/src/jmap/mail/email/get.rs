@@ -461,6 +461,9 @@ impl RenderJob {
             let mut objects = head;
             objects.reserve(requested.len() * 512);
             let list_start = objects.len();
+            // The objects' octets (not the commas between), as the heavy
+            // path takes them per email.
+            let mut built = 0u64;
             let mut not_found = Vec::new();
             let mut made = Vec::new();
             for (id, at) in requested.iter().zip(positions(&rows, &loaded)) {
@@ -500,8 +503,8 @@ impl RenderJob {
                     return Err(RenderError::Busy);
                 }
                 bytes_left -= size;
+                built += size;
             }
-            let built = (objects.len() - list_start) as u64;
             if !heavy && !taken.take(built) {
                 return Err(RenderError::Busy);
             }
