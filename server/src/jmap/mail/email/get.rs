@@ -458,8 +458,24 @@ impl RenderJob {
             // email; taken from the holdings per email when heavy (a large
             // render stops at the first email over them), once for the
             // whole list when light (bounded by the inline render work).
+            // Room for the list as it will be (kept texts and their
+            // spliced values, or objects of metadata or of headers and the
+            // projection): grown or shrunk again (`Arguments::text`) is a
+            // copy of it.
+            let per_email = match (&kept, text_shape.needs_header || text_shape.needs_fast_view) {
+                (Some(_), _) => 128,
+                (None, true) => 768,
+                (None, false) => 128,
+            };
+            let kept_octets: usize = kept.as_ref().map_or(0, |kept| {
+                loaded
+                    .iter()
+                    .filter_map(|email| kept.get(email.meta.id))
+                    .map(|text| text.text_len())
+                    .sum()
+            });
             let mut objects = head;
-            objects.reserve(requested.len() * 512);
+            objects.reserve(kept_octets + requested.len() * per_email);
             let list_start = objects.len();
             // The objects' octets (not the commas between), as the heavy
             // path takes them per email.

@@ -314,6 +314,11 @@ pub struct FixedText {
 }
 
 impl FixedText {
+    /// Octets of its text (the values spliced in not counted).
+    pub fn text_len(&self) -> usize {
+        self.text.len()
+    }
+
     /// The render work units one use of it costs ([`TextShape::fixed`]'s).
     pub fn units(&self) -> u64 {
         self.units
