@@ -462,11 +462,9 @@ impl RenderJob {
             // spliced values, or objects of metadata or of headers and the
             // projection): grown or shrunk again (`Arguments::text`) is a
             // copy of it.
-            let per_email = match (&kept, text_shape.needs_header || text_shape.needs_fast_view) {
-                (Some(_), _) => 128,
-                (None, true) => 768,
-                (None, false) => 128,
-            };
+            let rendered_large =
+                kept.is_none() && (text_shape.needs_header || text_shape.needs_fast_view);
+            let per_email = if rendered_large { 768 } else { 128 };
             let kept_octets: usize = kept.as_ref().map_or(0, |kept| {
                 loaded
                     .iter()
@@ -535,8 +533,9 @@ impl RenderJob {
                 made,
             });
         }
-        let by_id: FxHashMap<i64, &LoadedEmail> = loaded.iter().map(|e| (e.meta.id, e)).collect();
-        let find = |id: &str| by_id.get(&ids::parse_email_id(id)?).copied();
+        // `render_each` asks for the requested ids in order: each takes the
+        // next of their positions.
+        let mut positions = positions(&rows, &loaded).into_iter();
         let mut count = |text: &str| -> Result<(), RenderError> {
             let size = text.len() as u64;
             if size > bytes_left {
@@ -548,8 +547,8 @@ impl RenderJob {
             bytes_left -= size;
             Ok(())
         };
-        let render = |id: &str| -> Option<Result<Value, RenderError>> {
-            let email = find(id)?;
+        let render = |_: &str| -> Option<Result<Value, RenderError>> {
+            let email = &loaded[positions.next().flatten()?];
             Some(
                 render_loaded(email, level, &shape, &metrics, &meter)
                     .map_err(|_| RenderError::Work),
