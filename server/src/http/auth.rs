@@ -197,12 +197,14 @@ pub struct Authenticator {
     key: [u8; 32],
     verified: Cache<(String, [u8; 32]), Verified>,
     failures: Cache<String, Arc<AtomicU32>>,
-    /// When a failure slot was last reserved, in milliseconds since
-    /// `started` (0: never). A failure counter lives [`FAILURE_WINDOW`] from
-    /// its creation, which is at such a reservation: when the last one is
-    /// older than that, no one is braked and [`Authenticator::braked`]
-    /// needs no lookup.
-    last_reserved_ms: AtomicU64,
+    /// When a (user, client) failure counter last reached [`MAX_FAILURES`],
+    /// in milliseconds since `started` (0: never). A counter lives
+    /// [`FAILURE_WINDOW`] from its creation, before it reached the limit:
+    /// when the last such moment is older than that, no one is braked and
+    /// [`Authenticator::braked`] needs no lookup. (Marking every reservation
+    /// instead kept the lookup on every request for a window after any
+    /// login, issue 20.)
+    last_full_ms: AtomicU64,
     started: Instant,
     /// A hash of a random password made like real ones, verified for unknown users.
     dummy_hash: Arc<str>,
@@ -241,7 +243,7 @@ impl Authenticator {
                 .max_capacity(1_000_000)
                 .time_to_live(FAILURE_WINDOW)
                 .build(),
-            last_reserved_ms: AtomicU64::new(0),
+            last_full_ms: AtomicU64::new(0),
             started: Instant::now(),
             dummy_hash: dummy_hash.into(),
             verify_slots: Arc::new(Semaphore::new(cores)),
@@ -324,8 +326,8 @@ impl Authenticator {
 
     /// Whether (user, client) has used up its failures in this window.
     async fn braked(&self, user: &str, client: IpAddr) -> bool {
-        let last = self.last_reserved_ms.load(Ordering::Acquire);
-        // A second's margin: a counter is made just after the mark is set.
+        let last = self.last_full_ms.load(Ordering::Acquire);
+        // A second's margin past the window.
         let expired = last + FAILURE_WINDOW.as_millis() as u64 + 1_000;
         if last == 0 || self.elapsed_ms() > expired {
             return false;
@@ -339,10 +341,6 @@ impl Authenticator {
     /// Reserves a failure slot of (user, client) and of the client address,
     /// or 429 when either is used up in this window.
     async fn reserve_failure(&self, user: &str, client: IpAddr) -> Result<FailureSlots, HttpError> {
-        // Before any counter is made: `braked` must never skip a counter
-        // younger than this mark. At least 1, since 0 is "never".
-        self.last_reserved_ms
-            .fetch_max(self.elapsed_ms().max(1), Ordering::AcqRel);
         let mut slots = FailureSlots(Vec::with_capacity(2));
         for (key, limit) in [
             (format!("user:{user}\0{client}"), MAX_FAILURES),
@@ -352,12 +350,16 @@ impl Authenticator {
                 .failures
                 .get_with(key, async { Arc::new(AtomicU32::new(0)) })
                 .await;
-            let reserved = counter
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                    (n < limit).then_some(n + 1)
-                })
-                .is_ok();
-            if !reserved {
+            let reserved = counter.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            });
+            // A (user, client) counter at its limit brakes: `braked` looks
+            // it up from now on, for a window. At least 1 (0 is "never").
+            if limit == MAX_FAILURES && reserved.is_ok_and(|n| n + 1 >= limit) {
+                self.last_full_ms
+                    .fetch_max(self.elapsed_ms().max(1), Ordering::AcqRel);
+            }
+            if reserved.is_err() {
                 self.metrics.count_login_refusal("braked");
                 return Err(HttpError::TooManyAttempts {
                     retry_after: FAILURE_WINDOW.as_secs(),
