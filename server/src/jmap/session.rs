@@ -31,12 +31,18 @@ pub const EMAIL_SORT_OPTIONS: &[&str] = &[
 /// another token is another session). A client that watches `sessionState`
 /// therefore fetches a fresh session, and push access, after either changes.
 pub fn session_state(account: &Account, credential: &str) -> String {
-    format!(
-        "{}-{}-{}-{credential}",
-        env!("CARGO_PKG_VERSION"),
-        account.id,
-        push_access_day(chrono::Utc::now().timestamp())
-    )
+    // Written piece by piece, not with `format!`: every API response
+    // carries it (issue 20).
+    let version = env!("CARGO_PKG_VERSION");
+    let mut state = String::with_capacity(version.len() + credential.len() + 32);
+    state.push_str(version);
+    state.push('-');
+    state.push_str(itoa::Buffer::new().format(account.id));
+    state.push('-');
+    state.push_str(itoa::Buffer::new().format(push_access_day(chrono::Utc::now().timestamp())));
+    state.push('-');
+    state.push_str(credential);
+    state
 }
 
 /// The day (UTC, days since 1970) of `now` (unix seconds): a session's push
@@ -114,4 +120,28 @@ pub fn session(
         "eventSourceUrl": format!("{base_url}/jmap/eventsource?types={{types}}&closeafter={{closeafter}}&ping={{ping}}&access={push_access}"),
         "state": session_state(account, credential),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_session_state_names_version_account_day_and_credential() {
+        let account = Account {
+            id: 42,
+            email: "a@example.com".into(),
+            password_hash: String::new(),
+        };
+        let state = session_state(&account, "p0011223344556677");
+        let day = push_access_day(chrono::Utc::now().timestamp());
+        // Read the day again: a test run across midnight (UTC) sees either.
+        assert!(
+            [day - 1, day]
+                .into_iter()
+                .any(|day| state
+                    == format!("{}-42-{day}-p0011223344556677", env!("CARGO_PKG_VERSION"))),
+            "{state}"
+        );
+    }
 }
