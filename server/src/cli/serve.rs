@@ -64,7 +64,9 @@ pub struct ServeArgs {
     #[arg(long, env = "FASTVIEW_METADATA_CACHE_MB", default_value_t = CacheSizes::default().metadata_bytes >> 20)]
     pub metadata_cache_mb: u64,
     /// The list view's Email objects kept as JSON text, per account, but
-    /// for their mailboxIds and keywords, MiB (about 600 bytes a message).
+    /// for their mailboxIds and keywords, MiB (about 600 bytes a message);
+    /// objects of metadata alone kept whole at one Email state, beside
+    /// them (about 200 bytes a message).
     #[arg(long, env = "FASTVIEW_LIST_TEXT_CACHE_MB", default_value_t = CacheSizes::default().list_text_bytes >> 20)]
     pub list_text_cache_mb: u64,
     /// Minutes between runs of the blob garbage collector (as `fastview gc`;

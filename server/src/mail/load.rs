@@ -311,6 +311,18 @@ impl EmailLoader {
         Ok((loaded, email_state))
     }
 
+    /// The account's Email state now: `known` while nothing changed (on
+    /// SQLite with hot readers, told without a read while nothing was
+    /// committed at all). What a caller holding text rendered at `known`
+    /// asks before answering from it (issue 20).
+    pub async fn email_state(&self, account: i64, known: i64) -> Result<i64, LoadError> {
+        let (_, state) = self
+            .store
+            .email_meta_unless_state(account, &[], Some(known))
+            .await?;
+        Ok(state)
+    }
+
     /// The metadata of the ids in the account (each once) and its Email
     /// state, in one statement: when the account's snapshot holds every id,
     /// the statement reads the rows only if the snapshot's state is no

@@ -108,14 +108,27 @@ async fn snapshots(app: &TestApp) -> (f64, f64, f64) {
     (counts[0], counts[1], counts[2])
 }
 
+/// Metadata snapshots, and the whole texts of a shape of metadata alone
+/// (issue 20), serve only the account's current Email state.
 #[tokio::test]
 async fn metadata_snapshots_serve_only_the_current_email_state() {
     let (app, user, ids) = seeded(30).await;
     let properties = json!(["mailboxIds", "keywords"]);
     let first = get(&app, &user, &ids, properties.clone()).await;
     assert_eq!(snapshots(&app).await, (0.0, 0.0, 1.0));
-    // The same ids again, nothing changed: snapshots, the same answer.
+    // The same call again, nothing changed: answered from its whole texts,
+    // the snapshot not even asked.
     assert_eq!(get(&app, &user, &ids, properties.clone()).await, first);
+    assert_eq!(snapshots(&app).await, (0.0, 0.0, 1.0));
+    // Another shape of the same ids: the snapshot, the same metadata.
+    let other = get(
+        &app,
+        &user,
+        &ids,
+        json!(["keywords", "threadId", "mailboxIds"]),
+    )
+    .await;
+    assert_eq!(other["list"][7]["keywords"], first["list"][7]["keywords"]);
     assert_eq!(snapshots(&app).await, (1.0, 0.0, 1.0));
     // One snapshot for the account, holding the 30.
     assert_eq!(
@@ -126,8 +139,9 @@ async fn metadata_snapshots_serve_only_the_current_email_state() {
     let held = app.metric("fastview_cache_bytes{cache=\"metadata\"}").await;
     assert!((30.0 * 128.0..30.0 * 1024.0).contains(&held), "{held}");
 
-    // A change to one email advances the Email state: every snapshot of
-    // the account is passed over, the next call reads the store.
+    // A change to one email advances the Email state: the kept texts and
+    // every snapshot of the account are passed over, the next call reads
+    // the store.
     let set = app
         .call1(
             &user,
@@ -143,6 +157,14 @@ async fn metadata_snapshots_serve_only_the_current_email_state() {
     assert_eq!(after["list"][7]["keywords"], json!({"$seen": true}));
     assert_eq!(after["list"][6]["keywords"], json!({}));
     assert_eq!(get(&app, &user, &ids, properties.clone()).await, after);
+    assert_eq!(snapshots(&app).await, (1.0, 1.0, 1.0));
+    get(
+        &app,
+        &user,
+        &ids,
+        json!(["keywords", "threadId", "mailboxIds"]),
+    )
+    .await;
     assert_eq!(snapshots(&app).await, (2.0, 1.0, 1.0));
 
     // An id without a snapshot (a new message) reads the store for all.
@@ -610,4 +632,61 @@ async fn kept_list_texts_take_each_calls_mailbox_ids_and_keywords() {
         full.api_text(&user, &other).await
     );
     assert_eq!(app.api_text(&user, &list).await, changed);
+}
+
+/// A shape of metadata alone keeps its texts whole, for the Email state
+/// they were read at (issue 20): a change of keywords or mailboxes, which
+/// changes the state, is never answered from texts of the state before.
+#[tokio::test]
+async fn kept_metadata_texts_are_right_for_their_state_alone() {
+    let (app, user, ids) = seeded(30).await;
+    let full = spawn_full_level_sibling(&app).await;
+    let metadata = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+        "methodCalls": [["Email/get", {"accountId": user.account_id, "ids": ids,
+            "properties": ["id", "mailboxIds", "keywords", "threadId"]}, "g"]]});
+    let list = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+        "methodCalls": [["Email/get", {"accountId": user.account_id, "ids": ids,
+            "properties": ["id", "subject", "keywords", "mailboxIds"]}, "g"]]});
+    let entries = || app.metric("fastview_cache_entries{cache=\"list_text\"}");
+    let first = app.api_text(&user, &metadata).await;
+    assert_eq!(first, full.api_text(&user, &metadata).await);
+    assert_eq!(entries().await, 1.0);
+    // The list view's shape is kept beside it, not in its place.
+    assert_eq!(
+        app.api_text(&user, &list).await,
+        full.api_text(&user, &list).await
+    );
+    assert_eq!(entries().await, 2.0);
+    assert_eq!(app.api_text(&user, &metadata).await, first);
+
+    let folder = app
+        .call1(
+            &user,
+            "Mailbox/set",
+            json!({"accountId": user.account_id, "create": {"f": {"name": "Folder"}}}),
+        )
+        .await;
+    let folder = folder["created"]["f"]["id"].as_str().unwrap().to_string();
+    for (n, update) in [
+        json!({"keywords": {"$seen": true, "$flagged": true}}),
+        json!({"keywords": {}}),
+        json!({"mailboxIds": {user.inbox.clone(): true, folder.clone(): true}}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let set = app
+            .call1(
+                &user,
+                "Email/set",
+                json!({"accountId": user.account_id, "update": {ids[n].clone(): update}}),
+            )
+            .await;
+        assert_eq!(set["updated"].as_object().unwrap().len(), 1, "{set}");
+        let changed = app.api_text(&user, &metadata).await;
+        assert_ne!(changed, first, "{n}");
+        assert_eq!(changed, full.api_text(&user, &metadata).await, "{n}");
+        // Kept again at the new state, and served from there.
+        assert_eq!(app.api_text(&user, &metadata).await, changed, "{n}");
+    }
 }

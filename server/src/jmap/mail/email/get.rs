@@ -151,40 +151,68 @@ pub async fn email_get(
         })
         .inc();
 
-    // Load: once, for all ids, at that level; whole messages are charged
-    // from their stored sizes before any is read, part bodies from their
-    // stored ranges.
-    let (mut loaded, state) = jmap.loader.load_meta(ctx.account.id, &numeric).await?;
-    if plan.full {
-        charge_parse_bytes(ctx, &loaded)?;
-    }
-    // The list view's texts kept for the account: when they hold every
-    // email found at this shape, nothing else of them is read (so a
-    // failure to read a header block or a projection row, which would
-    // fail the call, cannot happen for them).
     let text_shape = (level <= ReadLevel::FastView)
         .then(|| jmap.text_shapes.of(&shape.properties))
         .flatten();
-    // Worth keeping only when it spares reads: the metadata alone is no
-    // more than the snapshot already holds.
-    let keep_as = text_shape
+    // A shape of metadata alone whose whole texts the account keeps for
+    // every id, at the Email state it is still at: answered from them,
+    // with nothing loaded, not even the metadata (`TextShape::kept_at`).
+    let whole_shape = text_shape
         .as_ref()
-        .filter(|text_shape| text_shape.needs_header || text_shape.needs_fast_view)
-        .cloned();
-    let kept = match &keep_as {
-        Some(keep_as) => {
-            let found = loaded.iter().map(|email| email.meta.id);
-            jmap.list_texts
-                .all_of(ctx.account.id, keep_as.name(), found)
+        .filter(|text_shape| text_shape.keeps_whole());
+    let whole = match whole_shape {
+        Some(text_shape) => {
+            let rows = numeric.iter().copied();
+            match jmap
+                .list_texts
+                .whole_of(ctx.account.id, text_shape.name(), rows)
                 .await
+            {
+                Some((kept, at)) if jmap.loader.email_state(ctx.account.id, at).await? == at => {
+                    Some((kept, at))
+                }
+                _ => None,
+            }
         }
         None => None,
     };
-    if kept.is_none() {
-        jmap.loader
-            .complete(ctx.account.id, &mut loaded, plan)
-            .await?;
-    }
+    let is_whole = whole.is_some();
+
+    // Load: once, for all ids, at that level; whole messages are charged
+    // from their stored sizes before any is read, part bodies from their
+    // stored ranges.
+    let (mut loaded, state, kept) = match whole {
+        Some((kept, state)) => (Vec::new(), state, Some(kept)),
+        None => {
+            let (mut loaded, state) = jmap.loader.load_meta(ctx.account.id, &numeric).await?;
+            if plan.full {
+                charge_parse_bytes(ctx, &loaded)?;
+            }
+            // The list view's texts kept for the account: when they hold
+            // every email found at this shape, nothing else of them is read
+            // (so a failure to read a header block or a projection row,
+            // which would fail the call, cannot happen for them).
+            let kept = match &text_shape {
+                Some(text_shape) => {
+                    let found = loaded.iter().map(|email| email.meta.id);
+                    let at = text_shape.kept_at(state);
+                    jmap.list_texts
+                        .all_of(ctx.account.id, text_shape.name(), at, found)
+                        .await
+                }
+                None => None,
+            };
+            if kept.is_none() {
+                jmap.loader
+                    .complete(ctx.account.id, &mut loaded, plan)
+                    .await?;
+            }
+            (loaded, state, kept)
+        }
+    };
+    // Texts of a shape of metadata alone are kept for this state only.
+    let keep_as = text_shape.clone();
+    let kept_at = keep_as.as_ref().and_then(|shape| shape.kept_at(state));
     if plan.body_values {
         let reads = BodyReads::plan(&loaded, shape.options.flags);
         ctx.budget
@@ -196,9 +224,7 @@ pub async fn email_get(
     // Kept texts weigh what their emails' sources would have: a call that
     // renders on the pool (taking its holdings per email) still does.
     let bound = match &kept {
-        Some(kept) => loaded
-            .iter()
-            .filter_map(|email| kept.get(email.meta.id))
+        Some(kept) => kept_texts(kept, is_whole, &rows, &loaded)
             .map(|text| text.bound())
             .fold(0, u64::saturating_add),
         None => render_bound(&shape, &loaded),
@@ -208,6 +234,7 @@ pub async fn email_get(
         text_shape,
         keep: keep_as.is_some(),
         kept,
+        whole: is_whole,
         head: {
             let mut head = String::new();
             get_response_head(&request.account_id, &mut head);
@@ -242,7 +269,7 @@ pub async fn email_get(
     ctx.budget.prepaid(held);
     if let Some(keep_as) = keep_as {
         jmap.list_texts
-            .keep(ctx.account.id, keep_as.name(), made)
+            .keep(ctx.account.id, keep_as.name(), kept_at, made)
             .await;
     }
     let mut text = list.text;
@@ -308,6 +335,21 @@ fn positions(rows: &[Option<i64>], loaded: &[LoadedEmail]) -> Vec<Option<usize>>
     rows.iter()
         .map(|row| row.and_then(|row| by_id.get(&row).copied()))
         .collect()
+}
+
+/// The kept texts of the emails a call found: of each row when `whole`
+/// (every found row has one, nothing was loaded), else of each loaded email.
+fn kept_texts<'a>(
+    kept: &'a KeptTexts,
+    whole: bool,
+    rows: &'a [Option<i64>],
+    loaded: &'a [LoadedEmail],
+) -> impl Iterator<Item = &'a Arc<FixedText>> {
+    let found: Box<dyn Iterator<Item = i64>> = match whole {
+        true => Box::new(rows.iter().flatten().copied()),
+        false => Box::new(loaded.iter().map(|email| email.meta.id)),
+    };
+    found.filter_map(|id| kept.get(id))
 }
 
 /// `requestTooLarge` for a call over the request's render work.
@@ -377,6 +419,9 @@ struct RenderJob {
     /// ([`super::render_text::ListTexts`]): then nothing else of those
     /// emails was loaded.
     kept: Option<KeptTexts>,
+    /// `kept` holds a whole text for every found row, right at the
+    /// account's Email state now: nothing was loaded (`loaded` is empty).
+    whole: bool,
     /// The response's head ([`get_response_head`]), which the list is
     /// written after.
     head: String,
@@ -419,6 +464,13 @@ struct Rendered {
     made: Vec<(i64, Arc<FixedText>)>,
 }
 
+/// A requested email a text render found: its whole kept text (and the
+/// text), or its loaded sources.
+enum Found<'a> {
+    Whole((&'a Arc<FixedText>, &'a str)),
+    Loaded(&'a LoadedEmail),
+}
+
 /// Why a render stopped.
 enum RenderError {
     /// The request's render work budget.
@@ -439,6 +491,7 @@ impl RenderJob {
             text_shape,
             keep,
             kept,
+            whole,
             head,
             requested,
             rows,
@@ -466,9 +519,7 @@ impl RenderJob {
                 kept.is_none() && (text_shape.needs_header || text_shape.needs_fast_view);
             let per_email = if rendered_large { 768 } else { 128 };
             let kept_octets: usize = kept.as_ref().map_or(0, |kept| {
-                loaded
-                    .iter()
-                    .filter_map(|email| kept.get(email.meta.id))
+                kept_texts(kept, whole, &rows, &loaded)
                     .map(|text| text.text_len())
                     .sum()
             });
@@ -480,8 +531,19 @@ impl RenderJob {
             let mut built = 0u64;
             let mut not_found = Vec::new();
             let mut made = Vec::new();
-            for (id, at) in requested.iter().zip(positions(&rows, &loaded)) {
-                let Some(email) = at.map(|at| &loaded[at]) else {
+            let at = match whole {
+                true => Vec::new(),
+                false => positions(&rows, &loaded),
+            };
+            for (n, id) in requested.iter().enumerate() {
+                let found = match whole {
+                    true => rows[n]
+                        .and_then(|row| kept.as_ref()?.get(row))
+                        .and_then(|fixed| Some((fixed, fixed.whole()?)))
+                        .map(Found::Whole),
+                    false => at[n].map(|at| Found::Loaded(&loaded[at])),
+                };
+                let Some(found) = found else {
                     not_found.push(id.clone());
                     continue;
                 };
@@ -489,25 +551,33 @@ impl RenderJob {
                     objects.push(',');
                 }
                 let start = objects.len();
-                let meta = &email.meta;
-                match kept.as_ref().and_then(|kept| kept.get(meta.id)) {
-                    Some(fixed) => {
+                match found {
+                    Found::Whole((fixed, text)) => {
                         meter.charge(fixed.units()).map_err(|_| RenderError::Work)?;
-                        fixed.splice(meta, &mut objects);
+                        objects.push_str(text);
                     }
-                    None if keep => {
-                        let sources = sources_of(email);
-                        let fixed = text_shape
-                            .fixed(&sources, &meter)
-                            .map_err(|_| RenderError::Work)?;
-                        fixed.splice(meta, &mut objects);
-                        if text_shape.has_all(&sources) {
-                            made.push((meta.id, Arc::new(fixed)));
+                    Found::Loaded(email) => {
+                        let meta = &email.meta;
+                        match kept.as_ref().and_then(|kept| kept.get(meta.id)) {
+                            Some(fixed) => {
+                                meter.charge(fixed.units()).map_err(|_| RenderError::Work)?;
+                                fixed.splice(meta, &mut objects);
+                            }
+                            None if keep => {
+                                let sources = sources_of(email);
+                                let fixed = text_shape
+                                    .fixed(&sources, &meter)
+                                    .map_err(|_| RenderError::Work)?;
+                                fixed.splice(meta, &mut objects);
+                                if text_shape.has_all(&sources) {
+                                    made.push((meta.id, Arc::new(fixed)));
+                                }
+                            }
+                            None => text_shape
+                                .write(&sources_of(email), &meter, &mut objects)
+                                .map_err(|_| RenderError::Work)?,
                         }
                     }
-                    None => text_shape
-                        .write(&sources_of(email), &meter, &mut objects)
-                        .map_err(|_| RenderError::Work)?,
                 }
                 let size = (objects.len() - start) as u64;
                 if size > bytes_left {

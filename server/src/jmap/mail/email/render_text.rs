@@ -43,9 +43,17 @@ enum Slot {
 }
 
 /// The properties of one call, each once, in the order their keys are
-/// written, with each key already written as JSON (`"name":`).
+/// written, with each key already written as JSON with what goes before
+/// it and what starts its value, where that is fixed: `{"id":"e` first,
+/// `,"size":` after (issue 20: an object is a handful of copies).
 pub struct TextShape {
     slots: Vec<(String, Slot)>,
+    /// The work units of one object when no property counts its header
+    /// fields ([`TextShape::counts_fields`]): one per property.
+    units: u64,
+    /// Whether some property is a `header:…:all`, charged one unit more
+    /// per field it renders.
+    counts_fields: bool,
     /// [`TextShape::name`], made once.
     name: String,
     /// Whether some property reads the header fields.
@@ -86,17 +94,33 @@ impl TextShape {
         let needs_fast_view = slots
             .iter()
             .any(|(_, s)| matches!(s, Slot::HasAttachment | Slot::Preview));
+        let mut name = String::new();
+        for (key, _) in &slots {
+            push_str(&mut name, key);
+            name.push(':');
+        }
+        let counts_fields = slots
+            .iter()
+            .any(|(_, s)| matches!(s, Slot::Header(header) if header.all));
         let slots: Vec<(String, Slot)> = slots
             .into_iter()
-            .map(|(name, slot)| {
-                let mut key = String::with_capacity(name.len() + 3);
+            .enumerate()
+            .map(|(position, (name, slot))| {
+                let mut key = String::with_capacity(name.len() + 6);
+                key.push(if position == 0 { '{' } else { ',' });
                 push_str(&mut key, name);
                 key.push(':');
+                match slot {
+                    Slot::Id => key.push_str("\"e"),
+                    Slot::ThreadId => key.push_str("\"t"),
+                    _ => {}
+                }
                 (key, slot)
             })
             .collect();
-        let name = slots.iter().map(|(key, _)| key.as_str()).collect();
         Some(Self {
+            units: slots.len() as u64,
+            counts_fields,
             slots,
             name,
             needs_header,
@@ -110,6 +134,26 @@ impl TextShape {
         &self.name
     }
 
+    /// The Email state a text rendered at this shape from metadata read at
+    /// `state` stays right for: `None` (every state) when it reads header
+    /// fields or the projection, whose texts leave `mailboxIds` and
+    /// `keywords` out (the only properties that change, RFC 8621 §4.1.1);
+    /// `state` for a shape of metadata alone, whose texts are written
+    /// whole, holes filled, and are right while the account's Email state
+    /// is the one its metadata was read at (RFC 8620 §1.6: the state
+    /// changes whenever any of it does). Texts of a shape of metadata
+    /// alone spare no reads but the writing: a metadata call was mostly
+    /// that, 480 instructions per email (issue 20).
+    pub fn kept_at(&self, state: i64) -> Option<i64> {
+        self.keeps_whole().then_some(state)
+    }
+
+    /// Whether its texts are kept whole: it reads neither header fields
+    /// nor the projection ([`TextShape::kept_at`]).
+    pub fn keeps_whole(&self) -> bool {
+        !self.needs_header && !self.needs_fast_view
+    }
+
     /// Whether `sources` holds everything this shape reads: only then is
     /// its [`FixedText`] worth keeping (a missing header block or
     /// projection row renders `null`, which a later read could fill).
@@ -119,7 +163,8 @@ impl TextShape {
     }
 
     /// The object of `sources` with its `mailboxIds` and `keywords` left
-    /// out (the properties that change: [`FixedText`]), charging `meter` as
+    /// out (the properties that change: [`FixedText`]), or whole when the
+    /// shape reads metadata alone ([`TextShape::kept_at`]), charging `meter` as
     /// [`super::render::render_email`] does: one unit per property, plus
     /// one per field a `header:…:all` property renders ([`WorkExceeded`]
     /// when the meter cannot pay). A missing source (header fields when
@@ -130,9 +175,10 @@ impl TextShape {
         sources: &EmailSources<'_>,
         meter: &WorkMeter,
     ) -> Result<FixedText, WorkExceeded> {
-        let mut out = String::with_capacity(768);
+        let whole = self.keeps_whole();
+        let mut out = String::with_capacity(if whole { 128 } else { 768 });
         let mut holes = Vec::new();
-        let units = self.write_object(sources, meter, &mut out, Some(&mut holes))?;
+        let units = self.write_object(sources, meter, &mut out, (!whole).then_some(&mut holes))?;
         Ok(FixedText {
             text: out.into_boxed_str(),
             holes: holes.into_boxed_slice(),
@@ -164,33 +210,34 @@ impl TextShape {
     ) -> Result<u64, WorkExceeded> {
         let meta = sources.meta;
         let start = out.len();
-        let mut charged = 0;
-        out.push('{');
-        for (position, (key, slot)) in self.slots.iter().enumerate() {
-            let units = match slot {
-                Slot::Header(header) if header.all => {
-                    1 + sources
+        // Charged for the whole object at once: a meter that cannot pay is
+        // left spent, as when charged per property.
+        let mut charged = self.units;
+        if self.counts_fields {
+            for (_, slot) in &self.slots {
+                if let Slot::Header(header) = slot
+                    && header.all
+                {
+                    charged += sources
                         .header
                         .map_or(0, |fields| fields.count(&header.name))
-                        as u64
+                        as u64;
                 }
-                _ => 1,
-            };
-            meter.charge(units)?;
-            charged += units;
-            if position > 0 {
-                out.push(',');
             }
+        }
+        meter.charge(charged)?;
+        if self.slots.is_empty() {
+            out.push('{');
+        }
+        for (key, slot) in &self.slots {
             out.push_str(key);
             match slot {
                 Slot::Id => {
-                    out.push_str("\"e");
                     push_int(out, meta.id);
                     out.push('"');
                 }
                 Slot::BlobId => push_str(out, &meta.blob_id),
                 Slot::ThreadId => {
-                    out.push_str("\"t");
                     push_int(out, meta.thread_id);
                     out.push('"');
                 }
@@ -324,6 +371,13 @@ impl FixedText {
         self.units
     }
 
+    /// Its text when it has no holes (a shape of metadata alone,
+    /// [`TextShape::kept_at`]): the whole object, for any metadata of the
+    /// state it was kept at.
+    pub fn whole(&self) -> Option<&str> {
+        self.holes.is_empty().then_some(&*self.text)
+    }
+
     /// Appends the object with `meta`'s `mailboxIds` and `keywords`
     /// written in: the octets of the whole object.
     pub fn splice(&self, meta: &EmailMeta, out: &mut String) {
@@ -406,10 +460,15 @@ fn push_keywords(out: &mut String, meta: &EmailMeta) {
 /// [`TextShape`] (at most [`LIST_TEXT_EMAILS`]), so that a call asking for
 /// the same properties of emails already rendered looks up one entry and
 /// copies their text, instead of two cache entries per email (header
-/// fields, projection) and rendering them again. Holds only immutable
-/// text; bounded in octets.
+/// fields, projection) and rendering them again. An account has two
+/// entries: texts with holes, right at every Email state, and whole texts
+/// of a shape of metadata alone, right at the one state they name
+/// ([`TextShape::kept_at`]); so a client asking for both shapes keeps
+/// both. Holds only immutable text (a text kept for a state is the one
+/// that state's metadata gives); bounded in octets.
 pub struct ListTexts {
-    accounts: moka::future::Cache<i64, Arc<AccountTexts>>,
+    /// (account, whether the entry's texts are whole) → its entry.
+    accounts: moka::future::Cache<(i64, bool), Arc<AccountTexts>>,
 }
 
 /// The most emails an account's entry of [`ListTexts`] holds: a few pages
@@ -420,6 +479,8 @@ pub const LIST_TEXT_EMAILS: usize = 1_000;
 struct AccountTexts {
     /// [`TextShape::name`] of the shape the texts were rendered at.
     shape: String,
+    /// [`TextShape::kept_at`]: the Email state whole texts are right at.
+    state: Option<i64>,
     texts: FxHashMap<i64, Arc<FixedText>>,
     weight: u32,
 }
@@ -440,34 +501,67 @@ impl ListTexts {
         Self {
             accounts: moka::future::Cache::builder()
                 .max_capacity(bytes)
-                .weigher(|_: &i64, entry: &Arc<AccountTexts>| entry.weight)
+                .weigher(|_: &(i64, bool), entry: &Arc<AccountTexts>| entry.weight)
                 .build(),
         }
     }
 
-    /// The account's texts at `shape`, when its entry holds one for every
-    /// one of `ids` (else `None`): the entry itself, shared, not a copy.
+    /// The account's texts at `shape` and `state` ([`TextShape::kept_at`]),
+    /// when its entry holds one for every one of `ids` (else `None`): the
+    /// entry itself, shared, not a copy.
     pub async fn all_of(
         &self,
         account: i64,
         shape: &str,
+        state: Option<i64>,
         mut ids: impl Iterator<Item = i64>,
     ) -> Option<KeptTexts> {
-        let entry = self.accounts.get(&account).await?;
-        (entry.shape == shape && ids.all(|id| entry.texts.contains_key(&id)))
-            .then_some(KeptTexts(entry))
+        let entry = self.accounts.get(&(account, state.is_some())).await?;
+        (entry.shape == shape
+            && entry.state == state
+            && ids.all(|id| entry.texts.contains_key(&id)))
+        .then_some(KeptTexts(entry))
     }
 
-    /// Adds `made` (texts rendered at `shape`) to the account's entry, or
-    /// starts a new one when the shape differs or the entry is full.
-    pub async fn keep(&self, account: i64, shape: &str, made: Vec<(i64, Arc<FixedText>)>) {
+    /// The account's whole texts at `shape` ([`TextShape::kept_at`]) and
+    /// the Email state they are right at, when its entry holds one for
+    /// every one of `rows`: a call whose state is still that one needs
+    /// nothing else (not even the metadata).
+    pub async fn whole_of(
+        &self,
+        account: i64,
+        shape: &str,
+        mut rows: impl Iterator<Item = i64>,
+    ) -> Option<(KeptTexts, i64)> {
+        let entry = self.accounts.get(&(account, true)).await?;
+        let state = entry.state?;
+        let whole = |row| {
+            entry
+                .texts
+                .get(&row)
+                .is_some_and(|text| text.whole().is_some())
+        };
+        (entry.shape == shape && rows.all(whole)).then_some((KeptTexts(entry), state))
+    }
+
+    /// Adds `made` (texts rendered at `shape`, right at `state`) to the
+    /// account's entry, or starts a new one when the shape or the state
+    /// differs or the entry is full.
+    pub async fn keep(
+        &self,
+        account: i64,
+        shape: &str,
+        state: Option<i64>,
+        made: Vec<(i64, Arc<FixedText>)>,
+    ) {
         if made.is_empty() || made.len() > LIST_TEXT_EMAILS {
             return;
         }
+        let key = (account, state.is_some());
         // Two calls keeping at once: one's texts may be lost (a later call
         // renders them again), never mixed, as entries are immutable.
-        let mut texts = match self.accounts.get(&account).await {
-            Some(entry) if entry.shape == shape => {
+        let mut texts = match self.accounts.get(&key).await {
+            Some(entry) if entry.shape == shape && entry.state == state => {
                 let new = made
                     .iter()
                     .filter(|(id, _)| !entry.texts.contains_key(id))
@@ -486,10 +580,11 @@ impl ListTexts {
         let weight = texts.values().map(|text| text.weight()).sum::<usize>() + shape.len() + 256;
         let entry = AccountTexts {
             shape: shape.to_string(),
+            state,
             texts,
             weight: weight.min(u32::MAX as usize) as u32,
         };
-        self.accounts.insert(account, Arc::new(entry)).await;
+        self.accounts.insert(key, Arc::new(entry)).await;
     }
 
     /// Sets its gauges in `metrics` (`cache="list_text"`).
@@ -741,6 +836,54 @@ mod tests {
         );
         // Both charged one unit per property.
         assert_eq!(meter.left(), 100 - 2 * 9);
+    }
+
+    #[test]
+    fn a_shape_of_metadata_alone_keeps_whole_texts_for_one_state() {
+        let parse = |names: &[&str]| -> Vec<EmailProperty> {
+            names
+                .iter()
+                .map(|name| EmailProperty::parse(name).unwrap())
+                .collect()
+        };
+        let meta = meta(&[10, 3], &["$seen"]);
+        let sources = EmailSources {
+            meta: &meta,
+            header: None,
+            fast_view: None,
+            structure: None,
+            bodies: None,
+            full: None,
+        };
+        let metadata = TextShape::new(&parse(&["mailboxIds", "id", "keywords"])).unwrap();
+        assert!(metadata.keeps_whole());
+        assert_eq!(metadata.kept_at(42), Some(42));
+        let meter = WorkMeter::new(10);
+        let fixed = metadata.fixed(&sources, &meter).unwrap();
+        let mut written = String::new();
+        metadata.write(&sources, &meter, &mut written).unwrap();
+        assert_eq!(
+            fixed.whole(),
+            Some(
+                "{\"id\":\"e7\",\"keywords\":{\"$seen\":true},\"mailboxIds\":{\"m10\":true,\"m3\":true}}"
+            )
+        );
+        assert_eq!(fixed.whole(), Some(written.as_str()));
+        assert_eq!(meter.left(), 10 - 2 * 3);
+        // A shape that reads the projection leaves holes, kept at every state.
+        let list = TextShape::new(&parse(&["id", "keywords", "preview"])).unwrap();
+        assert!(!list.keeps_whole());
+        assert_eq!(list.kept_at(42), None);
+        assert_eq!(list.fixed(&sources, &meter).unwrap().whole(), None);
+        // No properties: an empty object, as the tree writes it.
+        let empty = TextShape::new(&[]).unwrap();
+        let mut out = String::new();
+        empty.write(&sources, &meter, &mut out).unwrap();
+        assert_eq!(out, "{}");
+        // A meter that cannot pay the whole object is left spent.
+        let poor = WorkMeter::new(2);
+        assert!(metadata.write(&sources, &poor, &mut String::new()).is_err());
+        assert_eq!(poor.left(), 0);
     }
 
     #[test]
