@@ -561,6 +561,18 @@ async fn a_projection_miss_is_computed_served_and_written_back() {
     );
 }
 
+/// Creates a mailbox "Folder" for `user`; its id.
+async fn create_folder(app: &TestApp, user: &TestAccount) -> String {
+    let created = app
+        .call1(
+            user,
+            "Mailbox/set",
+            json!({"accountId": user.account_id, "create": {"f": {"name": "Folder"}}}),
+        )
+        .await;
+    created["created"]["f"]["id"].as_str().unwrap().to_string()
+}
+
 /// The list view's texts kept per account (issue 20) hold only what never
 /// changes: each call writes in the mailboxIds and keywords it reads, and
 /// its octets stay those of the full level's tree.
@@ -596,14 +608,7 @@ async fn kept_list_texts_take_each_calls_mailbox_ids_and_keywords() {
     assert_eq!(app.api_text(&user, &list).await, first);
 
     // Keywords and mailboxes change: the kept texts take the new ones.
-    let folder = app
-        .call1(
-            &user,
-            "Mailbox/set",
-            json!({"accountId": user.account_id, "create": {"f": {"name": "Folder"}}}),
-        )
-        .await;
-    let folder = folder["created"]["f"]["id"].as_str().unwrap().to_string();
+    let folder = create_folder(&app, &user).await;
     let set = app
         .call1(
             &user,
@@ -659,14 +664,7 @@ async fn kept_metadata_texts_are_right_for_their_state_alone() {
     assert_eq!(entries().await, 2.0);
     assert_eq!(app.api_text(&user, &metadata).await, first);
 
-    let folder = app
-        .call1(
-            &user,
-            "Mailbox/set",
-            json!({"accountId": user.account_id, "create": {"f": {"name": "Folder"}}}),
-        )
-        .await;
-    let folder = folder["created"]["f"]["id"].as_str().unwrap().to_string();
+    let folder = create_folder(&app, &user).await;
     for (n, update) in [
         json!({"keywords": {"$seen": true, "$flagged": true}}),
         json!({"keywords": {}}),

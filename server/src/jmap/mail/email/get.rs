@@ -232,7 +232,6 @@ pub async fn email_get(
     let job = RenderJob {
         heavy: level >= ReadLevel::BodyValues || bound > INLINE_RENDER_WORK,
         text_shape,
-        keep: keep_as.is_some(),
         kept,
         whole: is_whole,
         head: {
@@ -413,8 +412,6 @@ struct RenderJob {
     heavy: bool,
     /// The list view's shape, when every property renders as text.
     text_shape: Option<Arc<TextShape>>,
-    /// Whether texts rendered at it are kept ([`super::render_text::ListTexts`]).
-    keep: bool,
     /// Texts of emails kept from earlier calls at that shape
     /// ([`super::render_text::ListTexts`]): then nothing else of those
     /// emails was loaded.
@@ -489,7 +486,6 @@ impl RenderJob {
         let RenderJob {
             heavy,
             text_shape,
-            keep,
             kept,
             whole,
             head,
@@ -563,7 +559,7 @@ impl RenderJob {
                                 meter.charge(fixed.units()).map_err(|_| RenderError::Work)?;
                                 fixed.splice(meta, &mut objects);
                             }
-                            None if keep => {
+                            None => {
                                 let sources = sources_of(email);
                                 let fixed = text_shape
                                     .fixed(&sources, &meter)
@@ -573,9 +569,6 @@ impl RenderJob {
                                     made.push((meta.id, Arc::new(fixed)));
                                 }
                             }
-                            None => text_shape
-                                .write(&sources_of(email), &meter, &mut objects)
-                                .map_err(|_| RenderError::Work)?,
                         }
                     }
                 }

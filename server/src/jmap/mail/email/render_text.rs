@@ -187,8 +187,10 @@ impl TextShape {
     }
 
     /// Appends the whole object of `sources` to `out`, `mailboxIds` and
-    /// `keywords` included: the octets [`TextShape::fixed`] spliced with the
-    /// same metadata gives, charged alike, for a call that keeps nothing.
+    /// `keywords` included, charged as [`TextShape::fixed`] is: what the
+    /// tests hold a spliced [`FixedText`] to (Email/get keeps every text it
+    /// renders at a shape, so it writes through `fixed`).
+    #[cfg(test)]
     pub fn write(
         &self,
         sources: &EmailSources<'_>,
@@ -730,6 +732,14 @@ mod tests {
         }
     }
 
+    /// Parsed property names.
+    fn properties(names: &[&str]) -> Vec<EmailProperty> {
+        names
+            .iter()
+            .map(|name| EmailProperty::parse(name).unwrap())
+            .collect()
+    }
+
     fn meta(mailbox_ids: &[i64], keywords: &[&str]) -> EmailMeta {
         EmailMeta {
             id: 7,
@@ -792,7 +802,7 @@ mod tests {
 
     #[test]
     fn an_object_written_whole_is_the_fixed_text_spliced() {
-        let properties: Vec<EmailProperty> = [
+        let shape = TextShape::new(&properties(&[
             "id",
             "threadId",
             "mailboxIds",
@@ -802,11 +812,8 @@ mod tests {
             "size",
             "receivedAt",
             "blobId",
-        ]
-        .iter()
-        .map(|name| EmailProperty::parse(name).unwrap())
-        .collect();
-        let shape = TextShape::new(&properties).unwrap();
+        ]))
+        .unwrap();
         let meta = meta(&[10, 3], &["$seen", "$Flagged"]);
         let view = FastView {
             preview: "a \"quoted\" preview".into(),
@@ -840,12 +847,6 @@ mod tests {
 
     #[test]
     fn a_shape_of_metadata_alone_keeps_whole_texts_for_one_state() {
-        let parse = |names: &[&str]| -> Vec<EmailProperty> {
-            names
-                .iter()
-                .map(|name| EmailProperty::parse(name).unwrap())
-                .collect()
-        };
         let meta = meta(&[10, 3], &["$seen"]);
         let sources = EmailSources {
             meta: &meta,
@@ -855,7 +856,7 @@ mod tests {
             bodies: None,
             full: None,
         };
-        let metadata = TextShape::new(&parse(&["mailboxIds", "id", "keywords"])).unwrap();
+        let metadata = TextShape::new(&properties(&["mailboxIds", "id", "keywords"])).unwrap();
         assert!(metadata.keeps_whole());
         assert_eq!(metadata.kept_at(42), Some(42));
         let meter = WorkMeter::new(10);
@@ -871,7 +872,7 @@ mod tests {
         assert_eq!(fixed.whole(), Some(written.as_str()));
         assert_eq!(meter.left(), 10 - 2 * 3);
         // A shape that reads the projection leaves holes, kept at every state.
-        let list = TextShape::new(&parse(&["id", "keywords", "preview"])).unwrap();
+        let list = TextShape::new(&properties(&["id", "keywords", "preview"])).unwrap();
         assert!(!list.keeps_whole());
         assert_eq!(list.kept_at(42), None);
         assert_eq!(list.fixed(&sources, &meter).unwrap().whole(), None);
@@ -888,19 +889,13 @@ mod tests {
 
     #[test]
     fn text_shapes_are_made_once_per_property_list_and_stay_right_past_the_bound() {
-        let parse = |names: &[&str]| -> Vec<EmailProperty> {
-            names
-                .iter()
-                .map(|name| EmailProperty::parse(name).unwrap())
-                .collect()
-        };
         let shapes = TextShapes::default();
-        let list = parse(&["id", "subject", "mailboxIds"]);
+        let list = properties(&["id", "subject", "mailboxIds"]);
         let first = shapes.of(&list).unwrap();
         assert!(Arc::ptr_eq(&first, &shapes.of(&list).unwrap()));
         assert_eq!(first.name(), TextShape::new(&list).unwrap().name());
         // A list that does not render as text is remembered as such.
-        assert!(shapes.of(&parse(&["id", "textBody"])).is_none());
+        assert!(shapes.of(&properties(&["id", "textBody"])).is_none());
         // More lists than the memo holds: each still gets its own shape.
         for size in 1..=(TEXT_SHAPES + 4) {
             let list: Vec<EmailProperty> = (0..size)
