@@ -7,10 +7,14 @@
 //! short, stable reason (goose groups its error summary by it) and whose
 //! [`detail`](CheckError::detail) says what exactly was wrong.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt;
 
 use reqwest::Url;
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::scenario::{BodyValues, EmailGet};
@@ -177,55 +181,93 @@ pub fn problem_type(body: &[u8]) -> Option<String> {
     )
 }
 
-/// The arguments of the response to the single method call of [`request`]:
-/// the first invocation must be named `method` (not `error`) and carry
+/// A string of a response, borrowed from the body unless it had escapes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Text<'a>(pub Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextVisitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for TextVisitor<'a> {
+            type Value = Text<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<Text<'a>, E> {
+                Ok(Text(Cow::Borrowed(text)))
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Text<'a>, E> {
+                Ok(Text(Cow::Owned(text.to_string())))
+            }
+        }
+        deserializer.deserialize_str(TextVisitor(std::marker::PhantomData))
+    }
+}
+
+/// The arguments of the response to the single method call of [`request`],
+/// read from the response `body` as `T` (a [`Value`], or a typed view such as
+/// [`EmailGetArguments`] that borrows from `body` and skips what it does not
+/// keep): the first invocation must be named `method` (not `error`) and carry
 /// [`CALL_ID`].
-pub fn method_response<'a>(response: &'a Value, method: &str) -> Result<&'a Value, CheckError> {
+pub fn method_response<'a, T: Deserialize<'a>>(
+    body: &'a [u8],
+    method: &str,
+) -> Result<T, CheckError> {
+    #[derive(Deserialize)]
+    struct Response<'a> {
+        #[serde(rename = "methodResponses", borrow)]
+        method_responses: Option<Vec<&'a RawValue>>,
+    }
+    #[derive(Deserialize)]
+    struct ErrorArguments<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: Option<Text<'a>>,
+        #[serde(borrow)]
+        description: Option<Text<'a>>,
+    }
+    let response: Response<'a> = serde_json::from_slice(body)
+        .map_err(|e| CheckError::new("response is not JSON", e.to_string()))?;
     let responses = response
-        .get("methodResponses")
-        .and_then(Value::as_array)
+        .method_responses
         .ok_or_else(|| CheckError::new("no methodResponses", ""))?;
-    let invocation = responses
+    let (name, arguments, call_id): (Text<'a>, &'a RawValue, Text<'a>) = responses
         .first()
-        .and_then(Value::as_array)
-        .filter(|invocation| invocation.len() == 3)
-        .ok_or_else(|| CheckError::new("bad invocation", "methodResponses[0] is not a 3-array"))?;
-    let name = invocation[0].as_str().unwrap_or_default();
-    let call_id = invocation[2].as_str().unwrap_or_default();
-    if call_id != CALL_ID {
+        .and_then(|invocation| serde_json::from_str(invocation.get()).ok())
+        .ok_or_else(|| {
+            CheckError::new(
+                "bad invocation",
+                "methodResponses[0] is not a 3-array of name, arguments and call id",
+            )
+        })?;
+    if call_id.0 != CALL_ID {
         return Err(CheckError::new(
             "wrong method call id",
-            format!("expected {CALL_ID:?}, got {call_id:?}"),
+            format!("expected {CALL_ID:?}, got {:?}", call_id.0),
         ));
     }
-    let arguments = &invocation[1];
-    if name == "error" {
-        let kind = arguments
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("(no type)");
-        let description = arguments
-            .get("description")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        return Err(CheckError::new(
-            format!("{method} error: {kind}"),
-            description,
-        ));
-    }
-    if name != method {
-        return Err(CheckError::new(
-            "wrong response name",
-            format!("expected {method:?}, got {name:?}"),
-        ));
-    }
-    if !arguments.is_object() {
+    if !arguments.get().starts_with('{') {
         return Err(CheckError::new(
             "bad invocation",
             "arguments are not an object",
         ));
     }
-    Ok(arguments)
+    if name.0 == "error" {
+        let error: ErrorArguments<'a> = serde_json::from_str(arguments.get())
+            .map_err(|e| CheckError::new(format!("{method} error"), e.to_string()))?;
+        let kind = error.kind.map_or(Cow::Borrowed("(no type)"), |t| t.0);
+        return Err(CheckError::new(
+            format!("{method} error: {kind}"),
+            error.description.map(|t| t.0).unwrap_or_default(),
+        ));
+    }
+    if name.0 != method {
+        return Err(CheckError::new(
+            "wrong response name",
+            format!("expected {method:?}, got {:?}", name.0),
+        ));
+    }
+    serde_json::from_str(arguments.get())
+        .map_err(|e| CheckError::new(format!("bad {method} arguments"), e.to_string()))
 }
 
 /// The id of the mailbox with role `inbox` in a `Mailbox/get` response.
@@ -275,37 +317,93 @@ pub fn query_ids(arguments: &Value, limit: u64) -> Result<Vec<String>, CheckErro
     Ok(ids)
 }
 
+/// What [`check_email_get`] reads of `Email/get` arguments (RFC 8621 §4.2):
+/// the ids in `list`, the property names of each object, and `notFound`;
+/// every value but `id` is skipped unread.
+#[derive(Debug, Deserialize)]
+pub struct EmailGetArguments<'a> {
+    /// The objects, by their property names.
+    #[serde(borrow)]
+    pub list: Option<Vec<EmailProperties<'a>>>,
+    /// The ids the server did not find.
+    #[serde(rename = "notFound", borrow)]
+    pub not_found: Option<Vec<Text<'a>>>,
+}
+
+/// One object of an `Email/get` `list`: its `id` (a string, RFC 8620 §1.2)
+/// and the names of the properties it carries, whatever their values.
+#[derive(Debug, Default)]
+pub struct EmailProperties<'a> {
+    /// The value of `id`, if the object has one.
+    pub id: Option<Text<'a>>,
+    /// Every property name, in the order given.
+    pub names: Vec<Text<'a>>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for EmailProperties<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ObjectVisitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for ObjectVisitor<'a> {
+            type Value = EmailProperties<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an Email object")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+                let mut object = EmailProperties::default();
+                while let Some(name) = map.next_key::<Text<'a>>()? {
+                    if name.0 == "id" {
+                        object.id = Some(map.next_value()?);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                    object.names.push(name);
+                }
+                Ok(object)
+            }
+        }
+        deserializer.deserialize_map(ObjectVisitor(std::marker::PhantomData))
+    }
+}
+
 /// Checks a `Email/get` response: `list` holds exactly the `expected` ids (in
 /// any order, RFC 8620 §5.1), `notFound` is empty, and every object carries
 /// every requested property (its value may be null).
 pub fn check_email_get(
-    arguments: &Value,
+    arguments: &EmailGetArguments<'_>,
     expected: &[String],
     properties: &[&str],
 ) -> Result<(), CheckError> {
-    if let Some(not_found) = arguments.get("notFound").and_then(Value::as_array)
+    if let Some(not_found) = &arguments.not_found
         && !not_found.is_empty()
     {
+        let ids: Vec<&str> = not_found.iter().map(|id| id.0.as_ref()).collect();
         return Err(CheckError::new(
             "notFound not empty",
             format!(
-                "{} of {} ids not found: {not_found:?}",
+                "{} of {} ids not found: {ids:?}",
                 not_found.len(),
                 expected.len()
             ),
         ));
     }
-    let list = list(arguments)?;
+    let list = arguments
+        .list
+        .as_ref()
+        .ok_or_else(|| CheckError::new("no list", ""))?;
     let mut got = HashSet::with_capacity(list.len());
     for email in list {
         let id = email
-            .get("id")
-            .and_then(Value::as_str)
+            .id
+            .as_ref()
+            .map(|id| id.0.as_ref())
             .ok_or_else(|| CheckError::new("email without id", ""))?;
         if !got.insert(id) {
             return Err(CheckError::new("duplicate id in list", id.to_string()));
         }
-        if let Some(missing) = properties.iter().find(|p| email.get(**p).is_none()) {
+        if let Some(missing) = properties
+            .iter()
+            .find(|p| !email.names.iter().any(|name| name.0 == **p))
+        {
             return Err(CheckError::new(
                 format!("missing property {missing}"),
                 format!("email {id} lacks {missing:?}"),
@@ -449,6 +547,11 @@ mod tests {
         );
     }
 
+    /// `method_response` of `response` written out as a body.
+    fn arguments_of(response: &Value, method: &str) -> Result<Value, CheckError> {
+        method_response(&serde_json::to_vec(response).unwrap(), method)
+    }
+
     #[test]
     fn method_responses_are_checked() {
         let ok = json!({
@@ -456,36 +559,57 @@ mod tests {
             "sessionState": "75128aab4b1b"
         });
         assert_eq!(
-            method_response(&ok, "Mailbox/get").unwrap()["state"],
+            arguments_of(&ok, "Mailbox/get").unwrap()["state"],
             json!("1")
         );
         assert_eq!(
-            method_response(&ok, "Email/get").unwrap_err().tag,
+            arguments_of(&ok, "Email/get").unwrap_err().tag,
             "wrong response name"
         );
         let error = json!({
-            "methodResponses": [["error", { "type": "unknownMethod" }, "c0"]],
+            "methodResponses": [["error", { "type": "unknownMethod", "description": "no such" }, "c0"]],
             "sessionState": "1"
         });
         assert_eq!(
-            method_response(&error, "Email/get").unwrap_err().tag,
-            "Email/get error: unknownMethod"
+            arguments_of(&error, "Email/get").unwrap_err(),
+            CheckError::new("Email/get error: unknownMethod", "no such")
         );
         let wrong_id = json!({ "methodResponses": [["Email/get", {}, "c9"]] });
         assert_eq!(
-            method_response(&wrong_id, "Email/get").unwrap_err().tag,
+            arguments_of(&wrong_id, "Email/get").unwrap_err().tag,
             "wrong method call id"
         );
         assert_eq!(
-            method_response(&json!({}), "Email/get").unwrap_err().tag,
+            arguments_of(&json!({}), "Email/get").unwrap_err().tag,
             "no methodResponses"
         );
+        for bad in [
+            json!({ "methodResponses": [] }),
+            json!({ "methodResponses": [["Email/get", {}]] }),
+            json!({ "methodResponses": [["Email/get", {}, 7]] }),
+        ] {
+            assert_eq!(
+                arguments_of(&bad, "Email/get").unwrap_err().tag,
+                "bad invocation",
+                "{bad}"
+            );
+        }
+        let not_object = json!({ "methodResponses": [["Email/get", [], "c0"]] });
         assert_eq!(
-            method_response(&json!({ "methodResponses": [] }), "Email/get")
-                .unwrap_err()
-                .tag,
-            "bad invocation"
+            arguments_of(&not_object, "Email/get").unwrap_err(),
+            CheckError::new("bad invocation", "arguments are not an object")
         );
+        let not_json = method_response::<Value>(b"<html>", "Email/get").unwrap_err();
+        assert_eq!(not_json.tag, "response is not JSON");
+    }
+
+    #[test]
+    fn strings_are_borrowed_unless_escaped() {
+        let plain: Text = serde_json::from_str(r#""Mailbox/get""#).unwrap();
+        assert!(matches!(plain.0, Cow::Borrowed("Mailbox/get")));
+        let escaped: Text = serde_json::from_str(r#""a\"b""#).unwrap();
+        assert!(matches!(escaped.0, Cow::Owned(ref text) if text == "a\"b"));
+        assert!(serde_json::from_str::<Text>("7").is_err());
     }
 
     #[test]
@@ -525,6 +649,18 @@ mod tests {
         );
     }
 
+    /// `check_email_get` of `arguments` read as an `Email/get` response.
+    fn check(
+        arguments: &Value,
+        expected: &[String],
+        properties: &[&str],
+    ) -> Result<(), CheckError> {
+        let response = json!({ "methodResponses": [["Email/get", arguments, "c0"]] });
+        let body = serde_json::to_vec(&response).unwrap();
+        let arguments: EmailGetArguments = method_response(&body, "Email/get")?;
+        check_email_get(&arguments, expected, properties)
+    }
+
     #[test]
     fn email_get_is_checked() {
         let expected = vec!["e1".to_string(), "e2".to_string()];
@@ -536,14 +672,14 @@ mod tests {
             ],
             "notFound": []
         });
-        check_email_get(&ok, &expected, METADATA_PROPERTIES).unwrap();
+        check(&ok, &expected, METADATA_PROPERTIES).unwrap();
 
         let not_found = json!({
             "list": [{ "id": "e1", "mailboxIds": {}, "keywords": {} }],
             "notFound": ["e2"]
         });
         assert_eq!(
-            check_email_get(&not_found, &expected, METADATA_PROPERTIES)
+            check(&not_found, &expected, METADATA_PROPERTIES)
                 .unwrap_err()
                 .tag,
             "notFound not empty"
@@ -553,7 +689,7 @@ mod tests {
             "notFound": []
         });
         assert_eq!(
-            check_email_get(&short, &expected, METADATA_PROPERTIES)
+            check(&short, &expected, METADATA_PROPERTIES)
                 .unwrap_err()
                 .tag,
             "list ids differ"
@@ -566,7 +702,7 @@ mod tests {
             "notFound": []
         });
         assert_eq!(
-            check_email_get(&missing_property, &expected, METADATA_PROPERTIES)
+            check(&missing_property, &expected, METADATA_PROPERTIES)
                 .unwrap_err()
                 .tag,
             "missing property keywords"
@@ -578,7 +714,7 @@ mod tests {
             ],
             "notFound": []
         });
-        check_email_get(&null_is_fine, &expected, METADATA_PROPERTIES).unwrap();
+        check(&null_is_fine, &expected, METADATA_PROPERTIES).unwrap();
         let duplicate = json!({
             "list": [
                 { "id": "e1", "mailboxIds": {}, "keywords": {} },
@@ -587,10 +723,36 @@ mod tests {
             "notFound": []
         });
         assert_eq!(
-            check_email_get(&duplicate, &expected, METADATA_PROPERTIES)
+            check(&duplicate, &expected, METADATA_PROPERTIES)
                 .unwrap_err()
                 .tag,
             "duplicate id in list"
+        );
+        let without_id = json!({ "list": [{ "mailboxIds": {}, "keywords": {} }], "notFound": [] });
+        assert_eq!(
+            check(&without_id, &expected, METADATA_PROPERTIES)
+                .unwrap_err()
+                .tag,
+            "email without id"
+        );
+        assert_eq!(
+            check(&json!({ "notFound": [] }), &expected, METADATA_PROPERTIES)
+                .unwrap_err()
+                .tag,
+            "no list"
+        );
+        let numeric_id = json!({ "list": [{ "id": 1, "mailboxIds": {}, "keywords": {} }] });
+        assert_eq!(
+            check(&numeric_id, &expected, METADATA_PROPERTIES)
+                .unwrap_err()
+                .tag,
+            "bad Email/get arguments"
+        );
+        assert_eq!(
+            check(&not_found, &expected, METADATA_PROPERTIES)
+                .unwrap_err()
+                .detail,
+            r#"1 of 2 ids not found: ["e2"]"#
         );
     }
 }

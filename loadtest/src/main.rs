@@ -5,6 +5,11 @@ use std::process::ExitCode;
 use clap::Parser;
 use fastview_loadtest::cli::{Cli, execute};
 
+// The client's own cost per request decides how much load one core can
+// offer: glibc's malloc was a fifth of it (ADR 0003, session 22).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match tokio::runtime::Builder::new_multi_thread()

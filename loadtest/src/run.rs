@@ -594,7 +594,7 @@ async fn perform_once(
                 name,
                 "Mailbox/get",
                 jmap::mailbox_get(&account_id),
-                jmap::find_inbox,
+                |body| jmap::find_inbox(&jmap::method_response(body, "Mailbox/get")?),
             )
             .await?;
             state.inbox_id = Some(inbox);
@@ -614,7 +614,7 @@ async fn perform_once(
                 name,
                 "Email/query",
                 jmap::email_query(&account_id, &inbox, limit),
-                |args| jmap::query_ids(args, limit),
+                |body| jmap::query_ids(&jmap::method_response(body, "Email/query")?, limit),
             )
             .await?;
             state.ids = ids;
@@ -630,8 +630,9 @@ async fn perform_once(
                 IdSelection::First => state.ids.iter().take(1).cloned().collect(),
             };
             let arguments = jmap::email_get(&account_id, &ids, get);
-            api_call(user, context, state, name, "Email/get", arguments, |args| {
-                jmap::check_email_get(args, &ids, get.properties)
+            api_call(user, context, state, name, "Email/get", arguments, |body| {
+                let arguments = jmap::method_response(body, "Email/get")?;
+                jmap::check_email_get(&arguments, &ids, get.properties)
             })
             .await
         }
@@ -639,7 +640,8 @@ async fn perform_once(
 }
 
 /// POSTs a one-call JMAP request to the user's `apiUrl` and checks the
-/// response with `check`, given the method response's arguments.
+/// response body with `check` (which reads it with
+/// [`jmap::method_response`]).
 async fn api_call<T>(
     user: &mut GooseUser,
     context: &Context,
@@ -647,8 +649,10 @@ async fn api_call<T>(
     name: &'static str,
     method: &str,
     arguments: Value,
-    check: impl FnOnce(&Value) -> Result<T, CheckError>,
+    check: impl FnOnce(&[u8]) -> Result<T, CheckError>,
 ) -> Result<T, Box<TransactionError>> {
+    let body = serde_json::to_vec(&jmap::request(method, arguments))
+        .map_err(|e| custom(&format!("{name}: request JSON: {e}")))?;
     let api_url = state.api_url.clone().ok_or_else(|| custom("no apiUrl"))?;
     let builder = user
         .client
@@ -656,7 +660,7 @@ async fn api_call<T>(
         .basic_auth(&state.username, Some(&context.password))
         .header(ACCEPT, "application/json")
         .header(CONTENT_TYPE, "application/json")
-        .body(jmap::request(method, arguments).to_string());
+        .body(body);
     exchange(
         user,
         context,
@@ -664,10 +668,7 @@ async fn api_call<T>(
         name,
         GooseMethod::Post,
         builder,
-        |body| {
-            let response = jmap::parse_json(body)?;
-            check(jmap::method_response(&response, method)?)
-        },
+        check,
     )
     .await
 }
