@@ -89,17 +89,19 @@ impl CapacityReport {
     }
 }
 
-/// One line describing a step: rate, users, scenario p50/p99, failures, verdict.
+/// One line describing a step: rate, users, scenario p50/p99, failures, the
+/// load test's own CPU (share of one core), verdict.
 pub fn render_step(step: &CapacityStep, p99_ms: f64) -> String {
     let total = &step.report.scenario_total;
     format!(
-        "{:>9} users/hour ({:>5} users in {}): scenario p50 {:>9.3} ms, p99 {:>9.3} ms (limit {p99_ms}), {} failed: {}",
+        "{:>9} users/hour ({:>5} users in {}): scenario p50 {:>9.3} ms, p99 {:>9.3} ms (limit {p99_ms}), {} failed, load test CPU {:>3.0} %: {}",
         step.users_per_hour,
         step.report.users,
         format_duration(step.report.duration),
         total.p50_ms,
         total.p99_ms,
         step.report.failures(),
+        100.0 * step.report.client_cpu_share(),
         if step.held {
             "held".to_string()
         } else {

@@ -70,6 +70,10 @@ pub struct RunReport {
     pub goose_failures: u64,
     /// Wall-clock time of the run.
     pub elapsed: Duration,
+    /// CPU time the load test itself used over the run, every thread
+    /// (`CLOCK_PROCESS_CPUTIME_ID`). Near `elapsed` on one core, the load
+    /// test could not offer more: the run measured it, not the server.
+    pub client_cpu: Duration,
     /// Whether goose had to be stopped because the run went past `duration + grace`.
     pub stopped_by_grace: bool,
     /// Whether the session's `apiUrl` named another origin and its path was used on `host`.
@@ -84,6 +88,12 @@ impl RunReport {
             return Some(&self.scenario_total);
         }
         self.requests.iter().find(|row| row.name == name)
+    }
+
+    /// [`RunReport::client_cpu`] as a share of one core over the run
+    /// (1.0 = one core busy the whole time).
+    pub fn client_cpu_share(&self) -> f64 {
+        self.client_cpu.as_secs_f64() / self.elapsed.as_secs_f64().max(f64::EPSILON)
     }
 
     /// The request rows followed by the whole-scenario row.
@@ -152,7 +162,7 @@ impl RunReport {
     /// The printed summary: a header line, the table and the failure reasons.
     pub fn render(&self) -> String {
         let mut out = format!(
-            "{} on {}: {} users/hour for {} = {} users ({} started), {} requests, {} failed, {:.1}s\n",
+            "{} on {}: {} users/hour for {} = {} users ({} started), {} requests, {} failed, {:.1}s, load test CPU {:.0} % of a core\n",
             self.scenario,
             self.host,
             self.users_per_hour,
@@ -162,6 +172,7 @@ impl RunReport {
             self.requests.iter().map(|row| row.count).sum::<u64>(),
             self.failures(),
             self.elapsed.as_secs_f64(),
+            100.0 * self.client_cpu_share(),
         );
         out.push_str(&render_table(&self.rows()));
         out.push_str(&self.render_problems());
@@ -220,10 +231,12 @@ pub async fn run_scenario(config: RunConfig) -> anyhow::Result<RunReport> {
         })
     };
     let started = Instant::now();
+    let cpu_at_start = process_cpu_time();
     let limit = config.duration + config.grace + config.request_timeout + SHUTDOWN_MARGIN;
     let outcome = tokio::time::timeout(limit, attack.execute()).await;
     watchdog.abort();
     let elapsed = started.elapsed();
+    let client_cpu = process_cpu_time().saturating_sub(cpu_at_start);
     let metrics = match outcome {
         Err(_) => {
             return Err(anyhow!(
@@ -277,9 +290,19 @@ pub async fn run_scenario(config: RunConfig) -> anyhow::Result<RunReport> {
         goose_requests,
         goose_failures,
         elapsed,
+        client_cpu,
         stopped_by_grace: stopped_by_grace.load(Ordering::SeqCst),
         api_url_rewritten: context.api_url_rewritten.load(Ordering::Relaxed),
     })
+}
+
+/// CPU time this process has used so far, all its threads together.
+fn process_cpu_time() -> Duration {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(
+        u64::try_from(now.tv_sec).unwrap_or(0),
+        u32::try_from(now.tv_nsec).unwrap_or(0),
+    )
 }
 
 /// The goose configuration of a run: the arrival plan, the report files,
@@ -842,6 +865,7 @@ mod tests {
             goose_requests: 26,
             goose_failures: 0,
             elapsed: Duration::from_secs(3),
+            client_cpu: Duration::from_millis(750),
             stopped_by_grace: false,
             api_url_rewritten: false,
         }
@@ -857,6 +881,13 @@ mod tests {
         let text = report.render();
         assert!(
             text.starts_with("adr-0012 on http://127.0.0.1:8080: 3600 users/hour for 2s = 2 users"),
+            "{text}"
+        );
+        assert!(
+            text.lines()
+                .next()
+                .unwrap()
+                .ends_with("26 requests, 0 failed, 3.0s, load test CPU 25 % of a core"),
             "{text}"
         );
         assert!(text.contains(SCENARIO_ROW), "{text}");

@@ -59,6 +59,15 @@ async fn every_scenario_runs_clean_against_a_seeded_server() {
         let report = run_scenario(config).await.expect("run");
         assert!(report.is_clean(), "{}", report.render());
         assert_eq!(report.users_started, 6, "{}", report.render());
+        // The process's CPU over the run (this test's server runs in it
+        // too): some, and no more than every core for the whole run.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+        assert!(
+            report.client_cpu > Duration::ZERO && report.client_cpu <= report.elapsed * cores,
+            "{:?} over {:?}",
+            report.client_cpu,
+            report.elapsed
+        );
         for (name, expected) in report.expected_counts() {
             assert_eq!(
                 report.request(name).map(|r| r.count),
