@@ -207,8 +207,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
 /// The arguments of the response to the single method call of [`request`],
 /// read from the response `body` as `T` (a [`Value`], or a typed view such as
 /// [`EmailGetArguments`] that borrows from `body` and skips what it does not
-/// keep): the first invocation must be named `method` (not `error`) and carry
-/// [`CALL_ID`].
+/// keep): the body must be UTF-8 and a JSON object, and the first invocation
+/// must be named `method` (not `error`) and carry [`CALL_ID`]. Values a view
+/// skips are held to JSON's syntax, not to the ranges a [`Value`] checks
+/// (a lone surrogate escape, a number past `f64`).
 pub fn method_response<'a, T: Deserialize<'a>>(
     body: &'a [u8],
     method: &str,
@@ -225,7 +227,17 @@ pub fn method_response<'a, T: Deserialize<'a>>(
         #[serde(borrow)]
         description: Option<Text<'a>>,
     }
-    let response: Response<'a> = serde_json::from_slice(body)
+    // The whole body's UTF-8 once (the values skipped below are checked
+    // for JSON syntax only), and an object at the top (RFC 8620 §3.4).
+    let text = std::str::from_utf8(body)
+        .map_err(|e| CheckError::new("response is not JSON", e.to_string()))?;
+    if !text.trim_start().starts_with('{') {
+        return Err(CheckError::new(
+            "response is not JSON",
+            "the response is not a JSON object",
+        ));
+    }
+    let response: Response<'a> = serde_json::from_str(text)
         .map_err(|e| CheckError::new("response is not JSON", e.to_string()))?;
     let responses = response
         .method_responses
@@ -601,6 +613,19 @@ mod tests {
         );
         let not_json = method_response::<Value>(b"<html>", "Email/get").unwrap_err();
         assert_eq!(not_json.tag, "response is not JSON");
+        let array = br#"[[["Email/get",{"list":[]},"c0"]]]"#;
+        assert_eq!(
+            method_response::<Value>(array, "Email/get").unwrap_err(),
+            CheckError::new("response is not JSON", "the response is not a JSON object")
+        );
+        let skipped_not_utf8 =
+            b"{\"methodResponses\":[[\"Email/get\",{\"list\":[]},\"c0\"]],\"sessionState\":\"\xff\"}";
+        assert_eq!(
+            method_response::<Value>(skipped_not_utf8, "Email/get")
+                .unwrap_err()
+                .tag,
+            "response is not JSON"
+        );
     }
 
     #[test]

@@ -40,6 +40,11 @@ use crate::mail::work::{INLINE_RENDER_WORK, WorkExceeded, WorkMeter};
 use crate::metrics::{Metrics, ReadLevelLabel};
 
 /// Email/get arguments (RFC 8620 §5.1, RFC 8621 §4.2).
+///
+/// The body value arguments are [`BodyValueArgs`]' own, written out here
+/// rather than flattened in: serde's `flatten` buffers every argument
+/// (the ids too) as generic content before either struct reads it, and
+/// this is every list view's call (ADR 0003, session 22).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct GetRequest {
@@ -47,12 +52,19 @@ struct GetRequest {
     ids: Option<Vec<String>>,
     properties: Option<Vec<String>>,
     body_properties: Option<Vec<String>>,
-    #[serde(flatten)]
-    body_values: BodyValueArgs,
+    #[serde(default)]
+    fetch_text_body_values: bool,
+    #[serde(default, rename = "fetchHTMLBodyValues")]
+    fetch_html_body_values: bool,
+    #[serde(default)]
+    fetch_all_body_values: bool,
+    #[serde(default)]
+    max_body_value_bytes: u64,
 }
 
 /// The body value arguments Email/get and Email/parse share (RFC 8621
-/// §4.2, §4.9); each request flattens them in.
+/// §4.2, §4.9): Email/parse flattens them in, Email/get writes the same
+/// four fields out ([`GetRequest`]).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct BodyValueArgs {
@@ -676,7 +688,13 @@ fn render_each<R, T>(
 impl GetRequest {
     /// The properties (`id` always among them) and body value options.
     fn shape(&self) -> Result<EmailShape, MethodError> {
-        let options = self.body_values.options();
+        let options = BodyValueArgs {
+            fetch_text_body_values: self.fetch_text_body_values,
+            fetch_html_body_values: self.fetch_html_body_values,
+            fetch_all_body_values: self.fetch_all_body_values,
+            max_body_value_bytes: self.max_body_value_bytes,
+        }
+        .options();
         let mut shape = EmailShape::parse(
             self.properties.as_deref(),
             self.body_properties.as_deref(),
