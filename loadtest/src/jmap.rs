@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt;
+use std::marker::PhantomData;
 
 use reqwest::Url;
 use serde::Deserialize;
@@ -187,7 +188,7 @@ pub struct Text<'a>(pub Cow<'a, str>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct TextVisitor<'a>(std::marker::PhantomData<&'a ()>);
+        struct TextVisitor<'a>(PhantomData<&'a ()>);
         impl<'de: 'a, 'a> Visitor<'de> for TextVisitor<'a> {
             type Value = Text<'a>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -200,7 +201,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
                 Ok(Text(Cow::Owned(text.to_string())))
             }
         }
-        deserializer.deserialize_str(TextVisitor(std::marker::PhantomData))
+        deserializer.deserialize_str(TextVisitor(PhantomData))
     }
 }
 
@@ -354,7 +355,7 @@ pub struct EmailProperties<'a> {
 
 impl<'de: 'a, 'a> Deserialize<'de> for EmailProperties<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ObjectVisitor<'a>(std::marker::PhantomData<&'a ()>);
+        struct ObjectVisitor<'a>(PhantomData<&'a ()>);
         impl<'de: 'a, 'a> Visitor<'de> for ObjectVisitor<'a> {
             type Value = EmailProperties<'a>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -373,7 +374,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for EmailProperties<'a> {
                 Ok(object)
             }
         }
-        deserializer.deserialize_map(ObjectVisitor(std::marker::PhantomData))
+        deserializer.deserialize_map(ObjectVisitor(PhantomData))
     }
 }
 
