@@ -31,13 +31,13 @@ use std::panic::AssertUnwindSafe;
 use std::time::Instant;
 
 use futures::FutureExt;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::budget::{OverBudget, RequestBudget, server_busy};
 use super::error::{MethodError, RequestError};
 use super::mail::{email, mailbox, thread};
 use super::reference::ReferenceError;
-use super::request::{Arguments, Invocation, Request, Response};
+use super::request::{Arguments, CallArguments, Invocation, Request, Response};
 use super::submission::{email_submission, identity};
 use super::{Jmap, core, reference};
 use crate::metrics::MethodLabel;
@@ -120,7 +120,7 @@ fn not_through_upstream(upstream: &crate::mail::upstream::Upstream, method: &str
 async fn call(
     ctx: &mut CallContext<'_>,
     method: &str,
-    arguments: Map<String, Value>,
+    arguments: CallArguments,
 ) -> Result<Arguments, MethodError> {
     if let Some(upstream) = &ctx.jmap.upstream
         && not_through_upstream(upstream, method)
@@ -134,9 +134,12 @@ async fn call(
     // Each method's future is boxed: unboxed, this future would be as large
     // as the largest of them (kilobytes), copied whole at each of its moves
     // on every call (ADR 0003, issue 20).
-    let value = match method {
+    let arguments = match method {
         // Email/get answers text, serialized as it rendered each email.
         "Email/get" => return Box::pin(email::get::email_get(ctx, arguments)).await,
+        _ => arguments.into_map(),
+    };
+    let value = match method {
         "Core/echo" => Ok(core::echo(arguments)),
         "Blob/copy" => Box::pin(super::copy::blob_copy(ctx, arguments)).await,
         "Mailbox/get" => Box::pin(mailbox::get::mailbox_get(ctx, arguments)).await,
@@ -239,7 +242,7 @@ pub fn error_response(method: &str, call_id: &str, error: &MethodError) -> Value
 pub async fn handle(
     jmap: &Jmap,
     account: &Account,
-    request: Request,
+    request: Request<CallArguments>,
     credential: &str,
 ) -> Result<Response, RequestError> {
     let mut responses: Vec<(String, Arguments, String)> =
@@ -251,7 +254,12 @@ pub async fn handle(
         let started = Instant::now();
         let mut follow_ups = Vec::new();
         let enabled = request.using.iter().any(|c| c == capability_of(&method));
-        let result = match reference::resolve(&mut arguments, &responses, &mut budget) {
+        // Typed arguments hold no result reference (`CallArguments`).
+        let resolved = match &mut arguments {
+            CallArguments::Map(map) => reference::resolve(map, &responses, &mut budget),
+            CallArguments::EmailGet(_) => Ok(()),
+        };
+        let result = match resolved {
             // RFC 8620 §3.3: a method of a capability the request did not name in `using`.
             Ok(()) if !enabled => Ok(Err(MethodError::UnknownMethod)),
             Ok(()) => {

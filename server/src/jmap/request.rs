@@ -11,6 +11,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::error::RequestError;
+use super::mail::email::get_arguments::EmailGetArguments;
 
 /// `urn:ietf:params:jmap:core` (RFC 8620 §2).
 pub const CAPABILITY_CORE: &str = "urn:ietf:params:jmap:core";
@@ -47,8 +48,119 @@ pub const SUPPORTED_CAPABILITIES: &[&str] = &[
 ];
 
 /// One method call: `[name, arguments, methodCallId]` (RFC 8620 §3.2).
-#[derive(Debug, Clone, Deserialize, Serialize)]
-pub struct Invocation(pub String, pub Map<String, Value>, pub String);
+///
+/// `A` is what the arguments are read into: a `Map` of values (any
+/// method's, as the JMAP proxy takes them apart), or [`CallArguments`]
+/// (what this server runs).
+#[derive(Debug, Clone, Serialize)]
+pub struct Invocation<A = Map<String, Value>>(pub String, pub A, pub String);
+
+/// What a method call's arguments are read into, knowing the method's name
+/// (the invocation's first element, read before them).
+pub trait MethodArguments: Sized {
+    /// Reads the arguments of a call to `method` from `deserializer`.
+    fn deserialize_for<'de, D: serde::Deserializer<'de>>(
+        method: &str,
+        deserializer: D,
+    ) -> Result<Self, D::Error>;
+}
+
+impl MethodArguments for Map<String, Value> {
+    fn deserialize_for<'de, D: serde::Deserializer<'de>>(
+        _method: &str,
+        deserializer: D,
+    ) -> Result<Self, D::Error> {
+        Map::deserialize(deserializer)
+    }
+}
+
+/// The arguments of a call this server runs (RFC 8620 §3.2): a `Map` of
+/// values, in which result references are resolved and from which each
+/// method reads its type, or, for an Email/get whose arguments are exactly
+/// its own (no `#` reference among them), those arguments already in their
+/// type, read in the same pass as the request ([`get_arguments`]; ADR 0003,
+/// session 23).
+///
+/// [`get_arguments`]: super::mail::email::get_arguments
+#[derive(Debug, Clone)]
+pub enum CallArguments {
+    /// Any method's arguments as JSON values.
+    Map(Map<String, Value>),
+    /// An Email/get's arguments in their type.
+    EmailGet(Box<EmailGetArguments>),
+}
+
+impl CallArguments {
+    /// The arguments as a `Map` of values (Email/get's typed arguments
+    /// written out, each present: [`EmailGetArguments::into_map`]).
+    pub fn into_map(self) -> Map<String, Value> {
+        match self {
+            CallArguments::Map(map) => map,
+            CallArguments::EmailGet(typed) => typed.into_map(),
+        }
+    }
+}
+
+impl MethodArguments for CallArguments {
+    fn deserialize_for<'de, D: serde::Deserializer<'de>>(
+        method: &str,
+        deserializer: D,
+    ) -> Result<Self, D::Error> {
+        match method {
+            "Email/get" => super::mail::email::get_arguments::read(deserializer),
+            _ => Map::deserialize(deserializer).map(CallArguments::Map),
+        }
+    }
+}
+
+impl Serialize for CallArguments {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            CallArguments::Map(map) => map.serialize(serializer),
+            CallArguments::EmailGet(typed) => typed.serialize(serializer),
+        }
+    }
+}
+
+impl<'de, A: MethodArguments> Deserialize<'de> for Invocation<A> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use std::marker::PhantomData;
+        /// The three elements, the arguments read knowing the method.
+        struct Elements<A>(PhantomData<A>);
+        /// The arguments of a call to the method it names.
+        struct ArgumentsOf<'m, A>(&'m str, PhantomData<A>);
+        impl<'de, A: MethodArguments> serde::de::DeserializeSeed<'de> for ArgumentsOf<'_, A> {
+            type Value = A;
+            fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<A, D::Error> {
+                A::deserialize_for(self.0, d)
+            }
+        }
+        impl<'de, A: MethodArguments> serde::de::Visitor<'de> for Elements<A> {
+            type Value = Invocation<A>;
+
+            // The derived tuple struct's words.
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("tuple struct Invocation")
+            }
+
+            fn visit_seq<S: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: S,
+            ) -> Result<Invocation<A>, S::Error> {
+                let missing = |at| {
+                    serde::de::Error::invalid_length(at, &"tuple struct Invocation with 3 elements")
+                };
+                let method: String = seq.next_element()?.ok_or_else(|| missing(0))?;
+                let arguments = seq
+                    .next_element_seed(ArgumentsOf(&method, PhantomData))?
+                    .ok_or_else(|| missing(1))?;
+                let call_id: String = seq.next_element()?.ok_or_else(|| missing(2))?;
+                Ok(Invocation(method, arguments, call_id))
+            }
+        }
+        deserializer.deserialize_tuple_struct("Invocation", 3, Elements(PhantomData))
+    }
+}
 
 /// A JMAP request (RFC 8620 §3.3).
 ///
@@ -59,27 +171,30 @@ pub struct Invocation(pub String, pub Map<String, Value>, pub String);
 /// Stricter than that `Value` was: `using`, `methodCalls` or `createdIds`
 /// named twice is not a Request (I-JSON, RFC 7493 §2.3; the `Value` kept
 /// the last), nor is an array (a Request is an object, RFC 8620 §3.3).
+///
+/// `A` is what each call's arguments are read into ([`Invocation`]):
+/// [`Request::parse`] reads [`CallArguments`].
 #[derive(Debug, Clone)]
-pub struct Request {
+pub struct Request<A = Map<String, Value>> {
     pub using: Vec<String>,
-    pub method_calls: Vec<Invocation>,
+    pub method_calls: Vec<Invocation<A>>,
     pub created_ids: Option<HashMap<String, String>>,
 }
 
-impl<'de> Deserialize<'de> for Request {
+impl<'de, A: MethodArguments> Deserialize<'de> for Request<A> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Members;
-        impl<'de> serde::de::Visitor<'de> for Members {
-            type Value = Request;
+        struct Members<A>(std::marker::PhantomData<A>);
+        impl<'de, A: MethodArguments> serde::de::Visitor<'de> for Members<A> {
+            type Value = Request<A>;
 
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a JMAP Request object")
             }
 
-            fn visit_map<A: serde::de::MapAccess<'de>>(
+            fn visit_map<M: serde::de::MapAccess<'de>>(
                 self,
-                mut map: A,
-            ) -> Result<Request, A::Error> {
+                mut map: M,
+            ) -> Result<Request<A>, M::Error> {
                 use serde::de::Error;
                 let (mut using, mut method_calls, mut created_ids) = (None, None, None);
                 while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
@@ -93,22 +208,22 @@ impl<'de> Deserialize<'de> for Request {
                         }
                     };
                     if twice {
-                        return Err(A::Error::custom(format!("duplicate field `{key}`")));
+                        return Err(M::Error::custom(format!("duplicate field `{key}`")));
                     }
                 }
                 Ok(Request {
-                    using: using.ok_or_else(|| A::Error::missing_field("using"))?,
+                    using: using.ok_or_else(|| M::Error::missing_field("using"))?,
                     method_calls: method_calls
-                        .ok_or_else(|| A::Error::missing_field("methodCalls"))?,
+                        .ok_or_else(|| M::Error::missing_field("methodCalls"))?,
                     created_ids: created_ids.flatten(),
                 })
             }
         }
-        deserializer.deserialize_map(Members)
+        deserializer.deserialize_map(Members(std::marker::PhantomData))
     }
 }
 
-impl Request {
+impl Request<CallArguments> {
     /// Parses and validates a request body: `notJSON`, `notRequest`,
     /// `unknownCapability`, the `maxCallsInRequest` limit, and the
     /// `maxSizeRequest` limit for more than [`MAX_JSON_VALUES`] values.
@@ -134,10 +249,19 @@ impl Request {
             Ok(text) => serde_json::from_str(text),
             Err(_) => serde_json::from_slice(body),
         };
-        let request: Request =
+        //
+        // A body that is JSON but not a Request is described as reading
+        // every call's arguments as a `Map` describes it (the same words
+        // but for the most unusual Email/get: `CallArguments`).
+        let request: Request<CallArguments> =
             parsed.map_err(|error| match serde_json::from_slice::<Value>(body) {
                 Err(error) => RequestError::NotJson(format!("the body is not valid JSON: {error}")),
-                Ok(_) => RequestError::NotRequest(format!("not a JMAP Request object: {error}")),
+                Ok(_) => {
+                    let error = serde_json::from_slice::<Request>(body)
+                        .err()
+                        .unwrap_or(error);
+                    RequestError::NotRequest(format!("not a JMAP Request object: {error}"))
+                }
             })?;
         if let Some(unknown) = request
             .using
@@ -598,25 +722,12 @@ mod tests {
             b"{\"using\":[],\"methodCalls\":[[\"Core/echo\",{},\"c1\"]]\xff}",
             b"{\"using\":[],\"methodCalls\":[[\"Core/echo\",{},\"c1\"]],}",
         ];
-        // What parsing from octets alone made of each (the code before).
-        let from_octets = |body: &[u8]| {
-            serde_json::from_slice::<Request>(body)
-                .map(|r| serde_json::to_value(&r.method_calls).unwrap())
-                .map_err(|error| match serde_json::from_slice::<Value>(body) {
-                    Err(error) => {
-                        RequestError::NotJson(format!("the body is not valid JSON: {error}"))
-                    }
-                    Ok(_) => {
-                        RequestError::NotRequest(format!("not a JMAP Request object: {error}"))
-                    }
-                })
-        };
         for body in bodies {
             let parsed =
                 Request::parse(body, 2).map(|r| serde_json::to_value(&r.method_calls).unwrap());
             assert_eq!(
                 parsed,
-                from_octets(body),
+                from_octets_as_maps(body).map(|r| serde_json::to_value(&r.method_calls).unwrap()),
                 "{:?}",
                 String::from_utf8_lossy(body)
             );
@@ -627,6 +738,122 @@ mod tests {
             assert!(
                 matches!(Request::parse(body, 2), Err(RequestError::NotJson(_))),
                 "{body:?}"
+            );
+        }
+    }
+
+    /// What the code before sessions 22 and 23 made of a body: parsed from
+    /// its octets, every call's arguments a `Map`.
+    fn from_octets_as_maps(body: &[u8]) -> Result<Request, RequestError> {
+        serde_json::from_slice::<Request>(body).map_err(|error| {
+            match serde_json::from_slice::<Value>(body) {
+                Err(error) => RequestError::NotJson(format!("the body is not valid JSON: {error}")),
+                Ok(_) => RequestError::NotRequest(format!("not a JMAP Request object: {error}")),
+            }
+        })
+    }
+
+    #[test]
+    fn email_get_arguments_read_in_their_type_or_as_the_map_they_were() {
+        use crate::jmap::error::MethodError;
+        let ids = r#""ids":["Mb1","Mc2"]"#;
+        // (arguments, read in their type?, valid?)
+        let cases = [
+            (format!(r#"{{"accountId":"A1",{ids},"properties":["id","keywords"]}}"#), true, true),
+            (
+                format!(
+                    r#"{{"properties":null,{ids},"bodyProperties":["partId"],"accountId":"A1",
+                    "fetchTextBodyValues":true,"fetchHTMLBodyValues":false,
+                    "fetchAllBodyValues":true,"maxBodyValueBytes":100}}"#
+                ),
+                true,
+                true,
+            ),
+            (r#"{"accountId":"A\u0031","ids":["M\u0062\n1"]}"#.into(), true, true),
+            (r#"{"accountId":"A1","ids":null,"properties":[]}"#.into(), true, true),
+            // A result reference, an argument of no meaning to Email/get,
+            // an argument twice (the last one counts, as in a `Map`).
+            (
+                r##"{"accountId":"A1","#ids":{"resultOf":"q","name":"Email/query","path":"/ids"}}"##
+                    .into(),
+                false,
+                true,
+            ),
+            (format!(r#"{{"accountId":"A1",{ids},"sort":[{{"x":1e300}}]}}"#), false, true),
+            (format!(r#"{{"accountId":"A1",{ids},"ids":["Md3"]}}"#), false, true),
+            (format!(r#"{{"accountId":"A0",{ids},"accountId":"A1"}}"#), false, true),
+            // Wrong: a type (anywhere in an array too), no accountId, a
+            // number not an UnsignedInt, two errors at once.
+            (r#"{"accountId":"A1","ids":"Mb1"}"#.into(), false, false),
+            (r#"{"accountId":"A1","ids":["Mb1",5,{"a":[1.5,null]},"Mc2"]}"#.into(), false, false),
+            (r#"{"accountId":"A1","ids":{}}"#.into(), false, false),
+            (r#"{"accountId":7,"ids":[]}"#.into(), false, false),
+            (format!(r#"{{{ids},"fetchAllBodyValues":true}}"#), false, false),
+            (r#"{}"#.into(), false, false),
+            (format!(r#"{{"accountId":"A1",{ids},"maxBodyValueBytes":-1}}"#), false, false),
+            (format!(r#"{{"accountId":"A1",{ids},"maxBodyValueBytes":1.0}}"#), false, false),
+            (r#"{"fetchAllBodyValues":1,"ids":[1]}"#.into(), false, false),
+        ];
+        for (arguments, typed, valid) in cases {
+            let body = format!(
+                r#"{{"using":["urn:ietf:params:jmap:mail"],"methodCalls":[["Email/get",{arguments},"g"]]}}"#
+            );
+            let request = Request::parse(body.as_bytes(), 2).unwrap();
+            let Invocation(_, read, _) = request.method_calls.into_iter().next().unwrap();
+            let Invocation(_, map, _) = from_octets_as_maps(body.as_bytes())
+                .unwrap()
+                .method_calls
+                .into_iter()
+                .next()
+                .unwrap();
+            let read: Result<EmailGetArguments, MethodError> = match read {
+                CallArguments::EmailGet(read) => {
+                    assert!(typed, "{arguments}");
+                    Ok(*read)
+                }
+                CallArguments::Map(read) => {
+                    assert!(!typed, "{arguments}");
+                    // The very `Map` the code before read.
+                    assert_eq!(read, map, "{arguments}");
+                    EmailGetArguments::from_map(read)
+                }
+            };
+            // What the code before made of its `Map`, words and all.
+            assert_eq!(read, EmailGetArguments::from_map(map), "{arguments}");
+            assert_eq!(read.is_ok(), valid, "{arguments}: {read:?}");
+        }
+        // Read in their type, they are the request's values.
+        let Ok(CallArguments::EmailGet(read)) = serde_json::from_str::<Request<CallArguments>>(
+            r#"{"using":[],"methodCalls":[["Email/get",{"accountId":"A\u0031","ids":["M\u0062\n1"],
+            "maxBodyValueBytes":100,"fetchHTMLBodyValues":true},"g"]]}"#,
+        )
+        .map(|request| request.method_calls.into_iter().next().unwrap().1) else {
+            panic!("not read in their type")
+        };
+        assert_eq!(
+            *read,
+            EmailGetArguments {
+                account_id: "A1".into(),
+                ids: Some(vec!["Mb\n1".into()]),
+                fetch_html_body_values: true,
+                max_body_value_bytes: 100,
+                ..Default::default()
+            }
+        );
+        // A call that is not a Request's has the words it had.
+        for calls in [
+            r#"[["Email/get",[],"g"]]"#,
+            r#"[["Email/get",null,"g"]]"#,
+            r#"[["Email/get",{"ids":[1,2}]]"#,
+            r#"[["Email/get",{"ids":["a"]}]]"#,
+            r#"[["Email/get",{"ids":["a"]},"g","h"]]"#,
+        ] {
+            let body = format!(r#"{{"using":[],"methodCalls":{calls}}}"#);
+            let error = Request::parse(body.as_bytes(), 2).unwrap_err();
+            assert_eq!(
+                Err(error),
+                from_octets_as_maps(body.as_bytes()).map(|_| ()),
+                "{calls}"
             );
         }
     }

@@ -44,7 +44,8 @@ use super::dispatch;
 use super::ids;
 use super::reference::{self, ReferenceError};
 use super::request::{
-    Arguments, CAPABILITY_CORE, CAPABILITY_MAIL, Invocation, Request, response_json, write_value,
+    Arguments, CAPABILITY_CORE, CAPABILITY_MAIL, CallArguments, Invocation, Request, response_json,
+    write_value,
 };
 use crate::mail::property::EmailProperty;
 use crate::mail::upstream::UpstreamError;
@@ -653,7 +654,11 @@ impl Proxied<'_> {
     ) -> Option<Arguments> {
         let request = Request {
             using: vec![CAPABILITY_CORE.into(), CAPABILITY_MAIL.into()],
-            method_calls: vec![Invocation(method.into(), arguments, call_id.into())],
+            method_calls: vec![Invocation(
+                method.into(),
+                CallArguments::Map(arguments),
+                call_id.into(),
+            )],
             created_ids: None,
         };
         let response = dispatch::handle(self.jmap, account, request, "")

@@ -3,6 +3,7 @@
 pub mod changes;
 pub mod create;
 pub mod get;
+pub mod get_arguments;
 pub mod import;
 pub mod kept_pages;
 pub mod parse;

@@ -1,0 +1,312 @@
+//! Email/get's arguments (RFC 8620 §5.1, RFC 8621 §4.2): their type, and
+//! reading them straight from a request's text.
+//!
+//! Every list view is an Email/get. Its arguments used to be read as a
+//! `Map` of JSON values with the rest of the request, then from the `Map`
+//! into their type (that second step alone 2.4 % of a metadata call's time
+//! under load; ADR 0003, session 23). [`read`] reads them into their type in
+//! the same pass as the rest of
+//! the request, as long as they are exactly Email/get's own, each once and
+//! of its type; from the first argument that is not (a `#` result
+//! reference, an argument of no meaning here, a value of another type, an
+//! argument named twice) it reads them as the `Map` they always were, so
+//! everything but a plain Email/get is read, resolved and answered as
+//! before, with the same errors.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+use serde::de::{DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::jmap::args;
+use crate::jmap::error::MethodError;
+use crate::jmap::request::CallArguments;
+
+/// Email/get arguments (RFC 8620 §5.1, RFC 8621 §4.2).
+///
+/// The body value arguments are written out rather than flattened in from
+/// `BodyValueArgs`: serde's `flatten` buffers every argument (the ids too)
+/// as generic content before either struct reads it (ADR 0003, session 22).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EmailGetArguments {
+    pub account_id: String,
+    pub ids: Option<Vec<String>>,
+    pub properties: Option<Vec<String>>,
+    pub body_properties: Option<Vec<String>>,
+    #[serde(default)]
+    pub fetch_text_body_values: bool,
+    #[serde(default, rename = "fetchHTMLBodyValues")]
+    pub fetch_html_body_values: bool,
+    #[serde(default)]
+    pub fetch_all_body_values: bool,
+    #[serde(default)]
+    pub max_body_value_bytes: u64,
+}
+
+impl EmailGetArguments {
+    /// Reads the arguments from a `Map`, ignoring any other argument (as
+    /// Email/get always has); a type error or a missing `accountId` is
+    /// `invalidArguments`.
+    pub fn from_map(arguments: Map<String, Value>) -> Result<Self, MethodError> {
+        args::parse(arguments)
+    }
+
+    /// The arguments as a `Map`, each argument present (`null` or `false`
+    /// or `0` where the request left it out: the same meaning).
+    pub fn into_map(self) -> Map<String, Value> {
+        match serde_json::to_value(self) {
+            Ok(Value::Object(map)) => map,
+            _ => Map::new(),
+        }
+    }
+}
+
+/// Reads the arguments of an Email/get from `deserializer` in one pass:
+/// [`CallArguments::EmailGet`] when they are exactly Email/get's own, each
+/// once and of its type, with `accountId` given; otherwise
+/// [`CallArguments::Map`], the very `Map` a `Map`'s own reading makes
+/// (module doc). Errors where reading a `Map` errs, with its words.
+pub fn read<'de, D: Deserializer<'de>>(deserializer: D) -> Result<CallArguments, D::Error> {
+    deserializer.deserialize_map(ArgumentsVisitor)
+}
+
+/// How many Strings an array of them has room for before it is read: a
+/// list view's page of ids (clients ask for 20 to 50 at a time).
+const IDS_AT_ONCE: usize = 32;
+
+/// What one argument's value was read as.
+enum Read {
+    Text(String),
+    Texts(Option<Vec<String>>),
+    Flag(bool),
+    Count(u64),
+    /// Not of the argument's type: the value, as a `Map` holds it.
+    Other(Value),
+}
+
+/// The type of an argument's value.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A String.
+    Text,
+    /// `String[]|null`.
+    Texts,
+    /// A Boolean.
+    Flag,
+    /// An `UnsignedInt`.
+    Count,
+}
+
+impl Kind {
+    fn of(name: &str) -> Option<Kind> {
+        Some(match name {
+            "accountId" => Kind::Text,
+            "ids" | "properties" | "bodyProperties" => Kind::Texts,
+            "fetchTextBodyValues" | "fetchHTMLBodyValues" | "fetchAllBodyValues" => Kind::Flag,
+            "maxBodyValueBytes" => Kind::Count,
+            _ => return None,
+        })
+    }
+}
+
+impl EmailGetArguments {
+    /// Sets argument `name` to `read`, of its kind ([`Kind::of`]); false
+    /// for any other pair (none is read).
+    fn set(&mut self, name: &str, read: Read) -> bool {
+        match (name, read) {
+            ("accountId", Read::Text(id)) => self.account_id = id,
+            ("ids", Read::Texts(ids)) => self.ids = ids,
+            ("properties", Read::Texts(names)) => self.properties = names,
+            ("bodyProperties", Read::Texts(names)) => self.body_properties = names,
+            ("fetchTextBodyValues", Read::Flag(flag)) => self.fetch_text_body_values = flag,
+            ("fetchHTMLBodyValues", Read::Flag(flag)) => self.fetch_html_body_values = flag,
+            ("fetchAllBodyValues", Read::Flag(flag)) => self.fetch_all_body_values = flag,
+            ("maxBodyValueBytes", Read::Count(count)) => self.max_body_value_bytes = count,
+            _ => return false,
+        }
+        true
+    }
+
+    /// Argument `name`'s value as a `Map` holds it, taken out.
+    fn take_value(&mut self, name: &str) -> Value {
+        let texts = |texts: Option<Vec<String>>| match texts {
+            Some(texts) => texts.into_iter().map(Value::String).collect(),
+            None => Value::Null,
+        };
+        match name {
+            "accountId" => Value::String(std::mem::take(&mut self.account_id)),
+            "ids" => texts(self.ids.take()),
+            "properties" => texts(self.properties.take()),
+            "bodyProperties" => texts(self.body_properties.take()),
+            "fetchTextBodyValues" => Value::Bool(self.fetch_text_body_values),
+            "fetchHTMLBodyValues" => Value::Bool(self.fetch_html_body_values),
+            "fetchAllBodyValues" => Value::Bool(self.fetch_all_body_values),
+            "maxBodyValueBytes" => Value::from(self.max_body_value_bytes),
+            _ => Value::Null,
+        }
+    }
+}
+
+struct ArgumentsVisitor;
+
+impl<'de> Visitor<'de> for ArgumentsVisitor {
+    type Value = CallArguments;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        // A `Map`'s words, so that the request's error reads as before.
+        f.write_str("a map")
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, mut access: M) -> Result<CallArguments, M::Error> {
+        let mut typed = EmailGetArguments::default();
+        // The names read so far, in the request's order, while all are
+        // Email/get's own, each once, of its type.
+        let mut given: Vec<Cow<'de, str>> = Vec::with_capacity(8);
+        while let Some(name) = access.next_key::<Cow<'de, str>>()? {
+            let kind = Kind::of(&name).filter(|_| !given.contains(&name));
+            let read = match kind {
+                Some(kind) => access.next_value_seed(ValueOf(kind))?,
+                None => Read::Other(access.next_value()?),
+            };
+            match read {
+                Read::Other(value) => {
+                    let mut map = Map::new();
+                    for name in given {
+                        let value = typed.take_value(&name);
+                        map.insert(name.into_owned(), value);
+                    }
+                    map.insert(name.into_owned(), value);
+                    // The rest as a `Map` reads them (a name given twice:
+                    // the last value, as `Map::insert` keeps it).
+                    while let Some((name, value)) = access.next_entry::<String, Value>()? {
+                        map.insert(name, value);
+                    }
+                    return Ok(CallArguments::Map(map));
+                }
+                read => {
+                    if !typed.set(&name, read) {
+                        return Err(serde::de::Error::custom(format!(
+                            "the argument {name} was read as another type"
+                        )));
+                    }
+                    given.push(name);
+                }
+            }
+        }
+        if given.iter().any(|name| name == "accountId") {
+            return Ok(CallArguments::EmailGet(Box::new(typed)));
+        }
+        // Without `accountId`: the `Map`, whose reading gives the error.
+        let mut map = Map::new();
+        for name in given {
+            let value = typed.take_value(&name);
+            map.insert(name.into_owned(), value);
+        }
+        Ok(CallArguments::Map(map))
+    }
+}
+
+/// Reads one argument's value: of `kind` when it is, else as a `Value`
+/// (exactly as `Value`'s own reading makes it).
+struct ValueOf(Kind);
+
+impl<'de> DeserializeSeed<'de> for ValueOf {
+    type Value = Read;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Read, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl ValueOf {
+    /// A value not of the kind, as `Value` reads it.
+    fn other<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Read, D::Error> {
+        Value::deserialize(deserializer).map(Read::Other)
+    }
+}
+
+impl<'de> Visitor<'de> for ValueOf {
+    type Value = Read;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Read, E> {
+        Ok(match self.0 {
+            Kind::Text => Read::Text(text.to_owned()),
+            _ => Read::Other(Value::String(text.to_owned())),
+        })
+    }
+
+    fn visit_string<E: serde::de::Error>(self, text: String) -> Result<Read, E> {
+        Ok(match self.0 {
+            Kind::Text => Read::Text(text),
+            _ => Read::Other(Value::String(text)),
+        })
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Read, E> {
+        Ok(match self.0 {
+            Kind::Texts => Read::Texts(None),
+            _ => Read::Other(Value::Null),
+        })
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, flag: bool) -> Result<Read, E> {
+        Ok(match self.0 {
+            Kind::Flag => Read::Flag(flag),
+            _ => Read::Other(Value::Bool(flag)),
+        })
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, count: u64) -> Result<Read, E> {
+        match self.0 {
+            Kind::Count => Ok(Read::Count(count)),
+            _ => Self::other(count.into_deserializer()),
+        }
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, number: i64) -> Result<Read, E> {
+        Self::other(number.into_deserializer())
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, number: f64) -> Result<Read, E> {
+        Self::other(number.into_deserializer())
+    }
+
+    fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Read, S::Error> {
+        if self.0 != Kind::Texts {
+            return Self::other(SeqAccessDeserializer::new(seq));
+        }
+        // JSON does not say how long an array is (no size hint): room for
+        // a list view's page of ids at once, not grown four times to it.
+        let mut texts = Vec::with_capacity(seq.size_hint().unwrap_or(IDS_AT_ONCE));
+        while let Some(item) = seq.next_element_seed(ValueOf(Kind::Text))? {
+            match item {
+                Read::Text(text) => texts.push(text),
+                other => {
+                    // Not all Strings: the array as `Value` reads it.
+                    let Read::Other(other) = other else {
+                        return Err(serde::de::Error::custom("an id read as another type"));
+                    };
+                    let mut items: Vec<Value> = texts.into_iter().map(Value::String).collect();
+                    items.push(other);
+                    while let Some(item) = seq.next_element::<Value>()? {
+                        items.push(item);
+                    }
+                    return Ok(Read::Other(Value::Array(items)));
+                }
+            }
+        }
+        Ok(Read::Texts(Some(texts)))
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<Read, M::Error> {
+        Self::other(MapAccessDeserializer::new(map))
+    }
+}
