@@ -19,7 +19,7 @@
 //!   unit is rendered, so a request over its budget stops without doing the
 //!   work (`requestTooLarge`).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -44,7 +44,8 @@ pub const WORK_NICENESS: i32 = 10;
 /// as the map grows.
 pub struct AccountSlots {
     per_account: usize,
-    accounts: Mutex<HashMap<i64, Weak<Semaphore>>>,
+    /// Keyed by account id, the server's own numbers: hashed with Fx.
+    accounts: Mutex<FxHashMap<i64, Weak<Semaphore>>>,
 }
 
 impl AccountSlots {
@@ -52,7 +53,7 @@ impl AccountSlots {
     pub fn new(per_account: usize) -> Self {
         Self {
             per_account,
-            accounts: Mutex::new(HashMap::new()),
+            accounts: Mutex::new(FxHashMap::default()),
         }
     }
 

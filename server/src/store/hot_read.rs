@@ -39,8 +39,8 @@
 //! read first by every Email/query, Mailbox/get and Mailbox/query) are
 //! vouched for the same way.
 
+use rustc_hash::FxHashMap;
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -62,11 +62,12 @@ pub struct HotReader {
     /// a connection open: always, for a store's file).
     shm: Option<File>,
     /// Per account: the Email state [`HotReader::state_row`] read, and the
-    /// WAL-index header read before it. At most [`MAX_VOUCHED`] accounts.
-    vouched: Mutex<HashMap<i64, (WalMark, i64)>>,
+    /// WAL-index header read before it. At most [`MAX_VOUCHED`] accounts
+    /// (keyed by account id, the server's own numbers: hashed with Fx).
+    vouched: Mutex<FxHashMap<i64, (WalMark, i64)>>,
     /// Per account: the six states [`HotReader::states`] read, and the
     /// WAL-index header read before them. At most [`MAX_VOUCHED`] accounts.
-    vouched_states: Mutex<HashMap<i64, (WalMark, [i64; 6])>>,
+    vouched_states: Mutex<FxHashMap<i64, (WalMark, [i64; 6])>>,
     /// Reads answered here (not handed to the pool), for tests.
     #[cfg(test)]
     served: AtomicUsize,
@@ -154,8 +155,8 @@ impl HotReader {
         Ok(Self {
             connections,
             shm,
-            vouched: Mutex::new(HashMap::new()),
-            vouched_states: Mutex::new(HashMap::new()),
+            vouched: Mutex::new(FxHashMap::default()),
+            vouched_states: Mutex::new(FxHashMap::default()),
             #[cfg(test)]
             served: AtomicUsize::new(0),
             #[cfg(test)]
