@@ -249,19 +249,13 @@ impl Request<CallArguments> {
             Ok(text) => serde_json::from_str(text),
             Err(_) => serde_json::from_slice(body),
         };
-        //
-        // A body that is JSON but not a Request is described as reading
-        // every call's arguments as a `Map` describes it (the same words
-        // but for the most unusual Email/get: `CallArguments`).
+        // Email/get's arguments are read in the same pass and fail where
+        // and as a `Map` of them fails (`CallArguments`), so the words are
+        // the same as when every call's arguments were a `Map`.
         let request: Request<CallArguments> =
             parsed.map_err(|error| match serde_json::from_slice::<Value>(body) {
                 Err(error) => RequestError::NotJson(format!("the body is not valid JSON: {error}")),
-                Ok(_) => {
-                    let error = serde_json::from_slice::<Request>(body)
-                        .err()
-                        .unwrap_or(error);
-                    RequestError::NotRequest(format!("not a JMAP Request object: {error}"))
-                }
+                Ok(_) => RequestError::NotRequest(format!("not a JMAP Request object: {error}")),
             })?;
         if let Some(unknown) = request
             .using

@@ -283,12 +283,17 @@ impl<'de> Visitor<'de> for ValueOf {
         if self.0 != Kind::Texts {
             return Self::other(SeqAccessDeserializer::new(seq));
         }
-        // JSON does not say how long an array is (no size hint): room for
-        // a list view's page of ids at once, not grown four times to it.
-        let mut texts = Vec::with_capacity(seq.size_hint().unwrap_or(IDS_AT_ONCE));
+        // JSON does not say how long an array is: at its first String,
+        // room for a list view's page of ids, not grown four times to it.
+        let mut texts = Vec::new();
         while let Some(item) = seq.next_element_seed(ValueOf(Kind::Text))? {
             match item {
-                Read::Text(text) => texts.push(text),
+                Read::Text(text) => {
+                    if texts.capacity() == 0 {
+                        texts.reserve_exact(IDS_AT_ONCE);
+                    }
+                    texts.push(text)
+                }
                 other => {
                     // Not all Strings: the array as `Value` reads it.
                     let Read::Other(other) = other else {
@@ -303,10 +308,47 @@ impl<'de> Visitor<'de> for ValueOf {
                 }
             }
         }
+        // A short array gives its room back: a request of many calls of
+        // short arrays holds no more than it did as `Value`s (found by a
+        // fresh reviewer: 18,000 calls of empty arrays held three times as
+        // much).
+        if texts.capacity() > 2 * texts.len() {
+            texts.shrink_to_fit();
+        }
         Ok(Read::Texts(Some(texts)))
     }
 
     fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<Read, M::Error> {
         Self::other(MapAccessDeserializer::new(map))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The room each array of ids keeps once read.
+    fn room(ids: &str) -> usize {
+        let text = format!(r#"{{"accountId":"A1","ids":{ids}}}"#);
+        match read(&mut serde_json::Deserializer::from_str(&text)) {
+            Ok(CallArguments::EmailGet(typed)) => typed.ids.map_or(0, |ids| ids.capacity()),
+            other => panic!("{ids}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn arrays_of_ids_keep_room_for_a_page_and_short_ones_give_it_back() {
+        let ids = |n: usize| {
+            let ids: Vec<String> = (0..n).map(|i| format!("M{i}")).collect();
+            serde_json::to_string(&ids).unwrap()
+        };
+        assert_eq!(room("[]"), 0);
+        assert_eq!(room(&ids(1)), 1);
+        assert_eq!(room(&ids(15)), 15);
+        assert_eq!(room(&ids(16)), IDS_AT_ONCE);
+        assert_eq!(room(&ids(30)), IDS_AT_ONCE);
+        // Past the page, grown as any vector (and within twice its length).
+        let grown = room(&ids(100));
+        assert!((100..=200).contains(&grown), "{grown}");
     }
 }
