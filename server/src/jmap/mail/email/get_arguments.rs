@@ -131,6 +131,17 @@ impl EmailGetArguments {
         true
     }
 
+    /// The arguments named in `given` (read so far, in the request's
+    /// order) as the `Map` reading them would have made.
+    fn into_map_of(mut self, given: Vec<Cow<'_, str>>) -> Map<String, Value> {
+        let mut map = Map::new();
+        for name in given {
+            let value = self.take_value(&name);
+            map.insert(name.into_owned(), value);
+        }
+        map
+    }
+
     /// Argument `name`'s value as a `Map` holds it, taken out.
     fn take_value(&mut self, name: &str) -> Value {
         let texts = |texts: Option<Vec<String>>| match texts {
@@ -174,11 +185,7 @@ impl<'de> Visitor<'de> for ArgumentsVisitor {
             };
             match read {
                 Read::Other(value) => {
-                    let mut map = Map::new();
-                    for name in given {
-                        let value = typed.take_value(&name);
-                        map.insert(name.into_owned(), value);
-                    }
+                    let mut map = typed.into_map_of(given);
                     map.insert(name.into_owned(), value);
                     // The rest as a `Map` reads them (a name given twice:
                     // the last value, as `Map::insert` keeps it).
@@ -201,12 +208,7 @@ impl<'de> Visitor<'de> for ArgumentsVisitor {
             return Ok(CallArguments::EmailGet(Box::new(typed)));
         }
         // Without `accountId`: the `Map`, whose reading gives the error.
-        let mut map = Map::new();
-        for name in given {
-            let value = typed.take_value(&name);
-            map.insert(name.into_owned(), value);
-        }
-        Ok(CallArguments::Map(map))
+        Ok(CallArguments::Map(typed.into_map_of(given)))
     }
 }
 
