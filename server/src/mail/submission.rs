@@ -117,32 +117,124 @@ pub fn header_end(raw: &[u8]) -> usize {
     raw.len()
 }
 
-/// The message without its Bcc fields (RFC 8621 §7.5: the server MUST
-/// remove them during delivery); every other octet as it was.
-pub fn without_bcc(raw: &[u8]) -> Vec<u8> {
-    let end = header_end(raw);
-    let mut out = Vec::with_capacity(raw.len());
-    let mut at = 0;
-    let mut dropping = false;
-    while at < end {
-        let line_end = raw[at..end]
-            .iter()
-            .position(|b| *b == b'\n')
-            .map_or(end, |n| at + n + 1);
-        let line = &raw[at..line_end];
-        let continuation = matches!(line.first(), Some(b' ' | b'\t'));
-        if !continuation {
-            let name_end = line.iter().position(|b| *b == b':');
-            dropping =
-                name_end.is_some_and(|n| line[..n].trim_ascii().eq_ignore_ascii_case(b"bcc"));
+/// Why a message cannot leave as it is (EmailSubmission/set answers
+/// `invalidEmail`): its header block holds a line that mail software reads
+/// in more than one way, so what a relay or recipient takes for its fields
+/// could differ from what the send-as check read (issue 43).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OutgoingError {
+    /// A control character (NUL, a lone CR made a line end, ESC, …) other
+    /// than a tab in header line `line` (1-based).
+    #[error("header line {line} holds a control character")]
+    ControlCharacter { line: usize },
+    /// Header line `line` is neither `name: value` nor the continuation of
+    /// a field (RFC 5322 §2.2).
+    #[error("header line {line} is not a header field")]
+    NotAField { line: usize },
+    /// Header line `line` holds only white space: some software ends the
+    /// header there, some reads it as folding.
+    #[error("header line {line} holds only white space")]
+    BlankLine { line: usize },
+}
+
+/// A message as it leaves (RFC 8621 §7.5), made once so that what is
+/// checked is what is sent: every line ends CRLF (the octets the relay
+/// puts on the wire, RFC 5321 §2.3.8), every header line is a field or
+/// its continuation, and the Bcc fields are gone from `message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    /// The header block the checks read (Bcc still in it: the derived
+    /// envelope needs its addresses), CRLF line ends, up to and including
+    /// the empty line.
+    pub header: Vec<u8>,
+    /// The octets every recipient gets: `header` without its Bcc fields,
+    /// then the body, CRLF line ends throughout.
+    pub message: Vec<u8>,
+}
+
+impl Outgoing {
+    /// Reads `raw` (a stored message, any line ends) into the message that
+    /// leaves, or says why it cannot leave. One splitter decides the
+    /// fields: a line is a field or a continuation by [`header_line`], and
+    /// [`HeaderFields`] reads the same CRLF lines the same way.
+    pub fn prepare(raw: &[u8]) -> Result<Self, OutgoingError> {
+        let wire = super::relay::with_crlf(raw);
+        let end = header_end(&wire);
+        let (header, body) = wire.split_at(end);
+        let mut message = Vec::with_capacity(wire.len());
+        let mut dropping = false;
+        for (index, line) in header.split_inclusive(|b| *b == b'\n').enumerate() {
+            let content = line.strip_suffix(b"\r\n").unwrap_or(line);
+            let kind = header_line(content, index + 1)?;
+            match kind {
+                HeaderLine::Field(name) => dropping = name.eq_ignore_ascii_case(b"bcc"),
+                HeaderLine::Continuation if index == 0 => {
+                    return Err(OutgoingError::NotAField { line: 1 });
+                }
+                HeaderLine::Continuation => {}
+                HeaderLine::End => dropping = false,
+            }
+            if !dropping {
+                message.extend_from_slice(line);
+            }
         }
-        if !dropping || line == b"\r\n" || line == b"\n" {
-            out.extend_from_slice(line);
-        }
-        at = line_end;
+        message.extend_from_slice(body);
+        Ok(Self {
+            header: header.to_vec(),
+            message,
+        })
     }
-    out.extend_from_slice(&raw[end..]);
-    out
+
+    /// The header block as fields, read as Email/get reads them.
+    pub fn fields(&self) -> HeaderFields {
+        HeaderFields::parse(self.header.clone())
+    }
+}
+
+/// What one header line (without its CRLF) is.
+enum HeaderLine<'a> {
+    /// The start of a field, with its name.
+    Field(&'a [u8]),
+    /// Folded white space continuing the field before.
+    Continuation,
+    /// The empty line that ends the header.
+    End,
+}
+
+/// Classifies header line number `number` (1-based) strictly: a field
+/// name is printable ASCII without a colon (RFC 5322 §3.6.8, white space
+/// before the colon allowed as §4.5.3's obsolete form), and no line holds
+/// a control character other than a tab.
+fn header_line(content: &[u8], number: usize) -> Result<HeaderLine<'_>, OutgoingError> {
+    if content.is_empty() {
+        return Ok(HeaderLine::End);
+    }
+    if content
+        .iter()
+        .any(|b| (*b < b' ' && *b != b'\t') || *b == 0x7f)
+    {
+        return Err(OutgoingError::ControlCharacter { line: number });
+    }
+    if matches!(content[0], b' ' | b'\t') {
+        return match content.iter().all(|b| matches!(b, b' ' | b'\t')) {
+            true => Err(OutgoingError::BlankLine { line: number }),
+            false => Ok(HeaderLine::Continuation),
+        };
+    }
+    let colon = content.iter().position(|b| *b == b':');
+    let name = colon.map(|colon| content[..colon].trim_ascii_end());
+    match name {
+        Some(name) if !name.is_empty() && name.iter().all(|b| (b'!'..=b'~').contains(b)) => {
+            Ok(HeaderLine::Field(name))
+        }
+        _ => Err(OutgoingError::NotAField { line: number }),
+    }
+}
+
+/// The message without its Bcc fields (RFC 8621 §7.5: the server MUST
+/// remove them during delivery), as it leaves: [`Outgoing::message`].
+pub fn without_bcc(raw: &[u8]) -> Result<Vec<u8>, OutgoingError> {
+    Outgoing::prepare(raw).map(|outgoing| outgoing.message)
 }
 
 /// The copy of `raw` delivered to `recipient` on this server: a Received
@@ -290,14 +382,85 @@ Cc: BOB@example.com\r\nBcc: secret@example.net,\r\n  other@example.net\r\nSubjec
     #[test]
     fn bcc_fields_go_and_nothing_else_changes() {
         assert_eq!(
-            without_bcc(MESSAGE),
+            without_bcc(MESSAGE).unwrap(),
             b"From: Ann <ann@example.com>\r\nTo: Bob <bob@example.com>, carol@example.org\r\n\
 Cc: BOB@example.com\r\nSubject: Hi\r\n\r\nBcc: stays in the body\r\n"
                 .to_vec()
         );
         let plain = b"Subject: x\nbcc : a@b.c\n\nbody".to_vec();
-        assert_eq!(without_bcc(&plain), b"Subject: x\n\nbody".to_vec());
-        assert_eq!(without_bcc(b"no header end"), b"no header end".to_vec());
+        assert_eq!(
+            without_bcc(&plain).unwrap(),
+            b"Subject: x\r\n\r\nbody".to_vec()
+        );
+        assert_eq!(
+            without_bcc(b"Subject: no header end").unwrap(),
+            b"Subject: no header end".to_vec()
+        );
+    }
+
+    /// `check(raw, expected)`: what [`Outgoing::prepare`] makes of `raw`,
+    /// the header the checks read and the message that leaves, or its
+    /// error.
+    fn check(raw: &[u8], expected: Result<(&str, &str), OutgoingError>) {
+        let got = Outgoing::prepare(raw).map(|outgoing| {
+            (
+                String::from_utf8(outgoing.header).unwrap(),
+                String::from_utf8(outgoing.message).unwrap(),
+            )
+        });
+        let expected = expected.map(|(header, message)| (header.to_string(), message.to_string()));
+        assert_eq!(got, expected, "{:?}", String::from_utf8_lossy(raw));
+    }
+
+    #[test]
+    fn a_message_leaves_as_the_checks_read_it() {
+        // A bare CR is a line end for the checks as for the relay.
+        check(
+            b"To: v@x.example\nSubject: t\rFrom: bob@example.com\r\r\nFrom: ann@example.com\n\nhi\n",
+            Ok((
+                "To: v@x.example\r\nSubject: t\r\nFrom: bob@example.com\r\n\r\n",
+                "To: v@x.example\r\nSubject: t\r\nFrom: bob@example.com\r\n\r\nFrom: ann@example.com\r\n\r\nhi\r\n",
+            )),
+        );
+        // A Bcc behind a bare CR is a Bcc, and goes.
+        check(
+            b"From: a@x.example\nSubject: t\rBcc: h@x.example,\r\n\tg@x.example\nTo: v@x.example\n\nhi",
+            Ok((
+                "From: a@x.example\r\nSubject: t\r\nBcc: h@x.example,\r\n\tg@x.example\r\nTo: v@x.example\r\n\r\n",
+                "From: a@x.example\r\nSubject: t\r\nTo: v@x.example\r\n\r\nhi",
+            )),
+        );
+        let fields = Outgoing::prepare(b"From: a@x.example,\r\n b@x.example\r\n\r\n").unwrap();
+        assert_eq!(
+            from_addresses(&fields.header),
+            ["a@x.example".to_string(), "b@x.example".to_string()]
+        );
+        check(
+            b"From: a@x.example\r\nFr\0om: b@x.example\r\n\r\n",
+            Err(OutgoingError::ControlCharacter { line: 2 }),
+        );
+        check(
+            b"From: a@x.example\x1b\r\n\r\n",
+            Err(OutgoingError::ControlCharacter { line: 1 }),
+        );
+        check(
+            b"From: a@x.example\r\n \t\r\nFrom: b@x.example\r\n\r\n",
+            Err(OutgoingError::BlankLine { line: 2 }),
+        );
+        check(
+            b"From: a@x.example\r\nno colon\r\nFrom: b@x.example\r\n\r\n",
+            Err(OutgoingError::NotAField { line: 2 }),
+        );
+        check(
+            b" From: b@x.example\r\n\r\n",
+            Err(OutgoingError::NotAField { line: 1 }),
+        );
+        check(b": x\r\n\r\n", Err(OutgoingError::NotAField { line: 1 }));
+        // The body is not a header: anything goes there, CRLF made.
+        check(
+            b"Subject: x\r\n\r\n\0 not a field\n",
+            Ok(("Subject: x\r\n\r\n", "Subject: x\r\n\r\n\0 not a field\r\n")),
+        );
     }
 
     #[test]

@@ -27,9 +27,7 @@ use crate::jmap::mail::email;
 use crate::jmap::mail::get::{GetArgs, found, get_response, named_properties, requested_ids};
 use crate::jmap::mail::set::{SetOutcome, check_request};
 use crate::mail::delivery;
-use crate::mail::submission::{
-    derived_envelope, from_addresses, header_end, sender_addresses, without_bcc,
-};
+use crate::mail::submission::{Outgoing, derived_envelope, from_addresses, sender_addresses};
 use crate::store::{ChangeType, Delivery, IdentityRow, StoreError, SubmissionRow};
 
 /// Every EmailSubmission property (RFC 8621 §7).
@@ -568,8 +566,13 @@ async fn plan_create(
         }
         Err(error) => return Err(MethodError::server_fail("reading a message to send", error)),
     };
-    let body_start = header_end(&raw);
-    let header_block = &raw[..body_start];
+    // What is checked is what leaves: the message read once into the
+    // octets the relay sends (issue 43).
+    let outgoing = match Outgoing::prepare(&raw) {
+        Ok(outgoing) => outgoing,
+        Err(error) => return Ok(Err(SetError::new("invalidEmail", error.to_string()))),
+    };
+    let header_block = outgoing.header.as_slice();
     let froms = from_addresses(header_block);
     let senders = sender_addresses(header_block);
     let foreign = froms
@@ -659,7 +662,7 @@ async fn plan_create(
             undo_status: "final".into(),
             delivery_status: Value::Object(statuses).to_string(),
         },
-        message: without_bcc(&raw),
+        message: outgoing.message,
         mail_from,
         recipients,
     }))
