@@ -39,6 +39,7 @@ use super::AppState;
 use super::auth::{Credential, FreshlyAuthenticated, TOKEN_RECHECK, password_tag};
 use super::error::HttpError;
 use super::push_access::{CredentialTag, PushAccess};
+use super::stream_slots::StreamKey;
 use crate::jmap::ids;
 use crate::store::States;
 
@@ -52,11 +53,6 @@ pub const MIN_PING: u64 = 1;
 /// The longest ping interval used, in seconds (RFC 8620 §7.3: a server's
 /// maximum may not be under 300).
 pub const MAX_PING: u64 = 3600;
-
-/// Event streams one account may have open on one node at once (a client
-/// keeps one per device or tab); one more is 429. Streams are never idle, so
-/// without this one account could hold every connection of the cap.
-pub const MAX_STREAMS_PER_ACCOUNT: usize = 8;
 
 /// Query parameters of the event source URL.
 #[derive(Debug, Deserialize)]
@@ -194,12 +190,18 @@ pub async fn event_source(
         Err(_) if !headers.contains_key(axum::http::header::AUTHORIZATION) => None,
         Err(error) => return Err(error),
     };
+    let by_access = authorized.is_none();
     let (account, credential) =
         stream_account(&state, &headers, query.access.as_deref(), authorized).await?;
-    // Held by the stream's task: given back when the client goes.
+    // Held by the stream's task: given back when the client goes, taken
+    // over by a newer stream of the same credential when it is full.
     let slot = state
         .stream_slots
-        .try_acquire(account.id)
+        .acquire(StreamKey {
+            account: account.id,
+            credential: credential.clone(),
+            by_access,
+        })
         .ok_or(HttpError::TooManyStreams)?;
     let store = state.jmap.store.clone();
     let current = store
@@ -226,7 +228,6 @@ pub async fn event_source(
     let account_id = ids::account_id(account.id);
     let state_for_stream = state.clone();
     let stream = async_stream(move |sender| async move {
-        let _slot = slot;
         let state = state_for_stream;
         let mut last_sent = tokio::time::Instant::now();
         let mut last_checked = tokio::time::Instant::now();
@@ -236,7 +237,7 @@ pub async fn event_source(
                 Some(states) => states,
                 None => {
                     tokio::time::sleep(POLL_INTERVAL).await;
-                    if sender.is_closed() {
+                    if sender.is_closed() || slot.replaced() {
                         break;
                     }
                     if last_checked.elapsed() >= TOKEN_RECHECK {

@@ -26,6 +26,7 @@ pub mod eventsource;
 pub mod push_access;
 mod serve;
 pub mod session;
+pub mod stream_slots;
 pub mod upstream;
 
 use std::sync::Arc;
@@ -65,10 +66,10 @@ pub struct AppState {
     /// One semaphore per account bounding its uploads in flight
     /// (RFC 8620 `maxConcurrentUpload`, [`blob::upload`]).
     pub upload_slots: AccountSlots,
-    /// One semaphore per account bounding its open event streams on this
-    /// node ([`eventsource::MAX_STREAMS_PER_ACCOUNT`]): a stream is never
-    /// idle, so the connection cap cannot shed it.
-    pub stream_slots: AccountSlots,
+    /// The open event streams of this node, per account and credential
+    /// ([`stream_slots`]): a stream is never idle, so the connection cap
+    /// cannot shed it.
+    pub stream_slots: stream_slots::StreamSlots,
     /// How long an API request body may take to arrive in full: twice the
     /// header-read timeout (60 s by default); then 408.
     pub body_deadline: std::time::Duration,
@@ -113,7 +114,9 @@ impl AppState {
             crate::mail::upstream::jmap::JmapUpstream::new(options.url.clone(), metrics.clone())
                 .inspect_err(|error| tracing::error!(%error, "the JMAP upstream's client"))
                 .ok()
-                .map(Arc::new)
+                .map(|upstream| {
+                    Arc::new(upstream.forwarding_client_address(options.trusts_forwarded))
+                })
         });
         let mirror = jmap_upstream
             .clone()
@@ -141,7 +144,7 @@ impl AppState {
             in_flight: tokio::sync::Semaphore::new(max_in_flight),
             account_slots: AccountSlots::new(limits.max_concurrent_requests as usize),
             upload_slots: AccountSlots::new(limits.max_concurrent_upload as usize),
-            stream_slots: AccountSlots::new(eventsource::MAX_STREAMS_PER_ACCOUNT),
+            stream_slots: stream_slots::StreamSlots::default(),
             body_deadline: options.connections.header_read_timeout.saturating_mul(2),
             min_upload_rate: options.connections.min_upload_rate,
         }

@@ -352,47 +352,95 @@ async fn login_names_are_compared_in_one_normalised_form() {
     assert_eq!(session["username"], "kim@example.com");
 }
 
-/// An event stream is never idle, so the connection cap cannot shed it: one
-/// account may hold at most `MAX_STREAMS_PER_ACCOUNT` at once, the next is
-/// 429, another account is unaffected, and a closed stream frees its slot.
+/// An event stream is never idle, so the connection cap cannot shed it.
+/// Slots are per credential (issue 43): a leaked `eventSourceUrl` opened
+/// again and again holds only its own `MAX_STREAMS_PER_CREDENTIAL`, each
+/// newer stream replacing the oldest (which ends), and the owner's own
+/// streams (by header) still open; an account holds at most
+/// `MAX_STREAMS_PER_ACCOUNT`, after which a credential with none to replace
+/// gets 429; another account is unaffected.
 #[tokio::test]
-async fn one_account_holds_at_most_its_share_of_event_streams() {
-    use fastview::http::eventsource::MAX_STREAMS_PER_ACCOUNT;
+async fn event_stream_slots_are_per_credential_and_a_newer_stream_replaces_the_oldest() {
+    use fastview::http::stream_slots::{MAX_STREAMS_PER_ACCOUNT, MAX_STREAMS_PER_CREDENTIAL};
     let app = spawn_app().await;
-    app.account("ann@example.com").await;
+    let ann = app.account("ann@example.com").await;
     app.account("bob@example.com").await;
-    let open = |user: &'static str| {
-        app.client
-            .get(format!(
-                "{}/jmap/eventsource?types=*&closeafter=no&ping=0",
-                app.base
-            ))
-            .basic_auth(user, Some(PASSWORD))
-            .send()
+    let session = app.session(&ann).await;
+    let leaked = session["eventSourceUrl"]
+        .as_str()
+        .unwrap()
+        .replace("{types}", "*")
+        .replace("{closeafter}", "no")
+        .replace("{ping}", "0");
+    let open_with = |auth: Option<(&str, &str)>, token: Option<&str>| {
+        let request = app.client.get(format!(
+            "{}/jmap/eventsource?types=*&closeafter=no&ping=0",
+            app.base
+        ));
+        let request = match (auth, token) {
+            (Some((user, password)), _) => request.basic_auth(user, Some(password)),
+            (None, Some(token)) => request.bearer_auth(token),
+            (None, None) => request,
+        };
+        request.send()
     };
-    let mut streams = Vec::new();
-    for _ in 0..MAX_STREAMS_PER_ACCOUNT {
-        let stream = open("ann@example.com").await.unwrap();
+    // A replaced stream's body ends within a poll; an open one sends
+    // nothing (ping=0) and is still open after the wait.
+    let ended = |stream: reqwest::Response| async move {
+        tokio::time::timeout(Duration::from_secs(3), stream.bytes())
+            .await
+            .is_ok()
+    };
+    // The thief opens 3 × the credential's share through the leaked URL:
+    // every one is let in, and only the newest share stays open.
+    let mut thief = Vec::new();
+    for _ in 0..3 * MAX_STREAMS_PER_CREDENTIAL {
+        let stream = app.client.get(&leaked).send().await.unwrap();
         assert_eq!(stream.status(), 200);
-        streams.push(stream);
+        thief.push(stream);
     }
-    let refused = open("ann@example.com").await.unwrap();
+    let newest = thief.split_off(2 * MAX_STREAMS_PER_CREDENTIAL);
+    for stream in thief {
+        assert!(ended(stream).await, "an older stream was replaced");
+    }
+    // The owner's own streams (by header) have a share of their own.
+    let ann_login = Some((ann.email.as_str(), PASSWORD));
+    let mut held = Vec::new();
+    for _ in 0..MAX_STREAMS_PER_CREDENTIAL {
+        let stream = open_with(ann_login, None).await.unwrap();
+        assert_eq!(stream.status(), 200);
+        held.push(stream);
+    }
+    // The account fills up with API tokens' streams; then a credential
+    // with none to replace is refused, one with some replaces its oldest,
+    // and another account is not affected.
+    let mut tokens = Vec::new();
+    for n in 0..MAX_STREAMS_PER_ACCOUNT / MAX_STREAMS_PER_CREDENTIAL {
+        let secret = fastview::http::auth::new_token_secret();
+        let digest = fastview::http::auth::token_digest(&secret);
+        app.app
+            .store
+            .create_token(ann.id, &digest, &format!("t{n}"), 0, None)
+            .await
+            .unwrap();
+        tokens.push(secret);
+    }
+    let filling = MAX_STREAMS_PER_ACCOUNT / MAX_STREAMS_PER_CREDENTIAL - 2;
+    for token in &tokens[..filling] {
+        for _ in 0..MAX_STREAMS_PER_CREDENTIAL {
+            let stream = open_with(None, Some(token)).await.unwrap();
+            assert_eq!(stream.status(), 200);
+            held.push(stream);
+        }
+    }
+    let refused = open_with(None, Some(&tokens[filling])).await.unwrap();
     assert_eq!(refused.status(), 429);
     assert!(refused.headers().contains_key("retry-after"));
-    assert_eq!(open("bob@example.com").await.unwrap().status(), 200);
-    // Closing one gives its slot back (the stream's task sees it within a poll).
-    drop(streams.pop());
-    let mut status = 0;
-    for _ in 0..50 {
-        let stream = open("ann@example.com").await.unwrap();
-        status = stream.status().as_u16();
-        if status == 200 {
-            streams.push(stream);
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert_eq!(status, 200);
+    assert_eq!(open_with(ann_login, None).await.unwrap().status(), 200);
+    let bob_login = Some(("bob@example.com", PASSWORD));
+    assert_eq!(open_with(bob_login, None).await.unwrap().status(), 200);
+    let still_open = join_all(newest.into_iter().map(ended)).await;
+    assert_eq!(still_open, [false; MAX_STREAMS_PER_CREDENTIAL]);
 }
 
 /// An authenticated API body that trickles in is in a request, so neither
