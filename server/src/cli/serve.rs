@@ -129,6 +129,17 @@ pub struct ServeArgs {
     /// (the IDLE timeout; without IDLE, the poll interval).
     #[arg(long, env = "FASTVIEW_UPSTREAM_POLL", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     pub upstream_poll: u64,
+    /// A JMAP upstream trusts this node's `Forwarded` / `X-Forwarded-For`:
+    /// each client's address goes with its requests, so the upstream
+    /// brakes failed logins per client rather than per proxy (a Fastview
+    /// upstream: `--trusted-proxy` naming this node). Off by default: an
+    /// upstream that does not trust it ignores it, or worse.
+    #[arg(
+        long,
+        env = "FASTVIEW_UPSTREAM_TRUSTS_FORWARDED",
+        requires = "upstream"
+    )]
+    pub upstream_trusts_forwarded: bool,
     /// Minutes after its last request that an account stays synced (and
     /// its credentials kept in memory).
     #[arg(long, env = "FASTVIEW_UPSTREAM_IDLE_MINUTES", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
@@ -252,6 +263,7 @@ impl ServeArgs {
                         url: url.clone(),
                         poll: std::time::Duration::from_secs(self.upstream_poll),
                         idle: std::time::Duration::from_secs(self.upstream_idle_minutes * 60),
+                        trusts_forwarded: self.upstream_trusts_forwarded,
                     })
                 }
                 _ => None,
@@ -344,7 +356,8 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let options = args.options();
+    let mut options = args.options();
+    options.connections.max_connections = connections_within_open_files(args.max_connections);
     let (router, state) = crate::http::assemble(app, &options);
     let upstream = state.jmap.upstream.clone();
     if let Some(upstream) = &state.jmap.upstream {
@@ -420,6 +433,51 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
+/// File descriptors kept for everything but client connections: the
+/// database pool, blob files, the metrics listener's 64 connections, SMTP
+/// and upstream connections, the log.
+pub const DESCRIPTORS_KEPT: u64 = 256;
+
+/// The connection cap a process may keep with `open_files` descriptors:
+/// `requested`, or fewer so that [`DESCRIPTORS_KEPT`] stay for the rest
+/// (at least 1).
+pub fn connection_cap(requested: usize, open_files: u64) -> usize {
+    let room = open_files.saturating_sub(DESCRIPTORS_KEPT).max(1);
+    requested.min(usize::try_from(room).unwrap_or(usize::MAX))
+}
+
+/// Raises the soft limit on open files to the hard limit (issue 43: the
+/// usual soft limit, 1,024, is under the default `--max-connections` of
+/// 4,096, and past it every accept and file open fails) and returns the
+/// connection cap that fits under it ([`connection_cap`]), saying in the
+/// log when it is lower than asked.
+fn connections_within_open_files(requested: usize) -> usize {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let (soft, hard) = (limit.current, limit.maximum);
+    if soft != hard {
+        let raised = rustix::process::Rlimit {
+            current: hard,
+            maximum: hard,
+        };
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => tracing::info!(from = ?soft, to = ?hard, "raised the open-file limit"),
+            Err(error) => tracing::warn!(%error, "could not raise the open-file limit"),
+        }
+    }
+    let open_files = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
+    let cap = connection_cap(requested, open_files);
+    if cap < requested {
+        tracing::warn!(
+            open_files,
+            "--max-connections {requested} capped at {cap}: the open-file limit is \
+             {open_files} and {DESCRIPTORS_KEPT} stay for the database, blobs and upstreams \
+             (raise the hard limit, e.g. LimitNOFILE=, to allow more)"
+        );
+    }
+    cap
+}
+
 /// `fastview serve`.
 pub async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let app = global.open().await?;
@@ -490,5 +548,14 @@ mod tests {
         assert!(parse_cors_origin("*").is_err());
         assert!(parse_cors_origin("webmail.example.com").is_err());
         assert!(parse_cors_origin("https://a.example/app").is_err());
+    }
+
+    #[test]
+    fn the_connection_cap_leaves_descriptors_for_the_rest() {
+        assert_eq!(connection_cap(4096, 1024), 768);
+        assert_eq!(connection_cap(4096, 1_048_576), 4096);
+        assert_eq!(connection_cap(100, 1024), 100);
+        assert_eq!(connection_cap(4096, 100), 1);
+        assert_eq!(connection_cap(4096, u64::MAX), 4096);
     }
 }

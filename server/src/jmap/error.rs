@@ -55,6 +55,16 @@ pub enum RequestError {
         factor = super::BUILT_BYTES_PER_REQUEST_BYTE
     )]
     TooMuchBuilt { max: u64 },
+    /// The body holds more than `max` JSON values
+    /// ([`super::request::MAX_JSON_VALUES`]), whatever its size in octets:
+    /// the `limit` error, naming `maxSizeRequest` (the capability limit a
+    /// client can act on: a smaller request) with a description saying
+    /// which bound it is (issue 43).
+    #[error(
+        "the request holds more than {max} JSON values, this server's bound on \
+         values per request (its size may be under maxSizeRequest)"
+    )]
+    TooManyValues { max: usize },
 }
 
 impl RequestError {
@@ -64,9 +74,9 @@ impl RequestError {
             RequestError::NotJson(_) => "urn:ietf:params:jmap:error:notJSON",
             RequestError::NotRequest(_) => "urn:ietf:params:jmap:error:notRequest",
             RequestError::UnknownCapability(_) => "urn:ietf:params:jmap:error:unknownCapability",
-            RequestError::Limit(_) | RequestError::TooMuchBuilt { .. } => {
-                "urn:ietf:params:jmap:error:limit"
-            }
+            RequestError::Limit(_)
+            | RequestError::TooMuchBuilt { .. }
+            | RequestError::TooManyValues { .. } => "urn:ietf:params:jmap:error:limit",
         }
     }
 
@@ -74,7 +84,9 @@ impl RequestError {
     /// request that would build more than its multiple), else 400.
     pub fn status(&self) -> u16 {
         match self {
-            RequestError::Limit("maxSizeRequest") | RequestError::TooMuchBuilt { .. } => 413,
+            RequestError::Limit("maxSizeRequest")
+            | RequestError::TooMuchBuilt { .. }
+            | RequestError::TooManyValues { .. } => 413,
             _ => 400,
         }
     }
@@ -88,7 +100,9 @@ impl RequestError {
         });
         match self {
             RequestError::Limit(limit) => problem["limit"] = json!(limit),
-            RequestError::TooMuchBuilt { .. } => problem["limit"] = json!("maxSizeRequest"),
+            RequestError::TooMuchBuilt { .. } | RequestError::TooManyValues { .. } => {
+                problem["limit"] = json!("maxSizeRequest")
+            }
             RequestError::NotJson(_)
             | RequestError::NotRequest(_)
             | RequestError::UnknownCapability(_) => {}

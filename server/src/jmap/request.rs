@@ -226,13 +226,16 @@ impl<'de, A: MethodArguments> Deserialize<'de> for Request<A> {
 impl Request<CallArguments> {
     /// Parses and validates a request body: `notJSON`, `notRequest`,
     /// `unknownCapability`, the `maxCallsInRequest` limit, and the
-    /// `maxSizeRequest` limit for more than [`MAX_JSON_VALUES`] values.
+    /// `limit` error for more than [`MAX_JSON_VALUES`] values
+    /// ([`RequestError::TooManyValues`]).
     pub fn parse(body: &[u8], max_calls: usize) -> Result<Self, RequestError> {
         // A JSON value takes 32 octets or more in memory and may be written
         // in two (`0,`): counted before parsing, so a 10 MiB body of tiny
         // values cannot take hundreds of MB (found by a fresh reviewer).
         if json_values_over(body, MAX_JSON_VALUES) {
-            return Err(RequestError::Limit("maxSizeRequest"));
+            return Err(RequestError::TooManyValues {
+                max: MAX_JSON_VALUES,
+            });
         }
         // Straight into the typed form (one pass, no `Value` of the whole
         // body first: ADR 0003's profile had the two passes at 8 % of a
@@ -868,7 +871,9 @@ mod tests {
         let tiny = format!("[{}0]", "0,".repeat(MAX_JSON_VALUES));
         assert!(matches!(
             Request::parse(tiny.as_bytes(), 64),
-            Err(RequestError::Limit("maxSizeRequest"))
+            Err(RequestError::TooManyValues {
+                max: MAX_JSON_VALUES
+            })
         ));
     }
 }

@@ -17,6 +17,7 @@ mod drafts;
 mod email;
 mod front_door;
 mod header_index;
+mod hostile;
 mod identity;
 mod loadtest;
 mod migrate;

@@ -1,0 +1,131 @@
+//! The second hostile-user round (issue 43), the items that are neither
+//! sending (`relay.rs`, `submission.rs`) nor queries (`search.rs`):
+//! open files under the connection cap, and the JSON-values refusal saying
+//! which bound it is. (Event-stream slots per credential are in
+//! `front_door.rs`.)
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::spawn_app;
+
+/// `fastview serve` started under `ulimit` (`limits`, shell words such as
+/// `-Sn 300`): the lines it logged until it served, and its open-file
+/// limits (soft, hard) while serving, read from `/proc`.
+fn serve_under_ulimit(
+    app: &crate::support::TestApp,
+    limits: &str,
+) -> (Vec<String>, (String, String)) {
+    let command = app.cli();
+    let program = command.get_program().to_string_lossy().into_owned();
+    let args: Vec<String> = command
+        .get_args()
+        .map(|arg| format!("'{}'", arg.to_string_lossy()))
+        .collect();
+    let script = format!(
+        "ulimit {limits} && exec {program} {} serve --listen 127.0.0.1:0 --metrics-listen off",
+        args.join(" ")
+    );
+    let mut child = std::process::Command::new("bash")
+        .args(["-c", &script])
+        .env("FASTVIEW_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Vec::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        let serving = line.contains("serving JMAP at");
+        lines.push(line);
+        if serving {
+            break;
+        }
+    }
+    assert!(
+        lines
+            .last()
+            .is_some_and(|line| line.contains("serving JMAP at")),
+        "{lines:#?}"
+    );
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let open_files = limits
+        .lines()
+        .find(|line| line.starts_with("Max open files"))
+        .unwrap()
+        .split_whitespace()
+        .skip(3)
+        .take(2)
+        .map(str::to_string)
+        .collect::<Vec<_>>();
+    (lines, (open_files[0].clone(), open_files[1].clone()))
+}
+
+/// `serve` raises its soft open-file limit to the hard one, and caps
+/// `--max-connections` under what it can open, saying so (issue 43 item 8).
+#[tokio::test]
+async fn serve_raises_its_open_file_limit_and_caps_connections_under_it() {
+    let app = spawn_app().await;
+    let (_, (soft, hard)) = serve_under_ulimit(&app, "-Sn 300 && ulimit -Hn 4000");
+    assert_eq!((soft.as_str(), hard.as_str()), ("4000", "4000"));
+    let (lines, (soft, _)) = serve_under_ulimit(&app, "-n 1024");
+    assert_eq!(soft, "1024");
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.contains("--max-connections 4096 capped at 768")),
+        "{lines:#?}"
+    );
+}
+
+/// A body of tiny JSON values under maxSizeRequest is refused by the
+/// values bound, and says so rather than naming a size it is under
+/// (issue 43 item 10).
+#[tokio::test]
+async fn a_request_of_too_many_values_says_which_bound_it_passed() {
+    let app = spawn_app().await;
+    let ann = app.account("ann@example.com").await;
+    let values = "0,".repeat(fastview::jmap::request::MAX_JSON_VALUES);
+    let body = format!(
+        r#"{{"using": ["urn:ietf:params:jmap:core"], "methodCalls": [["Core/echo", {{"v": [{values}0]}}, "0"]]}}"#
+    );
+    let session = app.session(&ann).await;
+    let max_size = session["capabilities"]["urn:ietf:params:jmap:core"]["maxSizeRequest"]
+        .as_u64()
+        .unwrap();
+    assert!((body.len() as u64) < max_size);
+    let response = app
+        .client
+        .post(format!("{}/jmap/api", app.base))
+        .basic_auth(&ann.email, Some(crate::support::PASSWORD))
+        .header("Content-Type", "application/json")
+        .body(body)
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 413);
+    let problem: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(problem["type"], "urn:ietf:params:jmap:error:limit");
+    assert_eq!(problem["limit"], "maxSizeRequest");
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(detail.contains("more than 200000 JSON values"), "{problem}");
+    assert!(
+        !detail.contains("exceeds the maxSizeRequest limit"),
+        "{problem}"
+    );
+    // One value fewer is answered.
+    let fits = "0,".repeat(fastview::jmap::request::MAX_JSON_VALUES - 16);
+    let responses = app
+        .call(
+            &ann,
+            json!([["Core/echo", {"v": serde_json::from_str::<serde_json::Value>(&format!("[{fits}0]")).unwrap()}, "0"]]),
+        )
+        .await;
+    assert_eq!(responses[0][0], "Core/echo");
+}
