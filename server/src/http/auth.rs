@@ -162,7 +162,7 @@ pub fn verify_password(password: &str, hash: &str) -> bool {
 }
 
 /// What a request authenticated with.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Credential {
     /// Basic: the account's password, by the [`password_tag`] of the hash it
     /// was verified against (computed once per verification, not per request).
@@ -370,6 +370,32 @@ impl Authenticator {
         Ok(slots)
     }
 
+    /// For a login verified elsewhere (the JMAP upstream, issue 43): 429
+    /// when `user` from `client` has used up its failures in this window.
+    /// Asked before any kept session is used, as [`Self::authenticate`]
+    /// asks before its cache (else the brake answers which guess is right).
+    pub async fn check_brake(&self, user: &str, client: IpAddr) -> Result<(), HttpError> {
+        if self.braked(user, client).await {
+            self.metrics.count_login_refusal("braked");
+            return Err(HttpError::TooManyAttempts {
+                retry_after: FAILURE_WINDOW.as_secs(),
+            });
+        }
+        Ok(())
+    }
+
+    /// For a login verified elsewhere: the failure slots of (`user`,
+    /// `client`) and of `client` reserved before the verifier is asked
+    /// (429 when either is used up); [`FailureSlots::keep`] them when it
+    /// refused the login, drop them otherwise.
+    pub async fn reserve_login(
+        &self,
+        user: &str,
+        client: IpAddr,
+    ) -> Result<FailureSlots, HttpError> {
+        self.reserve_failure(user, client).await
+    }
+
     /// Verifies `password` against `hash` on the blocking pool, at most one
     /// per core at once; 503 when too many already wait for a turn.
     async fn verify(&self, password: String, hash: Arc<str>) -> Result<bool, HttpError> {
@@ -525,10 +551,11 @@ impl Authenticator {
 
 /// Failure slots reserved for one login: given back when dropped, kept
 /// (counted as failures for the rest of the window) by [`FailureSlots::keep`].
-struct FailureSlots(Vec<Arc<AtomicU32>>);
+pub struct FailureSlots(Vec<Arc<AtomicU32>>);
 
 impl FailureSlots {
-    fn keep(mut self) {
+    /// Counts the login as failed for the rest of the window.
+    pub fn keep(mut self) {
         self.0.clear();
     }
 }
@@ -664,6 +691,19 @@ impl axum::extract::FromRequestParts<Arc<super::AppState>> for Authenticated {
 const FALLBACK_DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$9sTkzLBSbwBNC8z3r8Fz2/rqQWzS5k0Hb0M4l9B6v1c";
 
 /// The token of `Authorization: Bearer <token>` (RFC 6750 §2.1).
+/// Whom a request's `Authorization` header logs in as, for the failure
+/// brake of a login verified elsewhere: a Basic user's address
+/// ([`normalize_address`]), a Bearer token by a prefix of its digest
+/// (each token its own "user"; the per-address ceiling still counts
+/// them), else the empty name.
+pub fn brake_user(headers: &HeaderMap) -> String {
+    if let Some(secret) = bearer_token(headers) {
+        let digest = token_digest(&secret);
+        return format!("token:{}", &digest[..16]);
+    }
+    basic_credentials(headers).map_or_else(String::new, |(user, _)| normalize_address(&user))
+}
+
 fn bearer_token(headers: &HeaderMap) -> Option<String> {
     let value = headers
         .get(axum::http::header::AUTHORIZATION)?

@@ -27,12 +27,16 @@ pub enum HttpError {
     /// Too many requests in flight: 429 with Retry-After.
     #[error("too many concurrent requests")]
     Overloaded,
+    /// The upstream answered 429 (a JMAP proxy, issue 43): 429 with its
+    /// Retry-After, not a 503 that tells a client the server is down.
+    #[error("the upstream asks to slow down")]
+    UpstreamThrottled { retry_after: u64 },
     /// An API request body did not arrive in full within the body deadline
     /// (twice `--header-read-timeout`), or an upload arrived slower than
     /// `--min-upload-rate` after it: 408, the connection closed.
     #[error("the request body took too long")]
     BodyTimeout,
-    /// The account already has [`super::eventsource::MAX_STREAMS_PER_ACCOUNT`]
+    /// The account already has [`super::stream_slots::MAX_STREAMS_PER_ACCOUNT`]
     /// event streams open on this node: 429 with Retry-After.
     #[error("too many event streams")]
     TooManyStreams,
@@ -130,6 +134,17 @@ impl IntoResponse for HttpError {
                     StatusCode::TOO_MANY_REQUESTS,
                     "about:blank",
                     "too many failed attempts",
+                );
+                if let Ok(value) = HeaderValue::from_str(&retry_after.to_string()) {
+                    response.headers_mut().insert(header::RETRY_AFTER, value);
+                }
+                response
+            }
+            HttpError::UpstreamThrottled { retry_after } => {
+                let mut response = problem(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "about:blank",
+                    "the mail server behind this one asks to slow down: try again later",
                 );
                 if let Ok(value) = HeaderValue::from_str(&retry_after.to_string()) {
                     response.headers_mut().insert(header::RETRY_AFTER, value);

@@ -24,18 +24,20 @@
 //! then carries what the upstream put in its template, and it goes to the
 //! upstream's event source path as last seen in a session.
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{ConnectInfo, Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use super::AppState;
 use super::api::{is_json, read_limited};
+use super::auth::brake_user;
 use super::error::HttpError;
 use crate::jmap::error::RequestError;
 use crate::jmap::request::{MAX_JSON_VALUES, Request, json_values_over};
@@ -97,20 +99,67 @@ fn authorization(headers: &HeaderMap) -> Result<&HeaderValue, HttpError> {
         .ok_or(HttpError::Unauthorized)
 }
 
+/// Who is asking: the request's `Authorization` and the client's address
+/// (the TCP peer, or `X-Forwarded-For` from a `--trusted-proxy`).
+#[derive(Clone, Copy)]
+struct Caller<'a> {
+    authorization: &'a HeaderValue,
+    client: IpAddr,
+}
+
+impl<'a> Caller<'a> {
+    /// The caller of a request with `headers` from TCP peer `peer`; 401
+    /// without an `Authorization` header.
+    fn of(state: &AppState, headers: &'a HeaderMap, peer: SocketAddr) -> Result<Self, HttpError> {
+        Ok(Self {
+            authorization: authorization(headers)?,
+            client: state.auth.client_address(peer.ip(), headers),
+        })
+    }
+}
+
 /// The session of a request's credential: 401 when the upstream refused
-/// it, 503 when it could not be asked.
+/// it, 429 when this node's failure brake or the upstream does, 503 when
+/// the upstream could not be asked.
+///
+/// Failed logins are braked here per (user, client address) and per
+/// address, as a standalone server brakes them (issue 43), before the
+/// upstream sees them: otherwise every guess reaches the upstream from
+/// this node's address, and its brake locks the user, or everyone, out.
+/// A braked caller is refused before a kept session is looked at.
 async fn session_of(
+    state: &AppState,
     upstream: &JmapUpstream,
-    authorization: &HeaderValue,
+    caller: Caller<'_>,
     max_age: Duration,
 ) -> Result<Arc<UpstreamSession>, HttpError> {
-    upstream
-        .session(authorization, max_age)
-        .await
-        .map_err(|error| match error {
-            UpstreamError::LoginRefused => HttpError::Unauthorized,
-            other => HttpError::UpstreamUnavailable(other.to_string()),
-        })
+    let user = brake_user_of(caller.authorization);
+    state.auth.check_brake(&user, caller.client).await?;
+    if let Some(kept) = upstream.kept_session(caller.authorization, max_age).await {
+        return Ok(kept);
+    }
+    let slots = state.auth.reserve_login(&user, caller.client).await?;
+    let session = upstream
+        .session(caller.authorization, max_age, Some(caller.client))
+        .await;
+    match session {
+        Ok(session) => Ok(session),
+        Err(UpstreamError::LoginRefused) => {
+            slots.keep();
+            Err(HttpError::Unauthorized)
+        }
+        Err(UpstreamError::Throttled { retry_after }) => {
+            Err(HttpError::UpstreamThrottled { retry_after })
+        }
+        Err(other) => Err(HttpError::UpstreamUnavailable(other.to_string())),
+    }
+}
+
+/// [`brake_user`] of an `Authorization` value.
+fn brake_user_of(authorization: &HeaderValue) -> String {
+    let mut headers = HeaderMap::new();
+    headers.insert(header::AUTHORIZATION, authorization.clone());
+    brake_user(&headers)
 }
 
 /// Whether a request is run call by call ([`Proxied`]): one with a call
@@ -145,11 +194,13 @@ fn failed(error: UpstreamError) -> HttpError {
 
 async fn session(
     State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Result<Response, HttpError> {
     let upstream = upstream(&state)?;
-    let authorization = authorization(&headers)?;
-    let session = session_of(upstream, authorization, SESSION_GET_REUSE).await?;
+    let caller = Caller::of(&state, &headers, peer)?;
+    let authorization = caller.authorization;
+    let session = session_of(&state, upstream, caller, SESSION_GET_REUSE).await?;
     // A client that fetches the session is about to use its accounts: their
     // mirrors start syncing now.
     if let Some(mirror) = &state.mirror
@@ -162,6 +213,7 @@ async fn session(
 
 async fn api(
     State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, HttpError> {
@@ -170,8 +222,9 @@ async fn api(
         .in_flight
         .try_acquire()
         .map_err(|_| HttpError::Overloaded)?;
-    let authorization = authorization(&headers)?;
-    let session = session_of(upstream, authorization, SESSION_TTL).await?;
+    let caller = Caller::of(&state, &headers, peer)?;
+    let authorization = caller.authorization;
+    let session = session_of(&state, upstream, caller, SESSION_TTL).await?;
     let limit = session.max_size_request;
     let read = tokio::time::timeout(state.body_deadline, read_limited(body, limit));
     let bytes = match read.await {
@@ -225,7 +278,14 @@ async fn api(
         .cloned()
         .unwrap_or_else(|| HeaderValue::from_static("application/octet-stream"));
     let response = upstream
-        .api(&session, authorization, content_type, bytes, method)
+        .api(
+            &session,
+            authorization,
+            content_type,
+            bytes,
+            method,
+            Some(caller.client),
+        )
         .await
         .map_err(failed)?;
     Ok(passed_back(response))
@@ -233,17 +293,19 @@ async fn api(
 
 async fn download(
     State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path((account_id, blob_id, name)): Path<(String, String, String)>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Result<Response, HttpError> {
     let upstream = upstream(&state)?;
-    let authorization = authorization(&headers)?;
-    let session = session_of(upstream, authorization, SESSION_TTL).await?;
+    let caller = Caller::of(&state, &headers, peer)?;
+    let session = session_of(&state, upstream, caller, SESSION_TTL).await?;
     let url = session
         .download_target(&account_id, &blob_id, &name, query.as_deref())
         .map_err(failed)?;
-    let request = forwarded(upstream.stream(reqwest::Method::GET, url), &headers);
+    let request = upstream.stream(reqwest::Method::GET, url);
+    let request = forwarded(upstream, request, &headers, caller.client);
     let response = upstream
         .forward(request, "download")
         .await
@@ -253,18 +315,20 @@ async fn download(
 
 async fn upload(
     State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(account_id): Path<String>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, HttpError> {
     let upstream = upstream(&state)?;
-    let authorization = authorization(&headers)?;
-    let session = session_of(upstream, authorization, SESSION_TTL).await?;
+    let caller = Caller::of(&state, &headers, peer)?;
+    let session = session_of(&state, upstream, caller, SESSION_TTL).await?;
     let url = session
         .upload_target(&account_id, query.as_deref())
         .map_err(failed)?;
-    let request = forwarded(upstream.stream(reqwest::Method::POST, url), &headers)
+    let request = upstream.stream(reqwest::Method::POST, url);
+    let request = forwarded(upstream, request, &headers, caller.client)
         .body(reqwest::Body::wrap_stream(body.into_data_stream()));
     let response = upstream.forward(request, "upload").await.map_err(failed)?;
     Ok(passed_back(response))
@@ -272,21 +336,29 @@ async fn upload(
 
 async fn event_source(
     State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Result<Response, HttpError> {
     let upstream = upstream(&state)?;
-    let url = match headers.get(header::AUTHORIZATION) {
-        Some(authorization) => session_of(upstream, authorization, SESSION_TTL)
-            .await?
-            .event_source_target(query.as_deref())
-            .map_err(failed)?,
-        None => upstream
+    let client = state.auth.client_address(peer.ip(), &headers);
+    let url = match headers.contains_key(header::AUTHORIZATION) {
+        true => session_of(
+            &state,
+            upstream,
+            Caller::of(&state, &headers, peer)?,
+            SESSION_TTL,
+        )
+        .await?
+        .event_source_target(query.as_deref())
+        .map_err(failed)?,
+        false => upstream
             .event_source_target(query.as_deref())
             .ok_or(HttpError::PushAccessInvalid)?
             .map_err(failed)?,
     };
-    let request = forwarded(upstream.stream(reqwest::Method::GET, url), &headers);
+    let request = upstream.stream(reqwest::Method::GET, url);
+    let request = forwarded(upstream, request, &headers, client);
     let response = upstream
         .forward(request, "eventsource")
         .await
@@ -294,15 +366,21 @@ async fn event_source(
     Ok(passed_back(response))
 }
 
-/// `request` with the client's `Authorization` and
-/// [`FORWARDED_REQUEST_HEADERS`].
-fn forwarded(mut request: reqwest::RequestBuilder, headers: &HeaderMap) -> reqwest::RequestBuilder {
+/// `request` with the client's `Authorization`,
+/// [`FORWARDED_REQUEST_HEADERS`] and, when the upstream trusts it, the
+/// client's address ([`JmapUpstream::with_client_address`]).
+fn forwarded(
+    upstream: &JmapUpstream,
+    mut request: reqwest::RequestBuilder,
+    headers: &HeaderMap,
+    client: IpAddr,
+) -> reqwest::RequestBuilder {
     for name in std::iter::once(&header::AUTHORIZATION).chain(&FORWARDED_REQUEST_HEADERS) {
         for value in headers.get_all(name) {
             request = request.header(name.clone(), value.clone());
         }
     }
-    request
+    upstream.with_client_address(request, Some(client))
 }
 
 /// The upstream's response as the client's: its status,

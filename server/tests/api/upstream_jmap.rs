@@ -965,3 +965,73 @@ async fn a_poll_that_finds_the_upstream_unchanged_runs_no_sync() {
     mirror_at(&proxy, &account, Some(&set["newState"])).await;
     assert!(syncs().await > syncs_before);
 }
+
+/// Wrong guesses through the proxy lock out only the guesser (issue 43
+/// item 7): the proxy brakes (user, client address) itself before the
+/// upstream sees the guess, and tells an upstream that trusts it
+/// (`trusts_forwarded`) each client's address, so the upstream brakes the
+/// guesser's address, not the proxy's. Through a proxy that does not tell
+/// it, the upstream's brake falls on every login from the proxy, and its
+/// 429 is passed on as 429, not 503.
+#[tokio::test]
+async fn wrong_guesses_through_the_proxy_lock_out_only_the_guesser() {
+    use fastview::http::auth::MAX_FAILURES;
+    const GUESSER: &str = "192.0.2.66";
+    const KIM: &str = "198.51.100.7";
+    let loopback: ipnet::IpNet = "127.0.0.1/32".parse().unwrap();
+    let upstream = spawn_app_with(ServeOptions {
+        trusted_proxies: vec![loopback],
+        ..ServeOptions::default()
+    })
+    .await;
+    let kim = upstream.account("kim@example.com").await;
+    let url = JmapUpstreamUrl::parse(&format!("{}/.well-known/jmap", upstream.base)).unwrap();
+    let proxy_telling = |tells: bool| {
+        let mut options = JmapUpstreamOptions::new(url.clone());
+        options.trusts_forwarded = tells;
+        spawn_app_with(ServeOptions {
+            jmap_upstream: Some(options),
+            trusted_proxies: vec![loopback],
+            ..ServeOptions::default()
+        })
+    };
+    let (telling, blind) = (proxy_telling(true).await, proxy_telling(false).await);
+    let login = |proxy: &TestApp, from: &str, password: &str| {
+        proxy
+            .client
+            .get(format!("{}/.well-known/jmap", proxy.base))
+            .basic_auth(&kim.email, Some(password))
+            .header("x-forwarded-for", from)
+            .send()
+    };
+    let status = |response: reqwest::Response| response.status().as_u16();
+    let checks = "fastview_upstream_round_trips_total{method=\"session\",command=\"session\"}";
+    for _ in 0..MAX_FAILURES {
+        assert_eq!(
+            status(login(&telling, GUESSER, "guess").await.unwrap()),
+            401
+        );
+    }
+    let asked = telling.metric(checks).await;
+    let braked = login(&telling, GUESSER, "guess").await.unwrap();
+    assert_eq!(braked.status(), 429);
+    assert!(braked.headers().contains_key("retry-after"));
+    // Even the right password, braked here: the brake tells no guess apart.
+    assert_eq!(
+        status(login(&telling, GUESSER, PASSWORD).await.unwrap()),
+        429
+    );
+    assert_eq!(telling.metric(checks).await, asked, "the upstream saw none");
+    // Kim, from her own address, is let in: the upstream braked the
+    // guesser's address, not the proxy's.
+    assert_eq!(status(login(&telling, KIM, PASSWORD).await.unwrap()), 200);
+
+    // Through the proxy that does not tell, the upstream counts every
+    // guess against the proxy's address; once it brakes, Kim gets its 429.
+    for _ in 0..MAX_FAILURES {
+        assert_eq!(status(login(&blind, GUESSER, "guess").await.unwrap()), 401);
+    }
+    let refused = login(&blind, KIM, PASSWORD).await.unwrap();
+    assert_eq!(refused.status(), 429, "the upstream's 429 is not a 503");
+    assert!(refused.headers().contains_key("retry-after"));
+}

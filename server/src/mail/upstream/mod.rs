@@ -157,6 +157,10 @@ pub enum UpstreamError {
     /// The upstream answered `NO`/`BAD` or something that is not IMAP.
     #[error("the upstream refused: {0}")]
     Refused(String),
+    /// A JMAP upstream answered 429 (it brakes logins or requests): wait
+    /// `retry_after` seconds (its Retry-After, else 60).
+    #[error("the upstream asks to slow down (429), for {retry_after} s")]
+    Throttled { retry_after: u64 },
     /// The local store failed while recording what the upstream holds.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),

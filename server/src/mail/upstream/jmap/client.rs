@@ -268,6 +268,10 @@ pub struct JmapUpstream {
     /// `eventSourceUrl` of the last session fetched (any credential's): where
     /// an event source without an `Authorization` header goes.
     last_event_source: std::sync::RwLock<Option<String>>,
+    /// `--upstream-trusts-forwarded`: each client's address goes to the
+    /// upstream in `Forwarded` and `X-Forwarded-For`, so that it brakes
+    /// failed logins per client, not per proxy (issue 43).
+    forward_client_address: bool,
 }
 
 impl JmapUpstream {
@@ -290,7 +294,45 @@ impl JmapUpstream {
             checks: Semaphore::new(CHECKS_AT_ONCE),
             metrics,
             last_event_source: std::sync::RwLock::new(None),
+            forward_client_address: false,
         })
+    }
+
+    /// This upstream, telling it each client's address
+    /// (`--upstream-trusts-forwarded`) when `on`.
+    pub fn forwarding_client_address(mut self, on: bool) -> Self {
+        self.forward_client_address = on;
+        self
+    }
+
+    /// `request` with the client's address in `Forwarded` (RFC 7239) and
+    /// `X-Forwarded-For`, when this upstream is told it; as it was
+    /// otherwise.
+    pub fn with_client_address(
+        &self,
+        request: reqwest::RequestBuilder,
+        client: Option<std::net::IpAddr>,
+    ) -> reqwest::RequestBuilder {
+        match client.filter(|_| self.forward_client_address) {
+            Some(client @ std::net::IpAddr::V4(_)) => request
+                .header("forwarded", format!("for={client}"))
+                .header("x-forwarded-for", client.to_string()),
+            Some(client @ std::net::IpAddr::V6(_)) => request
+                .header("forwarded", format!("for=\"[{client}]\""))
+                .header("x-forwarded-for", client.to_string()),
+            None => request,
+        }
+    }
+
+    /// The session kept for `authorization` if the upstream answered it
+    /// within `max_age`: no round trip.
+    pub async fn kept_session(
+        &self,
+        authorization: &HeaderValue,
+        max_age: Duration,
+    ) -> Option<Arc<UpstreamSession>> {
+        let kept = self.sessions.get(&self.digest(authorization)).await?;
+        (kept.fetched_at.elapsed() <= max_age).then_some(kept)
     }
 
     /// The upstream's session URL.
@@ -301,13 +343,15 @@ impl JmapUpstream {
     /// The session the upstream gives `authorization` (the client's own
     /// header), from the cache when it was fetched within `max_age` (at most
     /// [`SESSION_TTL`]) and not forgotten since; concurrent fetches for one
-    /// credential share one round trip. Errors: [`UpstreamError::LoginRefused`] on 401
-    /// or 403, [`UpstreamError::Refused`] for any other answer that is not
+    /// credential share one round trip, made from `client` (told the
+    /// upstream when it trusts it). Errors: [`UpstreamError::LoginRefused`] on 401
+    /// or 403, [`UpstreamError::Throttled`] on 429, [`UpstreamError::Refused`] for any other answer that is not
     /// a session object, [`UpstreamError::Unreachable`].
     pub async fn session(
         &self,
         authorization: &HeaderValue,
         max_age: Duration,
+        client: Option<std::net::IpAddr>,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         let digest = self.digest(authorization);
         if let Some(kept) = self.sessions.get(&digest).await {
@@ -317,10 +361,13 @@ impl JmapUpstream {
             self.sessions.invalidate(&digest).await;
         }
         self.sessions
-            .try_get_with(digest, self.fetch_session(authorization))
+            .try_get_with(digest, self.fetch_session(authorization, client))
             .await
             .map_err(|error| match &*error {
                 UpstreamError::LoginRefused => UpstreamError::LoginRefused,
+                UpstreamError::Throttled { retry_after } => UpstreamError::Throttled {
+                    retry_after: *retry_after,
+                },
                 UpstreamError::Unreachable(text) => UpstreamError::Unreachable(text.clone()),
                 other => UpstreamError::Refused(other.to_string()),
             })
@@ -335,6 +382,7 @@ impl JmapUpstream {
     async fn fetch_session(
         &self,
         authorization: &HeaderValue,
+        client: Option<std::net::IpAddr>,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         let _turn = self
             .checks
@@ -346,10 +394,19 @@ impl JmapUpstream {
             .get(self.url.url().clone())
             .header(AUTHORIZATION, authorization.clone())
             .timeout(ROUND_TRIP_TIMEOUT);
+        let request = self.with_client_address(request, client);
         let response = self.send(request, "session", "session").await?;
         let status = response.status();
         if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
             return Err(UpstreamError::LoginRefused);
+        }
+        if status == reqwest::StatusCode::TOO_MANY_REQUESTS {
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|value| value.to_str().ok()?.trim().parse().ok())
+                .unwrap_or(60);
+            return Err(UpstreamError::Throttled { retry_after });
         }
         if !status.is_success() {
             return Err(UpstreamError::Refused(format!(
@@ -376,8 +433,9 @@ impl JmapUpstream {
     }
 
     /// POSTs an API request body of `content_type` to the session's
-    /// `apiUrl` as `authorization`, counted under `method` (the first
-    /// call's, as a metrics label).
+    /// `apiUrl` as `authorization` from `client` (told the upstream when it
+    /// trusts it), counted under `method` (the first call's, as a metrics
+    /// label).
     pub async fn api(
         &self,
         session: &UpstreamSession,
@@ -385,6 +443,7 @@ impl JmapUpstream {
         content_type: HeaderValue,
         body: Bytes,
         method: &'static str,
+        client: Option<std::net::IpAddr>,
     ) -> Result<reqwest::Response, UpstreamError> {
         let request = self
             .http
@@ -393,6 +452,7 @@ impl JmapUpstream {
             .header(reqwest::header::CONTENT_TYPE, content_type)
             .timeout(ROUND_TRIP_TIMEOUT)
             .body(body);
+        let request = self.with_client_address(request, client);
         self.send(request, method, "api").await
     }
 
@@ -411,7 +471,7 @@ impl JmapUpstream {
             .map_err(|error| UpstreamError::Refused(error.to_string()))?;
         let json = HeaderValue::from_static("application/json");
         let response = self
-            .api(session, authorization, json, body.into(), method)
+            .api(session, authorization, json, body.into(), method, None)
             .await?;
         let status = response.status().as_u16();
         Ok((status, read_limited(response, MAX_ANSWER_OCTETS).await?))

@@ -35,6 +35,9 @@ pub struct JmapUpstreamOptions {
     /// `--upstream-idle-minutes`: how long after its last request an
     /// account's mirror is followed (and the credential kept in memory).
     pub idle: std::time::Duration,
+    /// `--upstream-trusts-forwarded`: each client's address goes to the
+    /// upstream (`Forwarded`, `X-Forwarded-For`), issue 43.
+    pub trusts_forwarded: bool,
 }
 
 impl JmapUpstreamOptions {
@@ -45,6 +48,7 @@ impl JmapUpstreamOptions {
             url,
             poll: std::time::Duration::from_secs(60),
             idle: std::time::Duration::from_secs(30 * 60),
+            trusts_forwarded: false,
         }
     }
 }
