@@ -125,11 +125,45 @@ pub async fn deliver_through(
     delivery: &Delivery,
     now: i64,
 ) -> StoreResult<()> {
-    let work = attempt(store, blobs, outbound, host, delivery, now);
+    deliver_holding(store, blobs, outbound, host, delivery, now, Hold::default()).await
+}
+
+/// How a node holds the delivery it works on: each renewal holds it for
+/// `lease` seconds from then, every `renew_every` and before each
+/// recipient.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hold {
+    /// Seconds.
+    pub lease: i64,
+    pub renew_every: std::time::Duration,
+}
+
+impl Default for Hold {
+    /// [`LEASE`], renewed every [`RENEW_EVERY`].
+    fn default() -> Self {
+        Self {
+            lease: LEASE,
+            renew_every: RENEW_EVERY,
+        }
+    }
+}
+
+/// [`deliver_through`] under `hold` (tests hold briefly and renew often;
+/// everything else uses [`Hold::default`]).
+pub async fn deliver_holding(
+    store: &dyn Store,
+    blobs: &Arc<BlobStore>,
+    outbound: Outbound<'_>,
+    host: &str,
+    delivery: &Delivery,
+    now: i64,
+    hold: Hold,
+) -> StoreResult<()> {
+    let work = attempt(store, blobs, outbound, host, delivery, now, hold.lease);
     let heartbeat = async {
         loop {
-            tokio::time::sleep(RENEW_EVERY).await;
-            let until = chrono::Utc::now().timestamp() + LEASE;
+            tokio::time::sleep(hold.renew_every).await;
+            let until = chrono::Utc::now().timestamp() + hold.lease;
             match store
                 .renew_delivery(delivery.id, delivery.lease, until)
                 .await
@@ -154,7 +188,8 @@ pub async fn deliver_through(
     }
 }
 
-/// One attempt at `delivery` ([`deliver_through`] without the heartbeat).
+/// One attempt at `delivery` ([`deliver_through`] without the heartbeat),
+/// renewing its hold for `lease` seconds before each recipient.
 async fn attempt(
     store: &dyn Store,
     blobs: &Arc<BlobStore>,
@@ -162,6 +197,7 @@ async fn attempt(
     host: &str,
     delivery: &Delivery,
     now: i64,
+    lease: i64,
 ) -> StoreResult<()> {
     let recipients: Vec<String> = serde_json::from_str(&delivery.recipients).unwrap_or_default();
     let message = match blobs.get(&delivery.blob_id).await {
@@ -177,7 +213,7 @@ async fn attempt(
     let mut statuses = Vec::new();
     let mut again = Vec::new();
     for recipient in recipients {
-        let until = chrono::Utc::now().timestamp() + LEASE;
+        let until = chrono::Utc::now().timestamp() + lease;
         if !store
             .renew_delivery(delivery.id, delivery.lease, until)
             .await?

@@ -541,3 +541,97 @@ async fn a_delivery_taken_over_is_sent_by_its_new_holder_only() {
             .is_empty()
     );
 }
+
+/// Issue 43: a delivery in flight is not taken by another node while its
+/// holder works on it. Holds here last two seconds (600 in `serve`) and the
+/// relay stalls before answering the message for longer than that; the
+/// holder renews the hold meanwhile, so another node finds nothing to take;
+/// the stalled step ends at its deadline and the attempt is recorded as a
+/// retry.
+#[tokio::test]
+async fn a_delivery_in_flight_is_held_while_the_relay_stalls() {
+    use fastview::mail::relay::RelayTimeouts;
+    use fastview::store::{Delivery, SubmissionRow};
+    let port = stalling_relay("dot").await;
+    let relay = Relay::from_url(&format!("smtp://127.0.0.1:{port}"))
+        .unwrap()
+        .with_timeouts(RelayTimeouts {
+            step: std::time::Duration::from_secs(4),
+            data_rate: 1 << 20,
+        });
+    let app = spawn_app_with(ServeOptions::default()).await;
+    let ann = app.account("ann@example.com").await;
+    let store = app.app.store.clone();
+    let message = b"From: ann@example.com\r\nTo: zed@far.example\r\nSubject: Held\r\n\r\nhi\r\n";
+    let blob_id = app.app.blobs.put(message.to_vec()).await.unwrap();
+    // Queued ten minutes ago: its maker's first hold is over.
+    let send_at = chrono::Utc::now().timestamp() - 600;
+    let row = SubmissionRow {
+        id: 0,
+        identity_id: 1,
+        email_id: 1,
+        thread_id: 1,
+        envelope: "{}".into(),
+        send_at,
+        undo_status: "final".into(),
+        delivery_status: "{}".into(),
+    };
+    let queued = Delivery {
+        id: 0,
+        submission_id: 0,
+        account_id: ann.id,
+        blob_id,
+        mail_from: "ann@example.com".into(),
+        recipients: json!(["zed@far.example"]).to_string(),
+        send_at,
+        attempts: 0,
+        lease: 0,
+    };
+    let (_, made) = store
+        .create_submission(ann.id, &row, &[queued], Default::default())
+        .await
+        .unwrap();
+    let worker = {
+        let (store, blobs, made) = (store.clone(), app.app.blobs.clone(), made[0].clone());
+        tokio::spawn(async move {
+            let outbound = delivery::Outbound::Relay(Some(&relay));
+            let hold = delivery::Hold {
+                lease: 2,
+                renew_every: std::time::Duration::from_millis(200),
+            };
+            delivery::deliver_holding(
+                store.as_ref(),
+                &blobs,
+                outbound,
+                "test",
+                &made,
+                send_at,
+                hold,
+            )
+            .await
+        })
+    };
+    // Past a two-second hold (whole seconds: taken at the latest two
+    // seconds on without renewals), while the relay is silent: nothing to
+    // take.
+    tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+    assert!(!worker.is_finished());
+    let now = chrono::Utc::now().timestamp();
+    assert_eq!(store.take_deliveries(now, 600, 10).await.unwrap(), vec![]);
+    // The stalled step ends at its deadline: a retry, recorded by the holder.
+    tokio::time::timeout(std::time::Duration::from_secs(30), worker)
+        .await
+        .expect("the attempt ended at the step's deadline")
+        .unwrap()
+        .unwrap();
+    let rows = store.submissions(ann.id).await.unwrap();
+    let status: Value = serde_json::from_str(&rows[0].delivery_status).unwrap();
+    assert_eq!(status["zed@far.example"]["delivered"], "queued", "{status}");
+    assert!(
+        status["zed@far.example"]["smtpReply"]
+            .as_str()
+            .unwrap()
+            .starts_with("451 4.4.2"),
+        "{status}"
+    );
+}
