@@ -103,7 +103,22 @@ pub struct ServeArgs {
     /// is loopback) or `smtps://user:password@host:465`. Without it,
     /// EmailSubmission sends only to accounts on this server.
     #[arg(long, env = "FASTVIEW_SMTP_RELAY", value_parser = parse_smtp_relay)]
-    pub smtp_relay: Option<std::sync::Arc<crate::mail::relay::Relay>>,
+    pub smtp_relay: Option<String>,
+    /// Seconds each step of an SMTP transaction with the relay may take:
+    /// connecting, the greeting, EHLO, STARTTLS, AUTH, MAIL, RCPT, DATA,
+    /// and the reply to the message (which also has its size at 32 KiB/s).
+    /// A step past it is a temporary failure, retried from the queue.
+    #[arg(long, env = "FASTVIEW_SMTP_TIMEOUT", default_value_t = crate::mail::relay::RelayTimeouts::default().step.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub smtp_timeout: u64,
+    /// EmailSubmissions one account may create per hour (on all nodes
+    /// together); more are refused with `overQuota`. 0: no bound.
+    #[arg(long, env = "FASTVIEW_MAX_SENT_MESSAGES_PER_HOUR", default_value_t = crate::jmap::DEFAULT_SENT_MESSAGES_PER_HOUR)]
+    pub max_sent_messages_per_hour: u64,
+    /// Recipients one account may send to per hour, local accounts
+    /// included, summed over its submissions (on all nodes together); a
+    /// submission past it is refused with `tooManyRecipients`. 0: no bound.
+    #[arg(long, env = "FASTVIEW_MAX_SENT_RECIPIENTS_PER_HOUR", default_value_t = crate::jmap::DEFAULT_SENT_RECIPIENTS_PER_HOUR)]
+    pub max_sent_recipients_per_hour: u64,
     /// Mirror an existing IMAP server (issue 18): `imaps://host[:993]`, or
     /// `imap://host[:143]` (STARTTLS required unless the host is loopback).
     /// Users log in with their IMAP credentials; accounts are made on their
@@ -193,9 +208,9 @@ fn parse_upstream_smtp(value: &str) -> Result<String, String> {
         .map_err(|error| error.to_string())
 }
 
-fn parse_smtp_relay(value: &str) -> Result<std::sync::Arc<crate::mail::relay::Relay>, String> {
+fn parse_smtp_relay(value: &str) -> Result<String, String> {
     crate::mail::relay::Relay::from_url(value)
-        .map(std::sync::Arc::new)
+        .map(|_| value.to_string())
         .map_err(|error| error.to_string())
 }
 
@@ -256,7 +271,21 @@ impl ServeArgs {
                 min_upload_rate: self.min_upload_rate.saturating_mul(1024),
             },
             trusted_proxies: self.trusted_proxy.clone(),
-            smtp_relay: self.smtp_relay.clone(),
+            limits: crate::jmap::Limits {
+                max_sent_messages_per_hour: self.max_sent_messages_per_hour,
+                max_sent_recipients_per_hour: self.max_sent_recipients_per_hour,
+                ..crate::jmap::Limits::default()
+            },
+            // Checked when parsed.
+            smtp_relay: self.smtp_relay.as_deref().and_then(|url| {
+                let timeouts = crate::mail::relay::RelayTimeouts {
+                    step: Duration::from_secs(self.smtp_timeout),
+                    ..Default::default()
+                };
+                crate::mail::relay::Relay::from_url(url)
+                    .ok()
+                    .map(|relay| std::sync::Arc::new(relay.with_timeouts(timeouts)))
+            }),
             jmap_upstream: match &self.upstream {
                 Some(crate::mail::upstream::UpstreamTarget::Jmap(url)) => {
                     Some(crate::mail::upstream::jmap::JmapUpstreamOptions {
@@ -360,6 +389,8 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
     options.connections.max_connections = connections_within_open_files(args.max_connections);
     let (router, state) = crate::http::assemble(app, &options);
     let upstream = state.jmap.upstream.clone();
+    // One relay for the calls and the queue: one set of connections.
+    let relay = state.jmap.relay.clone();
     if let Some(upstream) = &state.jmap.upstream {
         upstream.spawn_eviction(std::time::Duration::from_secs(60));
         let started = upstream.start_all().await?;
@@ -401,7 +432,7 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
     let _deliveries = crate::mail::delivery::spawn_periodic(
         app.store.clone(),
         app.blobs.clone(),
-        args.smtp_relay.clone(),
+        relay.clone(),
         upstream,
         std::time::Duration::from_secs(15),
     );
@@ -414,7 +445,7 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
         }
         None => {}
     }
-    if let Some(relay) = &args.smtp_relay {
+    if let Some(relay) = &relay {
         eprintln!("mail to other servers goes through the SMTP relay {relay}");
     }
     let address = listener.local_addr()?;

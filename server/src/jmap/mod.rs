@@ -55,7 +55,33 @@ pub struct Limits {
     /// Heavy jobs one account may have on that pool at once; 0: half the
     /// pool's threads (at least 1), so one account never fills it.
     pub work_jobs_per_account: usize,
+    /// Not advertised: EmailSubmissions one account may create per hour
+    /// (`serve --max-sent-messages-per-hour`); more are `overQuota`
+    /// (RFC 8620 §5.3). 0: no bound.
+    pub max_sent_messages_per_hour: u64,
+    /// Not advertised: recipients (envelope `rcptTo`, local ones included,
+    /// summed over submissions) one account may send to per hour
+    /// (`serve --max-sent-recipients-per-hour`); more are
+    /// `tooManyRecipients` with the number left as `maxRecipients`
+    /// (RFC 8621 §7.5). 0: no bound.
+    pub max_sent_recipients_per_hour: u64,
+    /// Not advertised: how long EmailSubmission/set waits for the relay (or
+    /// the upstream's submission server) before it answers with the
+    /// recipients still `queued`; the delivery goes on meanwhile. Local
+    /// recipients are delivered before the answer whatever this is.
+    pub submit_wait: std::time::Duration,
 }
+
+/// [`Limits::max_sent_messages_per_hour`] unless `serve` says otherwise:
+/// more than a person writes in an hour (one every 18 s), a tenth of the
+/// recipients below.
+pub const DEFAULT_SENT_MESSAGES_PER_HOUR: u64 = 200;
+
+/// [`Limits::max_sent_recipients_per_hour`] unless `serve` says otherwise:
+/// ten submissions to the most recipients one may have (100), so a
+/// person's heaviest hour fits; a stolen account sends at most 24,000
+/// relay transactions a day, not 100,000 in one call.
+pub const DEFAULT_SENT_RECIPIENTS_PER_HOUR: u64 = 1_000;
 
 /// How many JSON octets one request may make the server build (resolved
 /// result references plus method responses) per octet of `maxSizeRequest`.
@@ -121,6 +147,9 @@ impl Default for Limits {
             max_render_work: 250_000,
             work_threads: 0,
             work_jobs_per_account: 0,
+            max_sent_messages_per_hour: DEFAULT_SENT_MESSAGES_PER_HOUR,
+            max_sent_recipients_per_hour: DEFAULT_SENT_RECIPIENTS_PER_HOUR,
+            submit_wait: std::time::Duration::from_secs(5),
         }
     }
 }

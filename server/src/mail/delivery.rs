@@ -9,6 +9,21 @@
 //! relay is not the recipient's mail store), a 5xx is `"no"` and a bounce
 //! (RFC 3464) in the sender's inbox.
 //!
+//! A local recipient's copy is charged to its quota like any message it
+//! receives; over it (or without an inbox) the copy is not stored, the
+//! recipient is `delivered: "no"` and the sender gets a bounce. The copy's
+//! Received field names the submission, not the recipient, so every local
+//! recipient of one submission gets the same octets, which the
+//! content-addressed blob store keeps once (issue 43).
+//!
+//! A node works on a delivery under a fenced lease (`Store::take_deliveries`):
+//! it renews the hold every [`RENEW_EVERY`] while it works and before each
+//! recipient, and stops, recording nothing, as soon as a renewal finds that
+//! another node took the delivery over; the store refuses the record of an
+//! attempt under a lease that is no longer the row's. So a delivery in
+//! flight is neither taken by another node (its hold never lapses while
+//! its node lives) nor recorded twice.
+//!
 //! A 4xx, an unreachable relay, or a failure of this server (a blob or
 //! store error) is tried again with backoff (1 minute, doubling, at most
 //! an hour) for [`GIVE_UP_AFTER`] seconds after sendAt; then each
@@ -42,10 +57,15 @@ pub const GIVE_UP_AFTER: i64 = 5 * 86_400;
 /// The name this server gives itself in the Received field of local copies.
 pub const HOST: &str = "fastview";
 
-/// How long a node holds a delivery it took, in seconds: renewed before
-/// each recipient, each of which takes at most the relay's timeout (60 s),
-/// so no other node takes a delivery that is still being worked on.
+/// How long a node holds a delivery it took, in seconds: renewed every
+/// [`RENEW_EVERY`] while it works and before each recipient, so no other
+/// node takes a delivery that is still being worked on.
 pub const LEASE: i64 = 600;
+
+/// How often a node renews the hold of the delivery it works on: a quarter
+/// of [`LEASE`], so three renewals can fail (a busy database) before the
+/// hold lapses.
+pub const RENEW_EVERY: std::time::Duration = std::time::Duration::from_secs(LEASE as u64 / 4);
 
 /// A DeliveryStatus (RFC 8621 §7) as JSON text.
 fn status(smtp_reply: &str, delivered: &str) -> String {
@@ -94,7 +114,9 @@ pub async fn deliver(
 
 /// Delivers what it can of `delivery` and records it: the statuses of the
 /// recipients done, a retry for the others. `host` names this server in the
-/// Received field; `now` is Unix seconds.
+/// Received field; `now` is Unix seconds. Holds the delivery's lease while
+/// it works ([`RENEW_EVERY`]); once another node has taken it over, stops
+/// and records nothing (that node delivers it).
 pub async fn deliver_through(
     store: &dyn Store,
     blobs: &Arc<BlobStore>,
@@ -102,6 +124,80 @@ pub async fn deliver_through(
     host: &str,
     delivery: &Delivery,
     now: i64,
+) -> StoreResult<()> {
+    deliver_holding(store, blobs, outbound, host, delivery, now, Hold::default()).await
+}
+
+/// How a node holds the delivery it works on: each renewal holds it for
+/// `lease` seconds from then, every `renew_every` and before each
+/// recipient.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hold {
+    /// Seconds.
+    pub lease: i64,
+    pub renew_every: std::time::Duration,
+}
+
+impl Default for Hold {
+    /// [`LEASE`], renewed every [`RENEW_EVERY`].
+    fn default() -> Self {
+        Self {
+            lease: LEASE,
+            renew_every: RENEW_EVERY,
+        }
+    }
+}
+
+/// [`deliver_through`] under `hold` (tests hold briefly and renew often;
+/// everything else uses [`Hold::default`]).
+pub async fn deliver_holding(
+    store: &dyn Store,
+    blobs: &Arc<BlobStore>,
+    outbound: Outbound<'_>,
+    host: &str,
+    delivery: &Delivery,
+    now: i64,
+    hold: Hold,
+) -> StoreResult<()> {
+    let work = attempt(store, blobs, outbound, host, delivery, now, hold.lease);
+    let heartbeat = async {
+        loop {
+            tokio::time::sleep(hold.renew_every).await;
+            let until = chrono::Utc::now().timestamp() + hold.lease;
+            match store
+                .renew_delivery(delivery.id, delivery.lease, until)
+                .await
+            {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(error) => {
+                    tracing::warn!(delivery = delivery.id, %error, "renewing a delivery's lease");
+                }
+            }
+        }
+    };
+    tokio::select! {
+        result = work => result,
+        () = heartbeat => {
+            tracing::warn!(
+                delivery = delivery.id,
+                "another node took this delivery over: the attempt here stops, unrecorded"
+            );
+            Ok(())
+        }
+    }
+}
+
+/// One attempt at `delivery` ([`deliver_through`] without the heartbeat),
+/// renewing its hold for `lease` seconds before each recipient.
+async fn attempt(
+    store: &dyn Store,
+    blobs: &Arc<BlobStore>,
+    outbound: Outbound<'_>,
+    host: &str,
+    delivery: &Delivery,
+    now: i64,
+    lease: i64,
 ) -> StoreResult<()> {
     let recipients: Vec<String> = serde_json::from_str(&delivery.recipients).unwrap_or_default();
     let message = match blobs.get(&delivery.blob_id).await {
@@ -112,16 +208,28 @@ pub async fn deliver_through(
             None
         }
     };
+    // Every local recipient's copy, made once.
+    let local_copy = std::sync::OnceLock::new();
     let mut statuses = Vec::new();
     let mut again = Vec::new();
     for recipient in recipients {
-        let until = chrono::Utc::now().timestamp() + LEASE;
-        store.renew_delivery(delivery.id, until).await?;
+        let until = chrono::Utc::now().timestamp() + lease;
+        if !store
+            .renew_delivery(delivery.id, delivery.lease, until)
+            .await?
+        {
+            tracing::warn!(
+                delivery = delivery.id,
+                "another node took this delivery over: the attempt here stops, unrecorded"
+            );
+            return Ok(());
+        }
         let outcome = match &message {
             Some(message) => {
                 let to = Recipient {
                     address: &recipient,
                     message,
+                    local_copy: &local_copy,
                 };
                 match outbound {
                     Outbound::Relay(relay) => {
@@ -161,13 +269,21 @@ pub async fn deliver_through(
             serde_json::to_string(&again).unwrap_or_default(),
         ))
     };
-    store.finish_delivery(delivery, &statuses, retry).await
+    if !store.finish_delivery(delivery, &statuses, retry).await? {
+        tracing::warn!(
+            delivery = delivery.id,
+            "another node took this delivery over: this attempt is not recorded"
+        );
+    }
+    Ok(())
 }
 
 /// One recipient of a delivery and the message as it leaves.
 struct Recipient<'a> {
     address: &'a str,
     message: &'a [u8],
+    /// The copy local recipients get (made by the first of them).
+    local_copy: &'a std::sync::OnceLock<Vec<u8>>,
 }
 
 /// Sends to one recipient through the upstream's submission server with
@@ -233,28 +349,48 @@ async fn deliver_one(
             Ok(reply) => Outcome::Done(status(&reply, "unknown")),
             Err(Refusal::Temporary(reply)) => Outcome::Again(Some(status(&reply, "queued"))),
             Err(Refusal::Permanent(reply)) => {
-                let (from, at) = (&delivery.mail_from, delivery.send_at);
-                let dsn = bounce(host, &submission, from, to.address, &reply, to.message, at);
-                if store_in_inbox(store, blobs, delivery.account_id, dsn, now)
-                    .await
-                    .is_err()
-                {
-                    return Outcome::Again(None);
-                }
-                Outcome::Done(status(&reply, "no"))
+                refused(store, blobs, host, delivery, &to, &reply, now).await
             }
         };
     };
-    let copy = received_copy(to.message, host, &submission, to.address, delivery.send_at);
-    match store_in_inbox(store, blobs, account, copy, now).await {
+    let copy = to
+        .local_copy
+        .get_or_init(|| received_copy(to.message, host, &submission, delivery.send_at));
+    match store_in_inbox(store, blobs, account, copy.clone(), now).await {
         Ok(()) => {
             answer_if_away(store, blobs, relay, account, &to, &delivery.mail_from, now).await;
             Outcome::Done(delivered_locally())
         }
-        Err(Stored::NoInbox) => Outcome::Done(status("550 5.2.1 The recipient has no inbox", "no")),
-        Err(Stored::OverQuota) => {
-            Outcome::Done(status("552 5.2.2 The recipient's mailbox is full", "no"))
+        Err(Stored::NoInbox) => {
+            let reply = "550 5.2.1 The recipient has no inbox";
+            refused(store, blobs, host, delivery, &to, reply, now).await
         }
+        Err(Stored::OverQuota) => {
+            let reply = "552 5.2.2 The recipient's mailbox is full";
+            refused(store, blobs, host, delivery, &to, reply, now).await
+        }
+        Err(Stored::Failed) => Outcome::Again(None),
+    }
+}
+
+/// A recipient refused for good with `reply`: a bounce (RFC 3464) to the
+/// sender's inbox, and `delivered: "no"`. A bounce the sender's account
+/// cannot take (no inbox, over its quota) is dropped; one that failed to
+/// be stored is tried again with the recipient.
+async fn refused(
+    store: &dyn Store,
+    blobs: &Arc<BlobStore>,
+    host: &str,
+    delivery: &Delivery,
+    to: &Recipient<'_>,
+    reply: &str,
+    now: i64,
+) -> Outcome {
+    let submission = delivery.submission_id.to_string();
+    let (from, at) = (&delivery.mail_from, delivery.send_at);
+    let dsn = bounce(host, &submission, from, to.address, reply, to.message, at);
+    match store_in_inbox(store, blobs, delivery.account_id, dsn, now).await {
+        Ok(()) | Err(Stored::NoInbox | Stored::OverQuota) => Outcome::Done(status(reply, "no")),
         Err(Stored::Failed) => Outcome::Again(None),
     }
 }

@@ -1,12 +1,31 @@
 //! Sending to other servers through the operator's SMTP relay (issue 17):
 //! `serve --smtp-relay smtp://user:pass@host:587` (STARTTLS, required
 //! unless the host is loopback) or `smtps://user:pass@host:465` (TLS from
-//! the first octet), through lettre. One SMTP transaction per recipient, so
-//! each recipient's `deliveryStatus` is the relay's own answer to it.
+//! the first octet). One SMTP transaction per recipient, so each
+//! recipient's `deliveryStatus` is the relay's own answer to it.
+//!
+//! The SMTP client is lettre's connection (`AsyncSmtpConnection`), driven
+//! here step by step rather than through its transport, whose async form
+//! bounds only the TCP connect (issue 43: a relay that went silent after
+//! EHLO held a delivery for ever). Every step has a deadline
+//! ([`RelayTimeouts`]): connecting, the greeting and EHLO, STARTTLS, AUTH,
+//! each of MAIL, RCPT, DATA and RSET, and the message itself (its size at
+//! [`RelayTimeouts::data_rate`] on top of a step's deadline). A step past
+//! its deadline is a temporary refusal (`451 4.4.2`) and its connection is
+//! dropped. Connections are reused: a transaction that ended with a reply
+//! leaves its connection (after RSET) for the next one, up to
+//! [`IDLE_CONNECTIONS`] kept idle for at most [`IDLE_FOR`], so N recipients
+//! of one relay are N transactions on one connection, not N connections.
 
-use lettre::address::{Address, Envelope};
-use lettre::transport::smtp::authentication::Credentials;
-use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use lettre::address::Address;
+use lettre::transport::smtp::authentication::{Credentials, DEFAULT_MECHANISMS};
+use lettre::transport::smtp::client::{AsyncSmtpConnection, TlsParameters};
+use lettre::transport::smtp::commands::{Data, Mail, Rcpt, Rset};
+use lettre::transport::smtp::extension::{ClientId, Extension, MailBodyParameter, MailParameter};
 
 /// A relay URL that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -26,14 +45,71 @@ pub enum RelayUrlError {
 pub enum Refusal {
     /// A 5xx reply (or an address the relay cannot be given): final.
     Permanent(String),
-    /// A 4xx reply, or no answer at all: worth trying again.
+    /// A 4xx reply, or no answer at all (no connection, a step past its
+    /// deadline): worth trying again.
     Temporary(String),
 }
 
-/// The configured relay: a lettre transport, and the URL without its
-/// password (for logs).
+/// The deadlines of the SMTP steps (`serve --smtp-timeout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelayTimeouts {
+    /// Each step: the TCP connect (with the TLS handshake of `smtps`), the
+    /// greeting, EHLO, STARTTLS with its handshake, AUTH, MAIL, RCPT, the
+    /// DATA command, RSET, and the reply after the message's final dot.
+    pub step: Duration,
+    /// The slowest the message itself may be taken, octets per second: it
+    /// has `step` plus its size at this rate to arrive and be answered.
+    pub data_rate: u64,
+}
+
+impl Default for RelayTimeouts {
+    /// 60 s a step (lettre's own connect timeout), messages at 32 KiB/s
+    /// (a 50 MiB message has 26 minutes): a relay slower than that is
+    /// stalled, not slow.
+    fn default() -> Self {
+        Self {
+            step: Duration::from_secs(60),
+            data_rate: 32 << 10,
+        }
+    }
+}
+
+impl RelayTimeouts {
+    /// The deadline of sending `octets` of message and reading the reply.
+    pub fn data(&self, octets: usize) -> Duration {
+        self.step + Duration::from_secs(octets as u64 / self.data_rate.max(1))
+    }
+}
+
+/// Idle connections kept for reuse, per relay.
+pub const IDLE_CONNECTIONS: usize = 4;
+
+/// How long an idle connection is kept for reuse (relays close idle
+/// clients after a few minutes; RFC 5321 §4.5.3.2.7 asks for 5).
+pub const IDLE_FOR: Duration = Duration::from_secs(60);
+
+/// How a connection to the relay is secured.
+#[derive(Clone)]
+enum Security {
+    /// TLS from the first octet (`smtps`).
+    Wrapper(TlsParameters),
+    /// STARTTLS, required.
+    StartTls(TlsParameters),
+    /// None: only to a loopback host.
+    Plain,
+}
+
+/// The configured relay: where it is, how to log in, the step deadlines,
+/// the connections kept for reuse, and the URL without its password (for
+/// logs).
 pub struct Relay {
-    transport: AsyncSmtpTransport<Tokio1Executor>,
+    host: String,
+    port: u16,
+    security: Security,
+    credentials: Option<Credentials>,
+    timeouts: RelayTimeouts,
+    idle: Mutex<Vec<(AsyncSmtpConnection, Instant)>>,
+    opened: AtomicU64,
     shown: String,
 }
 
@@ -41,6 +117,12 @@ impl std::fmt::Debug for Relay {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Relay").field("url", &self.shown).finish()
     }
+}
+
+/// A step that failed: the refusal, and whether its connection can go on.
+struct Failed {
+    refusal: Refusal,
+    usable: bool,
 }
 
 impl Relay {
@@ -57,6 +139,22 @@ impl Relay {
         Self::build(url, Some((user.to_string(), password.to_string())))
     }
 
+    /// This relay with the step deadlines `timeouts`.
+    pub fn with_timeouts(mut self, timeouts: RelayTimeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// The step deadlines in force.
+    pub fn timeouts(&self) -> RelayTimeouts {
+        self.timeouts
+    }
+
+    /// How many connections to the relay this value has opened.
+    pub fn connections_opened(&self) -> u64 {
+        self.opened.load(Ordering::Relaxed)
+    }
+
     fn build(url: &str, credentials: Option<(String, String)>) -> Result<Self, RelayUrlError> {
         let parsed =
             url::Url::parse(url).map_err(|error| RelayUrlError::Malformed(error.to_string()))?;
@@ -69,16 +167,13 @@ impl Relay {
             || host
                 .parse::<std::net::IpAddr>()
                 .is_ok_and(|ip| ip.is_loopback());
-        let tls = |error: lettre::transport::smtp::Error| RelayUrlError::Tls(error.to_string());
-        let builder = match parsed.scheme() {
-            "smtps" => AsyncSmtpTransport::<Tokio1Executor>::relay(&host)
-                .map_err(tls)?
-                .port(parsed.port().unwrap_or(465)),
-            "smtp" if loopback => AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&host)
-                .port(parsed.port().unwrap_or(587)),
-            "smtp" => AsyncSmtpTransport::<Tokio1Executor>::starttls_relay(&host)
-                .map_err(tls)?
-                .port(parsed.port().unwrap_or(587)),
+        let tls = || {
+            TlsParameters::new(host.clone()).map_err(|error| RelayUrlError::Tls(error.to_string()))
+        };
+        let (security, port) = match parsed.scheme() {
+            "smtps" => (Security::Wrapper(tls()?), parsed.port().unwrap_or(465)),
+            "smtp" if loopback => (Security::Plain, parsed.port().unwrap_or(587)),
+            "smtp" => (Security::StartTls(tls()?), parsed.port().unwrap_or(587)),
             _ => return Err(RelayUrlError::Scheme),
         };
         let decode = |text: &str| {
@@ -86,10 +181,10 @@ impl Relay {
                 .decode_utf8_lossy()
                 .into_owned()
         };
-        let builder = match (credentials, parsed.username()) {
-            (Some((user, password)), _) => builder.credentials(Credentials::new(user, password)),
-            (None, "") => builder,
-            (None, user) => builder.credentials(Credentials::new(
+        let credentials = match (credentials, parsed.username()) {
+            (Some((user, password)), _) => Some(Credentials::new(user, password)),
+            (None, "") => None,
+            (None, user) => Some(Credentials::new(
                 decode(user),
                 decode(parsed.password().unwrap_or_default()),
             )),
@@ -97,15 +192,123 @@ impl Relay {
         let mut shown = parsed.clone();
         let _ = shown.set_password(None);
         Ok(Self {
-            transport: builder
-                .timeout(Some(std::time::Duration::from_secs(60)))
-                .build(),
+            host,
+            port,
+            security,
+            credentials,
+            timeouts: RelayTimeouts::default(),
+            idle: Mutex::new(Vec::new()),
+            opened: AtomicU64::new(0),
             shown: shown.to_string(),
         })
     }
 
+    /// Runs one step under `deadline`: its refusal when the relay refused
+    /// (the connection goes on) or failed or was silent (it does not).
+    async fn step<T>(
+        what: &str,
+        deadline: Duration,
+        step: impl Future<Output = Result<T, lettre::transport::smtp::Error>>,
+    ) -> Result<T, Failed> {
+        match tokio::time::timeout(deadline, step).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => {
+                let permanent = error.is_permanent();
+                let replied = error.status().is_some();
+                let text = refusal_text(
+                    error.status().map(|code| code.to_string()),
+                    &error.to_string(),
+                    permanent,
+                );
+                Err(Failed {
+                    refusal: match permanent {
+                        true => Refusal::Permanent(text),
+                        false => Refusal::Temporary(text),
+                    },
+                    usable: replied,
+                })
+            }
+            Err(_) => Err(Failed {
+                refusal: Refusal::Temporary(format!(
+                    "451 4.4.2 The relay did not answer {what} within {} s",
+                    deadline.as_secs_f64()
+                )),
+                usable: false,
+            }),
+        }
+    }
+
+    /// A connection ready for a transaction: an idle one that answers RSET
+    /// in time, else a new one (connected, greeted, EHLO, STARTTLS, AUTH).
+    async fn connection(&self) -> Result<AsyncSmtpConnection, Failed> {
+        let step = self.timeouts.step;
+        loop {
+            let idle = {
+                let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+                idle.retain(|(_, since)| since.elapsed() < IDLE_FOR);
+                idle.pop()
+            };
+            let Some((mut connection, _)) = idle else {
+                break;
+            };
+            if Self::step("RSET", step, connection.command(Rset))
+                .await
+                .is_ok()
+            {
+                return Ok(connection);
+            }
+        }
+        self.opened.fetch_add(1, Ordering::Relaxed);
+        let hello = ClientId::default();
+        let wrapper = match &self.security {
+            Security::Wrapper(tls) => Some(tls.clone()),
+            _ => None,
+        };
+        // Connect (and the smtps handshake), then the greeting, then EHLO:
+        // lettre bounds the first itself; each has a step's time.
+        let mut connection = Self::step(
+            "the greeting and EHLO",
+            step * 3,
+            AsyncSmtpConnection::connect_tokio1(
+                (self.host.as_str(), self.port),
+                Some(step),
+                &hello,
+                wrapper,
+                None,
+            ),
+        )
+        .await?;
+        if let Security::StartTls(tls) = &self.security {
+            // STARTTLS, the handshake, EHLO again.
+            Self::step(
+                "STARTTLS",
+                step * 3,
+                connection.starttls(tls.clone(), &hello),
+            )
+            .await?;
+        }
+        if let Some(credentials) = &self.credentials {
+            Self::step(
+                "AUTH",
+                step * 2,
+                connection.auth(DEFAULT_MECHANISMS, credentials),
+            )
+            .await?;
+        }
+        Ok(connection)
+    }
+
+    /// Keeps `connection` for the next transaction, if there is room.
+    fn keep(&self, connection: AsyncSmtpConnection) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < IDLE_CONNECTIONS {
+            idle.push((connection, Instant::now()));
+        }
+    }
+
     /// Sends `message` (as it leaves: octets unchanged) from `mail_from` to
-    /// `recipient`; the relay's reply, as one line.
+    /// `recipient`; the relay's reply, as one line. Returns within the
+    /// step deadlines whatever the relay does.
     pub async fn send(
         &self,
         mail_from: &str,
@@ -124,8 +327,6 @@ impl Relay {
                 "553 5.1.3 The address is not one the relay can be given".into(),
             ));
         };
-        let envelope = Envelope::new(from, vec![to])
-            .map_err(|error| Refusal::Permanent(format!("553 5.1.3 {error}")))?;
         // Every line ends CRLF on the wire (RFC 5321 §2.3.8): a bare LF or
         // CR would let a relay that reads them as line ends see an end of
         // data lettre did not dot-stuff (SMTP smuggling).
@@ -134,21 +335,72 @@ impl Relay {
         // with: the message's own final CRLF is that first CRLF, so the
         // relay receives the octets as they are.
         let message = message.strip_suffix(b"\r\n").unwrap_or(&message);
-        match self.transport.send_raw(&envelope, message).await {
-            Ok(response) => Ok(one_line(&response.code().to_string(), response.message())),
-            Err(error) => {
-                let permanent = error.is_permanent();
-                let text = refusal_text(
-                    error.status().map(|code| code.to_string()),
-                    &error.to_string(),
-                    permanent,
-                );
-                match permanent {
-                    true => Err(Refusal::Permanent(text)),
-                    false => Err(Refusal::Temporary(text)),
+        let mut connection = self.connection().await.map_err(|failed| failed.refusal)?;
+        let result = self.transaction(&mut connection, from, to, message).await;
+        match result {
+            Ok(reply) => {
+                self.keep(connection);
+                Ok(reply)
+            }
+            Err(failed) => {
+                if failed.usable
+                    && Self::step("RSET", self.timeouts.step, connection.command(Rset))
+                        .await
+                        .is_ok()
+                {
+                    self.keep(connection);
                 }
+                Err(failed.refusal)
             }
         }
+    }
+
+    /// MAIL, RCPT, DATA and the message on `connection`, each under its
+    /// deadline (lettre's `send`, step by step).
+    async fn transaction(
+        &self,
+        connection: &mut AsyncSmtpConnection,
+        from: Option<Address>,
+        to: Address,
+        message: &[u8],
+    ) -> Result<String, Failed> {
+        let step = self.timeouts.step;
+        let info = connection.server_info();
+        let mut options = Vec::new();
+        let ascii = |address: &Address| <Address as AsRef<str>>::as_ref(address).is_ascii();
+        let non_ascii = from.as_ref().is_some_and(|from| !ascii(from)) || !ascii(&to);
+        if non_ascii {
+            if !info.supports_feature(Extension::SmtpUtfEight) {
+                return Err(Failed {
+                    refusal: Refusal::Permanent(
+                        "553 5.6.7 The relay cannot take non-ASCII addresses (no SMTPUTF8)".into(),
+                    ),
+                    usable: true,
+                });
+            }
+            options.push(MailParameter::SmtpUtfEight);
+        }
+        if !message.is_ascii() {
+            if !info.supports_feature(Extension::EightBitMime) {
+                return Err(Failed {
+                    refusal: Refusal::Permanent(
+                        "554 5.6.3 The relay cannot take 8-bit messages (no 8BITMIME)".into(),
+                    ),
+                    usable: true,
+                });
+            }
+            options.push(MailParameter::Body(MailBodyParameter::EightBitMime));
+        }
+        Self::step("MAIL", step, connection.command(Mail::new(from, options))).await?;
+        Self::step("RCPT", step, connection.command(Rcpt::new(to, Vec::new()))).await?;
+        Self::step("DATA", step, connection.command(Data)).await?;
+        let response = Self::step(
+            "the message",
+            self.timeouts.data(message.len()),
+            connection.message(message),
+        )
+        .await?;
+        Ok(one_line(&response.code().to_string(), response.message()))
     }
 }
 

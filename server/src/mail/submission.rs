@@ -237,26 +237,23 @@ pub fn without_bcc(raw: &[u8]) -> Result<Vec<u8>, OutgoingError> {
     Outgoing::prepare(raw).map(|outgoing| outgoing.message)
 }
 
-/// The copy of `raw` delivered to `recipient` on this server: a Received
-/// field (RFC 5321 §4.4) on top, naming the submission and stamped with its
-/// sendAt (`at`, Unix seconds), so that a retried delivery makes the same
-/// octets (and the store recognises the copy it already has).
-pub fn received_copy(
-    raw: &[u8],
-    host: &str,
-    submission: &str,
-    recipient: &str,
-    at: i64,
-) -> Vec<u8> {
+/// The copy of `raw` delivered to the recipients on this server: a
+/// Received field (RFC 5321 §4.4) on top, naming the submission and stamped
+/// with its sendAt (`at`, Unix seconds), so that a retried delivery makes
+/// the same octets (and the store recognises the copy it already has). It
+/// names no recipient (no `for` clause, as RFC 5321 §7.2 advises for mail
+/// to several): every local recipient of a submission gets the same
+/// octets, which the blob store keeps once, and a Bcc recipient is not
+/// named in anyone's copy.
+pub fn received_copy(raw: &[u8], host: &str, submission: &str, at: i64) -> Vec<u8> {
     let date = chrono::DateTime::from_timestamp(at, 0)
         .unwrap_or_default()
         .to_rfc2822();
     let clean = |text: &str| text.replace(['\r', '\n'], "");
     let field = format!(
-        "Received: by {} (Fastview) with JMAP id {}\r\n\tfor <{}>; {}\r\n",
+        "Received: by {} (Fastview) with JMAP id {};\r\n\t{}\r\n",
         clean(host),
         clean(submission),
-        clean(recipient),
         date
     );
     let mut out = Vec::with_capacity(field.len() + raw.len());
@@ -507,24 +504,12 @@ Cc: BOB@example.com\r\nSubject: Hi\r\n\r\nBcc: stays in the body\r\n"
 
     #[test]
     fn a_local_copy_is_the_same_octets_every_time() {
-        let one = received_copy(
-            b"Subject: x\r\n\r\nhi",
-            "mail.test",
-            "s1",
-            "bob@example.com",
-            0,
-        );
-        let two = received_copy(
-            b"Subject: x\r\n\r\nhi",
-            "mail.test",
-            "s1",
-            "bob@example.com",
-            0,
-        );
+        let one = received_copy(b"Subject: x\r\n\r\nhi", "mail.test", "s1", 0);
+        let two = received_copy(b"Subject: x\r\n\r\nhi", "mail.test", "s1", 0);
         assert_eq!(one, two);
         assert_eq!(
             String::from_utf8(one).unwrap(),
-            "Received: by mail.test (Fastview) with JMAP id s1\r\n\tfor <bob@example.com>; \
+            "Received: by mail.test (Fastview) with JMAP id s1;\r\n\t\
              Thu, 1 Jan 1970 00:00:00 +0000\r\nSubject: x\r\n\r\nhi"
         );
     }

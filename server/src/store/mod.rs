@@ -85,6 +85,10 @@ pub enum StoreError {
     /// space is freed, without a restart.
     #[error("the database's storage is full: {0}")]
     StorageFull(sqlx::Error),
+    /// The submission would take the account past an hourly send bound
+    /// ([`Store::create_submission`], [`SendLimits`]); nothing was written.
+    #[error("the account's hourly send limit is reached: {0:?}")]
+    SendLimit(SendLimitHit),
     /// The database failed.
     #[error("database error: {0}")]
     Database(sqlx::Error),
@@ -223,6 +227,35 @@ pub struct Delivery {
     pub send_at: i64,
     /// Tries made before this one.
     pub attempts: i64,
+    /// The fencing token of the hold this copy was taken with (0 for the
+    /// node that queued it; one more at each take): a node renews its hold
+    /// and records its attempt only while the row still has this token.
+    #[sqlx(rename = "lease_token")]
+    pub lease: i64,
+}
+
+/// Per-account bounds on sending, counted over the hour before `now`
+/// from what the store recorded (so they hold across nodes and restarts;
+/// issue 43). Every recipient counts, local ones included. `None`: no bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SendLimits {
+    /// Unix seconds: the hour counted is `(now - 3600, now]`.
+    pub now: i64,
+    /// Submissions an account may make per hour.
+    pub messages_per_hour: Option<i64>,
+    /// Recipients (envelope `rcptTo`, summed over submissions) per hour.
+    pub recipients_per_hour: Option<i64>,
+}
+
+/// Which hourly send bound a submission would pass ([`SendLimits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendLimitHit {
+    /// The account sent `limit` messages in the last hour (RFC 8620 §5.3
+    /// `overQuota`).
+    Messages { limit: i64 },
+    /// The account may send to only `left` more recipients this hour, of
+    /// `limit` (RFC 8621 §7.5 `tooManyRecipients`, `maxRecipients`).
+    Recipients { limit: i64, left: i64 },
 }
 
 /// The mutable properties of an Identity to change; `None` keeps one.
@@ -711,33 +744,47 @@ pub trait Store: Send + Sync + 'static {
     async fn submission(&self, account: i64, id: i64) -> StoreResult<Option<SubmissionRow>>;
     /// Stores a submission (its `id` ignored) with the deliveries that send
     /// it (their `id` and `submission_id` ignored), in one transaction, and
-    /// logs it; the submission's id and the deliveries as stored.
+    /// logs it; the submission's id and the deliveries as stored (held by
+    /// the caller, lease token 0). The submission counts against `limits`
+    /// with all its deliveries' recipients: `SendLimit` and nothing written
+    /// when the account's last hour (checked under the account's write
+    /// lock, so concurrent submissions cannot both pass) leaves no room.
     async fn create_submission(
         &self,
         account: i64,
         submission: &SubmissionRow,
         deliveries: &[Delivery],
+        limits: SendLimits,
     ) -> StoreResult<(i64, Vec<Delivery>)>;
+    /// What the account sent in the hour before `now` (Unix seconds):
+    /// (submissions, recipients), as [`SendLimits`] counts them.
+    async fn sent_in_hour(&self, account: i64, now: i64) -> StoreResult<(i64, i64)>;
     /// Deletes a submission's record (its deliveries go on) and logs it;
     /// `NotFound` unless the account has it.
     async fn destroy_submission(&self, account: i64, id: i64) -> StoreResult<()>;
     /// Takes up to `limit` deliveries due at `now` that no node holds (or
-    /// whose holder's lease ran out), holding each until `now + lease`.
+    /// whose holder's lease ran out), holding each until `now + lease`
+    /// under a new lease token ([`Delivery::lease`]): the previous holder's
+    /// renewals and record fail from then on.
     async fn take_deliveries(&self, now: i64, lease: i64, limit: i64)
     -> StoreResult<Vec<Delivery>>;
     /// Records what a delivery attempt gave: `statuses` (recipient, JSON
     /// DeliveryStatus) merged into its submission's `delivery_status` (when
     /// the record still exists; logged), then the delivery deleted, or, with
     /// `retry_at`, kept for another attempt then, for `recipients` only.
+    /// Only while the delivery still has the lease token `delivery` was
+    /// taken with: false, and nothing written, when another node took it
+    /// over (or it is gone).
     async fn finish_delivery(
         &self,
         delivery: &Delivery,
         statuses: &[(String, String)],
         retry: Option<(i64, String)>,
-    ) -> StoreResult<()>;
+    ) -> StoreResult<bool>;
     /// Holds delivery `id` until `until` (Unix seconds) for the node working
-    /// on it: renewed before each recipient.
-    async fn renew_delivery(&self, id: i64, until: i64) -> StoreResult<()>;
+    /// on it with lease token `lease`: false, and nothing changed, when the
+    /// delivery has another token (another node took it over) or is gone.
+    async fn renew_delivery(&self, id: i64, lease: i64, until: i64) -> StoreResult<bool>;
     /// The account whose login or alias `address` is (case-insensitively),
     /// if any: where mail to it is delivered.
     async fn account_for_address(&self, address: &str) -> StoreResult<Option<i64>>;

@@ -32,8 +32,8 @@ use super::{
     Account, ApiToken, ChangeKind, ChangeType, Changes, Delivery, EmailIndex, EmailLists,
     EmailMeta, EmailUpdate, FastView, IdentityPatch, IdentityRow, Inserted, LogPosition,
     MailboxPatch, MailboxRow, MirroredEmail, NewEmail, NewMailbox, QueryRow, Quota, ROLE_MAILBOXES,
-    SearchText, States, Store, StoreError, StoreResult, SubmissionRow, TextSearch, UpdateOutcome,
-    UpstreamCopy, UpstreamMailbox, VacationResponse,
+    SearchText, SendLimits, States, Store, StoreError, StoreResult, SubmissionRow, TextSearch,
+    UpdateOutcome, UpstreamCopy, UpstreamMailbox, VacationResponse,
 };
 use rusqlite::OptionalExtension;
 
@@ -869,6 +869,7 @@ where
             "DELETE FROM vacation_responses WHERE account_id = $1",
             "DELETE FROM email_submissions WHERE account_id = $1",
             "DELETE FROM vacation_replies WHERE account_id = $1",
+            "DELETE FROM send_log WHERE account_id = $1",
             "DELETE FROM accounts WHERE id = $1",
         ] {
             sqlx::query(statement).bind(id).execute(&mut *tx).await?;
@@ -1231,9 +1232,14 @@ where
         account: i64,
         submission: &SubmissionRow,
         deliveries: &[Delivery],
+        limits: SendLimits,
     ) -> StoreResult<(i64, Vec<Delivery>)> {
-        self.insert_submission(account, submission, deliveries)
+        self.insert_submission(account, submission, deliveries, limits)
             .await
+    }
+
+    async fn sent_in_hour(&self, account: i64, now: i64) -> StoreResult<(i64, i64)> {
+        Self::count_sent(&self.reader, account, now).await
     }
 
     async fn destroy_submission(&self, account: i64, id: i64) -> StoreResult<()> {
@@ -1254,12 +1260,12 @@ where
         delivery: &Delivery,
         statuses: &[(String, String)],
         retry: Option<(i64, String)>,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<bool> {
         self.record_delivery(delivery, statuses, retry).await
     }
 
-    async fn renew_delivery(&self, id: i64, until: i64) -> StoreResult<()> {
-        self.extend_lease(id, until).await
+    async fn renew_delivery(&self, id: i64, lease: i64, until: i64) -> StoreResult<bool> {
+        self.extend_lease(id, lease, until).await
     }
 
     async fn account_for_address(&self, address: &str) -> StoreResult<Option<i64>> {

@@ -2,14 +2,19 @@
 //! migration 0307). A submission and its deliveries are written in one
 //! transaction; a delivery row stays until its attempt is recorded, so a
 //! crash between the two loses nothing, and a lease keeps two nodes from
-//! working on one delivery at once.
+//! working on one delivery at once. The lease is fenced (migration 0313): a
+//! take gives the row a new `lease_token`, and a renewal or record under an
+//! older one changes nothing, so a node that stalled past its lease can
+//! neither record its attempt over the new holder's nor hold the delivery
+//! again. `send_log` counts what each account sent in the last hour for the
+//! hourly send limits ([`SendLimits`]).
 
 use sqlx::{ColumnIndex, Database, Encode, Executor, IntoArguments, Type};
 
 use super::change_log::{ChangeKind, ChangeSet, ChangeType};
 use super::dialect::{Column, Dialect};
 use super::sql::SqlStore;
-use super::{Delivery, StoreError, StoreResult, SubmissionRow};
+use super::{Delivery, SendLimitHit, SendLimits, StoreError, StoreResult, SubmissionRow};
 
 impl<D: Dialect> SqlStore<D>
 where
@@ -57,8 +62,45 @@ where
         account: i64,
         submission: &SubmissionRow,
         deliveries: &[Delivery],
+        limits: SendLimits,
     ) -> StoreResult<(i64, Vec<Delivery>)> {
         let mut tx = self.write(Some(account)).await?;
+        // Under the account's write lock: two submissions at once are
+        // counted one after the other, on any node.
+        let recipients: i64 = deliveries
+            .iter()
+            .map(|delivery| {
+                serde_json::from_str::<Vec<serde_json::Value>>(&delivery.recipients)
+                    .map_or(0, |list| list.len() as i64)
+            })
+            .sum();
+        sqlx::query("DELETE FROM send_log WHERE account_id = $1 AND sent_at <= $2")
+            .bind(account)
+            .bind(limits.now - 3_600)
+            .execute(&mut *tx)
+            .await?;
+        let (messages_sent, recipients_sent) =
+            Self::count_sent(&mut *tx, account, limits.now).await?;
+        if let Some(limit) = limits.messages_per_hour
+            && messages_sent >= limit
+        {
+            return Err(StoreError::SendLimit(SendLimitHit::Messages { limit }));
+        }
+        if let Some(limit) = limits.recipients_per_hour
+            && recipients_sent + recipients > limit
+        {
+            let left = (limit - recipients_sent).max(0);
+            return Err(StoreError::SendLimit(SendLimitHit::Recipients {
+                limit,
+                left,
+            }));
+        }
+        sqlx::query("INSERT INTO send_log (account_id, sent_at, recipients) VALUES ($1, $2, $3)")
+            .bind(account)
+            .bind(limits.now)
+            .bind(recipients)
+            .execute(&mut *tx)
+            .await?;
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO email_submissions (account_id, identity_id, email_id, thread_id, \
              envelope, send_at, undo_status, delivery_status) \
@@ -98,6 +140,7 @@ where
                 account_id: account,
                 send_at: submission.send_at,
                 attempts: 0,
+                lease: 0,
                 ..delivery.clone()
             });
         }
@@ -106,6 +149,25 @@ where
         Self::record(&mut tx, account, &set).await?;
         tx.commit().await?;
         Ok((id, stored))
+    }
+
+    /// (submissions, recipients) `account` sent in the hour before `now`.
+    pub(super) async fn count_sent<'e, E>(
+        executor: E,
+        account: i64,
+        now: i64,
+    ) -> StoreResult<(i64, i64)>
+    where
+        E: Executor<'e, Database = D::Db>,
+    {
+        Ok(sqlx::query_as(
+            "SELECT CAST(count(*) AS BIGINT), CAST(coalesce(sum(recipients), 0) AS BIGINT) \
+             FROM send_log WHERE account_id = $1 AND sent_at > $2",
+        )
+        .bind(account)
+        .bind(now - 3_600)
+        .fetch_one(executor)
+        .await?)
     }
 
     pub(super) async fn delete_submission(&self, account: i64, id: i64) -> StoreResult<()> {
@@ -135,12 +197,13 @@ where
         // rows the first took no longer free (PostgreSQL re-checks the
         // condition of a row it waited for; SQLite has one writer).
         Ok(sqlx::query_as(
-            "UPDATE deliveries SET lease_until = $1 + $2 WHERE id IN \
+            "UPDATE deliveries SET lease_until = $1 + $2, lease_token = lease_token + 1 \
+             WHERE id IN \
              (SELECT id FROM deliveries WHERE next_attempt_at <= $1 AND lease_until <= $1 \
               ORDER BY next_attempt_at, id LIMIT $3) \
              AND next_attempt_at <= $1 AND lease_until <= $1 \
              RETURNING id, submission_id, account_id, blob_id, mail_from, recipients, send_at, \
-             attempts",
+             attempts, lease_token",
         )
         .bind(now)
         .bind(lease)
@@ -154,9 +217,36 @@ where
         delivery: &Delivery,
         statuses: &[(String, String)],
         retry: Option<(i64, String)>,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<bool> {
         let account = delivery.account_id;
         let mut tx = self.write(Some(account)).await?;
+        // The fence first: the row changes only under the token this
+        // attempt was taken with (PostgreSQL re-checks it on a row another
+        // node just took), and without it nothing else is written.
+        let done = match retry {
+            Some((at, recipients)) => {
+                sqlx::query(
+                    "UPDATE deliveries SET attempts = attempts + 1, next_attempt_at = $3, \
+                     lease_until = 0, recipients = $4 WHERE id = $1 AND lease_token = $2",
+                )
+                .bind(delivery.id)
+                .bind(delivery.lease)
+                .bind(at)
+                .bind(D::text(&recipients).into_owned())
+                .execute(&mut *tx)
+                .await?
+            }
+            None => {
+                sqlx::query("DELETE FROM deliveries WHERE id = $1 AND lease_token = $2")
+                    .bind(delivery.id)
+                    .bind(delivery.lease)
+                    .execute(&mut *tx)
+                    .await?
+            }
+        };
+        if D::rows_affected(&done) == 0 {
+            return Ok(false);
+        }
         let current: Option<String> = sqlx::query_scalar(
             "SELECT delivery_status FROM email_submissions WHERE id = $1 AND account_id = $2",
         )
@@ -181,36 +271,20 @@ where
             );
             Self::record(&mut tx, account, &set).await?;
         }
-        match retry {
-            Some((at, recipients)) => {
-                sqlx::query(
-                    "UPDATE deliveries SET attempts = attempts + 1, next_attempt_at = $2, \
-                     lease_until = 0, recipients = $3 WHERE id = $1",
-                )
-                .bind(delivery.id)
-                .bind(at)
-                .bind(D::text(&recipients).into_owned())
-                .execute(&mut *tx)
-                .await?;
-            }
-            None => {
-                sqlx::query("DELETE FROM deliveries WHERE id = $1")
-                    .bind(delivery.id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-        }
         tx.commit().await?;
-        Ok(())
+        Ok(true)
     }
 
-    pub(super) async fn extend_lease(&self, id: i64, until: i64) -> StoreResult<()> {
-        sqlx::query("UPDATE deliveries SET lease_until = $2 WHERE id = $1 AND lease_until < $2")
-            .bind(id)
-            .bind(until)
-            .execute(&self.writer)
-            .await?;
-        Ok(())
+    pub(super) async fn extend_lease(&self, id: i64, lease: i64, until: i64) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE deliveries SET lease_until = $3 WHERE id = $1 AND lease_token = $2",
+        )
+        .bind(id)
+        .bind(lease)
+        .bind(until)
+        .execute(&self.writer)
+        .await?;
+        Ok(D::rows_affected(&done) == 1)
     }
 
     pub(super) async fn address_owner(&self, address: &str) -> StoreResult<Option<i64>> {

@@ -187,19 +187,15 @@ async fn kill_9_between_queue_and_send_neither_loses_nor_doubles() {
         recipients: json!(["bob@example.com", "carol@example.com"]).to_string(),
         send_at,
         attempts: 0,
+        lease: 0,
     };
     let (submission, _) = store
-        .create_submission(ann.id, &row, &[queued])
+        .create_submission(ann.id, &row, &[queued], Default::default())
         .await
         .unwrap();
     // Carol's copy was stored before the crash; the record of it was not.
-    let copy = submission::received_copy(
-        &message,
-        delivery::HOST,
-        &submission.to_string(),
-        "carol@example.com",
-        send_at,
-    );
+    let copy =
+        submission::received_copy(&message, delivery::HOST, &submission.to_string(), send_at);
     app.ingest(&carol, &[copy], send_at).await;
 
     let inbox_count = |user: &crate::support::TestAccount| {

@@ -182,8 +182,9 @@ async fn remote_recipients_go_through_the_relay_with_retries_and_bounces() {
         fastview::mail::submission::without_bcc(&draft).unwrap()
     );
     assert!(!dir.path().join("2.eml").exists());
-    let envelope: Value =
+    let mut envelope: Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("1.json")).unwrap()).unwrap();
+    envelope.as_object_mut().unwrap().remove("peer");
     assert_eq!(
         envelope,
         json!({"mail_from": "ann@example.com", "rcpt_tos": ["zed@far.example"], "login": null})
@@ -389,4 +390,418 @@ async fn what_the_send_as_check_reads_is_what_the_relay_receives() {
         ]
     );
     assert_eq!(sent.rcpt_tos, ["v@remote.example", "hidden@remote.example"]);
+}
+
+/// An SMTP server that answers until the step `stall_at` (`greeting`,
+/// `ehlo`, `mail`, `rcpt`, `data`, `dot`: the reply to the message, or
+/// `never`), then says nothing more and keeps the connection open: the
+/// relay of issue 43 that went silent. Its port.
+async fn stalling_relay(stall_at: &'static str) -> u16 {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((socket, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let (read, mut write) = socket.into_split();
+                let mut lines = BufReader::new(read).lines();
+                if stall_at == "greeting" {
+                    return std::future::pending::<()>().await;
+                }
+                let _ = write.write_all(b"220 stall.test ESMTP\r\n").await;
+                let mut in_data = false;
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let (step, reply) = if in_data {
+                        if line != "." {
+                            continue;
+                        }
+                        in_data = false;
+                        ("dot", "250 2.0.0 Taken\r\n")
+                    } else {
+                        let verb = line.split(' ').next().unwrap_or_default().to_uppercase();
+                        match verb.as_str() {
+                            "EHLO" => ("ehlo", "250-stall.test\r\n250 8BITMIME\r\n"),
+                            "MAIL" => ("mail", "250 2.1.0 OK\r\n"),
+                            "RCPT" => ("rcpt", "250 2.1.5 OK\r\n"),
+                            "DATA" => {
+                                in_data = true;
+                                ("data", "354 Go on\r\n")
+                            }
+                            "QUIT" => ("quit", "221 Bye\r\n"),
+                            _ => ("other", "250 OK\r\n"),
+                        }
+                    };
+                    if step == stall_at {
+                        return std::future::pending::<()>().await;
+                    }
+                    let _ = write.write_all(reply.as_bytes()).await;
+                }
+            });
+        }
+    });
+    port
+}
+
+/// Issue 43: every SMTP step has a deadline. A relay that goes silent at
+/// any step is given up on when that step's deadline passes (a temporary
+/// refusal naming the step, retried from the queue), never waited on.
+#[tokio::test]
+async fn a_relay_that_stalls_at_any_step_is_given_up_on_at_that_step() {
+    use fastview::mail::relay::{Refusal, RelayTimeouts};
+    let timeouts = RelayTimeouts {
+        step: std::time::Duration::from_millis(400),
+        data_rate: 1 << 20,
+    };
+    let message = b"From: ann@example.com\r\nSubject: Hello\r\n\r\nhi\r\n";
+    for (stall_at, named) in [
+        ("greeting", "the greeting"),
+        ("ehlo", "the greeting"),
+        ("mail", "MAIL"),
+        ("rcpt", "RCPT"),
+        ("data", "DATA"),
+        ("dot", "the message"),
+    ] {
+        let port = stalling_relay(stall_at).await;
+        let relay = Relay::from_url(&format!("smtp://127.0.0.1:{port}"))
+            .unwrap()
+            .with_timeouts(timeouts);
+        // The stall is for ever; the bound is generous.
+        let sent = tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            relay.send("ann@example.com", "zed@far.example", message),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("a relay stalled at {stall_at} held the send"));
+        match sent {
+            Err(Refusal::Temporary(reply)) => {
+                assert!(reply.starts_with("451 4.4.2"), "{stall_at}: {reply}");
+                assert!(reply.contains(named), "{stall_at}: {reply}");
+            }
+            other => panic!("{stall_at}: {other:?}"),
+        }
+    }
+    // The same server, silent at no step, takes the message.
+    let port = stalling_relay("never").await;
+    let relay = Relay::from_url(&format!("smtp://127.0.0.1:{port}"))
+        .unwrap()
+        .with_timeouts(timeouts);
+    assert_eq!(
+        relay
+            .send("ann@example.com", "zed@far.example", message)
+            .await,
+        Ok("250 2.0.0 Taken".to_string())
+    );
+}
+
+/// Issue 43: a relay that goes silent after EHLO does not hold
+/// EmailSubmission/set: the call answers within a few seconds (the
+/// server's `submit_wait`, 5 s by default, far under the relay's step
+/// deadlines of a minute), the local recipient delivered and the remote
+/// one `queued`.
+#[tokio::test]
+async fn a_silent_relay_does_not_hold_email_submission_set() {
+    let port = stalling_relay("mail").await;
+    let relay = Arc::new(Relay::from_url(&format!("smtp://127.0.0.1:{port}")).unwrap());
+    let app = spawn_app_with(ServeOptions {
+        smtp_relay: Some(relay),
+        ..ServeOptions::default()
+    })
+    .await;
+    let ann = app.account("ann@example.com").await;
+    app.account("bob@example.com").await;
+    let drafts = role(&app, &ann, "drafts").await;
+    let identities = app
+        .call_using(
+            &ann,
+            &[SUBMISSION],
+            json!([["Identity/get", {"accountId": ann.account_id}]]),
+        )
+        .await;
+    let identity = identities[0][1]["list"][0]["id"].clone();
+    let call = app.call_using(
+        &ann,
+        &[SUBMISSION],
+        json!([
+            ["Email/set", {"accountId": ann.account_id, "create": {"d": {
+                "mailboxIds": {drafts: true},
+                "from": [{"email": "ann@example.com"}],
+                "to": [{"email": "bob@example.com"}, {"email": "zed@far.example"}],
+                "subject": "Hello",
+                "bodyValues": {"1": {"value": "hi"}},
+                "textBody": [{"partId": "1", "type": "text/plain"}],
+            }}}],
+            ["EmailSubmission/set", {"accountId": ann.account_id,
+                "create": {"s": {"identityId": identity, "emailId": "#d"}}}],
+        ]),
+    );
+    let responses = tokio::time::timeout(std::time::Duration::from_secs(30), call)
+        .await
+        .expect("EmailSubmission/set waited on a silent relay");
+    let status = &responses[1][1]["created"]["s"]["deliveryStatus"];
+    assert_eq!(
+        status["bob@example.com"]["delivered"], "yes",
+        "{responses:?}"
+    );
+    assert_eq!(
+        status["zed@far.example"]["delivered"], "queued",
+        "{responses:?}"
+    );
+}
+
+/// Issue 43: deliveries to the relay reuse connections: one submission to
+/// three remote recipients is three transactions (one status each) on one
+/// connection, and the next submission uses it again.
+#[tokio::test]
+async fn recipients_of_one_relay_share_a_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(sink) = start_sink(dir.path(), &[]) else {
+        return;
+    };
+    let relay = Arc::new(Relay::from_url(&format!("smtp://127.0.0.1:{}", sink.port)).unwrap());
+    let app = spawn_app_with(ServeOptions {
+        smtp_relay: Some(relay.clone()),
+        ..ServeOptions::default()
+    })
+    .await;
+    let ann = app.account("ann@example.com").await;
+    let drafts = role(&app, &ann, "drafts").await;
+    let identities = app
+        .call_using(
+            &ann,
+            &[SUBMISSION],
+            json!([["Identity/get", {"accountId": ann.account_id}]]),
+        )
+        .await;
+    let identity = identities[0][1]["list"][0]["id"].clone();
+    for (n, to) in [
+        vec!["a@far.example", "b@far.example", "c@far.example"],
+        vec!["d@far.example"],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let to: Vec<Value> = to.iter().map(|a| json!({"email": a})).collect();
+        let responses = app
+            .call_using(
+                &ann,
+                &[SUBMISSION],
+                json!([
+                    ["Email/set", {"accountId": ann.account_id, "create": {"d": {
+                        "mailboxIds": {drafts.clone(): true},
+                        "from": [{"email": "ann@example.com"}],
+                        "to": to,
+                        "subject": format!("Note {n}"),
+                        "bodyValues": {"1": {"value": "hi"}},
+                        "textBody": [{"partId": "1", "type": "text/plain"}],
+                    }}}],
+                    ["EmailSubmission/set", {"accountId": ann.account_id,
+                        "create": {"s": {"identityId": identity, "emailId": "#d"}}}],
+                ]),
+            )
+            .await;
+        let status = responses[1][1]["created"]["s"]["deliveryStatus"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{responses:?}"))
+            .clone();
+        assert!(
+            status.values().all(|s| s["delivered"] == "unknown"),
+            "{responses:?}"
+        );
+    }
+    let mut peers = Vec::new();
+    let mut recipients = Vec::new();
+    for n in 1..=4 {
+        let record: Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join(format!("{n}.json"))).unwrap())
+                .unwrap();
+        recipients.push(record["rcpt_tos"][0].as_str().unwrap().to_string());
+        peers.push(record["peer"].clone());
+    }
+    recipients.sort();
+    assert_eq!(
+        recipients,
+        [
+            "a@far.example",
+            "b@far.example",
+            "c@far.example",
+            "d@far.example"
+        ]
+    );
+    assert!(!dir.path().join("5.json").exists());
+    peers.dedup();
+    assert_eq!(peers.len(), 1, "{peers:?}");
+    assert_eq!(relay.connections_opened(), 1);
+}
+
+/// Issue 43: a delivery in flight is never sent twice. A node that stalled
+/// past its lease finds, before its next recipient, that another node took
+/// the delivery over: it sends nothing and records nothing; the new holder
+/// sends it once and records it.
+#[tokio::test]
+async fn a_delivery_taken_over_is_sent_by_its_new_holder_only() {
+    use fastview::store::{Delivery, SubmissionRow};
+    let dir = tempfile::tempdir().unwrap();
+    let Some(sink) = start_sink(dir.path(), &[]) else {
+        return;
+    };
+    let relay = Relay::from_url(&format!("smtp://127.0.0.1:{}", sink.port)).unwrap();
+    let app = spawn_app_with(ServeOptions::default()).await;
+    let ann = app.account("ann@example.com").await;
+    let store = app.app.store.as_ref();
+    let message = b"From: ann@example.com\r\nTo: zed@far.example\r\nSubject: Once\r\n\r\nhi\r\n";
+    let blob_id = app.app.blobs.put(message.to_vec()).await.unwrap();
+    let send_at = chrono::Utc::now().timestamp() - 900;
+    let row = SubmissionRow {
+        id: 0,
+        identity_id: 1,
+        email_id: 1,
+        thread_id: 1,
+        envelope: "{}".into(),
+        send_at,
+        undo_status: "final".into(),
+        delivery_status: json!({"zed@far.example": {"delivered": "queued"}}).to_string(),
+    };
+    let queued = Delivery {
+        id: 0,
+        submission_id: 0,
+        account_id: ann.id,
+        blob_id,
+        mail_from: "ann@example.com".into(),
+        recipients: json!(["zed@far.example"]).to_string(),
+        send_at,
+        attempts: 0,
+        lease: 0,
+    };
+    let (submission, made) = store
+        .create_submission(ann.id, &row, &[queued], Default::default())
+        .await
+        .unwrap();
+    // The maker's lease ran out; another node took the delivery.
+    let now = chrono::Utc::now().timestamp();
+    let taken = store.take_deliveries(now, 600, 10).await.unwrap();
+    assert_eq!(taken.len(), 1);
+    // The maker wakes up and goes on with its copy of the delivery.
+    delivery::deliver(store, &app.app.blobs, Some(&relay), "test", &made[0], now)
+        .await
+        .unwrap();
+    assert!(!dir.path().join("1.eml").exists());
+    let rows = store.submissions(ann.id).await.unwrap();
+    assert_eq!(rows[0].id, submission);
+    assert_eq!(
+        rows[0].delivery_status,
+        json!({"zed@far.example": {"delivered": "queued"}}).to_string()
+    );
+    // The new holder sends it, once.
+    delivery::deliver(store, &app.app.blobs, Some(&relay), "test", &taken[0], now)
+        .await
+        .unwrap();
+    assert!(dir.path().join("1.eml").exists());
+    assert!(!dir.path().join("2.eml").exists());
+    let rows = store.submissions(ann.id).await.unwrap();
+    let status: Value = serde_json::from_str(&rows[0].delivery_status).unwrap();
+    assert_eq!(status["zed@far.example"]["delivered"], "unknown");
+    assert!(
+        store
+            .take_deliveries(now + 100_000, 600, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// Issue 43: a delivery in flight is not taken by another node while its
+/// holder works on it. Holds here last two seconds (600 in `serve`) and the
+/// relay stalls before answering the message for longer than that; the
+/// holder renews the hold meanwhile, so another node finds nothing to take;
+/// the stalled step ends at its deadline and the attempt is recorded as a
+/// retry.
+#[tokio::test]
+async fn a_delivery_in_flight_is_held_while_the_relay_stalls() {
+    use fastview::mail::relay::RelayTimeouts;
+    use fastview::store::{Delivery, SubmissionRow};
+    let port = stalling_relay("dot").await;
+    let relay = Relay::from_url(&format!("smtp://127.0.0.1:{port}"))
+        .unwrap()
+        .with_timeouts(RelayTimeouts {
+            step: std::time::Duration::from_secs(4),
+            data_rate: 1 << 20,
+        });
+    let app = spawn_app_with(ServeOptions::default()).await;
+    let ann = app.account("ann@example.com").await;
+    let store = app.app.store.clone();
+    let message = b"From: ann@example.com\r\nTo: zed@far.example\r\nSubject: Held\r\n\r\nhi\r\n";
+    let blob_id = app.app.blobs.put(message.to_vec()).await.unwrap();
+    // Queued ten minutes ago: its maker's first hold is over.
+    let send_at = chrono::Utc::now().timestamp() - 600;
+    let row = SubmissionRow {
+        id: 0,
+        identity_id: 1,
+        email_id: 1,
+        thread_id: 1,
+        envelope: "{}".into(),
+        send_at,
+        undo_status: "final".into(),
+        delivery_status: "{}".into(),
+    };
+    let queued = Delivery {
+        id: 0,
+        submission_id: 0,
+        account_id: ann.id,
+        blob_id,
+        mail_from: "ann@example.com".into(),
+        recipients: json!(["zed@far.example"]).to_string(),
+        send_at,
+        attempts: 0,
+        lease: 0,
+    };
+    let (_, made) = store
+        .create_submission(ann.id, &row, &[queued], Default::default())
+        .await
+        .unwrap();
+    let worker = {
+        let (store, blobs, made) = (store.clone(), app.app.blobs.clone(), made[0].clone());
+        tokio::spawn(async move {
+            let outbound = delivery::Outbound::Relay(Some(&relay));
+            let hold = delivery::Hold {
+                lease: 2,
+                renew_every: std::time::Duration::from_millis(200),
+            };
+            delivery::deliver_holding(
+                store.as_ref(),
+                &blobs,
+                outbound,
+                "test",
+                &made,
+                send_at,
+                hold,
+            )
+            .await
+        })
+    };
+    // Past a two-second hold (whole seconds: taken at the latest two
+    // seconds on without renewals), while the relay is silent: nothing to
+    // take.
+    tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+    assert!(!worker.is_finished());
+    let now = chrono::Utc::now().timestamp();
+    assert_eq!(store.take_deliveries(now, 600, 10).await.unwrap(), vec![]);
+    // The stalled step ends at its deadline: a retry, recorded by the holder.
+    tokio::time::timeout(std::time::Duration::from_secs(30), worker)
+        .await
+        .expect("the attempt ended at the step's deadline")
+        .unwrap()
+        .unwrap();
+    let rows = store.submissions(ann.id).await.unwrap();
+    let status: Value = serde_json::from_str(&rows[0].delivery_status).unwrap();
+    assert_eq!(status["zed@far.example"]["delivered"], "queued", "{status}");
+    assert!(
+        status["zed@far.example"]["smtpReply"]
+            .as_str()
+            .unwrap()
+            .starts_with("451 4.4.2"),
+        "{status}"
+    );
 }

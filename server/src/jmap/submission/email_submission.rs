@@ -6,8 +6,18 @@
 //! (`Store::create_submission`), then delivers at once: a recipient that
 //! is an account here gets a copy in its inbox, any other goes to the SMTP
 //! relay (`serve --smtp-relay`; without one such recipients are
-//! `invalidRecipients`), `mail/delivery.rs`. What is not delivered at once
-//! stays queued and `fastview serve` retries it.
+//! `invalidRecipients`), `mail/delivery.rs`. Local recipients and the
+//! others are two deliveries: the local one is made before the answer, the
+//! other is waited for at most [`crate::jmap::Limits::submit_wait`] and
+//! goes on after the answer (its recipients `queued` in it), so a slow or
+//! silent relay never holds the call. What is not delivered at once stays
+//! queued and `fastview serve` retries it.
+//!
+//! Every submission counts against the account's hourly send limits
+//! (`serve --max-sent-messages-per-hour`, `--max-sent-recipients-per-hour`,
+//! local recipients included; counted in the store, so on every node and
+//! across restarts): past them a create is `overQuota` (messages) or
+//! `tooManyRecipients` with `maxRecipients` the recipients left this hour.
 //! Sending is immediate (`maxDelayedSend` 0): `undoStatus` is `final`.
 //! `onSuccessUpdateEmail` / `onSuccessDestroyEmail` run as one implicit
 //! Email/set whose response follows this one.
@@ -28,7 +38,9 @@ use crate::jmap::mail::get::{GetArgs, found, get_response, named_properties, req
 use crate::jmap::mail::set::{SetOutcome, check_request};
 use crate::mail::delivery;
 use crate::mail::submission::{Outgoing, derived_envelope, from_addresses, sender_addresses};
-use crate::store::{ChangeType, Delivery, IdentityRow, StoreError, SubmissionRow};
+use crate::store::{
+    ChangeType, Delivery, IdentityRow, SendLimitHit, SendLimits, StoreError, SubmissionRow,
+};
 
 /// Every EmailSubmission property (RFC 8621 §7).
 const PROPERTIES: &[&str] = &[
@@ -292,12 +304,13 @@ struct SetRequest {
 }
 
 /// A submission ready to store: the row, the message as it leaves, and
-/// who gets it.
+/// who gets it: accounts on this server (`local`), and the others.
 struct Planned {
     row: SubmissionRow,
     message: Vec<u8>,
     mail_from: String,
-    recipients: Vec<String>,
+    local: Vec<String>,
+    remote: Vec<String>,
 }
 
 /// Handles one EmailSubmission/set call: creates (sends), then updates
@@ -339,7 +352,13 @@ pub async fn submission_set(
             }
         };
         let message = ctx.jmap.upstream.is_some().then(|| planned.message.clone());
-        let (id, email_id, created) = send(ctx, planned).await?;
+        let (id, email_id, created) = match send(ctx, planned).await? {
+            Ok(sent) => sent,
+            Err(error) => {
+                outcome.not_created.push((creation_id, error));
+                continue;
+            }
+        };
         if let Some(message) = message {
             sent_copies.push((email_id, message));
         }
@@ -618,14 +637,22 @@ async fn plan_create(
         return Ok(Err(error.with("maxRecipients", json!(MAX_RECIPIENTS))));
     }
     // With a relay (or the upstream's submission server) any address may
-    // be sent to; without, only the accounts here.
+    // be sent to; without, only the accounts here. Behind an upstream every
+    // recipient goes to its submission server.
     let relay = ctx.jmap.relay.is_some() || ctx.jmap.upstream.is_some();
     let mut invalid_recipients = Vec::new();
+    let (mut local, mut remote) = (Vec::new(), Vec::new());
     for recipient in &recipients {
-        let valid = plausible_address(recipient)
-            && (relay || store.account_for_address(recipient).await?.is_some());
-        if !valid {
+        if !plausible_address(recipient) {
             invalid_recipients.push(recipient.clone());
+            continue;
+        }
+        let here =
+            ctx.jmap.upstream.is_none() && store.account_for_address(recipient).await?.is_some();
+        match (here, relay) {
+            (true, _) => local.push(recipient.clone()),
+            (false, true) => remote.push(recipient.clone()),
+            (false, false) => invalid_recipients.push(recipient.clone()),
         }
     }
     if !invalid_recipients.is_empty() {
@@ -664,7 +691,8 @@ async fn plan_create(
         },
         message: outgoing.message,
         mail_from,
-        recipients,
+        local,
+        remote,
     }))
 }
 
@@ -713,41 +741,100 @@ fn given_envelope(value: &Value) -> Option<(String, Vec<String>)> {
     Some((mail_from, recipients))
 }
 
-/// Stores the message as it leaves and the submission with its delivery,
-/// then delivers at once. Returns the submission id, the Email it sent and
-/// the `created` entry (its server-set properties as they are now).
-async fn send(ctx: &CallContext<'_>, planned: Planned) -> Result<(i64, i64, Value), MethodError> {
+/// The SetError of a create past an hourly send limit.
+fn send_limit_error(hit: SendLimitHit) -> SetError {
+    match hit {
+        SendLimitHit::Messages { limit } => SetError::new(
+            "overQuota",
+            format!("this account may send {limit} messages an hour: try again later"),
+        ),
+        SendLimitHit::Recipients { limit, left } => SetError::new(
+            "tooManyRecipients",
+            format!(
+                "this account may send to {limit} recipients an hour; {left} are left this hour"
+            ),
+        )
+        .with("maxRecipients", json!(left.clamp(0, MAX_RECIPIENTS as i64))),
+    }
+}
+
+/// Stores the message as it leaves and the submission with its deliveries
+/// (local recipients, the others), within the hourly send limits, then
+/// delivers: the local recipients at once, the others for at most
+/// [`crate::jmap::Limits::submit_wait`] before answering (the delivery goes
+/// on). Returns the submission id, the Email it sent and the `created`
+/// entry (its server-set properties as they are now), or the SetError of a
+/// send limit.
+async fn send(
+    ctx: &CallContext<'_>,
+    planned: Planned,
+) -> Result<Result<(i64, i64, Value), SetError>, MethodError> {
     let (store, blobs) = (&ctx.jmap.store, &ctx.jmap.blobs);
     let account = ctx.account.id;
     let blob_id = blobs
         .put(planned.message)
         .await
         .map_err(|error| MethodError::server_fail("storing a message to send", error))?;
-    let delivery = Delivery {
-        id: 0,
-        submission_id: 0,
-        account_id: account,
-        blob_id,
-        mail_from: planned.mail_from,
-        recipients: serde_json::to_string(&planned.recipients).unwrap_or_default(),
-        send_at: planned.row.send_at,
-        attempts: 0,
+    // (whether it goes to the relay or upstream, the delivery)
+    let (remote, deliveries): (Vec<bool>, Vec<Delivery>) =
+        [(false, planned.local), (true, planned.remote)]
+            .into_iter()
+            .filter(|(_, recipients)| !recipients.is_empty())
+            .map(|(remote, recipients)| {
+                (
+                    remote,
+                    Delivery {
+                        id: 0,
+                        submission_id: 0,
+                        account_id: account,
+                        blob_id: blob_id.clone(),
+                        mail_from: planned.mail_from.clone(),
+                        recipients: serde_json::to_string(&recipients).unwrap_or_default(),
+                        send_at: planned.row.send_at,
+                        attempts: 0,
+                        lease: 0,
+                    },
+                )
+            })
+            .unzip();
+    let optional = |limit: u64| (limit > 0).then(|| i64::try_from(limit).unwrap_or(i64::MAX));
+    let limits = &ctx.jmap.limits;
+    let send_limits = SendLimits {
+        now: planned.row.send_at,
+        messages_per_hour: optional(limits.max_sent_messages_per_hour),
+        recipients_per_hour: optional(limits.max_sent_recipients_per_hour),
     };
-    let (id, deliveries) = store
-        .create_submission(account, &planned.row, &[delivery])
-        .await?;
+    let (id, deliveries) = match store
+        .create_submission(account, &planned.row, &deliveries, send_limits)
+        .await
+    {
+        Ok(created) => created,
+        Err(StoreError::SendLimit(hit)) => return Ok(Err(send_limit_error(hit))),
+        Err(error) => return Err(error.into()),
+    };
     let now = chrono::Utc::now().timestamp();
-    let outbound = match &ctx.jmap.upstream {
-        Some(upstream) => delivery::Outbound::Upstream(upstream),
-        None => delivery::Outbound::Relay(ctx.jmap.relay.as_deref()),
-    };
-    for delivery in &deliveries {
-        // A failure here leaves the delivery queued: `serve` retries it.
-        let host = delivery::HOST;
-        if let Err(error) =
-            delivery::deliver_through(store.as_ref(), blobs, outbound, host, delivery, now).await
-        {
-            tracing::warn!(submission = id, %error, "delivery left for a retry");
+    for (remote, delivery) in remote.into_iter().zip(deliveries) {
+        let (store, blobs) = (store.clone(), blobs.clone());
+        let (relay, upstream) = (ctx.jmap.relay.clone(), ctx.jmap.upstream.clone());
+        let work = async move {
+            let outbound = match &upstream {
+                Some(upstream) => delivery::Outbound::Upstream(upstream),
+                None => delivery::Outbound::Relay(relay.as_deref()),
+            };
+            let host = delivery::HOST;
+            // A failure here leaves the delivery queued: `serve` retries it.
+            if let Err(error) =
+                delivery::deliver_through(store.as_ref(), &blobs, outbound, host, &delivery, now)
+                    .await
+            {
+                tracing::warn!(submission = id, %error, "delivery left for a retry");
+            }
+        };
+        if remote {
+            // Past the wait the delivery goes on without the call.
+            let _ = tokio::time::timeout(limits.submit_wait, tokio::spawn(work)).await;
+        } else {
+            work.await;
         }
     }
     let row = store.submission(account, id).await?;
@@ -764,5 +851,5 @@ async fn send(ctx: &CallContext<'_>, planned: Planned) -> Result<(i64, i64, Valu
         "dsnBlobIds": [],
         "mdnBlobIds": [],
     });
-    Ok((id, planned.row.email_id, created))
+    Ok(Ok((id, planned.row.email_id, created)))
 }
