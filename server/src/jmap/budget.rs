@@ -14,8 +14,14 @@
 //! - **Render work**: header field values and properties rendered by
 //!   Email/get and Email/parse, against [`Limits::max_render_work`]; see
 //!   [`crate::mail::work::WorkMeter`]. Exceeding it is `requestTooLarge`
-//!   for the call that would exceed it.
-
+//!   for the call that would exceed it. Email/query and
+//!   Email/queryChanges spend it too: each text filter condition evaluated
+//!   on an email ([`crate::mail::query`] gives the units).
+//! - **Full-text conditions**: queries of the full-text index the request's
+//!   Email/query and Email/queryChanges calls run, at most
+//!   [`crate::mail::search::MAX_TEXT_CONDITIONS`] in all (issue 43),
+//!   charged before a call runs any; over it is `requestTooLarge` for that
+//!   call.
 //! - **Octets parsed**: messages read and parsed whole (Email/get at the
 //!   full level, Email/parse), against [`Limits::max_parse_bytes`], charged
 //!   from their stored sizes before a blob is read.
@@ -49,6 +55,8 @@ pub struct RequestBudget {
     pub work_left: u64,
     /// Octets of messages the request may still have parsed.
     parse_bytes_left: u64,
+    /// Queries of the full-text index the request may still run.
+    searches_left: usize,
     /// Its share of the server's [`Holdings`], when it has one.
     hold: Option<Hold>,
 }
@@ -72,6 +80,7 @@ impl RequestBudget {
             bytes_left: limits.max_size_built(),
             work_left: limits.max_render_work,
             parse_bytes_left: limits.max_parse_bytes(),
+            searches_left: crate::mail::search::MAX_TEXT_CONDITIONS,
             hold: None,
         }
     }
@@ -184,6 +193,26 @@ impl RequestBudget {
             )),
             OverBudget::Server => server_busy(),
         })
+    }
+
+    /// Takes `searches` queries of the full-text index about to be run
+    /// from the request's [`crate::mail::search::MAX_TEXT_CONDITIONS`], or
+    /// fails leaving them unchanged with `requestTooLarge` saying so.
+    pub fn charge_searches(&mut self, searches: usize) -> Result<(), MethodError> {
+        self.searches_left = self.searches_left.checked_sub(searches).ok_or_else(|| {
+            MethodError::OverBudget(format!(
+                "this call's full-text conditions would pass the request's {} \
+                 (text and body conditions over all its queries); send it in \
+                 another request",
+                crate::mail::search::MAX_TEXT_CONDITIONS
+            ))
+        })?;
+        Ok(())
+    }
+
+    /// Queries of the full-text index the request may still run.
+    pub fn searches_left(&self) -> usize {
+        self.searches_left
     }
 
     /// A call ended: the messages it parsed are no longer held.

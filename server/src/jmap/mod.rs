@@ -25,7 +25,7 @@ use std::sync::Arc;
 use crate::blob::BlobStore;
 use crate::mail::load::{CacheSizes, EmailLoader};
 use crate::mail::read_level::ReadSwitches;
-use crate::mail::work::WorkPool;
+use crate::mail::work::{AccountSlots, WorkPool};
 use crate::metrics::Metrics;
 use crate::store::Store;
 
@@ -178,6 +178,10 @@ pub struct Jmap {
     /// What the requests in flight hold (JSON built, messages being parsed),
     /// per account and in all; see [`budget`].
     pub holdings: Arc<budget::Holdings>,
+    /// Queries of the full-text index each account runs at once, at most
+    /// [`crate::mail::search::MAX_SEARCHES_PER_ACCOUNT`] (one permit per
+    /// read-pool connection a query takes; issue 43).
+    pub searches: AccountSlots,
     /// Where mail to other servers goes (`serve --smtp-relay`); without
     /// one, EmailSubmission/set refuses such recipients.
     pub relay: Option<Arc<crate::mail::relay::Relay>>,
@@ -229,6 +233,7 @@ impl Jmap {
                 limits.max_held_per_account(),
                 limits.max_held_per_node(),
             )),
+            searches: AccountSlots::new(crate::mail::search::MAX_SEARCHES_PER_ACCOUNT),
             relay: None,
             upstream: None,
         }

@@ -2,6 +2,15 @@
 //! filters and sorts of RFC 8621 §4.4 for every backend. The common listing
 //! (one mailbox by receivedAt) does not come here: the store serves it from
 //! its (mailbox, receivedAt) index.
+//!
+//! A filter is bounded when it is read (issue 43, ADR 0005): every string
+//! value at most [`MAX_FILTER_VALUE_OCTETS`], a list of mailbox ids at most
+//! [`MAX_FILTER_MAILBOX_IDS`], the tree at most [`MAX_FILTER_NODES`]
+//! conditions and operators; and its text conditions are paid for as they
+//! are evaluated, in render work units ([`WorkMeter`]): one per `from`,
+//! `to`, `cc`, `bcc` or `subject` condition per email, one per `header`
+//! condition per email plus one per field of that name it has. A text
+//! value is normalized once ([`Needle`]), not once per email.
 
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
@@ -10,7 +19,48 @@ use serde_json::Value;
 
 use super::header::HeaderFields;
 use super::property::{HeaderForm, HeaderProperty};
+use super::work::{WorkExceeded, WorkMeter};
 use crate::store::{QueryRow, TextSearch};
+
+/// Octets of one string value of a filter (a `from` … `subject`, `header`
+/// name or value, `text`, `body`, keyword or mailbox id): `invalidArguments`
+/// beyond. Four times the longest line RFC 5322 allows a field (998 octets
+/// plus its fold), so any subject or address a client copies from a message
+/// fits.
+pub const MAX_FILTER_VALUE_OCTETS: usize = 4096;
+
+/// Ids in an `inMailboxOtherThan` list: `invalidArguments` beyond.
+pub const MAX_FILTER_MAILBOX_IDS: usize = 1024;
+
+/// Conditions and operators one filter tree holds in all (each property of
+/// a FilterCondition is one condition, each FilterOperator one operator):
+/// `unsupportedFilter` beyond (RFC 8620 §5.5: "the client SHOULD suggest
+/// that the user simplify their search").
+pub const MAX_FILTER_NODES: usize = 128;
+
+/// A `from`, `to`, `cc`, `bcc`, `subject` or `header` filter value as it is
+/// matched ([`text_matches`]): every run of white space one space,
+/// lowercase. Made once when the filter is read, not once per email.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Needle(String);
+
+impl Needle {
+    /// The needle of a filter value.
+    pub fn new(text: &str) -> Self {
+        Self(normal(text))
+    }
+
+    /// The normalized text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Needle {
+    fn from(text: &str) -> Self {
+        Self::new(text)
+    }
+}
 
 /// A filter condition or operator (RFC 8621 §4.4.1).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +71,7 @@ pub enum Filter {
     InMailbox(i64),
     /// Ids not known to the account match nothing.
     InMailboxUnknown,
+    /// Sorted, without repeats (a lookup per mailbox of each email).
     InMailboxOtherThan(Vec<i64>),
     /// receivedAt < this (unix seconds).
     Before(i64),
@@ -31,13 +82,14 @@ pub enum Filter {
     HasKeyword(String),
     NotKeyword(String),
     HasAttachment(bool),
-    From(String),
-    To(String),
-    Cc(String),
-    Bcc(String),
-    Subject(String),
-    /// `[name]` or `[name, value]`: the header exists (and its value contains `value`).
-    Header(String, Option<String>),
+    From(Needle),
+    To(Needle),
+    Cc(Needle),
+    Bcc(Needle),
+    Subject(Needle),
+    /// `[name]` or `[name, value]`: the header exists (and its value
+    /// contains `value`). The name is lowercase.
+    Header(String, Option<Needle>),
     /// `text` or `body` (by the search's scope): matched through the
     /// full-text index ([`crate::mail::search`] gives the rules), whose
     /// answer [`QueryFacts::search`] holds.
@@ -57,6 +109,17 @@ impl Filter {
             Filter::And(c) | Filter::Or(c) | Filter::Not(c) => c.iter().any(Filter::needs_headers),
             Filter::Header(..) => true,
             _ => false,
+        }
+    }
+
+    /// The conditions and operators of this filter tree (a FilterCondition
+    /// of several properties is their AND, counted as its conditions).
+    pub fn nodes(&self) -> usize {
+        match self {
+            Filter::And(c) | Filter::Or(c) | Filter::Not(c) => {
+                1 + c.iter().map(Filter::nodes).sum::<usize>()
+            }
+            _ => 1,
         }
     }
 
@@ -149,17 +212,45 @@ impl ThreadKeywords {
 }
 
 /// Whether `row` matches `filter`; `facts` holds what the filter needs
-/// beyond the row.
-pub fn matches(filter: &Filter, row: &QueryRow, facts: &QueryFacts) -> bool {
+/// beyond the row. Text conditions are paid for from `meter` before they
+/// are evaluated (the module doc gives the units): `Err` once it is spent.
+pub fn matches(
+    filter: &Filter,
+    row: &QueryRow,
+    facts: &QueryFacts,
+    meter: &WorkMeter,
+) -> Result<bool, WorkExceeded> {
     let meta = &row.meta;
     let index = &row.index;
-    match filter {
-        Filter::And(conditions) => conditions.iter().all(|c| matches(c, row, facts)),
-        Filter::Or(conditions) => conditions.iter().any(|c| matches(c, row, facts)),
-        Filter::Not(conditions) => !conditions.iter().any(|c| matches(c, row, facts)),
+    let text = |values: &str, needle: &Needle| -> Result<bool, WorkExceeded> {
+        meter.charge(1)?;
+        Ok(text_matches(values, needle))
+    };
+    Ok(match filter {
+        Filter::And(conditions) => {
+            for condition in conditions {
+                if !matches(condition, row, facts, meter)? {
+                    return Ok(false);
+                }
+            }
+            true
+        }
+        Filter::Or(conditions) | Filter::Not(conditions) => {
+            let mut any = false;
+            for condition in conditions {
+                if matches(condition, row, facts, meter)? {
+                    any = true;
+                    break;
+                }
+            }
+            any == matches!(filter, Filter::Or(_))
+        }
         Filter::InMailbox(id) => meta.mailbox_ids.contains(id),
         Filter::InMailboxUnknown => false,
-        Filter::InMailboxOtherThan(ids) => meta.mailbox_ids.iter().any(|m| !ids.contains(m)),
+        Filter::InMailboxOtherThan(ids) => meta
+            .mailbox_ids
+            .iter()
+            .any(|m| ids.binary_search(m).is_err()),
         Filter::Before(t) => meta.received_at < *t,
         Filter::After(t) => meta.received_at >= *t,
         Filter::MinSize(n) => meta.size >= *n,
@@ -167,15 +258,18 @@ pub fn matches(filter: &Filter, row: &QueryRow, facts: &QueryFacts) -> bool {
         Filter::HasKeyword(k) => meta.keywords.iter().any(|x| x.eq_ignore_ascii_case(k)),
         Filter::NotKeyword(k) => !meta.keywords.iter().any(|x| x.eq_ignore_ascii_case(k)),
         Filter::HasAttachment(wanted) => index.has_attachment == *wanted,
-        Filter::From(text) => text_matches(&index.from_text, text),
-        Filter::To(text) => text_matches(&index.to_text, text),
-        Filter::Cc(text) => text_matches(&index.cc_text, text),
-        Filter::Bcc(text) => text_matches(&index.bcc_text, text),
-        Filter::Subject(text) => text_matches(&index.subject, text),
-        Filter::Header(name, value) => facts
-            .headers
-            .get(&meta.id)
-            .is_some_and(|fields| header_matches(fields, name, value.as_deref())),
+        Filter::From(needle) => text(&index.from_text, needle)?,
+        Filter::To(needle) => text(&index.to_text, needle)?,
+        Filter::Cc(needle) => text(&index.cc_text, needle)?,
+        Filter::Bcc(needle) => text(&index.bcc_text, needle)?,
+        Filter::Subject(needle) => text(&index.subject, needle)?,
+        Filter::Header(name, value) => match facts.headers.get(&meta.id) {
+            Some(fields) => {
+                meter.charge(1 + fields.count(name) as u64)?;
+                header_matches(fields, name, value.as_ref())
+            }
+            None => false,
+        },
         Filter::Text(search) => facts
             .search
             .get(search)
@@ -183,7 +277,16 @@ pub fn matches(filter: &Filter, row: &QueryRow, facts: &QueryFacts) -> bool {
         Filter::SomeInThreadHaveKeyword(k) => facts.threads.some(meta.thread_id, k),
         Filter::AllInThreadHaveKeyword(k) => facts.threads.all(meta.thread_id, k),
         Filter::NoneInThreadHaveKeyword(k) => !facts.threads.some(meta.thread_id, k),
-    }
+    })
+}
+
+/// `text` with every run of white space as one space, lowercase: how a
+/// text filter compares ([`text_matches`]).
+fn normal(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
 }
 
 /// Whether one line of `values` (a rendered value, or an index's
@@ -192,17 +295,10 @@ pub fn matches(filter: &Filter, row: &QueryRow, facts: &QueryFacts) -> bool {
 /// white space compares as one space, on both sides, so a search finds a
 /// subject or name whatever its folding (the Text form keeps the white space
 /// of a fold, RFC 8621 §4.1.2.2).
-fn text_matches(values: &str, text: &str) -> bool {
-    fn normal(text: &str) -> String {
-        text.split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-            .to_lowercase()
-    }
-    let text = normal(text);
+fn text_matches(values: &str, needle: &Needle) -> bool {
     values
         .split('\n')
-        .any(|value| normal(value).contains(&text))
+        .any(|value| normal(value).contains(needle.as_str()))
 }
 
 /// The `header` filter (RFC 8621 §4.4.1): the email has a header field of
@@ -211,7 +307,7 @@ fn text_matches(values: &str, text: &str) -> bool {
 /// Email/get renders `header:{name}:asText:all` (unfolded, RFC 2047 words
 /// decoded, as §4.4.1 asks), over the fields Email/get splits the header
 /// block into ([`HeaderFields`]).
-fn header_matches(fields: &HeaderFields, name: &str, text: Option<&str>) -> bool {
+fn header_matches(fields: &HeaderFields, name: &str, text: Option<&Needle>) -> bool {
     let property = HeaderProperty {
         key: String::new(),
         name: name.to_ascii_lowercase(),
@@ -406,7 +502,11 @@ mod tests {
             ("", "x", false),
         ];
         for (values, text, expected) in table {
-            assert_eq!(text_matches(values, text), expected, "{values:?} {text:?}");
+            assert_eq!(
+                text_matches(values, &Needle::new(text)),
+                expected,
+                "{values:?} {text:?}"
+            );
         }
     }
 
@@ -438,11 +538,49 @@ mod tests {
         ];
         for (name, text, expected) in table {
             assert_eq!(
-                header_matches(&fields, name, text),
+                header_matches(&fields, name, text.map(Needle::new).as_ref()),
                 expected,
                 "{name} {text:?}"
             );
         }
+    }
+
+    #[test]
+    fn text_conditions_are_paid_per_email_and_a_spent_meter_stops() {
+        let ann = row(1, 1, 100, 500, &["$seen"], "ann@example.com");
+        let bob = row(2, 2, 100, 500, &[], "bob@example.com");
+        let mut facts = QueryFacts::default();
+        let block = "Subject: s\nX-Two: one\nX-Two: two\n\n";
+        facts
+            .headers
+            .insert(1, HeaderFields::parse(block.as_bytes().to_vec()));
+        let meter = WorkMeter::new(7);
+        // A keyword costs nothing; AND stops at the first condition unmet.
+        let seen_from_ann = Filter::And(vec![
+            Filter::HasKeyword("$seen".into()),
+            Filter::From("ANN".into()),
+        ]);
+        assert_eq!(matches(&seen_from_ann, &ann, &facts, &meter), Ok(true));
+        assert_eq!(meter.left(), 6);
+        assert_eq!(matches(&seen_from_ann, &bob, &facts, &meter), Ok(false));
+        assert_eq!(meter.left(), 6);
+        // A header condition: one, and one per field of that name.
+        let two = Filter::Header("x-two".into(), Some("TWO".into()));
+        assert_eq!(matches(&two, &ann, &facts, &meter), Ok(true));
+        assert_eq!(meter.left(), 3);
+        // An email without a header block read matches no header condition.
+        assert_eq!(matches(&two, &bob, &facts, &meter), Ok(false));
+        // OR pays for each condition until one is met; then the meter is spent.
+        let either = Filter::Or(vec![Filter::To("x".into()), Filter::Subject("y".into())]);
+        assert_eq!(matches(&either, &bob, &facts, &meter), Ok(false));
+        assert_eq!(meter.left(), 1);
+        assert_eq!(
+            matches(&either, &bob, &facts, &meter),
+            Err(WorkExceeded),
+            "the second condition is not paid for"
+        );
+        assert_eq!(meter.left(), 0);
+        assert_eq!(Filter::Not(vec![either, two]).nodes(), 5);
     }
 
     #[test]
@@ -455,7 +593,7 @@ mod tests {
         let none = QueryFacts::default();
         let ids = |filter: &Filter| -> Vec<i64> {
             rows.iter()
-                .filter(|r| matches(filter, r, &none))
+                .filter(|r| matches(filter, r, &none, &WorkMeter::new(u64::MAX)).unwrap())
                 .map(|r| r.meta.id)
                 .collect()
         };
@@ -532,7 +670,7 @@ mod tests {
         };
         let ids = |filter: Filter| -> Vec<i64> {
             rows.iter()
-                .filter(|r| matches(&filter, r, &facts))
+                .filter(|r| matches(&filter, r, &facts, &WorkMeter::new(u64::MAX)).unwrap())
                 .map(|r| r.meta.id)
                 .collect()
         };

@@ -28,10 +28,20 @@
 //!   attachment names.
 //! - At most [`MAX_HEADER_WORDS`] header words and [`MAX_BODY_WORDS`] body
 //!   words (attachment names first) are indexed per message, and no word
-//!   longer than [`MAX_WORD_CHARS`] characters: a query word longer than that
-//!   finds nothing. A query holds at most [`MAX_QUERY_WORDS`] words.
+//!   longer than [`MAX_WORD_CHARS`] characters: a query value with a word
+//!   longer than that finds nothing (and queries no index). A query holds
+//!   at most [`MAX_QUERY_WORDS`] words.
 //! - A value with no word in it (`🎉`, `---`) finds nothing; an empty one
 //!   (or only spaces) is no condition.
+//!
+//! Each full-text condition is one query of the index, on a connection of
+//! the store's shared read pool, so they are bounded (issue 43, ADR 0005):
+//! a filter holds at most [`MAX_TEXT_CONDITIONS`] of them
+//! (`unsupportedFilter` beyond), a request runs at most as many in all
+//! (`requestTooLarge` for the call that would pass it), and an account runs
+//! at most [`MAX_SEARCHES_PER_ACCOUNT`] index queries at once (the others
+//! wait for one to end), so one user's searches hold at most that many of
+//! the read pool's connections and another user never queues behind them.
 
 use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
@@ -50,6 +60,17 @@ pub const MAX_BODY_WORDS: usize = 14_000;
 /// Words (and CJK characters) a `text` or `body` value may hold:
 /// `invalidArguments` beyond.
 pub const MAX_QUERY_WORDS: usize = 64;
+
+/// `text` and `body` conditions one filter may hold (`unsupportedFilter`
+/// beyond), and full-text conditions one request may run in all, over its
+/// Email/query and Email/queryChanges calls (`requestTooLarge` for the call
+/// that would pass it).
+pub const MAX_TEXT_CONDITIONS: usize = 16;
+
+/// Queries of the full-text index one account runs at once, each on a
+/// connection of the store's read pool (a search list view's page and
+/// count take both): more wait for one to end.
+pub const MAX_SEARCHES_PER_ACCOUNT: usize = 2;
 
 /// Characters of one body part a snippet looks through for a match.
 const MAX_SNIPPET_SCAN_CHARS: usize = 256 * 1024;
@@ -246,6 +267,10 @@ pub fn parse_query(value: &str, scope: SearchScope) -> Result<Option<TextSearch>
     }
     let mut terms = Vec::new();
     let mut count = 0usize;
+    // A word longer than the index keeps finds nothing, and so does the
+    // value (every term must be found): no terms, no query of the index
+    // (PostgreSQL refuses a lexeme over 2,047 octets).
+    let mut unindexed = false;
     for (i, chunk) in value.split('"').enumerate() {
         let quoted = i % 2 == 1;
         let pieces: Vec<&str> = match quoted {
@@ -262,6 +287,9 @@ pub fn parse_query(value: &str, scope: SearchScope) -> Result<Option<TextSearch>
                     "a text or body filter holds at most {MAX_QUERY_WORDS} words"
                 ));
             }
+            unindexed |= words
+                .iter()
+                .any(|word| word.chars().count() > MAX_WORD_CHARS);
             let Some(last) = words.last() else {
                 continue;
             };
@@ -269,6 +297,9 @@ pub fn parse_query(value: &str, scope: SearchScope) -> Result<Option<TextSearch>
                 !quoted && !last.chars().any(is_cjk) && last.chars().count() >= MIN_PREFIX_CHARS;
             terms.push(SearchTerm { words, prefix });
         }
+    }
+    if unindexed {
+        terms.clear();
     }
     Ok(Some(TextSearch { scope, terms }))
 }
@@ -497,11 +528,13 @@ mod tests {
         .map(|(w, p)| (w.into_iter().map(String::from).collect(), p))
         .collect();
         assert_eq!(got, want);
-        // Blank: no condition. No word: finds nothing. A long word is kept
-        // (and finds nothing, as the index has no such word).
+        // Blank: no condition. No word: finds nothing. A word longer than
+        // the index keeps finds nothing, whatever else the value holds.
         assert_eq!(parse_query("  ", SearchScope::All), Ok(None));
         assert_eq!(terms("🎉 --- \"\""), Vec::<SearchTerm>::new());
-        assert_eq!(terms(&"a".repeat(70))[0].words[0].len(), 70);
+        assert_eq!(terms(&"a".repeat(MAX_WORD_CHARS))[0].words[0].len(), 64);
+        let long = format!("alpha {}", "a".repeat(MAX_WORD_CHARS + 1));
+        assert_eq!(terms(&long), Vec::<SearchTerm>::new());
         let many = vec!["w"; MAX_QUERY_WORDS + 1].join(" ");
         assert!(parse_query(&many, SearchScope::Body).is_err());
     }

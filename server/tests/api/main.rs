@@ -23,6 +23,7 @@ mod loadtest;
 mod migrate;
 mod overload;
 mod paging;
+mod query_bounds;
 mod quota;
 mod read_levels;
 mod relay;

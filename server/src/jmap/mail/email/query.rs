@@ -7,23 +7,42 @@
 //! or sort not supported answers `unsupportedFilter` / `unsupportedSort`,
 //! never a wrong list. Without `sort`, emails come newest first.
 //!
+//! A filter is bounded as it is read ([`crate::mail::query`]'s bounds:
+//! values `invalidArguments`, conditions and operators `unsupportedFilter`,
+//! and at most [`search::MAX_TEXT_CONDITIONS`] full-text ones). Its
+//! evaluation spends the request's render work and, over more than
+//! [`INLINE_RENDER_WORK`] steps (emails × (conditions and operators +
+//! comparators)) or with a `header` condition, runs with the sort on the
+//! work pool ([`crate::mail::work`]), like Email/get's heavy renders, so
+//! another account's requests are not starved. Each full-text condition is
+//! charged to the request ([`crate::jmap::budget`]) and runs under the
+//! account's slots of [`crate::jmap::Jmap::searches`].
+//!
 //! `canCalculateChanges` is true exactly when Email/queryChanges
 //! ([`super::query_changes`]) can follow the query: every filter and sort
 //! here, without `collapseThreads` (which of a thread's emails represents it
 //! changes when another email of the thread changes).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use chrono::DateTime;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use crate::jmap::Limits;
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::{args, ids};
 use crate::mail::header::HeaderFields;
-use crate::mail::query::{self, Comparator, Filter, QueryFacts, SortProperty, ThreadKeywords};
-use crate::mail::search;
+use crate::mail::query::{
+    self, Comparator, Filter, MAX_FILTER_MAILBOX_IDS, MAX_FILTER_NODES, MAX_FILTER_VALUE_OCTETS,
+    Needle, QueryFacts, SortProperty, ThreadKeywords,
+};
+use crate::mail::search::{self, MAX_TEXT_CONDITIONS};
+use crate::mail::work::{INLINE_RENDER_WORK, WorkMeter};
+use crate::store::QueryRow;
 
 use super::kept_pages::Page;
 use crate::store::{SearchScope, TextSearch};
@@ -75,11 +94,23 @@ fn utc_date(value: &Value, name: &str) -> Result<i64, MethodError> {
         .ok_or_else(|| invalid(format!("{name} must be a UTCDate")))
 }
 
+/// A string value of a filter, at most [`MAX_FILTER_VALUE_OCTETS`].
 fn text(value: &Value, name: &str) -> Result<String, MethodError> {
-    value
+    let text = value
         .as_str()
-        .map(str::to_string)
-        .ok_or_else(|| invalid(format!("{name} must be a string")))
+        .ok_or_else(|| invalid(format!("{name} must be a string")))?;
+    bounded(text, name)?;
+    Ok(text.to_string())
+}
+
+/// `invalidArguments` for a filter value over [`MAX_FILTER_VALUE_OCTETS`].
+fn bounded(text: &str, name: &str) -> Result<(), MethodError> {
+    match text.len() > MAX_FILTER_VALUE_OCTETS {
+        true => Err(invalid(format!(
+            "a {name} filter value holds at most {MAX_FILTER_VALUE_OCTETS} octets"
+        ))),
+        false => Ok(()),
+    }
 }
 
 fn number(value: &Value, name: &str) -> Result<i64, MethodError> {
@@ -89,97 +120,160 @@ fn number(value: &Value, name: &str) -> Result<i64, MethodError> {
         .ok_or_else(|| invalid(format!("{name} must be an UnsignedInt")))
 }
 
-/// Parses a FilterOperator or FilterCondition (RFC 8621 §4.4.1).
+/// Parses a FilterOperator or FilterCondition (RFC 8621 §4.4.1), within
+/// the bounds of [`crate::mail::query`]: a string value over
+/// [`MAX_FILTER_VALUE_OCTETS`] or a list over [`MAX_FILTER_MAILBOX_IDS`] is
+/// `invalidArguments`; more than [`MAX_FILTER_NODES`] conditions and
+/// operators, or more than [`MAX_TEXT_CONDITIONS`] `text` and `body`
+/// conditions, is `unsupportedFilter`.
 pub(crate) fn parse_filter(value: &Value) -> Result<Filter, MethodError> {
-    let object = value
-        .as_object()
-        .ok_or_else(|| invalid("a filter must be an object"))?;
-    if let Some(operator) = object.get("operator") {
-        let conditions = object
-            .get("conditions")
-            .and_then(Value::as_array)
-            .ok_or_else(|| invalid("a FilterOperator needs conditions"))?
-            .iter()
-            .map(parse_filter)
-            .collect::<Result<Vec<_>, _>>()?;
-        return match operator.as_str() {
-            Some("AND") => Ok(Filter::And(conditions)),
-            Some("OR") => Ok(Filter::Or(conditions)),
-            Some("NOT") => Ok(Filter::Not(conditions)),
-            _ => Err(invalid("operator must be AND, OR or NOT")),
-        };
+    FilterReader::default().read(value)
+}
+
+/// What a filter read so far holds, against its bounds.
+#[derive(Default)]
+struct FilterReader {
+    nodes: usize,
+    searches: usize,
+}
+
+impl FilterReader {
+    /// Counts one more condition or operator.
+    fn node(&mut self) -> Result<(), MethodError> {
+        self.nodes += 1;
+        match self.nodes > MAX_FILTER_NODES {
+            true => Err(MethodError::UnsupportedFilter(format!(
+                "a filter holds at most {MAX_FILTER_NODES} conditions and operators; \
+                 simplify the search"
+            ))),
+            false => Ok(()),
+        }
     }
-    let mut conditions = Vec::with_capacity(object.len());
-    for (name, value) in object {
-        let condition = match name.as_str() {
-            "inMailbox" => match ids::parse_mailbox_id(&text(value, name)?) {
-                Some(id) => Filter::InMailbox(id),
-                None => Filter::InMailboxUnknown,
-            },
-            "inMailboxOtherThan" => Filter::InMailboxOtherThan(
-                value
-                    .as_array()
-                    .ok_or_else(|| invalid("inMailboxOtherThan must be a list of ids"))?
-                    .iter()
-                    .map(|id| id.as_str().and_then(ids::parse_mailbox_id).unwrap_or(-1))
-                    .collect(),
-            ),
-            "before" => Filter::Before(utc_date(value, name)?),
-            "after" => Filter::After(utc_date(value, name)?),
-            "minSize" => Filter::MinSize(number(value, name)?),
-            "maxSize" => Filter::MaxSize(number(value, name)?),
-            "hasKeyword" => Filter::HasKeyword(text(value, name)?.to_lowercase()),
-            "notKeyword" => Filter::NotKeyword(text(value, name)?.to_lowercase()),
-            "someInThreadHaveKeyword" => {
-                Filter::SomeInThreadHaveKeyword(text(value, name)?.to_lowercase())
-            }
-            "allInThreadHaveKeyword" => {
-                Filter::AllInThreadHaveKeyword(text(value, name)?.to_lowercase())
-            }
-            "noneInThreadHaveKeyword" => {
-                Filter::NoneInThreadHaveKeyword(text(value, name)?.to_lowercase())
-            }
-            "hasAttachment" => Filter::HasAttachment(
-                value
-                    .as_bool()
-                    .ok_or_else(|| invalid("hasAttachment must be a boolean"))?,
-            ),
-            "from" => Filter::From(text(value, name)?),
-            "to" => Filter::To(text(value, name)?),
-            "cc" => Filter::Cc(text(value, name)?),
-            "bcc" => Filter::Bcc(text(value, name)?),
-            "subject" => Filter::Subject(text(value, name)?),
-            // An empty value is no condition (an empty AND matches all).
-            "text" | "body" => {
-                let scope = match name.as_str() {
-                    "text" => SearchScope::All,
-                    _ => SearchScope::Body,
-                };
-                search::parse_query(&text(value, name)?, scope)
-                    .map_err(invalid)?
-                    .map_or(Filter::And(Vec::new()), Filter::Text)
-            }
-            "header" => {
-                let parts: Vec<String> = value
-                    .as_array()
-                    .filter(|a| (1..=2).contains(&a.len()))
-                    .and_then(|a| a.iter().map(|v| v.as_str().map(str::to_string)).collect())
-                    .ok_or_else(|| invalid("header must be [name] or [name, value]"))?;
-                Filter::Header(parts[0].clone(), parts.get(1).cloned())
-            }
-            other => {
-                return Err(MethodError::UnsupportedFilter(format!(
-                    "the {other} filter is not supported"
-                )));
-            }
-        };
-        conditions.push(condition);
+
+    /// Counts one more full-text condition.
+    fn search(&mut self) -> Result<(), MethodError> {
+        self.searches += 1;
+        match self.searches > MAX_TEXT_CONDITIONS {
+            true => Err(MethodError::UnsupportedFilter(format!(
+                "a filter holds at most {MAX_TEXT_CONDITIONS} text and body conditions; \
+                 simplify the search"
+            ))),
+            false => Ok(()),
+        }
     }
-    Ok(if conditions.len() == 1 {
-        conditions.remove(0)
-    } else {
-        Filter::And(conditions)
-    })
+
+    fn read(&mut self, value: &Value) -> Result<Filter, MethodError> {
+        let object = value
+            .as_object()
+            .ok_or_else(|| invalid("a filter must be an object"))?;
+        if let Some(operator) = object.get("operator") {
+            self.node()?;
+            let conditions = object
+                .get("conditions")
+                .and_then(Value::as_array)
+                .ok_or_else(|| invalid("a FilterOperator needs conditions"))?
+                .iter()
+                .map(|condition| self.read(condition))
+                .collect::<Result<Vec<_>, _>>()?;
+            return match operator.as_str() {
+                Some("AND") => Ok(Filter::And(conditions)),
+                Some("OR") => Ok(Filter::Or(conditions)),
+                Some("NOT") => Ok(Filter::Not(conditions)),
+                _ => Err(invalid("operator must be AND, OR or NOT")),
+            };
+        }
+        let mut conditions = Vec::with_capacity(object.len());
+        for (name, value) in object {
+            self.node()?;
+            let condition = match name.as_str() {
+                "inMailbox" => match ids::parse_mailbox_id(&text(value, name)?) {
+                    Some(id) => Filter::InMailbox(id),
+                    None => Filter::InMailboxUnknown,
+                },
+                "inMailboxOtherThan" => {
+                    let list = value
+                        .as_array()
+                        .ok_or_else(|| invalid("inMailboxOtherThan must be a list of ids"))?;
+                    if list.len() > MAX_FILTER_MAILBOX_IDS {
+                        return Err(invalid(format!(
+                            "inMailboxOtherThan holds at most {MAX_FILTER_MAILBOX_IDS} ids"
+                        )));
+                    }
+                    let mut ids: Vec<i64> = list
+                        .iter()
+                        .map(|id| id.as_str().and_then(ids::parse_mailbox_id).unwrap_or(-1))
+                        .collect();
+                    ids.sort_unstable();
+                    ids.dedup();
+                    Filter::InMailboxOtherThan(ids)
+                }
+                "before" => Filter::Before(utc_date(value, name)?),
+                "after" => Filter::After(utc_date(value, name)?),
+                "minSize" => Filter::MinSize(number(value, name)?),
+                "maxSize" => Filter::MaxSize(number(value, name)?),
+                "hasKeyword" => Filter::HasKeyword(text(value, name)?.to_lowercase()),
+                "notKeyword" => Filter::NotKeyword(text(value, name)?.to_lowercase()),
+                "someInThreadHaveKeyword" => {
+                    Filter::SomeInThreadHaveKeyword(text(value, name)?.to_lowercase())
+                }
+                "allInThreadHaveKeyword" => {
+                    Filter::AllInThreadHaveKeyword(text(value, name)?.to_lowercase())
+                }
+                "noneInThreadHaveKeyword" => {
+                    Filter::NoneInThreadHaveKeyword(text(value, name)?.to_lowercase())
+                }
+                "hasAttachment" => Filter::HasAttachment(
+                    value
+                        .as_bool()
+                        .ok_or_else(|| invalid("hasAttachment must be a boolean"))?,
+                ),
+                "from" => Filter::From(Needle::new(&text(value, name)?)),
+                "to" => Filter::To(Needle::new(&text(value, name)?)),
+                "cc" => Filter::Cc(Needle::new(&text(value, name)?)),
+                "bcc" => Filter::Bcc(Needle::new(&text(value, name)?)),
+                "subject" => Filter::Subject(Needle::new(&text(value, name)?)),
+                // An empty value is no condition (an empty AND matches all).
+                "text" | "body" => {
+                    let scope = match name.as_str() {
+                        "text" => SearchScope::All,
+                        _ => SearchScope::Body,
+                    };
+                    match search::parse_query(&text(value, name)?, scope).map_err(invalid)? {
+                        Some(search) => {
+                            self.search()?;
+                            Filter::Text(search)
+                        }
+                        None => Filter::And(Vec::new()),
+                    }
+                }
+                "header" => {
+                    let parts: Vec<String> = value
+                        .as_array()
+                        .filter(|a| (1..=2).contains(&a.len()))
+                        .and_then(|a| a.iter().map(|v| v.as_str().map(str::to_string)).collect())
+                        .ok_or_else(|| invalid("header must be [name] or [name, value]"))?;
+                    for part in &parts {
+                        bounded(part, name)?;
+                    }
+                    Filter::Header(
+                        parts[0].to_ascii_lowercase(),
+                        parts.get(1).map(|value| Needle::new(value)),
+                    )
+                }
+                other => {
+                    return Err(MethodError::UnsupportedFilter(format!(
+                        "the {other} filter is not supported"
+                    )));
+                }
+            };
+            conditions.push(condition);
+        }
+        Ok(if conditions.len() == 1 {
+            conditions.remove(0)
+        } else {
+            Filter::And(conditions)
+        })
+    }
 }
 
 /// Parses `sort`; none is receivedAt descending.
@@ -250,26 +344,41 @@ pub async fn email_query(
     let simple = request.anchor.is_none() && !request.collapse_threads;
     let list_view = listing(filter.as_ref(), &comparators).filter(|_| simple);
     let search_view = search_listing(filter.as_ref(), &comparators).filter(|_| simple);
+    // Full-text conditions are charged before any runs.
+    let searches = match (&list_view, &search_view) {
+        (Some(_), _) => 0,
+        (None, Some(view)) if view.search.terms.is_empty() => 0,
+        // A negative position learns the total first: a second query.
+        (None, Some(_)) => 1 + usize::from(request.position < 0),
+        (None, None) => distinct_searches(filter.as_ref()),
+    };
+    ctx.budget.charge_searches(searches)?;
     // Load.
     let states = ctx.jmap.store.states(ctx.account.id).await?;
     let state = states.email;
+    let work = AtomicU64::new(ctx.budget.work_left);
     let page = match (list_view, search_view) {
         (Some((mailbox, ascending)), _) => {
             let key = (ctx.account.id, mailbox, ascending, request.position, limit);
             match ctx.jmap.pages.get(&key, &states).await {
-                Some(page) => page,
+                Some(page) => Ok(page),
                 None => {
                     let page =
                         list_view_page(ctx, mailbox, ascending, request.position, limit).await?;
                     let after = ctx.jmap.store.states(ctx.account.id).await?;
                     ctx.jmap.pages.keep(key, &states, &after, &page).await;
-                    page
+                    Ok(page)
                 }
             }
         }
-        (None, Some(view)) => search_view_page(ctx, view, request.position, limit).await?,
-        (None, None) => evaluated_page(ctx, filter.as_ref(), &comparators, &request, limit).await?,
+        (None, Some(view)) => search_view_page(ctx, view, request.position, limit).await,
+        (None, None) => {
+            evaluated_page(ctx, filter.as_ref(), &comparators, &request, limit, &work).await
+        }
     };
+    // Work spent is spent, whether the call is answered or not.
+    ctx.budget.work_left = work.into_inner();
+    let page = page?;
     // Render.
     let mut response = json!({
         "accountId": request.account_id,
@@ -348,8 +457,9 @@ async fn evaluated_page(
     comparators: &[Comparator],
     request: &QueryRequest,
     limit: i64,
+    work: &AtomicU64,
 ) -> Result<Page, MethodError> {
-    let mut rows = matching_rows(ctx, filter, comparators).await?;
+    let mut rows = matching_rows(ctx, filter, comparators, work).await?;
     if request.collapse_threads {
         rows = query::collapse_threads(rows);
     }
@@ -430,6 +540,8 @@ async fn search_view_page(
     let store = &ctx.jmap.store;
     let descending = !view.ascending;
     let account = ctx.account.id;
+    // The page and the count run on two connections at once.
+    let slots = search_slots(ctx, 2).await;
     // A negative position counts from the end: learn the total first.
     let start = if position < 0 {
         let (_, total) = store
@@ -442,6 +554,7 @@ async fn search_view_page(
     let (ids, total) = store
         .search_page(account, view.search, view.mailbox, descending, start, limit)
         .await?;
+    drop(slots);
     Ok(Page {
         ids,
         position: start.min(total),
@@ -466,13 +579,43 @@ pub(crate) fn listing(filter: Option<&Filter>, comparators: &[Comparator]) -> Op
     }
 }
 
+/// The queries of the full-text index `filter` runs: its distinct `text`
+/// and `body` conditions that hold a word.
+pub(crate) fn distinct_searches(filter: Option<&Filter>) -> usize {
+    filter
+        .map(Filter::searches)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|search| !search.terms.is_empty())
+        .collect::<HashSet<_>>()
+        .len()
+}
+
+/// `connections` of the account's [`crate::jmap::Jmap::searches`] slots
+/// (at most all of them), waited for: held while a full-text query runs.
+async fn search_slots(
+    ctx: &CallContext<'_>,
+    connections: usize,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    let wanted = connections.min(search::MAX_SEARCHES_PER_ACCOUNT) as u32;
+    // The semaphore is never closed; were it, the query would run unslotted.
+    ctx.jmap
+        .searches
+        .of(ctx.account.id)
+        .acquire_many_owned(wanted)
+        .await
+        .ok()
+}
+
 /// Every email matching `filter`, sorted (the general path, before any
-/// thread collapsing).
+/// thread collapsing). Text conditions spend `work` (the request's render
+/// work left; [`crate::mail::query`] gives the units).
 pub(crate) async fn matching_rows(
     ctx: &CallContext<'_>,
     filter: Option<&Filter>,
     comparators: &[Comparator],
-) -> Result<Vec<crate::store::QueryRow>, MethodError> {
+    work: &AtomicU64,
+) -> Result<Vec<QueryRow>, MethodError> {
     let in_mailbox = match filter {
         Some(Filter::InMailbox(id)) => Some(*id),
         Some(Filter::And(conditions)) => conditions.iter().find_map(|c| match c {
@@ -485,7 +628,9 @@ pub(crate) async fn matching_rows(
     let mut facts = QueryFacts::default();
     for search in filter.map(Filter::searches).unwrap_or_default() {
         if !facts.search.contains_key(search) {
+            let slots = search_slots(ctx, 1).await;
             let ids = store.search_ids(ctx.account.id, search).await?;
+            drop(slots);
             facts
                 .search
                 .insert(search.clone(), ids.into_iter().collect());
@@ -494,7 +639,7 @@ pub(crate) async fn matching_rows(
     // A full-text condition all matches meet names every candidate: read
     // only those rows, not the whole account.
     let narrowed = filter.and_then(Filter::required_search).is_some();
-    let mut rows = match filter.and_then(Filter::required_search) {
+    let rows = match filter.and_then(Filter::required_search) {
         Some(required) => {
             let ids: Vec<i64> = facts.search[required].iter().copied().collect();
             let mut rows = Vec::with_capacity(ids.len());
@@ -515,14 +660,136 @@ pub(crate) async fn matching_rows(
             _ => ThreadKeywords::count(&store.query_rows(ctx.account.id, None).await?),
         };
     }
+    filter_and_sort(ctx, filter, comparators, rows, facts, work).await
+}
+
+/// Emails a `header` filter is evaluated over at once: their header blocks
+/// are read and held together, then dropped.
+const HEADER_CHUNK: usize = 1000;
+
+/// `rows` that match `filter`, sorted. On the work pool (as Email/get's
+/// heavy renders) when the filter reads header blocks or emails ×
+/// (conditions and operators + comparators) passes [`INLINE_RENDER_WORK`],
+/// else in place; a `header` filter [`HEADER_CHUNK`] emails at a time.
+/// `requestTooLarge` when the text conditions would pass `work`.
+async fn filter_and_sort(
+    ctx: &CallContext<'_>,
+    filter: Option<&Filter>,
+    comparators: &[Comparator],
+    mut rows: Vec<QueryRow>,
+    mut facts: QueryFacts,
+    work: &AtomicU64,
+) -> Result<Vec<QueryRow>, MethodError> {
+    let (jmap, account) = (ctx.jmap, ctx.account.id);
+    let headers = filter.is_some_and(Filter::needs_headers);
+    let steps = filter.map_or(0, Filter::nodes) + comparators.len();
+    let heavy = headers || (rows.len() as u64).saturating_mul(steps as u64) > INLINE_RENDER_WORK;
     if let Some(filter) = filter {
-        if filter.needs_headers() {
-            facts.headers = load_header_fields(ctx, &rows).await?;
+        let filter = Arc::new(filter.clone());
+        let chunk = match headers {
+            true => HEADER_CHUNK,
+            false => rows.len().max(1),
+        };
+        let mut rest = rows;
+        let mut kept = Vec::new();
+        while !rest.is_empty() {
+            let tail = rest.split_off(chunk.min(rest.len()));
+            let rows = std::mem::replace(&mut rest, tail);
+            let blocks = match headers {
+                true => {
+                    let ids: Vec<i64> = rows.iter().map(|row| row.meta.id).collect();
+                    jmap.store.header_blocks(account, &ids).await?
+                }
+                false => Vec::new(),
+            };
+            let job = FilterJob {
+                filter: filter.clone(),
+                rows,
+                blocks,
+                facts,
+                work_left: work.load(Ordering::Relaxed),
+            };
+            let done = match heavy {
+                true => jmap.work.run(account, move || job.run()).await,
+                false => job.run(),
+            };
+            work.store(done.work_left, Ordering::Relaxed);
+            facts = done.facts;
+            kept.extend(done.kept.ok_or_else(|| over_filter_work(&jmap.limits))?);
         }
-        rows.retain(|row| query::matches(filter, row, &facts));
+        rows = kept;
     }
-    query::sort(&mut rows, comparators, &facts.threads);
-    Ok(rows)
+    let comparators = comparators.to_vec();
+    let sort = move || {
+        query::sort(&mut rows, &comparators, &facts.threads);
+        rows
+    };
+    Ok(match heavy {
+        true => jmap.work.run(account, sort).await,
+        false => sort(),
+    })
+}
+
+/// One evaluation of a filter over some emails, on the work pool or in place.
+struct FilterJob {
+    filter: Arc<Filter>,
+    rows: Vec<QueryRow>,
+    /// The header blocks of `rows`, for a `header` condition (else empty).
+    blocks: Vec<(i64, Vec<u8>)>,
+    facts: QueryFacts,
+    /// Render work units the request has left.
+    work_left: u64,
+}
+
+/// What a [`FilterJob`] gives back.
+struct Filtered {
+    /// The rows that match, or `None` when the work ran out.
+    kept: Option<Vec<QueryRow>>,
+    /// The facts it was given, without the header fields.
+    facts: QueryFacts,
+    work_left: u64,
+}
+
+impl FilterJob {
+    fn run(self) -> Filtered {
+        let FilterJob {
+            filter,
+            mut rows,
+            blocks,
+            mut facts,
+            work_left,
+        } = self;
+        facts.headers = blocks
+            .into_iter()
+            .map(|(id, block)| (id, HeaderFields::parse(block)))
+            .collect();
+        let meter = WorkMeter::new(work_left);
+        let mut spent = false;
+        rows.retain(|row| {
+            !spent
+                && query::matches(&filter, row, &facts, &meter).unwrap_or_else(|_| {
+                    spent = true;
+                    false
+                })
+        });
+        facts.headers = HashMap::new();
+        Filtered {
+            kept: (!spent).then_some(rows),
+            facts,
+            work_left: meter.left(),
+        }
+    }
+}
+
+/// `requestTooLarge` for a filter whose text conditions would pass the
+/// request's render work.
+fn over_filter_work(limits: &Limits) -> MethodError {
+    MethodError::OverBudget(format!(
+        "evaluating this filter would pass the request's {} units of work (one per from, \
+         to, cc, bcc or subject condition per email; one per header condition per email and \
+         per field of that name); narrow it (inMailbox, before, after) or simplify it",
+        limits.max_render_work
+    ))
 }
 
 /// Whether a filter reads a property an email's update can change
@@ -539,20 +806,4 @@ pub(crate) fn is_mutable(filter: &Filter) -> bool {
         | Filter::NoneInThreadHaveKeyword(_) => true,
         _ => false,
     }
-}
-
-/// Header fields of the candidate rows, for the `header` filter: each stored
-/// header block split by [`HeaderFields`], as Email/get splits it.
-async fn load_header_fields(
-    ctx: &CallContext<'_>,
-    rows: &[crate::store::QueryRow],
-) -> Result<HashMap<i64, HeaderFields>, MethodError> {
-    let ids: Vec<i64> = rows.iter().map(|r| r.meta.id).collect();
-    let mut fields = HashMap::with_capacity(ids.len());
-    for chunk in ids.chunks(1000) {
-        for (id, block) in ctx.jmap.store.header_blocks(ctx.account.id, chunk).await? {
-            fields.insert(id, HeaderFields::parse(block));
-        }
-    }
-    Ok(fields)
 }

@@ -13,13 +13,14 @@
 //! `cannotCalculateChanges`, as Email/query's `canCalculateChanges` says.
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::query::{
-    SortArgument, can_calculate_changes, is_mutable, listing, matching_rows, parse_filter,
-    parse_sort,
+    SortArgument, can_calculate_changes, distinct_searches, is_mutable, listing, matching_rows,
+    parse_filter, parse_sort,
 };
 use crate::jmap::dispatch::CallContext;
 use crate::jmap::error::MethodError;
@@ -83,13 +84,22 @@ pub async fn email_query_changes(
         comparators,
         up_to_id: request.up_to_id.as_deref().and_then(ids::parse_email_id),
     };
-    // Load: the changes and the results, of one state.
-    let ctx: &CallContext = ctx;
-    let changes = at_one_state(
-        || results_changes(ctx, since, &query),
-        "the mailbox keeps changing; query again",
-    )
-    .await?;
+    // Load: the changes and the results, of one state. Full-text
+    // conditions are charged once, before any runs; text conditions spend
+    // the request's render work.
+    ctx.budget
+        .charge_searches(distinct_searches(query.filter.as_ref()))?;
+    let work = AtomicU64::new(ctx.budget.work_left);
+    let changes = {
+        let ctx: &CallContext = ctx;
+        at_one_state(
+            || results_changes(ctx, since, &query, &work),
+            "the mailbox keeps changing; query again",
+        )
+        .await
+    };
+    ctx.budget.work_left = work.into_inner();
+    let changes = changes?;
     // Render.
     query_changes_response(request.args, changes, ids::email_id)
 }
@@ -100,6 +110,7 @@ async fn results_changes(
     ctx: &CallContext<'_>,
     since: LogPosition,
     query: &Query,
+    work: &AtomicU64,
 ) -> Result<Option<ResultChanges>, MethodError> {
     let (store, account) = (&ctx.jmap.store, ctx.account.id);
     let changes = store
@@ -117,7 +128,7 @@ async fn results_changes(
         candidates.extend(&changes.updated);
     }
     removed.sort_unstable();
-    let (mut added, total, up_to) = positions(ctx, query, &candidates).await?;
+    let (mut added, total, up_to) = positions(ctx, query, &candidates, work).await?;
     // The results must be those of the state the changes lead to: a
     // write in between would leave them out of step, so try again.
     if store.states(account).await?.email != changes.new_state.modseq {
@@ -142,6 +153,7 @@ async fn positions(
     ctx: &CallContext<'_>,
     query: &Query,
     candidates: &[i64],
+    work: &AtomicU64,
 ) -> Result<(Vec<(i64, i64)>, i64, Option<i64>), MethodError> {
     let (store, account) = (&ctx.jmap.store, ctx.account.id);
     if let Some((mailbox, ascending)) = listing(query.filter.as_ref(), &query.comparators) {
@@ -156,7 +168,7 @@ async fn positions(
             .await?;
         return Ok((positions, total, None));
     }
-    let rows = matching_rows(ctx, query.filter.as_ref(), &query.comparators).await?;
+    let rows = matching_rows(ctx, query.filter.as_ref(), &query.comparators, work).await?;
     let index: HashMap<i64, i64> = rows
         .iter()
         .enumerate()
