@@ -27,6 +27,7 @@ use super::AppState;
 use super::auth::Authenticated;
 use super::error::HttpError;
 use crate::blob::{BlobError, StagedBlob};
+use crate::jmap::budget::{Holder, Taken};
 use crate::jmap::ids;
 use crate::mail::load::LoadError;
 use crate::store::StoreError;
@@ -206,14 +207,20 @@ pub async fn download(
 ) -> Result<Response, HttpError> {
     check_account(&account_id, account.id)?;
     let (message_blob, part) = ids::parse_blob_id(&blob_id).ok_or(HttpError::NotFound)?;
-    let owned = state
+    let size = state
         .jmap
         .store
-        .has_blob(account.id, message_blob)
+        .blob_size(account.id, message_blob)
         .await
-        .map_err(store_error)?;
-    if !owned {
-        return Err(HttpError::NotFound);
+        .map_err(store_error)?
+        .ok_or(HttpError::NotFound)?;
+    // The octets a download holds, from before the read until its body is
+    // sent or dropped, are taken from the account's and the node's share
+    // of what requests hold (issue 43: 40 downloads of one 50 MiB blob
+    // held 2 GB); a part is at most its message.
+    let mut held = Holder::new(state.jmap.holdings.clone(), account.id).taken();
+    if !held.take(u64::try_from(size).unwrap_or(0)) {
+        return Err(HttpError::Overloaded);
     }
     let (bytes, part_type) = match part {
         None => {
@@ -245,8 +252,10 @@ pub async fn download(
         .filter(|t| !t.is_empty())
         .or(part_type)
         .unwrap_or_else(|| "application/octet-stream".to_string());
-    let mut response = Body::from(bytes).into_response();
+    let length = bytes.len();
+    let mut response = held_body(bytes, held).into_response();
     let headers = response.headers_mut();
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_str(&content_type)
@@ -258,6 +267,25 @@ pub async fn download(
         HeaderValue::from_static("private, immutable, max-age=31536000"),
     );
     Ok(response)
+}
+
+/// Octets a download's body hands the connection at a time.
+const DOWNLOAD_FRAME: usize = 64 << 10;
+
+/// `bytes` as a body of [`DOWNLOAD_FRAME`]s that keeps `held` until the
+/// last is taken or the body is dropped (the client went): what a slow
+/// reader holds stays counted while the server holds it.
+fn held_body(bytes: Vec<u8>, held: Taken) -> Body {
+    let bytes = axum::body::Bytes::from(bytes);
+    let frames = futures::stream::unfold((bytes, 0, held), |(bytes, at, held)| async move {
+        if at >= bytes.len() {
+            return None;
+        }
+        let end = (at + DOWNLOAD_FRAME).min(bytes.len());
+        let frame = bytes.slice(at..end);
+        Some((Ok::<_, std::convert::Infallible>(frame), (bytes, end, held)))
+    });
+    Body::from_stream(frames)
 }
 
 /// `attachment; filename="…"; filename*=UTF-8''…` (RFC 6266), safe for any name.

@@ -300,6 +300,20 @@ pub struct Holder {
 }
 
 impl Holder {
+    /// The handle of `account` on `holdings`: for what a request holds
+    /// outside a JMAP call (a download's octets, issue 43).
+    pub fn new(holdings: Arc<Holdings>, account: i64) -> Self {
+        Self { holdings, account }
+    }
+
+    /// Nothing taken yet; what [`Taken::take`] takes is given back on drop.
+    pub fn taken(&self) -> Taken {
+        Taken {
+            holder: Some(self.clone()),
+            octets: 0,
+        }
+    }
+
     /// Takes `octets` for the account, or nothing if either cap would pass.
     pub fn take(&self, octets: u64) -> bool {
         self.holdings.take(self.account, octets)

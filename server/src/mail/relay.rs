@@ -58,8 +58,14 @@ pub struct RelayTimeouts {
     /// DATA command, RSET, and the reply after the message's final dot.
     pub step: Duration,
     /// The slowest the message itself may be taken, octets per second: it
-    /// has `step` plus its size at this rate to arrive and be answered.
+    /// has `final_reply` plus its size at this rate to arrive and be
+    /// answered.
     pub data_rate: u64,
+    /// The least wait for the reply after the message's final dot (RFC
+    /// 5321 §4.5.3.2.6: 10 minutes), never less than `step`: a relay that
+    /// takes the message and answers late has it, and giving up sooner
+    /// sends it again on every retry (found by the issue 43 review).
+    pub final_reply: Duration,
 }
 
 impl Default for RelayTimeouts {
@@ -70,6 +76,7 @@ impl Default for RelayTimeouts {
         Self {
             step: Duration::from_secs(60),
             data_rate: 32 << 10,
+            final_reply: Duration::from_secs(600),
         }
     }
 }
@@ -77,7 +84,7 @@ impl Default for RelayTimeouts {
 impl RelayTimeouts {
     /// The deadline of sending `octets` of message and reading the reply.
     pub fn data(&self, octets: usize) -> Duration {
-        self.step + Duration::from_secs(octets as u64 / self.data_rate.max(1))
+        self.step.max(self.final_reply) + Duration::from_secs(octets as u64 / self.data_rate.max(1))
     }
 }
 
@@ -469,6 +476,21 @@ fn one_line<'a>(code: &str, lines: impl Iterator<Item = &'a str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reply_to_a_message_is_waited_for_ten_minutes_at_least() {
+        let short = RelayTimeouts {
+            step: Duration::from_secs(3),
+            ..RelayTimeouts::default()
+        };
+        assert_eq!(short.data(0), Duration::from_secs(600));
+        assert_eq!(short.data(32 << 20), Duration::from_secs(600 + 1024));
+        let long = RelayTimeouts {
+            step: Duration::from_secs(900),
+            ..RelayTimeouts::default()
+        };
+        assert_eq!(long.data(0), Duration::from_secs(900));
+    }
 
     #[test]
     fn relay_urls_name_the_transport_and_hide_the_password() {

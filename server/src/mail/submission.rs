@@ -135,6 +135,17 @@ pub enum OutgoingError {
     /// header there, some reads it as folding.
     #[error("header line {line} holds only white space")]
     BlankLine { line: usize },
+    /// Header line `line` is longer than RFC 5322 §2.1.1's 998 octets.
+    #[error("header line {line} is longer than 998 octets")]
+    LineTooLong { line: usize },
+    /// An originator field (From, Sender, Resent-From, Resent-Sender) that
+    /// is not a plain RFC 5322 §3.4 mailbox list, so that mail programs may
+    /// read different addresses in it (`bob@x <ann@y>`, `<a> <b>`, `<>`).
+    #[error("the {0} field is not a list of addresses every mail program reads alike")]
+    AmbiguousAddress(&'static str),
+    /// Not exactly one From field, or more than one Sender (RFC 5322 §3.6).
+    #[error("a message has exactly one From field and at most one Sender field")]
+    FieldCount,
 }
 
 /// A message as it leaves (RFC 8621 §7.5), made once so that what is
@@ -167,7 +178,10 @@ impl Outgoing {
             let content = line.strip_suffix(b"\r\n").unwrap_or(line);
             let kind = header_line(content, index + 1)?;
             match kind {
-                HeaderLine::Field(name) => dropping = name.eq_ignore_ascii_case(b"bcc"),
+                HeaderLine::Field(name) => {
+                    dropping = name.eq_ignore_ascii_case(b"bcc")
+                        || name.eq_ignore_ascii_case(b"resent-bcc");
+                }
                 HeaderLine::Continuation if index == 0 => {
                     return Err(OutgoingError::NotAField { line: 1 });
                 }
@@ -189,6 +203,176 @@ impl Outgoing {
     pub fn fields(&self) -> HeaderFields {
         HeaderFields::parse(self.header.clone())
     }
+
+    /// Every address of the originator fields (From, Sender, Resent-From,
+    /// Resent-Sender), each field read by the strict RFC 5322 §3.4 grammar
+    /// ([`strict_mailbox_list`]) so that no mail program reads another
+    /// address in it; exactly one From and at most one Sender.
+    pub fn originators(&self) -> Result<Vec<String>, OutgoingError> {
+        let fields = self.fields();
+        if fields.count("from") != 1 || fields.count("sender") > 1 {
+            return Err(OutgoingError::FieldCount);
+        }
+        let mut addresses = Vec::new();
+        for name in ["From", "Sender", "Resent-From", "Resent-Sender"] {
+            for value in raw_values(&fields, name) {
+                let list =
+                    strict_mailbox_list(&value).ok_or(OutgoingError::AmbiguousAddress(name))?;
+                addresses.extend(list);
+            }
+        }
+        Ok(addresses)
+    }
+}
+
+/// The raw values (RFC 8621 §4.1.2.1) of every `name` field.
+fn raw_values(fields: &HeaderFields, name: &str) -> Vec<String> {
+    let Some(property) = HeaderProperty::parse(&format!("header:{name}:all")) else {
+        return Vec::new();
+    };
+    match fields.render(&property) {
+        Value::Array(values) => values
+            .iter()
+            .filter_map(|value| value.as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// One token of an address list, comments and white space skipped.
+#[derive(Debug, PartialEq)]
+enum AddressToken {
+    /// A run of atext, `.`, `@`, `[` and `]`.
+    Word(String),
+    /// A quoted string, unescaped.
+    Quoted(String),
+    /// What `<…>` holds.
+    Angle(String),
+    Comma,
+}
+
+/// Whether `c` is RFC 5322 `atext` (RFC 6532: any non-ASCII too).
+fn is_atext(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'*+-/=?^_`{|}~".contains(c) || !c.is_ascii()
+}
+
+/// The tokens of an address field's value, or `None` for anything
+/// outside the plain grammar (an unclosed comment or quote, `:`, `;`, a
+/// stray `>`, a control character).
+fn address_tokens(value: &str) -> Option<Vec<AddressToken>> {
+    let chars: Vec<char> = value.chars().collect();
+    let mut tokens = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            ' ' | '\t' | '\r' | '\n' => i += 1,
+            '(' => {
+                let mut depth = 0;
+                loop {
+                    match chars.get(i)? {
+                        '\\' => i += 1,
+                        '(' => depth += 1,
+                        ')' => depth -= 1,
+                        _ => {}
+                    }
+                    i += 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+            }
+            '"' => {
+                let mut text = String::new();
+                i += 1;
+                loop {
+                    match *chars.get(i)? {
+                        '"' => break,
+                        '\\' => {
+                            i += 1;
+                            text.push(*chars.get(i)?);
+                        }
+                        c => text.push(c),
+                    }
+                    i += 1;
+                }
+                i += 1;
+                tokens.push(AddressToken::Quoted(text));
+            }
+            '<' => {
+                let end = chars[i..].iter().position(|c| *c == '>')? + i;
+                tokens.push(AddressToken::Angle(chars[i + 1..end].iter().collect()));
+                i = end + 1;
+            }
+            ',' => {
+                tokens.push(AddressToken::Comma);
+                i += 1;
+            }
+            c if is_atext(c) || matches!(c, '.' | '@' | '[' | ']') => {
+                let start = i;
+                while i < chars.len()
+                    && (is_atext(chars[i]) || matches!(chars[i], '.' | '@' | '[' | ']'))
+                {
+                    i += 1;
+                }
+                tokens.push(AddressToken::Word(chars[start..i].iter().collect()));
+            }
+            _ => return None,
+        }
+    }
+    Some(tokens)
+}
+
+/// Whether `text` is a plain addr-spec (RFC 5322 §3.4.1): a dot-atom
+/// local part, one `@`, a dot-atom domain or a domain literal; nothing
+/// else (no quotes, white space or second `@`).
+fn is_plain_addr_spec(text: &str) -> bool {
+    let dot_atom = |part: &str| {
+        !part.is_empty()
+            && part
+                .split('.')
+                .all(|atom| !atom.is_empty() && atom.chars().all(is_atext))
+    };
+    let Some((local, domain)) = text.split_once('@') else {
+        return false;
+    };
+    let literal = domain.starts_with('[')
+        && domain.ends_with(']')
+        && domain[1..domain.len() - 1]
+            .chars()
+            .all(|c| c.is_ascii_graphic() && !matches!(c, '[' | ']' | '\\'));
+    dot_atom(local) && (dot_atom(domain) || literal)
+}
+
+/// The addresses of an originator field's raw `value` when it is a plain
+/// RFC 5322 §3.4 `mailbox-list` (each mailbox an addr-spec, or a display
+/// name of atoms and quoted strings followed by one `<addr-spec>`, commas
+/// between, comments anywhere), else `None`: a value that mail programs
+/// read differently (an `@` or `:` in an unquoted display name, two
+/// angle addresses, an empty `<>`, groups, routes) is not read at all.
+pub fn strict_mailbox_list(value: &str) -> Option<Vec<String>> {
+    let tokens = address_tokens(value)?;
+    let mut addresses = Vec::new();
+    for mailbox in tokens.split(|token| *token == AddressToken::Comma) {
+        let address = match mailbox {
+            [AddressToken::Word(spec)] if is_plain_addr_spec(spec) => spec.clone(),
+            [name @ .., AddressToken::Angle(spec)] if is_plain_addr_spec(spec) => {
+                let plain_name = name.iter().all(|word| match word {
+                    AddressToken::Word(word) => {
+                        !word.contains(['@', '[', ']']) && !word.starts_with('.')
+                    }
+                    AddressToken::Quoted(_) => true,
+                    _ => false,
+                });
+                if !plain_name {
+                    return None;
+                }
+                spec.clone()
+            }
+            _ => return None,
+        };
+        addresses.push(address);
+    }
+    Some(addresses)
 }
 
 /// What one header line (without its CRLF) is.
@@ -214,6 +398,9 @@ fn header_line(content: &[u8], number: usize) -> Result<HeaderLine<'_>, Outgoing
         .any(|b| (*b < b' ' && *b != b'\t') || *b == 0x7f)
     {
         return Err(OutgoingError::ControlCharacter { line: number });
+    }
+    if content.len() > 998 {
+        return Err(OutgoingError::LineTooLong { line: number });
     }
     if matches!(content[0], b' ' | b'\t') {
         return match content.iter().all(|b| matches!(b, b' ' | b'\t')) {
@@ -458,6 +645,60 @@ Cc: BOB@example.com\r\nSubject: Hi\r\n\r\nBcc: stays in the body\r\n"
             b"Subject: x\r\n\r\n\0 not a field\n",
             Ok(("Subject: x\r\n\r\n", "Subject: x\r\n\r\n\0 not a field\r\n")),
         );
+    }
+
+    #[test]
+    fn resent_bcc_goes_and_overlong_header_lines_are_refused() {
+        check(
+            b"From: a@x.example\r\nResent-Bcc: h@x.example\r\nTo: v@x.example\r\n\r\nhi",
+            Ok((
+                "From: a@x.example\r\nResent-Bcc: h@x.example\r\nTo: v@x.example\r\n\r\n",
+                "From: a@x.example\r\nTo: v@x.example\r\n\r\nhi",
+            )),
+        );
+        let long = format!("From: a@x.example\r\nSubject: {}\r\n\r\n", "x".repeat(990));
+        check(long.as_bytes(), Err(OutgoingError::LineTooLong { line: 2 }));
+    }
+
+    #[test]
+    fn originators_are_read_only_when_every_reader_reads_them_alike() {
+        let read = |value: &str| strict_mailbox_list(value);
+        let one = |address: &str| Some(vec![address.to_string()]);
+        assert_eq!(read("ann@example.com"), one("ann@example.com"));
+        assert_eq!(read("Ann <ann@example.com>"), one("ann@example.com"));
+        assert_eq!(read("John Q. Public <j@x.example>"), one("j@x.example"));
+        assert_eq!(read("\"Smith, Ann\" <ann@x.example>"), one("ann@x.example"));
+        assert_eq!(
+            read("=?utf-8?q?Zo=C3=AB?= <z@x.example>"),
+            one("z@x.example")
+        );
+        assert_eq!(read("ann@x.example (Ann (at work))"), one("ann@x.example"));
+        assert_eq!(read("Zoë <zoë@x.example>"), one("zoë@x.example"));
+        assert_eq!(read("a <a@[192.0.2.1]>"), one("a@[192.0.2.1]"));
+        assert_eq!(
+            read("a@x.example, B <b@x.example>"),
+            Some(vec!["a@x.example".to_string(), "b@x.example".to_string()])
+        );
+        for ambiguous in [
+            "bob@victim.example <ann@example.com>",
+            "x:bob@victim.example <ann@example.com>",
+            "<ann@example.com> <bob@victim.example>",
+            "bob@victim.example <>",
+            "friends: ann@example.com;",
+            "<@route.example:ann@example.com>",
+            "ann@example.com bob@victim.example",
+            "\"ann@example.com\"@victim.example",
+            "ann@example.com,",
+            ", ann@example.com",
+            "Ann <ann@example.com",
+            "Ann (unclosed <ann@example.com>",
+            "< ann@example.com >",
+            "ann@@example.com",
+            ".ann@example.com",
+            "",
+        ] {
+            assert_eq!(read(ambiguous), None, "{ambiguous}");
+        }
     }
 
     #[test]

@@ -129,3 +129,70 @@ async fn a_request_of_too_many_values_says_which_bound_it_passed() {
         .await;
     assert_eq!(responses[0][0], "Core/echo");
 }
+
+/// Downloads a client does not read hold their octets from the account's
+/// share of what requests hold (found by the issue 43 review: 40 unread
+/// downloads of one 50 MiB blob held 2 GB): past the share a download is
+/// 429, another account still downloads, and a download that ends gives
+/// its share back.
+#[tokio::test]
+async fn unread_downloads_hold_the_accounts_share_and_no_more() {
+    let limits = fastview::jmap::Limits {
+        max_size_request: 1 << 20,
+        max_size_upload: 16 << 20,
+        ..fastview::jmap::Limits::default()
+    };
+    let share = limits.max_held_per_account();
+    let app = crate::support::spawn_app_with(fastview::app::ServeOptions {
+        limits,
+        ..fastview::app::ServeOptions::default()
+    })
+    .await;
+    let ann = app.account("ann@example.com").await;
+    let bob = app.account("bob@example.com").await;
+    let blob: Vec<u8> = (0..16u32 << 20).map(|n| (n % 251) as u8).collect();
+    let (_, ann_blob) = app.upload(&ann, blob.clone()).await;
+    let (_, bob_blob) = app.upload(&bob, blob.clone()).await;
+    let download = |user: &crate::support::TestAccount, blob: &serde_json::Value| {
+        app.client
+            .get(format!(
+                "{}/jmap/download/{}/{}/b.bin",
+                app.base,
+                user.account_id,
+                blob["blobId"].as_str().unwrap()
+            ))
+            .basic_auth(&user.email, Some(crate::support::PASSWORD))
+            .send()
+    };
+    let fits = (share / (16 << 20)) as usize;
+    let mut unread = Vec::new();
+    for _ in 0..fits {
+        let response = download(&ann, &ann_blob).await.unwrap();
+        assert_eq!(response.status(), 200);
+        unread.push(response);
+    }
+    let held = app.state.jmap.holdings.held(ann.id).0;
+    assert_eq!(held, fits as u64 * (16 << 20));
+    let refused = download(&ann, &ann_blob).await.unwrap();
+    assert_eq!(refused.status(), 429);
+    assert!(refused.headers().contains_key("retry-after"));
+    // Another account is not held back, and a download read to its end
+    // is the blob, byte for byte.
+    let bobs = download(&bob, &bob_blob).await.unwrap();
+    assert_eq!(bobs.status(), 200);
+    assert_eq!(bobs.bytes().await.unwrap(), blob);
+    // Reading one gives its share back; so does a client that goes.
+    let read = unread.pop().unwrap().bytes().await.unwrap();
+    assert_eq!(read.len(), blob.len());
+    drop(unread);
+    let mut left = u64::MAX;
+    for _ in 0..50 {
+        left = app.state.jmap.holdings.held(ann.id).0;
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(left, 0);
+    assert_eq!(download(&ann, &ann_blob).await.unwrap().status(), 200);
+}

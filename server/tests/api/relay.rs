@@ -241,6 +241,7 @@ async fn submit_raw(
     ann: &crate::support::TestAccount,
     dir: &Path,
     raw: &[u8],
+    envelope: Value,
 ) -> Sent {
     let (status, uploaded) = app.upload(ann, raw.to_vec()).await;
     assert_eq!(status, 201, "{uploaded}");
@@ -261,7 +262,8 @@ async fn submit_raw(
                 ["Email/import", {"accountId": ann.account_id, "emails": {"m": {
                     "blobId": uploaded["blobId"], "mailboxIds": {ann.inbox.clone(): true}}}}],
                 ["EmailSubmission/set", {"accountId": ann.account_id,
-                    "create": {"s": {"identityId": identity, "emailId": "#m"}}}],
+                    "create": {"s": {"identityId": identity, "emailId": "#m",
+                        "envelope": envelope}}}],
             ]),
         )
         .await;
@@ -326,10 +328,10 @@ async fn what_the_send_as_check_reads_is_what_the_relay_receives() {
             b"To: v@remote.example\nSubject: t\rFrom: bob@example.com\r\r\nFrom: ann@example.com\n\nhi\n",
             "forbiddenFrom",
         ),
-        // CR alone as every line end.
+        // CR alone as every line end (and so two From fields).
         (
             b"From: ann@example.com\rTo: v@remote.example\rFrom: bob@example.com\r\rhi\r",
-            "forbiddenFrom",
+            "invalidEmail",
         ),
         // A NUL in a field name: some software drops it and reads From.
         (
@@ -357,24 +359,63 @@ async fn what_the_send_as_check_reads_is_what_the_relay_receives() {
             b"From: ann@example.com\r\nTo: v@remote.example\r\nnot a field\r\nFrom: bob@example.com\r\n\r\nhi\r\n",
             "invalidEmail",
         ),
-        // A second From below a first.
+        // A second From below a first, with or without an address in it.
         (
             b"From: ann@example.com\nTo: v@remote.example\nFrom: bob@example.com\n\nhi\n",
+            "invalidEmail",
+        ),
+        (
+            b"From: ann@example.com\nTo: v@remote.example\nFrom: bob@victim.example <>\n\nhi\n",
+            "invalidEmail",
+        ),
+        // Addresses other mail programs read another way (found by the
+        // issue 43 review): an address as a display name, a route-like
+        // name, two angle addresses, a group.
+        (
+            b"From: bob@victim.example <ann@example.com>\nTo: v@remote.example\n\nhi\n",
+            "invalidEmail",
+        ),
+        (
+            b"From: x:bob@victim.example <ann@example.com>\nTo: v@remote.example\n\nhi\n",
+            "invalidEmail",
+        ),
+        (
+            b"From: <ann@example.com> <bob@victim.example>\nTo: v@remote.example\n\nhi\n",
+            "invalidEmail",
+        ),
+        (
+            b"From: friends: ann@example.com;\nTo: v@remote.example\n\nhi\n",
+            "invalidEmail",
+        ),
+        // Resent-From and Resent-Sender are originators too.
+        (
+            b"From: ann@example.com\nResent-From: bob@victim.example\nTo: v@remote.example\n\nhi\n",
+            "forbiddenFrom",
+        ),
+        (
+            b"From: ann@example.com\nResent-Sender: Bob <bob@victim.example>\nTo: v@remote.example\n\nhi\n",
             "forbiddenFrom",
         ),
     ];
+    // Each with the envelope derived, and with one given.
+    let given = json!({"mailFrom": {"email": "ann@example.com"},
+        "rcptTo": [{"email": "v@remote.example"}]});
     for (raw, expected) in refused {
-        let sent = submit_raw(&app, &ann, dir.path(), raw).await;
-        let shown = String::from_utf8_lossy(raw);
-        assert_eq!(sent.refused.as_deref(), Some(*expected), "{shown:?}");
-        assert_eq!(sent.message, None, "{shown:?}");
+        for (n, envelope) in [Value::Null, given.clone()].into_iter().enumerate() {
+            // Another body each time: the same octets would be one email.
+            let raw = [raw, format!("{n}\n").as_bytes()].concat();
+            let sent = submit_raw(&app, &ann, dir.path(), &raw, envelope).await;
+            let shown = String::from_utf8_lossy(&raw);
+            assert_eq!(sent.refused.as_deref(), Some(*expected), "{shown:?}");
+            assert_eq!(sent.message, None, "{shown:?}");
+        }
     }
 
     // A Bcc hidden behind a bare CR is a Bcc: its address gets the mail,
     // and no recipient sees the field.
     let hidden_bcc =
         b"From: ann@example.com\nTo: v@remote.example\nSubject: t\rBcc: hidden@remote.example\n\nhi\rthere\n";
-    let sent = submit_raw(&app, &ann, dir.path(), hidden_bcc).await;
+    let sent = submit_raw(&app, &ann, dir.path(), hidden_bcc, Value::Null).await;
     assert_eq!(sent.refused, None);
     let message = sent.message.expect("sent");
     assert_eq!(
@@ -454,6 +495,7 @@ async fn a_relay_that_stalls_at_any_step_is_given_up_on_at_that_step() {
     let timeouts = RelayTimeouts {
         step: std::time::Duration::from_millis(400),
         data_rate: 1 << 20,
+        final_reply: std::time::Duration::from_millis(400),
     };
     let message = b"From: ann@example.com\r\nSubject: Hello\r\n\r\nhi\r\n";
     for (stall_at, named) in [
@@ -728,6 +770,7 @@ async fn a_delivery_in_flight_is_held_while_the_relay_stalls() {
         .with_timeouts(RelayTimeouts {
             step: std::time::Duration::from_secs(4),
             data_rate: 1 << 20,
+            final_reply: std::time::Duration::from_secs(4),
         });
     let app = spawn_app_with(ServeOptions::default()).await;
     let ann = app.account("ann@example.com").await;

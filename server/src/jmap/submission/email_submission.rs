@@ -592,14 +592,22 @@ async fn plan_create(
         Err(error) => return Ok(Err(SetError::new("invalidEmail", error.to_string()))),
     };
     let header_block = outgoing.header.as_slice();
+    // The originators as the strict grammar reads them (so that no mail
+    // program reads another address) and as Email/get reads them.
+    let originators = match outgoing.originators() {
+        Ok(originators) => originators,
+        Err(error) => return Ok(Err(SetError::new("invalidEmail", error.to_string()))),
+    };
     let froms = from_addresses(header_block);
     let senders = sender_addresses(header_block);
-    let foreign = froms
+    let foreign = originators
         .iter()
+        .chain(&froms)
         .chain(&senders)
         .any(|address| !may_send_as(own, aliases, address));
     if froms.is_empty() || foreign {
-        let why = "the From and Sender fields must name only addresses this account may send as";
+        let why = "the From, Sender, Resent-From and Resent-Sender fields must name only \
+                   addresses this account may send as";
         return Ok(Err(SetError::new("forbiddenFrom", why)));
     }
     let (mail_from, recipients) = match object.get("envelope") {
