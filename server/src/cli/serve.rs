@@ -105,8 +105,9 @@ pub struct ServeArgs {
     #[arg(long, env = "FASTVIEW_SMTP_RELAY", value_parser = parse_smtp_relay)]
     pub smtp_relay: Option<String>,
     /// Seconds each step of an SMTP transaction with the relay may take:
-    /// connecting, the greeting, EHLO, STARTTLS, AUTH, MAIL, RCPT, DATA,
-    /// and the reply to the message (which also has its size at 32 KiB/s).
+    /// connecting, the greeting, EHLO, STARTTLS, AUTH, MAIL, RCPT, DATA;
+    /// the reply to the message gets at least 10 minutes (RFC 5321
+    /// §4.5.3.2.6) plus its size at 32 KiB/s.
     /// A step past it is a temporary failure, retried from the queue.
     #[arg(long, env = "FASTVIEW_SMTP_TIMEOUT", default_value_t = crate::mail::relay::RelayTimeouts::default().step.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
     pub smtp_timeout: u64,
