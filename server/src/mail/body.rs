@@ -16,6 +16,7 @@ use mail_parser::{Message, PartType};
 use serde_json::{Map, Value};
 
 use super::header::{self, decode_bytes, decode_owned, decode_words, lookup_charset};
+use super::lexical::{BASE64_VALUES, NOT_BASE64, hex_value, read_quoted};
 use super::property::BodyProperty;
 use crate::mail::read_level::BodyValueFlags;
 
@@ -1086,26 +1087,6 @@ fn skip_comment(chars: &[char], start: usize) -> usize {
     chars.len()
 }
 
-/// A quoted-string at `start`: content with quoted-pairs decoded and folds removed.
-fn read_quoted(chars: &[char], start: usize) -> (String, usize) {
-    let mut out = String::new();
-    let mut i = start + 1;
-    while i < chars.len() {
-        match chars[i] {
-            '\\' if i + 1 < chars.len() => {
-                out.push(chars[i + 1]);
-                i += 2;
-                continue;
-            }
-            '"' => return (out, i + 1),
-            '\r' | '\n' => {}
-            ch => out.push(ch),
-        }
-        i += 1;
-    }
-    (out, i)
-}
-
 // ---------------------------------------------------------------------------
 // Transfer decoding (RFC 2045 §6)
 
@@ -1146,20 +1127,6 @@ fn transfer_decode(encoding: TransferEncoding, input: &[u8], out: &mut impl Sink
         TransferEncoding::QuotedPrintable => quoted_printable_decode(input, out),
     }
 }
-
-/// The value of each octet in the base64 alphabet (RFC 2045 §6.8, Table 1);
-/// [`NOT_BASE64`] for every other octet.
-const BASE64_VALUES: [u8; 256] = {
-    let mut table = [NOT_BASE64; 256];
-    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut i = 0;
-    while i < alphabet.len() {
-        table[alphabet[i] as usize] = i as u8;
-        i += 1;
-    }
-    table
-};
-const NOT_BASE64: u8 = 0xff;
 
 /// RFC 2045 §6.8: characters outside the alphabet are ignored (non-space ones
 /// make the data malformed); `=` ends a quantum, decoding resumes after it
@@ -1259,10 +1226,10 @@ fn quoted_printable_decode(input: &[u8], out: &mut impl Sink) -> bool {
                 break;
             }
             if let (Some(high), Some(low)) = (
-                content.get(i + 1).and_then(|&b| (b as char).to_digit(16)),
-                content.get(i + 2).and_then(|&b| (b as char).to_digit(16)),
+                content.get(i + 1).and_then(|&b| hex_value(b)),
+                content.get(i + 2).and_then(|&b| hex_value(b)),
             ) {
-                out.push((high * 16 + low) as u8);
+                out.push(high * 16 + low);
                 i += 3;
                 continue;
             }

@@ -15,6 +15,7 @@ use mail_parser::Header;
 use mail_parser::decoders::charsets::map::charset_decoder;
 use serde_json::{Map, Value};
 
+use super::lexical::{base64_value, hex_value, read_quoted};
 use super::property::{HeaderForm, HeaderProperty};
 
 /// The value of a `header:{name}:as{Form}[:all]` property over one header
@@ -643,17 +644,6 @@ fn encoded_word(word: &str) -> Option<EncodedWord> {
     })
 }
 
-fn base64_value(byte: u8) -> Option<u8> {
-    Some(match byte {
-        b'A'..=b'Z' => byte - b'A',
-        b'a'..=b'z' => byte - b'a' + 26,
-        b'0'..=b'9' => byte - b'0' + 52,
-        b'+' => 62,
-        b'/' => 63,
-        _ => return None,
-    })
-}
-
 /// RFC 2047 §4.1 "B" encoding: base64 exactly as RFC 2045 §6.8 writes it,
 /// in whole 4-character groups with at most two `=` of padding at the end;
 /// anything else is not an encoded word (it stays literal text).
@@ -678,10 +668,6 @@ fn decode_b(text: &str) -> Option<Vec<u8>> {
         }
     }
     Some(out)
-}
-
-fn hex_value(byte: u8) -> Option<u8> {
-    (byte as char).to_digit(16).map(|d| d as u8)
 }
 
 /// RFC 2047 §4.2 "Q" encoding: `_` is SP, `=XX` an octet, other printable
@@ -980,27 +966,6 @@ fn read_comment(chars: &[char], start: usize) -> (String, usize) {
             }
             '\r' | '\n' => {}
             _ => out.push(ch),
-        }
-        i += 1;
-    }
-    (out, i)
-}
-
-/// Reads a quoted-string starting at `"`; returns its content (quoted-pairs
-/// decoded, folds removed) and the index after the closing quote.
-fn read_quoted(chars: &[char], start: usize) -> (String, usize) {
-    let mut out = String::new();
-    let mut i = start + 1;
-    while i < chars.len() {
-        match chars[i] {
-            '\\' if i + 1 < chars.len() => {
-                out.push(chars[i + 1]);
-                i += 2;
-                continue;
-            }
-            '"' => return (out, i + 1),
-            '\r' | '\n' => {}
-            ch => out.push(ch),
         }
         i += 1;
     }

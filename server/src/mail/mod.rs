@@ -10,6 +10,7 @@ pub mod gc;
 pub mod header;
 pub mod import_source;
 pub mod ingest;
+mod lexical;
 pub mod load;
 pub mod message;
 pub mod property;

@@ -758,9 +758,7 @@ fn send_limit_error(hit: SendLimitHit) -> SetError {
         ),
         SendLimitHit::Recipients { limit, left } => SetError::new(
             "tooManyRecipients",
-            format!(
-                "this account may send to {limit} recipients an hour; {left} left this hour"
-            ),
+            format!("this account may send to {limit} recipients an hour; {left} left this hour"),
         )
         .with("maxRecipients", json!(left.clamp(0, MAX_RECIPIENTS as i64))),
     }

@@ -1,0 +1,82 @@
+//! The lexical facts of mail text that more than one reader needs, written
+//! once (issue 44: one parser per fact): the RFC 5322 §3.2.4 quoted-string,
+//! the RFC 2045 §6.8 base64 alphabet and the hex digits of RFC 2045 §6.7 and
+//! RFC 2047 §4.2. Header fields (`header.rs`) and body parts (`body.rs`)
+//! read through these, so a quoted name and a quoted parameter, or a "B"
+//! encoded word and a base64 body, agree on every octet.
+
+/// Reads a quoted-string starting at the `"` at `start`: its content
+/// (quoted-pairs decoded, folds removed) and the index after the closing
+/// quote (`chars.len()` when it is unclosed).
+pub(crate) fn read_quoted(chars: &[char], start: usize) -> (String, usize) {
+    let mut out = String::new();
+    let mut i = start + 1;
+    while i < chars.len() {
+        match chars[i] {
+            '\\' if i + 1 < chars.len() => {
+                out.push(chars[i + 1]);
+                i += 2;
+                continue;
+            }
+            '"' => return (out, i + 1),
+            '\r' | '\n' => {}
+            ch => out.push(ch),
+        }
+        i += 1;
+    }
+    (out, i)
+}
+
+/// What [`BASE64_VALUES`] holds for an octet outside the alphabet.
+pub(crate) const NOT_BASE64: u8 = 0xff;
+
+/// The value of each octet in the base64 alphabet (RFC 2045 §6.8, Table 1);
+/// [`NOT_BASE64`] for every other octet.
+pub(crate) const BASE64_VALUES: [u8; 256] = {
+    let mut table = [NOT_BASE64; 256];
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut i = 0;
+    while i < alphabet.len() {
+        table[alphabet[i] as usize] = i as u8;
+        i += 1;
+    }
+    table
+};
+
+/// The 6-bit value of a base64 alphabet octet, `None` for any other.
+pub(crate) fn base64_value(byte: u8) -> Option<u8> {
+    match BASE64_VALUES[usize::from(byte)] {
+        NOT_BASE64 => None,
+        value => Some(value),
+    }
+}
+
+/// The value of a hex digit (either case), `None` for any other octet.
+pub(crate) fn hex_value(byte: u8) -> Option<u8> {
+    (byte as char).to_digit(16).map(|digit| digit as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_strings_decode_pairs_and_drop_folds() {
+        let chars: Vec<char> = "\"a \\\"b\\\\\r\n c\" rest".chars().collect();
+        assert_eq!(read_quoted(&chars, 0), ("a \"b\\ c".to_string(), 13));
+        let unclosed: Vec<char> = "\"abc".chars().collect();
+        assert_eq!(read_quoted(&unclosed, 0), ("abc".to_string(), 4));
+    }
+
+    #[test]
+    fn the_base64_alphabet_and_hex_digits() {
+        assert_eq!(base64_value(b'A'), Some(0));
+        assert_eq!(base64_value(b'z'), Some(51));
+        assert_eq!(base64_value(b'/'), Some(63));
+        assert_eq!(base64_value(b'='), None);
+        assert_eq!(base64_value(0xff), None);
+        assert_eq!(hex_value(b'f'), Some(15));
+        assert_eq!(hex_value(b'F'), Some(15));
+        assert_eq!(hex_value(b'g'), None);
+    }
+}
