@@ -153,6 +153,42 @@ struct Mirrored {
 }
 
 impl Mirrored {
+    /// The upstream's Email, Mailbox and Thread states the mirror's last
+    /// sync reached, `None` before it has all three.
+    fn states(&self) -> Option<[String; 3]> {
+        let email = self.fresh_state.lock().ok().and_then(|s| s.clone());
+        let mailbox =
+            (self.mailbox_snapshot.lock().ok()).and_then(|s| s.as_ref().map(|s| s.state.clone()));
+        let thread =
+            (self.census.lock().ok()).and_then(|c| c.as_ref().map(|c| c.thread_state.clone()));
+        Some([email?, mailbox?, thread?])
+    }
+
+    /// Whether a StateChange the upstream pushed (`heard`: its `changed`
+    /// object) names for this account only states the mirror already has
+    /// (a write through this node that the mirror caught up with): then no
+    /// sync is needed. Types the mirror does not keep are not looked at.
+    fn already_at(&self, heard: &Value) -> bool {
+        let Some(changed) = heard.get("changed").and_then(Value::as_object) else {
+            return false;
+        };
+        let Some(mine) = changed.get(&self.upstream_id) else {
+            return changed.values().all(Value::is_object);
+        };
+        let (Some(mine), Some(states)) = (mine.as_object(), self.states()) else {
+            return false;
+        };
+        ["Email", "Mailbox", "Thread"]
+            .iter()
+            .zip(&states)
+            .all(|(name, state)| {
+                mine.get(*name)
+                    .is_none_or(|told| told.as_str() == Some(state))
+            })
+    }
+}
+
+impl Mirrored {
     fn credential(&self) -> Option<(HeaderValue, Instant)> {
         self.authorization.lock().ok().and_then(|a| a.clone())
     }
@@ -469,6 +505,9 @@ impl Mirror {
         // Whether the last wait ended by the poll's timer alone (no event,
         // no write to catch up with).
         let mut polled = false;
+        // Whether the last wait ended by an event naming only states the
+        // mirror already has.
+        let mut already = false;
         while let Some((authorization, last_used)) = mirrored.credential() {
             if last_used.elapsed() > self.idle {
                 break;
@@ -477,10 +516,12 @@ impl Mirror {
                 events = self.listen(&session, &authorization).await;
             }
             let writes = mirrored.writes.load(Ordering::Acquire);
-            let settled = polled
-                && mirrored.synced_through.load(Ordering::Acquire) >= writes
-                && self.unchanged(&mirrored, &session, &authorization).await;
+            let caught_up = mirrored.synced_through.load(Ordering::Acquire) >= writes;
+            let settled = caught_up
+                && (already
+                    || (polled && self.unchanged(&mirrored, &session, &authorization).await));
             polled = false;
+            already = false;
             if !settled {
                 let guard = mirrored.syncing.write().await;
                 match self
@@ -504,16 +545,21 @@ impl Mirror {
                 }
             };
             tokio::select! {
-                heard = change => {
-                    if heard {
+                heard = change => match heard {
+                    Heard::Change(told) => {
                         retry = Duration::from_secs(1);
-                    } else {
+                        // A change the mirror already has (its own write,
+                        // caught up with) needs no sync: a sync holds the
+                        // account's calls off the mirror while it runs.
+                        already = told.is_some_and(|told| mirrored.already_at(&told));
+                    }
+                    Heard::Ended => {
                         // The stream ended or failed: listen again, not at once.
                         events = None;
                         tokio::time::sleep(retry).await;
                         retry = (retry * 2).min(self.poll);
                     }
-                }
+                },
                 () = mirrored.wake.notified() => {}
                 () = tokio::time::sleep(jittered(self.poll)) => polled = true,
             }
@@ -541,12 +587,7 @@ impl Mirror {
         session: &UpstreamSession,
         authorization: &HeaderValue,
     ) -> bool {
-        let email = mirrored.fresh_state.lock().ok().and_then(|s| s.clone());
-        let mailbox = (mirrored.mailbox_snapshot.lock().ok())
-            .and_then(|s| s.as_ref().map(|s| s.state.clone()));
-        let thread =
-            (mirrored.census.lock().ok()).and_then(|c| c.as_ref().map(|c| c.thread_state.clone()));
-        let (Some(email), Some(mailbox), Some(thread)) = (email, mailbox, thread) else {
+        let Some([email, mailbox, thread]) = mirrored.states() else {
             return false;
         };
         let id = &mirrored.upstream_id;
@@ -675,20 +716,44 @@ fn shape_digest(shape: &str) -> [u8; 32] {
     sha2::Sha256::digest(shape.as_bytes()).into()
 }
 
-/// Reads an event stream until it tells of a change: `true` for any event
-/// but a ping (RFC 8620 §7.3), `false` when the stream ends or fails.
-async fn changed(stream: &mut reqwest::Response) -> bool {
+/// What an event stream told: a change, with the StateChange it carried
+/// when the chunk held exactly one that reads as JSON; or its end.
+enum Heard {
+    Change(Option<Value>),
+    Ended,
+}
+
+/// Reads an event stream until it tells of a change (any event but a
+/// ping, RFC 8620 §7.3) or ends or fails.
+async fn changed(stream: &mut reqwest::Response) -> Heard {
     loop {
         match stream.chunk().await {
             Ok(Some(chunk)) => {
                 let text = String::from_utf8_lossy(&chunk);
                 if text.contains("event: state") || text.contains("event:state") {
-                    return true;
+                    return Heard::Change(state_change(&text));
                 }
             }
-            Ok(None) | Err(_) => return false,
+            Ok(None) | Err(_) => return Heard::Ended,
         }
     }
+}
+
+/// The StateChange of an event stream chunk that holds one `state` event
+/// whose data is one line of JSON; `None` for anything else (the caller
+/// then syncs, as for any change).
+fn state_change(text: &str) -> Option<Value> {
+    if text.matches("event:").count() != 1 {
+        return None;
+    }
+    let mut data = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .map(str::trim_start);
+    let (Some(line), None) = (data.next(), data.next()) else {
+        return None;
+    };
+    serde_json::from_str(line).ok()
 }
 
 /// The personal upstream accounts of a session that have the mail capability.
@@ -1259,7 +1324,20 @@ impl Sync<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{jittered, part_map, states_are};
+    use super::{jittered, part_map, state_change, states_are};
+
+    #[test]
+    fn a_state_event_is_read_only_when_it_is_one_line_of_json() {
+        let one = "event: state\nid: 1\ndata: {\"@type\":\"StateChange\",\"changed\":{\"a\":{\"Email\":\"5\"}}}\n\n";
+        assert_eq!(
+            state_change(one),
+            Some(serde_json::json!({"@type": "StateChange", "changed": {"a": {"Email": "5"}}}))
+        );
+        let two = format!("{one}{one}");
+        assert_eq!(state_change(&two), None);
+        assert_eq!(state_change("event: state\ndata: {\"cut"), None);
+        assert_eq!(state_change("event: state\ndata: {}\ndata: {}\n\n"), None);
+    }
 
     #[test]
     fn a_poll_settles_only_on_the_three_states_of_the_last_sync() {
