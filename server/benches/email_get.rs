@@ -10,8 +10,8 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use fastview::account::hash_password;
 use fastview::app::{App, ServeOptions};
-use fastview::http::auth::hash_password;
 use fastview::jmap::dispatch;
 use fastview::jmap::request::Request;
 use fastview::mail::import_source::{self, SourceItem};

@@ -25,6 +25,7 @@
 //!
 //! `server/ARCHITECTURE.md` is the code map with its invariants.
 
+pub mod account;
 pub mod app;
 pub mod blob;
 pub mod cli;

@@ -22,12 +22,21 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "cli",
-        &["app", "blob", "http", "jmap", "mail", "metrics", "store"],
+        &[
+            "account", "app", "blob", "http", "jmap", "mail", "metrics", "store",
+        ],
     ),
-    ("http", &["app", "blob", "jmap", "mail", "metrics", "store"]),
-    ("app", &["blob", "jmap", "mail", "metrics", "store"]),
-    ("jmap", &["blob", "mail", "metrics", "store"]),
-    ("mail", &["blob", "metrics", "store"]),
+    (
+        "http",
+        &["account", "app", "blob", "jmap", "mail", "metrics", "store"],
+    ),
+    (
+        "app",
+        &["account", "blob", "jmap", "mail", "metrics", "store"],
+    ),
+    ("jmap", &["account", "blob", "mail", "metrics", "store"]),
+    ("mail", &["account", "blob", "metrics", "store"]),
+    ("account", &[]),
     ("store", &[]),
     ("blob", &[]),
     ("metrics", &[]),

@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use clap::Subcommand;
 
 use super::GlobalArgs;
-use crate::http::auth::{hash_password, normalize_address};
+use crate::account::{hash_password, normalize_address};
 use crate::store::StoreError;
 
 /// Account subcommands.
@@ -227,7 +227,7 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
             match app.store.set_password(&email, &hash).await {
                 Ok(()) => println!(
                     "password changed for {email} (servers that cached the old one accept it for up to {} s)",
-                    crate::http::auth::CREDENTIAL_TTL.as_secs()
+                    crate::account::CREDENTIAL_TTL.as_secs()
                 ),
                 Err(StoreError::NotFound) => bail!("no account {email}"),
                 Err(error) => return Err(error.into()),
@@ -241,7 +241,7 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
                 println!(
                     "removed {email} and {deleted} blobs no other account shares (servers that \
                      cached its password accept it for up to {} s, with no mail left)",
-                    crate::http::auth::CREDENTIAL_TTL.as_secs()
+                    crate::account::CREDENTIAL_TTL.as_secs()
                 );
             }
             Err(StoreError::NotFound) => bail!("no account {email}"),

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use super::GlobalArgs;
 use super::serve::{ServeArgs, serve_app};
-use crate::http::auth::hash_password;
+use crate::account::hash_password;
 use crate::mail::import_source::{SourceMessage, received_at};
 use crate::mail::ingest::{prepare, store_batch};
 
@@ -74,10 +74,8 @@ pub async fn demo(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCo
     let still_valid = match (&stored, current_hash.clone()) {
         (Ok(password), Some(hash)) => {
             let password = password.clone();
-            tokio::task::spawn_blocking(move || {
-                crate::http::auth::verify_password(&password, &hash)
-            })
-            .await?
+            tokio::task::spawn_blocking(move || crate::account::verify_password(&password, &hash))
+                .await?
         }
         _ => false,
     };

@@ -17,8 +17,8 @@ use futures::StreamExt;
 use indicatif::ProgressBar;
 
 use super::GlobalArgs;
+use crate::account::hash_password;
 use crate::blob::blob_id_of;
-use crate::http::auth::hash_password;
 use crate::mail::import_source::{self, SourceItem};
 use crate::mail::ingest::{PreparedEmail, prepare, store_batch};
 use crate::mail::message::parse_message;

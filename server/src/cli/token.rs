@@ -9,7 +9,7 @@ use clap::Subcommand;
 
 use super::GlobalArgs;
 use super::account::parse_address;
-use crate::http::auth::{TOKEN_RECHECK, new_token_secret, token_digest};
+use crate::account::{TOKEN_RECHECK, new_token_secret, token_digest};
 use crate::store::{Account, StoreError};
 
 /// Token subcommands.

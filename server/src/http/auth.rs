@@ -56,28 +56,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use argon2::Argon2;
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use axum::http::HeaderMap;
 use base64::Engine;
 use ipnet::IpNet;
 use moka::future::Cache;
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
-use unicode_normalization::UnicodeNormalization;
 
 use super::error::HttpError;
+use crate::account::{
+    CREDENTIAL_TTL, Credential, TOKEN_RECHECK, hash_password, normalize_address, password_tag,
+    token_digest, verify_password,
+};
 use crate::mail::upstream::Upstream;
 use crate::metrics::Metrics;
 use crate::store::{Account, Store};
 
-/// How long a verified credential is trusted without looking at the database.
-pub const CREDENTIAL_TTL: Duration = Duration::from_secs(60);
-/// How long a looked-up API token is trusted without looking again; also how
-/// often an open event stream checks that its credential still stands.
-pub const TOKEN_RECHECK: Duration = Duration::from_secs(5);
-/// The prefix of an API token's secret.
-pub const TOKEN_PREFIX: &str = "fvt_";
 /// How long a verified credential is kept at most (then argon2 again).
 pub const VERIFIED_TTL: Duration = Duration::from_secs(3600);
 /// The window failed attempts are counted in.
@@ -90,25 +84,6 @@ pub const MAX_FAILURES_PER_ADDRESS: u32 = 200;
 pub const VERIFY_QUEUE_PER_CORE: usize = 16;
 /// Memory one argon2 verification holds with the default parameters, in KiB.
 pub const VERIFY_MEMORY_KIB: u32 = argon2::Params::DEFAULT_M_COST;
-
-/// The one form a login name is stored and compared in: Unicode NFKC, then
-/// lowercase (NFKC again after lowercasing). So `Ärger@` and `ärger@` are
-/// one address, and `\u{212A}im@` (with the Kelvin sign) is `kim@`: the
-/// same account, which `account add` refuses to create twice.
-pub fn normalize_address(address: &str) -> String {
-    // ASCII is its own NFKC form, and lowercases to ASCII: most login names
-    // take this path, on every request (ADR 0003's profile had NFKC at
-    // 1.8 % of the core).
-    if address.is_ascii() {
-        return address.to_ascii_lowercase();
-    }
-    address
-        .nfkc()
-        .collect::<String>()
-        .to_lowercase()
-        .nfkc()
-        .collect()
-}
 
 /// The address a request comes from: `peer`, unless `peer` is in
 /// `trusted_proxies`; then the rightmost `X-Forwarded-For` entry that is not
@@ -140,53 +115,6 @@ pub fn client_address(peer: IpAddr, headers: &HeaderMap, trusted_proxies: &[IpNe
         }
     }
     client
-}
-
-/// Hashes a password with argon2id and a random salt (PHC string).
-pub fn hash_password(password: &str) -> Result<String, argon2::password_hash::Error> {
-    let salt = SaltString::encode_b64(&rand::random::<[u8; 16]>())?;
-    Ok(Argon2::default()
-        .hash_password(password.as_bytes(), &salt)?
-        .to_string())
-}
-
-/// Checks a password against a PHC hash; false on mismatch or a bad hash.
-pub fn verify_password(password: &str, hash: &str) -> bool {
-    PasswordHash::new(hash)
-        .map(|parsed| {
-            Argon2::default()
-                .verify_password(password.as_bytes(), &parsed)
-                .is_ok()
-        })
-        .unwrap_or(false)
-}
-
-/// What a request authenticated with.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Credential {
-    /// Basic: the account's password, by the [`password_tag`] of the hash it
-    /// was verified against (computed once per verification, not per request).
-    Password { tag: [u8; 8] },
-    /// Bearer: an API token, by id.
-    Token { id: i64 },
-}
-
-/// A new API token's secret: [`TOKEN_PREFIX`] and 32 random octets in
-/// base64url; shown once, stored only as [`token_digest`].
-pub fn new_token_secret() -> String {
-    let secret: [u8; 32] = rand::random();
-    format!(
-        "{TOKEN_PREFIX}{}",
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret)
-    )
-}
-
-/// What the store keeps of a token secret: its SHA-256, lowercase hex.
-pub fn token_digest(secret: &str) -> String {
-    Sha256::digest(secret.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// Authenticates requests for one server instance.
@@ -610,16 +538,6 @@ impl Verified {
     fn into_credential(self) -> (Account, Credential) {
         (self.account, Credential::Password { tag: self.tag })
     }
-}
-
-/// The tag of a password hash: the first 8 octets of its SHA-256. What a
-/// [`Credential::Password`] and a push access name a password by, so that
-/// a changed password (a new hash) is a different credential.
-pub fn password_tag(password_hash: &str) -> [u8; 8] {
-    let digest = Sha256::digest(password_hash.as_bytes());
-    let mut tag = [0; 8];
-    tag.copy_from_slice(&digest[..8]);
-    tag
 }
 
 /// The authenticated account of a request (an axum extractor): reads the

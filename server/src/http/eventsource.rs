@@ -36,10 +36,11 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::AppState;
-use super::auth::{Credential, FreshlyAuthenticated, TOKEN_RECHECK, password_tag};
+use super::auth::FreshlyAuthenticated;
 use super::error::HttpError;
 use super::push_access::{CredentialTag, PushAccess};
 use super::stream_slots::StreamKey;
+use crate::account::{Credential, TOKEN_RECHECK, password_tag};
 use crate::jmap::ids;
 use crate::store::States;
 

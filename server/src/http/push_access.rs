@@ -9,7 +9,7 @@
 //! was fetched with and an expiry ([`PUSH_ACCESS_TTL`]). It opens only the
 //! event source of that account, and only while that credential stands: a
 //! changed password or a revoked or expired API token ends it, and ends
-//! streams already open within [`super::auth::TOKEN_RECHECK`].
+//! streams already open within [`crate::account::TOKEN_RECHECK`].
 //!
 //! Shape (base64url, no padding, 57 octets): account id (8, big-endian) ·
 //! expiry in unix seconds (8) · credential kind (1: `p` password, `t` token)
@@ -23,9 +23,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use super::auth::Credential;
+use crate::account::Credential;
 #[cfg(test)]
-use super::auth::password_tag;
+use crate::account::password_tag;
 
 /// How long a push access stays valid after the session that carried it
 /// was fetched: long enough for a web client left open for days, which
@@ -49,7 +49,7 @@ pub struct PushAccess {
 /// The credential a push access was made from, as far as it names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CredentialTag {
-    /// The account's password, as its hash was: [`super::auth::password_tag`].
+    /// The account's password, as its hash was: [`crate::account::password_tag`].
     Password([u8; 8]),
     /// An API token, by id.
     Token(i64),

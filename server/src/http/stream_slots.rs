@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::auth::Credential;
+use crate::account::Credential;
 
 /// Streams one credential of an account may have open on one node (a
 /// client keeps one per device or tab); one more replaces the oldest.

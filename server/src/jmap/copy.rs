@@ -15,8 +15,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::args;
-use super::dispatch::CallContext;
 use super::error::MethodError;
+use crate::jmap::call::CallContext;
 
 /// Email/copy arguments (RFC 8620 §5.4): all parsed, so that a call of the
 /// wrong shape is `invalidArguments`; only the accounts are read after.

@@ -1,7 +1,8 @@
 //! Method dispatch (RFC 8620 §3.3–§3.7): calls run in order, result
 //! references resolve against earlier responses, and a method error (or a
 //! panic) becomes an `error` response for that call only. Every
-//! `serverFail` is logged here, once, with its cause ([`error_response`]).
+//! `serverFail` is logged once, with its cause, by
+//! [`super::call::error_response`].
 //!
 //! # What a request may make the server build
 //!
@@ -26,14 +27,13 @@
 //! calls that fit still run: the response stays within the budget plus one
 //! short error per call.
 
-use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::time::Instant;
 
 use futures::FutureExt;
-use serde_json::Value;
 
 use super::budget::{OverBudget, RequestBudget, server_busy};
+use super::call::{CallContext, error_response};
 use super::error::{MethodError, RequestError};
 use super::mail::{email, mailbox, thread};
 use super::reference::ReferenceError;
@@ -42,20 +42,6 @@ use super::submission::{email_submission, identity};
 use super::{Jmap, core, reference};
 use crate::metrics::MethodLabel;
 use crate::store::Account;
-
-/// What a method call sees: the server, the authenticated account, the
-/// request's creation ids (RFC 8620 §5.3 `createdIds`) and what is left of
-/// the request's budget.
-pub struct CallContext<'a> {
-    pub jmap: &'a Jmap,
-    pub account: &'a Account,
-    pub created_ids: &'a mut HashMap<String, String>,
-    pub budget: &'a mut RequestBudget,
-    /// Responses of implicit calls a method made (EmailSubmission/set's
-    /// Email/set, RFC 8621 §7.5), answered right after its own with its
-    /// call id: (name, arguments).
-    pub follow_ups: Vec<(String, Value)>,
-}
 
 /// Every method this server answers, with the name used as the metrics label.
 const METHODS: &[&str] = &[
@@ -215,22 +201,6 @@ pub async fn guarded<T>(
         })
 }
 
-/// The arguments of the `error` response to a failed call (RFC 8620
-/// §3.6.2). A `serverFail` is logged here at error level with the method,
-/// the call id and its cause, which goes no further than the log; any other
-/// method error is the client's and logged at debug level only.
-pub fn error_response(method: &str, call_id: &str, error: &MethodError) -> Value {
-    match (error.cause(), error) {
-        (Some(cause), _) => tracing::error!(%method, call_id, cause, "serverFail"),
-        // The operator has to act (free disk space): not the client's error.
-        (None, MethodError::ServerUnavailable(reason)) => {
-            tracing::warn!(%method, call_id, reason, "serverUnavailable")
-        }
-        (None, _) => tracing::debug!(%method, call_id, error = error.type_name(), "method error"),
-    }
-    error.to_json()
-}
-
 /// Runs a validated request for an authenticated account. `credential` tags
 /// what it authenticated with, for the response's `sessionState`
 /// ([`super::session::session_state`]). The error is the request-level
@@ -367,7 +337,7 @@ mod tests {
     use std::io::Write;
     use std::sync::{Arc, Mutex};
 
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 

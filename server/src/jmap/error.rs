@@ -157,7 +157,7 @@ pub enum MethodError {
     StateMismatch,
     /// An internal failure. `cause` (what failed and why) is for the log:
     /// the dispatcher writes it once, with the method and call id
-    /// ([`super::dispatch::error_response`]); the client sees only
+    /// ([`super::call::error_response`]); the client sees only
     /// `serverFail` and the description "internal error".
     #[error("internal error")]
     ServerFail { cause: String },

@@ -6,6 +6,7 @@
 
 pub mod args;
 pub mod budget;
+pub mod call;
 pub mod copy;
 pub mod core;
 pub mod dispatch;

@@ -17,9 +17,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::args;
-use super::dispatch::CallContext;
 use super::error::MethodError;
 use super::mail::get::{GetArgs, parse_properties, requested_ids};
+use crate::jmap::call::CallContext;
 use crate::store::Quota;
 
 /// The id of an account's one Quota object.

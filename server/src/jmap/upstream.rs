@@ -354,7 +354,7 @@ impl Proxied<'_> {
                 match reference::resolve(&mut arguments, &run.responses, &mut run.budget) {
                     Ok(()) => {}
                     Err(ReferenceError::Method(error)) => {
-                        let answer = dispatch::error_response(&method, &call_id, &error);
+                        let answer = super::call::error_response(&method, &call_id, &error);
                         run.responses.push(("error".into(), answer.into(), call_id));
                         continue;
                     }

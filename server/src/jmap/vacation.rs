@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::jmap::args::{self, parse_utc_date, utc_date};
-use crate::jmap::dispatch::CallContext;
+use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::mail::get::{GetArgs, found, get_response, named_properties, requested_ids};
 use crate::jmap::mail::set::{SetOutcome, check_request};

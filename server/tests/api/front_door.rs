@@ -416,8 +416,8 @@ async fn event_stream_slots_are_per_credential_and_a_newer_stream_replaces_the_o
     // and another account is not affected.
     let mut tokens = Vec::new();
     for n in 0..MAX_STREAMS_PER_ACCOUNT / MAX_STREAMS_PER_CREDENTIAL {
-        let secret = fastview::http::auth::new_token_secret();
-        let digest = fastview::http::auth::token_digest(&secret);
+        let secret = fastview::account::new_token_secret();
+        let digest = fastview::account::token_digest(&secret);
         app.app
             .store
             .create_token(ann.id, &digest, &format!("t{n}"), 0, None)

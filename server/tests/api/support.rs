@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+use fastview::account::hash_password;
 use fastview::app::{App, ServeOptions};
 use fastview::http::AppState;
-use fastview::http::auth::hash_password;
 use fastview::jmap::ids;
 use fastview::mail::ingest::{prepare, store_batch};
 use serde_json::{Value, json};

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use fastview::http::auth::{TOKEN_RECHECK, hash_password};
+use fastview::account::{TOKEN_RECHECK, hash_password};
 use serde_json::{Value, json};
 
 use crate::support::{TestAccount, TestApp, spawn_app};
@@ -125,13 +125,13 @@ async fn a_bearer_token_works_until_it_is_revoked_and_lists_without_its_secret()
 async fn an_expired_token_and_a_removed_accounts_tokens_are_refused() {
     let app = spawn_app().await;
     let user = app.account("bob@example.com").await;
-    let secret = fastview::http::auth::new_token_secret();
+    let secret = fastview::account::new_token_secret();
     let now = chrono::Utc::now().timestamp();
     app.app
         .store
         .create_token(
             user.id,
-            &fastview::http::auth::token_digest(&secret),
+            &fastview::account::token_digest(&secret),
             "old",
             now - 100,
             Some(now - 1),

@@ -10,8 +10,8 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::super::dispatch::CallContext;
 use crate::jmap::args;
+use crate::jmap::call::CallContext;
 use crate::jmap::error::MethodError;
 use crate::store::{ChangeType, Changes, LogPosition};
 

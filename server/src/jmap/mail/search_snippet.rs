@@ -12,7 +12,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::jmap::dispatch::CallContext;
+use crate::jmap::call::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::mail::email::query::parse_filter;
 use crate::jmap::mail::get::{found, requested_ids};

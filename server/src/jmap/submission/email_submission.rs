@@ -29,7 +29,7 @@ use serde_json::{Map, Value, json};
 
 use super::identity::{may_send_as, plausible_address};
 use crate::jmap::args::{self, parse_utc_date, utc_date};
-use crate::jmap::dispatch::CallContext;
+use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::ids;
 use crate::jmap::mail::changes::changes;
@@ -432,7 +432,7 @@ pub async fn submission_set(
             Ok(response) => ("Email/set".to_string(), response),
             Err(error) => (
                 "error".to_string(),
-                crate::jmap::dispatch::error_response("Email/set", "implicit", &error),
+                crate::jmap::call::error_response("Email/set", "implicit", &error),
             ),
         };
         ctx.follow_ups.push(follow_up);

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::jmap::dispatch::CallContext;
+use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::mail::changes::changes;
 use crate::jmap::mail::get::{GetArgs, found, get_response, named_properties, requested_ids};

@@ -3,7 +3,7 @@
 use serde_json::{Map, Value};
 
 use super::super::changes::changes;
-use crate::jmap::dispatch::CallContext;
+use crate::jmap::call::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::ids;
 use crate::store::ChangeType;

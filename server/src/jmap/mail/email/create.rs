@@ -32,7 +32,7 @@ use serde_json::{Map, Value, json};
 use super::import::{ingest_one, parse_received_at};
 use super::set::{parse_keywords, parse_mailbox_ids};
 use crate::jmap::budget::OverBudget;
-use crate::jmap::dispatch::CallContext;
+use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::ids;
 use crate::mail::body::resolve_part;

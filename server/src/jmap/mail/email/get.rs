@@ -25,7 +25,7 @@ use super::get_arguments::EmailGetArguments;
 use super::render::{BodyOptions, EmailSources, render_email};
 use super::render_text::{FixedText, KeptTexts, TextShape};
 use crate::jmap::budget::Taken;
-use crate::jmap::dispatch::CallContext;
+use crate::jmap::call::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::mail::get::{
     found, get_response, get_response_head, get_response_tail, parse_properties, requested_ids,

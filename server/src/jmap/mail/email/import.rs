@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::set::{parse_keywords, parse_mailbox_ids};
-use crate::jmap::dispatch::CallContext;
+use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::mail::set::{check_request, set_error_map};
 use crate::jmap::{args, ids};

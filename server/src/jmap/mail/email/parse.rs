@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use super::get::{BodyValueArgs, EmailShape};
 use super::render::{EmailSources, render_email};
-use crate::jmap::dispatch::CallContext;
+use crate::jmap::call::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::mail::get::requested_ids;
 use crate::jmap::{args, ids};

@@ -22,7 +22,7 @@ use super::query::{
     SortArgument, can_calculate_changes, distinct_searches, is_mutable, listing, matching_rows,
     parse_filter, parse_sort,
 };
-use crate::jmap::dispatch::CallContext;
+use crate::jmap::call::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::mail::query_changes::{
     QueryChangesArgs, ResultChanges, at_one_state, check_max_changes, parse_query_state,

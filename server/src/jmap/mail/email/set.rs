@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 
 use super::super::mailbox::set::resolve_mailbox_id;
 use super::create::create_email;
-use crate::jmap::dispatch::CallContext;
+use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::mail::set::{SetOutcome, check_request};
 use crate::jmap::{args, ids};

@@ -6,7 +6,7 @@
 use serde_json::{Map, Value, json};
 
 use super::super::changes::changes;
-use crate::jmap::dispatch::CallContext;
+use crate::jmap::call::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::ids;
 use crate::store::ChangeType;

@@ -3,7 +3,7 @@
 use serde_json::{Map, Value};
 
 use super::{MAILBOX_PROPERTIES, mailbox_json};
-use crate::jmap::dispatch::CallContext;
+use crate::jmap::call::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::mail::get::{GetArgs, found, get_response, named_properties, requested_ids};
 use crate::jmap::{args, ids};

@@ -7,7 +7,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::jmap::dispatch::CallContext;
+use crate::jmap::call::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::{args, ids};
 use crate::mail::query::page_start;

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::query::{Comparator, results};
-use crate::jmap::dispatch::CallContext;
+use crate::jmap::call::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::mail::query_changes::{
     QueryChangesArgs, ResultChanges, at_one_state, check_max_changes, parse_query_state,

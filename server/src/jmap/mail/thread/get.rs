@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::jmap::dispatch::CallContext;
+use crate::jmap::call::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::mail::get::{found, get_response, requested_ids};
 use crate::jmap::{args, ids};

@@ -27,7 +27,7 @@ use crate::metrics::Metrics;
 
 /// How long a session the upstream gave for a credential stands for it:
 /// a password changed upstream stops working here within this time, as a
-/// changed local password does (`http::auth::CREDENTIAL_TTL`).
+/// changed local password does (`account::CREDENTIAL_TTL`).
 pub const SESSION_TTL: Duration = Duration::from_secs(60);
 
 /// How old a kept session may be and still answer a client's session GET
