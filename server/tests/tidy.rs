@@ -141,6 +141,127 @@ fn sqlite_and_postgres_migrations_have_the_same_file_names() {
     assert_clean("migration lists out of step", violations);
 }
 
+/// No two files import each other, directly or through others: the graph
+/// of file → files it names (each `crate::…` and `super::…` path read by
+/// [`crate_paths`], going to the file that defines the longest module
+/// prefix of the path) has no cycle. A failure names each cycle's files
+/// and the line of each import in it.
+#[test]
+fn no_file_level_import_cycles() {
+    let files = source_files();
+    // Module path (`jmap::dispatch`) → index of the file defining it.
+    let defining: std::collections::HashMap<Vec<String>, usize> = files
+        .iter()
+        .enumerate()
+        .filter(|(_, file)| file.relative != "main.rs")
+        .map(|(index, file)| (module_path(&file.relative), index))
+        .collect();
+    // edges[from] = (to, line of the first import of `to`).
+    let mut edges: Vec<Vec<(usize, usize)>> = vec![Vec::new(); files.len()];
+    for (from, file) in files.iter().enumerate() {
+        if file.relative == "main.rs" {
+            continue; // the binary: its `crate` is not the library
+        }
+        let module = module_path(&file.relative);
+        for (line, path, in_test) in crate_paths(&file.text, &module) {
+            if in_test {
+                continue; // unit tests may use what they test from anywhere
+            }
+            let to = (0..=path.len())
+                .rev()
+                .find_map(|len| defining.get(&path[..len]).copied());
+            if let Some(to) = to
+                && to != from
+                && !edges[from].iter().any(|(t, _)| *t == to)
+            {
+                edges[from].push((to, line));
+            }
+        }
+    }
+    let mut violations = Vec::new();
+    for component in strongly_connected(&edges) {
+        if component.len() < 2 {
+            continue;
+        }
+        let mut message = format!(
+            "{} files import each other (move what they share to the file that owns it, or to a file of its own):",
+            component.len()
+        );
+        for &from in &component {
+            for &(to, line) in &edges[from] {
+                if component.contains(&to) {
+                    message.push_str(&format!(
+                        "\n    {}:{line} → {}",
+                        files[from].display, files[to].display
+                    ));
+                }
+            }
+        }
+        violations.push(message);
+    }
+    assert_clean("file-level import cycles", violations);
+}
+
+/// The strongly connected components of a graph given as adjacency lists
+/// (Tarjan's algorithm), each sorted, in the order found.
+fn strongly_connected(edges: &[Vec<(usize, usize)>]) -> Vec<Vec<usize>> {
+    struct State<'a> {
+        edges: &'a [Vec<(usize, usize)>],
+        index: Vec<Option<usize>>,
+        low: Vec<usize>,
+        on_stack: Vec<bool>,
+        stack: Vec<usize>,
+        next: usize,
+        components: Vec<Vec<usize>>,
+    }
+    fn visit(state: &mut State, node: usize) {
+        state.index[node] = Some(state.next);
+        state.low[node] = state.next;
+        state.next += 1;
+        state.stack.push(node);
+        state.on_stack[node] = true;
+        for &(to, _) in &state.edges[node] {
+            match state.index[to] {
+                None => {
+                    visit(state, to);
+                    state.low[node] = state.low[node].min(state.low[to]);
+                }
+                Some(index) if state.on_stack[to] => {
+                    state.low[node] = state.low[node].min(index);
+                }
+                Some(_) => {}
+            }
+        }
+        if Some(state.low[node]) == state.index[node] {
+            let mut component = Vec::new();
+            while let Some(member) = state.stack.pop() {
+                state.on_stack[member] = false;
+                component.push(member);
+                if member == node {
+                    break;
+                }
+            }
+            component.sort_unstable();
+            state.components.push(component);
+        }
+    }
+    let mut state = State {
+        edges,
+        index: vec![None; edges.len()],
+        low: vec![0; edges.len()],
+        on_stack: vec![false; edges.len()],
+        stack: Vec::new(),
+        next: 0,
+        components: Vec::new(),
+    };
+    for node in 0..edges.len() {
+        if state.index[node].is_none() {
+            visit(&mut state, node);
+        }
+    }
+    state.components
+}
+
 /// The scanner itself: what it counts as a use of another module.
 #[test]
 fn the_scanner_reads_paths_use_trees_and_super_but_not_comments_or_strings() {
@@ -164,7 +285,7 @@ fn the_scanner_reads_paths_use_trees_and_super_but_not_comments_or_strings() {
     // `super` climbs the file's modules (and inline `mod`s) before leaving its own.
     check(
         "jmap/mail/changes.rs",
-        "use super::super::dispatch::CallContext;",
+        "use super::super::call::CallContext;",
         &[(1, "jmap")],
     );
     check("mail/load.rs", "use super::super::http;", &[(1, "http")]);
@@ -285,14 +406,30 @@ fn module_path(relative: &str) -> Vec<String> {
 }
 
 /// The top-level modules a file's code names, with the line of each:
-/// `crate::foo…`, `crate::{foo…, bar…}`, `$crate::foo…`, and `super::…`
-/// paths resolved against `module` (the file's module) and the inline
-/// `mod name { … }` blocks around them.
+/// the first segment of every path [`crate_paths`] reads.
 fn crate_uses(text: &str, module: &[String]) -> Vec<(usize, String)> {
+    let mut uses: Vec<(usize, String)> = crate_paths(text, module)
+        .into_iter()
+        .filter_map(|(line, path, _)| path.into_iter().next().map(|top| (line, top)))
+        .filter(|(_, top)| is_module_name(top))
+        .collect();
+    uses.dedup(); // `crate::{store::{A, B}}`: one use of `store`
+    uses
+}
+
+/// The paths a file's code names, from the crate root, with the line of
+/// each: `crate::foo::bar…`, the branches of `crate::{foo::x, bar::{y, z}}`,
+/// `$crate::foo…`, and `super::…` paths resolved against `module` (the
+/// file's module) and the inline `mod name { … }` blocks around them. A path
+/// ends at its first segment that is not a module-like name (`Type`,
+/// `*`, `<`, `(`); `self` in a use tree names the path before it. The
+/// third field says whether the path is inside a `#[cfg(test)] mod`.
+fn crate_paths(text: &str, module: &[String]) -> Vec<(usize, Vec<String>, bool)> {
     let tokens = tokens(text);
-    let mut uses = Vec::new();
-    // Inline modules open around the cursor: (name, brace depth inside it).
-    let mut inline: Vec<(String, usize)> = Vec::new();
+    let mut paths = Vec::new();
+    // Inline modules open around the cursor: (name, brace depth inside it,
+    // whether it is `#[cfg(test)]`).
+    let mut inline: Vec<(String, usize, bool)> = Vec::new();
     let mut depth = 0usize;
     let mut i = 0;
     while i < tokens.len() {
@@ -301,34 +438,36 @@ fn crate_uses(text: &str, module: &[String]) -> Vec<(usize, String)> {
         match token.text.as_str() {
             "{" => depth += 1,
             "}" => {
-                if inline.last().is_some_and(|(_, d)| *d == depth) {
+                if inline.last().is_some_and(|(_, d, _)| *d == depth) {
                     inline.pop();
                 }
                 depth = depth.saturating_sub(1);
             }
             "mod" if text_at(&tokens, i + 2) == "{" => {
-                inline.push((text_at(&tokens, i + 1).to_string(), depth + 1));
+                let cfg_test = ["#", "[", "cfg", "(", "test", ")", "]"]
+                    .iter()
+                    .rev()
+                    .enumerate()
+                    .all(|(back, text)| i > back && tokens[i - 1 - back].text == *text);
+                inline.push((text_at(&tokens, i + 1).to_string(), depth + 1, cfg_test));
             }
             "crate" if text_at(&tokens, i + 1) == "::" && !after_path_separator => {
-                for name in first_segments(&tokens, i + 2) {
-                    uses.push((token.line, name));
+                let in_test = inline.iter().any(|(_, _, test)| *test);
+                for path in path_tree(&tokens, i + 2, Vec::new()) {
+                    paths.push((token.line, path, in_test));
                 }
             }
             "super" if !after_path_separator && text_at(&tokens, i + 1) == "::" => {
+                let in_test = inline.iter().any(|(_, _, test)| *test);
                 let mut here: Vec<String> = module.to_vec();
-                here.extend(inline.iter().map(|(name, _)| name.clone()));
+                here.extend(inline.iter().map(|(name, _, _)| name.clone()));
                 let mut j = i;
                 while text_at(&tokens, j) == "super" && text_at(&tokens, j + 1) == "::" {
                     here.pop();
                     j += 2;
                 }
-                match here.first() {
-                    Some(top) => uses.push((token.line, top.clone())),
-                    None => {
-                        for name in first_segments(&tokens, j) {
-                            uses.push((token.line, name));
-                        }
-                    }
+                for path in path_tree(&tokens, j, here) {
+                    paths.push((token.line, path, in_test));
                 }
                 i = j;
                 continue;
@@ -337,29 +476,52 @@ fn crate_uses(text: &str, module: &[String]) -> Vec<(usize, String)> {
         }
         i += 1;
     }
-    uses
+    paths
 }
 
-/// The first segments of the path or use tree starting at token `at`
-/// (`foo` of `foo::bar`; `foo`, `bar` of `{foo::x, bar}`; none for `self`, `*`).
-fn first_segments(tokens: &[Token], at: usize) -> Vec<String> {
-    let first = text_at(tokens, at);
-    if first != "{" {
-        return if is_module_name(first) {
-            vec![first.to_string()]
-        } else {
-            Vec::new()
-        };
+/// The paths of the path or use tree starting at token `at`, each after
+/// `prefix`: `foo::bar::Baz` gives `prefix::foo::bar::Baz`;
+/// `{foo::x, bar::{self, y}}` gives `prefix::foo::x`, `prefix::bar`,
+/// `prefix::bar::y`. Segments after the first that is not a module-like
+/// name are left out.
+fn path_tree(tokens: &[Token], at: usize, prefix: Vec<String>) -> Vec<Vec<String>> {
+    let mut path = prefix;
+    let mut at = at;
+    loop {
+        let segment = text_at(tokens, at);
+        if segment == "{" {
+            return use_tree_branches(tokens, at)
+                .into_iter()
+                .flat_map(|branch| path_tree(tokens, branch, path.clone()))
+                .collect();
+        }
+        if is_module_name(segment) {
+            path.push(segment.to_string());
+        } else if segment != "self" {
+            // `Type`, `*`, `<`: the path names no further module.
+            if !segment.is_empty() && segment.chars().next().is_some_and(char::is_alphabetic) {
+                path.push(segment.to_string());
+            }
+            return vec![path];
+        }
+        if text_at(tokens, at + 1) != "::" {
+            return vec![path];
+        }
+        at += 2;
     }
-    let mut names = Vec::new();
+}
+
+/// The token index where each branch of the use tree whose `{` is at `at` starts.
+fn use_tree_branches(tokens: &[Token], at: usize) -> Vec<usize> {
+    let mut starts = Vec::new();
     let mut depth = 0usize;
-    let mut expect_segment = true;
-    for token in &tokens[at..] {
+    let mut expect_branch = true;
+    for (index, token) in tokens.iter().enumerate().skip(at) {
         match token.text.as_str() {
             "{" => {
                 depth += 1;
                 if depth == 1 {
-                    expect_segment = true;
+                    continue;
                 }
             }
             "}" => {
@@ -368,17 +530,18 @@ fn first_segments(tokens: &[Token], at: usize) -> Vec<String> {
                     break;
                 }
             }
-            "," if depth == 1 => expect_segment = true,
-            name if depth == 1 && expect_segment => {
-                if is_module_name(name) {
-                    names.push(name.to_string());
-                }
-                expect_segment = false;
+            "," if depth == 1 => {
+                expect_branch = true;
+                continue;
             }
             _ => {}
         }
+        if depth == 1 && expect_branch {
+            starts.push(index);
+            expect_branch = false;
+        }
     }
-    names
+    starts
 }
 
 fn is_module_name(text: &str) -> bool {

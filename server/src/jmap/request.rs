@@ -107,7 +107,13 @@ impl MethodArguments for CallArguments {
         deserializer: D,
     ) -> Result<Self, D::Error> {
         match method {
-            "Email/get" => super::mail::email::get_arguments::read(deserializer),
+            "Email/get" => {
+                use super::mail::email::get_arguments::{ReadArguments, read};
+                read(deserializer).map(|read| match read {
+                    ReadArguments::Typed(typed) => CallArguments::EmailGet(typed),
+                    ReadArguments::Map(map) => CallArguments::Map(map),
+                })
+            }
             _ => Map::deserialize(deserializer).map(CallArguments::Map),
         }
     }

@@ -245,7 +245,7 @@ impl HotReader {
             }
         }
         let row = self.try_read(|connection| {
-            let ids = serde_json::to_string(&super::sql::distinct(ids))
+            let ids = serde_json::to_string(&super::columns::distinct(ids))
                 .unwrap_or_else(|_| "[]".to_string());
             connection
                 .prepare_cached(sql)?

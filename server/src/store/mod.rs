@@ -18,6 +18,7 @@
 //! between ([`Changes`]). A write that changes nothing advances nothing.
 
 pub mod change_log;
+mod columns;
 pub mod dialect;
 mod hot_read;
 mod identity;
@@ -25,6 +26,7 @@ pub mod insert_plan;
 mod jmap_mirror;
 pub mod postgres;
 pub mod raw;
+mod raw_copy;
 pub mod sql;
 pub mod sqlite;
 mod submission;

@@ -30,8 +30,9 @@ use sha2::{Digest, Sha256};
 use sqlx::Row;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
+use super::columns::distinct;
 use super::dialect::{Dialect, Statements, positions, query_columns};
-use super::sql::{SqlStore, distinct};
+use super::sql::SqlStore;
 use super::{SearchScope, SearchText, StoreResult, TextSearch};
 
 /// Message ids longer than this (in bytes) are keyed by their SHA-256 digest

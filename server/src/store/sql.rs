@@ -24,6 +24,7 @@ use sqlx::query_builder::Separated;
 use sqlx::{ColumnIndex, Database, Encode, Executor, IntoArguments, Pool, QueryBuilder, Row, Type};
 
 use super::change_log::{ChangeCollector, ChangeSet, LOG_BATCH, LogRow, check_since};
+use super::columns::{distinct, ids_from_csv, keywords_from_column, keywords_to_column};
 use super::dialect::{Column, Dialect};
 use super::hot_read::{HOT_IDS, HotReader};
 use super::insert_plan::{self, InsertPlan, ThreadRef};
@@ -111,37 +112,6 @@ impl<D: Dialect> SqlStore<D> {
         self.hot = Some(Arc::new(hot));
         self
     }
-}
-
-/// Sorted without repeats.
-pub(super) fn distinct(ids: &[i64]) -> Vec<i64> {
-    let mut ids = ids.to_vec();
-    ids.sort_unstable();
-    ids.dedup();
-    ids
-}
-
-/// Ids from a comma-separated list (SQLite's `group_concat`), ascending.
-pub(super) fn ids_from_csv(column: Option<&str>) -> Vec<i64> {
-    let mut ids: Vec<i64> = column
-        .unwrap_or_default()
-        .split(',')
-        .filter_map(|id| id.parse().ok())
-        .collect();
-    ids.sort_unstable();
-    ids
-}
-
-/// The `keywords` column: sorted lowercase keywords separated by spaces.
-pub(super) fn keywords_to_column(keywords: &[String]) -> String {
-    let mut keywords: Vec<String> = keywords.iter().map(|k| k.to_ascii_lowercase()).collect();
-    keywords.sort();
-    keywords.dedup();
-    keywords.join(" ")
-}
-
-fn keywords_from_column(column: &str) -> Vec<String> {
-    column.split_whitespace().map(str::to_string).collect()
 }
 
 /// Unix seconds now (blob grants' `created_at`).

@@ -20,9 +20,10 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Connection, Row};
 
+use super::columns::{distinct, ids_from_csv};
 use super::dialect::{Dialect, Statements, positions, query_columns};
 use super::hot_read::HotReader;
-use super::sql::{SqlStore, distinct, ids_from_csv};
+use super::sql::SqlStore;
 use super::{SearchScope, SearchText, StoreResult, TextSearch};
 
 /// The writer connection's page cache, in KiB (batched ingest walks the

@@ -30,7 +30,7 @@ use chrono::DateTime;
 use serde_json::{Map, Value, json};
 
 use super::import::{ingest_one, parse_received_at};
-use super::set::{parse_keywords, parse_mailbox_ids};
+use super::members::{parse_keywords, parse_mailbox_ids};
 use crate::jmap::budget::OverBudget;
 use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};

@@ -23,7 +23,6 @@ use serde_json::{Map, Value};
 
 use crate::jmap::args;
 use crate::jmap::error::MethodError;
-use crate::jmap::request::CallArguments;
 
 /// Email/get arguments (RFC 8620 §5.1, RFC 8621 §4.2).
 ///
@@ -65,12 +64,22 @@ impl EmailGetArguments {
     }
 }
 
+/// What [`read`] made of an Email/get's arguments (the request turns it
+/// into its `CallArguments`).
+#[derive(Debug)]
+pub enum ReadArguments {
+    /// Exactly Email/get's own, in their type.
+    Typed(Box<EmailGetArguments>),
+    /// Anything else: the `Map` a `Map`'s own reading makes.
+    Map(Map<String, Value>),
+}
+
 /// Reads the arguments of an Email/get from `deserializer` in one pass:
-/// [`CallArguments::EmailGet`] when they are exactly Email/get's own, each
+/// [`ReadArguments::Typed`] when they are exactly Email/get's own, each
 /// once and of its type, with `accountId` given; otherwise
-/// [`CallArguments::Map`], the very `Map` a `Map`'s own reading makes
+/// [`ReadArguments::Map`], the very `Map` a `Map`'s own reading makes
 /// (module doc). Errors where reading a `Map` errs, with its words.
-pub fn read<'de, D: Deserializer<'de>>(deserializer: D) -> Result<CallArguments, D::Error> {
+pub fn read<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ReadArguments, D::Error> {
     deserializer.deserialize_map(ArgumentsVisitor)
 }
 
@@ -165,14 +174,14 @@ impl EmailGetArguments {
 struct ArgumentsVisitor;
 
 impl<'de> Visitor<'de> for ArgumentsVisitor {
-    type Value = CallArguments;
+    type Value = ReadArguments;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         // A `Map`'s words, so that the request's error reads as before.
         f.write_str("a map")
     }
 
-    fn visit_map<M: MapAccess<'de>>(self, mut access: M) -> Result<CallArguments, M::Error> {
+    fn visit_map<M: MapAccess<'de>>(self, mut access: M) -> Result<ReadArguments, M::Error> {
         let mut typed = EmailGetArguments::default();
         // The names read so far, in the request's order, while all are
         // Email/get's own, each once, of its type.
@@ -192,7 +201,7 @@ impl<'de> Visitor<'de> for ArgumentsVisitor {
                     while let Some((name, value)) = access.next_entry::<String, Value>()? {
                         map.insert(name, value);
                     }
-                    return Ok(CallArguments::Map(map));
+                    return Ok(ReadArguments::Map(map));
                 }
                 read => {
                     if !typed.set(&name, read) {
@@ -205,10 +214,10 @@ impl<'de> Visitor<'de> for ArgumentsVisitor {
             }
         }
         if given.iter().any(|name| name == "accountId") {
-            return Ok(CallArguments::EmailGet(Box::new(typed)));
+            return Ok(ReadArguments::Typed(Box::new(typed)));
         }
         // Without `accountId`: the `Map`, whose reading gives the error.
-        Ok(CallArguments::Map(typed.into_map_of(given)))
+        Ok(ReadArguments::Map(typed.into_map_of(given)))
     }
 }
 
@@ -333,7 +342,7 @@ mod tests {
     fn room(ids: &str) -> usize {
         let text = format!(r#"{{"accountId":"A1","ids":{ids}}}"#);
         match read(&mut serde_json::Deserializer::from_str(&text)) {
-            Ok(CallArguments::EmailGet(typed)) => typed.ids.map_or(0, |ids| ids.capacity()),
+            Ok(ReadArguments::Typed(typed)) => typed.ids.map_or(0, |ids| ids.capacity()),
             other => panic!("{ids}: {other:?}"),
         }
     }

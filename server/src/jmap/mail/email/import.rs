@@ -9,7 +9,7 @@ use chrono::DateTime;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::set::{parse_keywords, parse_mailbox_ids};
+use super::members::{parse_keywords, parse_mailbox_ids};
 use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::mail::set::{check_request, set_error_map};

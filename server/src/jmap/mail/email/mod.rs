@@ -6,6 +6,7 @@ pub mod get;
 pub mod get_arguments;
 pub mod import;
 pub mod kept_pages;
+pub mod members;
 pub mod parse;
 pub mod query;
 pub mod query_changes;

@@ -299,7 +299,7 @@ pub(crate) fn parse_sort(sort: Option<Vec<SortArgument>>) -> Result<Vec<Comparat
             let keyword = || {
                 s.keyword
                     .as_deref()
-                    .and_then(super::set::valid_keyword)
+                    .and_then(super::members::valid_keyword)
                     .ok_or_else(|| {
                         invalid(format!("sorting by {} needs a valid keyword", s.property))
                     })

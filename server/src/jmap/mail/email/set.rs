@@ -11,13 +11,14 @@
 //! patches of different keywords both land; the store reports emails not
 //! found or left in no mailbox, which become SetErrors here.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::super::mailbox::set::resolve_mailbox_id;
 use super::create::create_email;
+use super::members::{parse_keywords, parse_mailbox_ids, valid_keyword};
 use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::mail::set::{SetOutcome, check_request};
@@ -32,55 +33,6 @@ struct SetRequest {
     create: Option<Map<String, Value>>,
     update: Option<HashMap<String, Map<String, Value>>>,
     destroy: Option<Vec<String>>,
-}
-
-/// A keyword as RFC 8621 §4.1.1 allows it (IMAP atom characters), lowercased.
-pub fn valid_keyword(keyword: &str) -> Option<String> {
-    let ok = !keyword.is_empty()
-        && keyword.len() <= 255
-        && keyword
-            .bytes()
-            .all(|b| (0x21..=0x7e).contains(&b) && !b"(){]%*\"\\".contains(&b));
-    ok.then(|| keyword.to_ascii_lowercase())
-}
-
-/// Parses `{"keyword": true, …}` into a set.
-pub fn parse_keywords(value: &Value) -> Result<BTreeSet<String>, SetError> {
-    let object = value
-        .as_object()
-        .ok_or_else(|| SetError::invalid_properties(&["keywords"], "keywords must be an object"))?;
-    object
-        .iter()
-        .map(|(keyword, set)| match (valid_keyword(keyword), set) {
-            (Some(keyword), Value::Bool(true)) => Ok(keyword),
-            _ => Err(SetError::invalid_properties(
-                &["keywords"],
-                format!("invalid keyword {keyword}"),
-            )),
-        })
-        .collect()
-}
-
-/// Parses `{"mailboxId": true, …}` into a set of mailbox row ids.
-pub fn parse_mailbox_ids(
-    value: &Value,
-    created_ids: &HashMap<String, String>,
-) -> Result<BTreeSet<i64>, SetError> {
-    let object = value.as_object().ok_or_else(|| {
-        SetError::invalid_properties(&["mailboxIds"], "mailboxIds must be an object")
-    })?;
-    object
-        .iter()
-        .map(
-            |(id, set)| match (resolve_mailbox_id(id, created_ids), set) {
-                (Some(id), Value::Bool(true)) => Ok(id),
-                _ => Err(SetError::invalid_properties(
-                    &["mailboxIds"],
-                    format!("invalid mailbox id {id}"),
-                )),
-            },
-        )
-        .collect()
 }
 
 /// Adds (`true`) or removes (`null`, `false`) one member by patch path.
