@@ -196,3 +196,59 @@ async fn unread_downloads_hold_the_accounts_share_and_no_more() {
     assert_eq!(left, 0);
     assert_eq!(download(&ann, &ann_blob).await.unwrap().status(), 200);
 }
+
+/// An account holds at most `MAX_MAILBOXES_PER_ACCOUNT` mailboxes (past it
+/// a create is `overQuota`), and a tree that large still renames and moves
+/// as the rules say (found by the issue 43 review: each check scanned every
+/// mailbox per mailbox below, 20 s to rename above 10,000 leaves).
+#[tokio::test]
+async fn an_account_holds_a_bounded_number_of_mailboxes() {
+    use fastview::jmap::mail::mailbox::set::MAX_MAILBOXES_PER_ACCOUNT;
+    use fastview::store::NewMailbox;
+    let app = spawn_app().await;
+    let ann = app.account("ann@example.com").await;
+    let store = app.app.store.clone();
+    let new = |parent_id, name: String| NewMailbox {
+        parent_id,
+        name,
+        role: None,
+        sort_order: 0,
+        is_subscribed: true,
+    };
+    // A chain of three with the rest of the account's share below it.
+    let top = store
+        .create_mailbox(ann.id, &new(None, "top".into()))
+        .await
+        .unwrap();
+    let middle = store
+        .create_mailbox(ann.id, &new(Some(top), "middle".into()))
+        .await
+        .unwrap();
+    let existing = store.mailboxes(ann.id).await.unwrap().len();
+    for n in existing..MAX_MAILBOXES_PER_ACCOUNT {
+        store
+            .create_mailbox(ann.id, &new(Some(middle), format!("leaf {n}")))
+            .await
+            .unwrap();
+    }
+    let responses = app
+        .call(
+            &ann,
+            json!([
+                ["Mailbox/set", {"accountId": ann.account_id, "create": {"one": {"name": "one too many"}}}, "0"],
+                ["Mailbox/set", {"accountId": ann.account_id, "update": {
+                    (fastview::jmap::ids::mailbox_id(top)): {"name": "renamed"},
+                    (fastview::jmap::ids::mailbox_id(middle)): {"parentId": null}}}, "1"],
+            ]),
+        )
+        .await;
+    assert_eq!(
+        responses[0][1]["notCreated"]["one"]["type"], "overQuota",
+        "{responses:?}"
+    );
+    assert_eq!(
+        responses[1][1]["updated"].as_object().map(|o| o.len()),
+        Some(2),
+        "{responses:?}"
+    );
+}

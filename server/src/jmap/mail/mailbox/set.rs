@@ -130,18 +130,40 @@ fn parse_properties(
     Ok(patch)
 }
 
-/// Levels below mailbox `id` (0 for a leaf).
+/// Levels below mailbox `id` (0 for a leaf), at most `limit`: level by
+/// level through a map of children made once, so a check costs one pass
+/// over the account's mailboxes however many lie below (issue 43 review: a
+/// scan of every mailbox per node below made renaming above 10,000 leaves
+/// take 20 s).
 fn height_below(mailboxes: &[MailboxRow], id: i64, limit: u64) -> u64 {
-    if limit == 0 {
-        return 0;
+    let mut children: HashMap<i64, Vec<i64>> = HashMap::new();
+    for mailbox in mailboxes {
+        if let Some(parent) = mailbox.parent_id {
+            children.entry(parent).or_default().push(mailbox.id);
+        }
     }
-    mailboxes
-        .iter()
-        .filter(|m| m.parent_id == Some(id))
-        .map(|child| 1 + height_below(mailboxes, child.id, limit - 1))
-        .max()
-        .unwrap_or(0)
+    let mut level = vec![id];
+    let mut height = 0;
+    while height < limit {
+        level = level
+            .iter()
+            .filter_map(|parent| children.get(parent))
+            .flatten()
+            .copied()
+            .collect();
+        if level.is_empty() {
+            break;
+        }
+        height += 1;
+    }
+    height
 }
+
+/// The most mailboxes one account may have: a Mailbox/set create past it is
+/// `overQuota` (RFC 8620 §5.3: a server-defined limit on the number of
+/// objects of this type). Far more than people file mail into; few enough
+/// that every check of the tree, one pass over them, stays cheap.
+pub const MAX_MAILBOXES_PER_ACCOUNT: usize = 10_000;
 
 /// Checks sibling-name uniqueness (`alreadyExists` with `existingId`), role uniqueness, parent existence, cycles
 /// and `maxMailboxDepth` (RFC 8621 §1.3.1: a top-level mailbox is depth 1).
@@ -324,6 +346,12 @@ impl MailboxSet<'_, '_> {
 
     /// The mailbox a create makes, checked against the tree as it stands.
     fn plan_create(&self, object: &Map<String, Value>) -> Result<NewMailbox, SetError> {
+        if self.mailboxes.len() >= MAX_MAILBOXES_PER_ACCOUNT {
+            return Err(SetError::new(
+                "overQuota",
+                format!("an account has at most {MAX_MAILBOXES_PER_ACCOUNT} mailboxes"),
+            ));
+        }
         let limits = &self.ctx.jmap.limits;
         let patch = parse_properties(object, self.ctx.created_ids, limits.max_size_mailbox_name)?;
         let name = patch
