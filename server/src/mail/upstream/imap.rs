@@ -18,6 +18,19 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::{Security, UpstreamError, UpstreamUrl};
 
+/// An async-imap error as the upstream's: the connection's are
+/// [`UpstreamError::Unreachable`], the rest [`UpstreamError::Refused`].
+impl From<async_imap::error::Error> for UpstreamError {
+    fn from(error: async_imap::error::Error) -> Self {
+        use async_imap::error::Error;
+        match error {
+            Error::Io(error) => Self::Unreachable(error.to_string()),
+            Error::ConnectionLost => Self::Unreachable("the connection was lost".into()),
+            other => Self::Refused(other.to_string()),
+        }
+    }
+}
+
 /// How long connecting, TLS and login may take together.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long one command may take (a FETCH of a batch of messages included).

@@ -169,17 +169,6 @@ pub enum UpstreamError {
     Ingest(#[from] crate::mail::ingest::IngestError),
 }
 
-impl From<async_imap::error::Error> for UpstreamError {
-    fn from(error: async_imap::error::Error) -> Self {
-        use async_imap::error::Error;
-        match error {
-            Error::Io(error) => Self::Unreachable(error.to_string()),
-            Error::ConnectionLost => Self::Unreachable("the connection was lost".into()),
-            other => Self::Refused(other.to_string()),
-        }
-    }
-}
-
 /// The JMAP keywords of a message with these IMAP flags (RFC 8621 §4.1.1):
 /// `\Seen` `$seen`, `\Flagged` `$flagged`, `\Answered` `$answered`,
 /// `\Draft` `$draft`; `\Recent` and `\Deleted` are not keywords (a message
