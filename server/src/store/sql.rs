@@ -1,16 +1,23 @@
 //! The one [`Store`]: every storage operation written once over a
 //! [`Dialect`] (SQLite or PostgreSQL). Transactions, binds, row decoding,
-//! change recording and state counters live here; the dialect holds only
-//! SQL text that differs, the list binds, locking and what text can hold.
+//! change recording and state counters live here; the dialect holds the SQL
+//! text that differs, the list binds, locking, what text can hold and the
+//! full-text query's shape. Not yet as wanted (issue 44): SQLite's hot
+//! reads (rusqlite, `hot_read.rs`) and its search-key walk are called from
+//! here, not from behind the dialect.
 //!
-//! - Every write runs in one transaction that starts by taking the
-//!   account's write lock ([`Statements::lock_account`]; on SQLite the
-//!   transaction itself holds the database's one write lock) and ends by
-//!   [`SqlStore::record`]ing its changes, so writers of one account serialize
-//!   and state counters, duplicate checks and threading see each other's rows.
-//! - Every write is batched: rows go in with one multi-row statement per
-//!   table ([`SqlStore::insert_rows`], at most [`MAX_BINDS`] bound values a
-//!   statement), updates and deletes take id lists.
+//! - A write that changes an account runs in one transaction that starts
+//!   by taking the account's write lock ([`Statements::lock_account`]; on
+//!   SQLite the transaction itself holds the database's one write lock)
+//!   and ends by [`SqlStore::record`]ing its changes, so writers of one
+//!   account serialize and state counters, duplicate checks and threading
+//!   see each other's rows. Writes outside any account's objects (tokens,
+//!   server keys, the delivery queue's leases) take no account lock.
+//! - Ingest's writes are batched: rows go in with one multi-row statement
+//!   per table ([`SqlStore::insert_rows`], at most [`MAX_BINDS`] bound
+//!   values a statement), and updates and deletes take id lists. A few
+//!   small writes (a submission's deliveries, the JMAP mirror's names) still
+//!   insert a row a statement.
 //! - Batched reads bind an id list as one value ([`Dialect::ids`]): one
 //!   static, cached statement whatever the number of ids.
 
