@@ -36,7 +36,7 @@ use crate::mail::fast_view::FastView;
 use crate::mail::load::{BodyReads, LoadedEmail};
 use crate::mail::message::parse_message;
 use crate::mail::property::{BodyProperty, EmailProperty};
-use crate::mail::read_level::{self, BodyValueFlags, ReadLevel};
+use crate::mail::read_level::{self, BodyValueFlags, ReadLevel, ReadPlan};
 use crate::mail::work::{INLINE_RENDER_WORK, WorkExceeded, WorkMeter};
 use crate::metrics::{Metrics, ReadLevelLabel};
 
@@ -104,20 +104,59 @@ impl EmailShape {
     }
 }
 
-/// Handles one Email/get call.
+/// Handles one Email/get call: plan (the read level, from the properties
+/// alone), load (once, for all ids, at that level), render (inline for the
+/// list view, on the work pool when heavier).
 #[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id, read_level))]
 pub async fn email_get(
     ctx: &mut CallContext<'_>,
     arguments: CallArguments,
 ) -> Result<Arguments, MethodError> {
-    let request = match arguments {
+    let mut request = match arguments {
         CallArguments::EmailGet(typed) => *typed,
         CallArguments::Map(map) => EmailGetArguments::from_map(map)?,
     };
     args::check_account(ctx.account, &request.account_id)?;
-    let jmap = ctx.jmap;
+    let ids = request.ids.take();
+    let planned = plan_get(ctx, &request, ids).await?;
+    let load = load_get(ctx, &planned).await?;
+    render_get(ctx, planned, load, request.account_id).await
+}
 
-    // Plan: the read level, from the properties alone.
+/// What an Email/get reads, decided before any I/O but the ids' own.
+struct GetPlan {
+    shape: EmailShape,
+    plan: ReadPlan,
+    level: ReadLevel,
+    requested: Vec<String>,
+    /// The row of each of `requested`, where it is one of ours.
+    rows: Vec<Option<i64>>,
+    /// Those rows, known ones only.
+    numeric: Vec<i64>,
+    /// The list view's shape, when every property renders as text.
+    text_shape: Option<Arc<TextShape>>,
+}
+
+/// What an Email/get loaded for its plan.
+struct GetLoad {
+    loaded: Vec<LoadedEmail>,
+    /// The Email state the emails were read at.
+    state: i64,
+    /// The list view's texts kept for them ([`super::render_text::ListTexts`]).
+    kept: Option<KeptTexts>,
+    /// `kept` is whole and right at `state`: nothing was loaded.
+    whole: bool,
+}
+
+/// Plan: the read level from the properties, the ids (every email's when
+/// none are given) within `maxObjectsInGet`, the least render work checked
+/// against the budget, and the list view's text shape.
+async fn plan_get(
+    ctx: &CallContext<'_>,
+    request: &EmailGetArguments,
+    ids: Option<Vec<String>>,
+) -> Result<GetPlan, MethodError> {
+    let jmap = ctx.jmap;
     let shape = request.shape()?;
     let plan = read_level::plan(
         &shape.properties,
@@ -127,7 +166,7 @@ pub async fn email_get(
     );
     let level = plan.level();
     tracing::Span::current().record("read_level", level.as_str());
-    let requested = match request.ids {
+    let requested = match ids {
         Some(ids) => ids,
         None => all_email_ids(ctx).await?,
     };
@@ -143,100 +182,134 @@ pub async fn email_get(
             read_level: level.as_str(),
         })
         .inc();
-
     let text_shape = (level <= ReadLevel::FastView)
         .then(|| jmap.text_shapes.of(&shape.properties))
         .flatten();
-    // A shape of metadata alone whose whole texts the account keeps for
-    // every id, at the Email state it is still at: answered from them,
-    // with nothing loaded, not even the metadata (`TextShape::kept_at`).
-    let whole_shape = text_shape
-        .as_ref()
-        .filter(|text_shape| text_shape.keeps_whole());
-    let whole = match whole_shape {
+    Ok(GetPlan {
+        shape,
+        plan,
+        level,
+        requested,
+        rows,
+        numeric,
+        text_shape,
+    })
+}
+
+/// The whole texts of a shape of metadata alone that the account keeps for
+/// every id, at the Email state it is still at (`TextShape::kept_at`):
+/// then nothing is loaded, not even the metadata.
+async fn whole_texts(
+    ctx: &CallContext<'_>,
+    planned: &GetPlan,
+) -> Result<Option<(KeptTexts, i64)>, MethodError> {
+    let Some(text_shape) = planned.text_shape.as_ref().filter(|s| s.keeps_whole()) else {
+        return Ok(None);
+    };
+    let (jmap, account) = (ctx.jmap, ctx.account.id);
+    let rows = planned.numeric.iter().copied();
+    match jmap
+        .list_texts
+        .whole_of(account, text_shape.name(), rows)
+        .await
+    {
+        Some((kept, at)) if jmap.loader.email_state(account, at).await? == at => {
+            Ok(Some((kept, at)))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Load: once, for all ids, at the plan's level. Whole messages are
+/// charged from their stored sizes before any is read, part bodies from
+/// their stored ranges; the list view's kept texts, when they hold every
+/// email found, spare reading anything else of them (so a failure to read
+/// a header block or a projection row cannot fail the call for them).
+async fn load_get(ctx: &mut CallContext<'_>, planned: &GetPlan) -> Result<GetLoad, MethodError> {
+    let jmap = ctx.jmap;
+    let account = ctx.account.id;
+    if let Some((kept, state)) = whole_texts(ctx, planned).await? {
+        let (loaded, kept, whole) = (Vec::new(), Some(kept), true);
+        return Ok(GetLoad {
+            loaded,
+            state,
+            kept,
+            whole,
+        });
+    }
+    let (mut loaded, state) = jmap.loader.load_meta(account, &planned.numeric).await?;
+    if planned.plan.full {
+        charge_parse_bytes(ctx, &loaded)?;
+    }
+    let kept = match &planned.text_shape {
         Some(text_shape) => {
-            let rows = numeric.iter().copied();
-            match jmap
-                .list_texts
-                .whole_of(ctx.account.id, text_shape.name(), rows)
+            let found = loaded.iter().map(|email| email.meta.id);
+            let at = text_shape.kept_at(state);
+            jmap.list_texts
+                .all_of(account, text_shape.name(), at, found)
                 .await
-            {
-                Some((kept, at)) if jmap.loader.email_state(ctx.account.id, at).await? == at => {
-                    Some((kept, at))
-                }
-                _ => None,
-            }
         }
         None => None,
     };
-    let is_whole = whole.is_some();
-
-    // Load: once, for all ids, at that level; whole messages are charged
-    // from their stored sizes before any is read, part bodies from their
-    // stored ranges.
-    let (mut loaded, state, kept) = match whole {
-        Some((kept, state)) => (Vec::new(), state, Some(kept)),
-        None => {
-            let (mut loaded, state) = jmap.loader.load_meta(ctx.account.id, &numeric).await?;
-            if plan.full {
-                charge_parse_bytes(ctx, &loaded)?;
-            }
-            // The list view's texts kept for the account: when they hold
-            // every email found at this shape, nothing else of them is read
-            // (so a failure to read a header block or a projection row,
-            // which would fail the call, cannot happen for them).
-            let kept = match &text_shape {
-                Some(text_shape) => {
-                    let found = loaded.iter().map(|email| email.meta.id);
-                    let at = text_shape.kept_at(state);
-                    jmap.list_texts
-                        .all_of(ctx.account.id, text_shape.name(), at, found)
-                        .await
-                }
-                None => None,
-            };
-            if kept.is_none() {
-                jmap.loader
-                    .complete(ctx.account.id, &mut loaded, plan)
-                    .await?;
-            }
-            (loaded, state, kept)
-        }
-    };
-    // Texts of a shape of metadata alone are kept for this state only.
-    let keep_as = text_shape.clone();
-    let kept_at = keep_as.as_ref().and_then(|shape| shape.kept_at(state));
-    if plan.body_values {
-        let reads = BodyReads::plan(&loaded, shape.options.flags);
+    if kept.is_none() {
+        jmap.loader
+            .complete(account, &mut loaded, planned.plan)
+            .await?;
+    }
+    if planned.plan.body_values {
+        let reads = BodyReads::plan(&loaded, planned.shape.options.flags);
         ctx.budget
             .charge_parse_or_refuse(reads.octets(), &jmap.limits)?;
         jmap.loader.load_bodies(&mut loaded, reads).await?;
     }
+    let whole = false;
+    Ok(GetLoad {
+        loaded,
+        state,
+        kept,
+        whole,
+    })
+}
 
-    // Render: inline for the list view, on the work pool when heavier.
-    // Kept texts weigh what their emails' sources would have: a call that
-    // renders on the pool (taking its holdings per email) still does.
+/// Render: inline for the list view, on the work pool when heavier (kept
+/// texts weigh what their emails' sources would have, so a call that
+/// renders on the pool, taking its holdings per email, still does); the
+/// texts made kept for the shape; the response written around the list.
+async fn render_get(
+    ctx: &mut CallContext<'_>,
+    planned: GetPlan,
+    load: GetLoad,
+    account_id: String,
+) -> Result<Arguments, MethodError> {
+    let jmap = ctx.jmap;
+    let GetLoad {
+        loaded,
+        state,
+        kept,
+        whole,
+    } = load;
+    // Texts of a shape of metadata alone are kept for this state only.
+    let keep_as = planned.text_shape.clone();
+    let kept_at = keep_as.as_ref().and_then(|shape| shape.kept_at(state));
     let bound = match &kept {
-        Some(kept) => kept_texts(kept, is_whole, &rows, &loaded)
+        Some(kept) => kept_texts(kept, whole, &planned.rows, &loaded)
             .map(|text| text.bound())
             .fold(0, u64::saturating_add),
-        None => render_bound(&shape, &loaded),
+        None => render_bound(&planned.shape, &loaded),
     };
+    let mut head = String::new();
+    get_response_head(&account_id, &mut head);
     let job = RenderJob {
-        heavy: level >= ReadLevel::BodyValues || bound > INLINE_RENDER_WORK,
-        text_shape,
+        heavy: planned.level >= ReadLevel::BodyValues || bound > INLINE_RENDER_WORK,
+        text_shape: planned.text_shape,
         kept,
-        whole: is_whole,
-        head: {
-            let mut head = String::new();
-            get_response_head(&request.account_id, &mut head);
-            head
-        },
-        requested,
-        rows,
+        whole,
+        head,
+        requested: planned.requested,
+        rows: planned.rows,
         loaded,
-        level,
-        shape,
+        level: planned.level,
+        shape: planned.shape,
         metrics: jmap.metrics.clone(),
         work_left: ctx.budget.work_left,
         bytes_left: ctx.budget.bytes_left(),
@@ -260,15 +333,16 @@ pub async fn email_get(
     ctx.budget.work_left = work_left;
     ctx.budget.prepaid(held);
     if let Some(keep_as) = keep_as {
+        let account = ctx.account.id;
         jmap.list_texts
-            .keep(ctx.account.id, keep_as.name(), kept_at, made)
+            .keep(account, keep_as.name(), kept_at, made)
             .await;
     }
     let mut text = list.text;
     get_response_tail(&mut text, state, &not_found);
     let value = list
         .values
-        .map(|list| get_response(request.account_id, state, list, not_found));
+        .map(|list| get_response(account_id, state, list, not_found));
     Ok(Arguments::text(text, value))
 }
 
