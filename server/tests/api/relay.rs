@@ -17,6 +17,7 @@ use fastview::mail::delivery;
 use fastview::mail::relay::Relay;
 use serde_json::{Value, json};
 
+use crate::submission::own_identity;
 use crate::support::{TestApp, require, spawn_app_with};
 
 const SUBMISSION: &str = "urn:ietf:params:jmap:submission";
@@ -61,6 +62,17 @@ pub(crate) fn start_sink(dir: &Path, args: &[&str]) -> Option<Sink> {
     Some(Sink { child, port })
 }
 
+/// A server whose SMTP relay is the one on loopback `port`, and that relay.
+async fn app_with_relay(port: u16) -> (TestApp, Arc<Relay>) {
+    let relay = Arc::new(Relay::from_url(&format!("smtp://127.0.0.1:{port}")).unwrap());
+    let app = spawn_app_with(ServeOptions {
+        smtp_relay: Some(relay.clone()),
+        ..ServeOptions::default()
+    })
+    .await;
+    (app, relay)
+}
+
 async fn role(app: &TestApp, user: &crate::support::TestAccount, role: &str) -> String {
     let got = app
         .call1(user, "Mailbox/get", json!({"accountId": user.account_id}))
@@ -83,23 +95,11 @@ async fn remote_recipients_go_through_the_relay_with_retries_and_bounces() {
     ) else {
         return;
     };
-    let relay = Arc::new(Relay::from_url(&format!("smtp://127.0.0.1:{}", sink.port)).unwrap());
-    let app = spawn_app_with(ServeOptions {
-        smtp_relay: Some(relay.clone()),
-        ..ServeOptions::default()
-    })
-    .await;
+    let (app, relay) = app_with_relay(sink.port).await;
     let ann = app.account("ann@example.com").await;
     let bob = app.account("bob@example.com").await;
     let drafts = role(&app, &ann, "drafts").await;
-    let identities = app
-        .call_using(
-            &ann,
-            &[SUBMISSION],
-            json!([["Identity/get", {"accountId": ann.account_id}]]),
-        )
-        .await;
-    let identity = identities[0][1]["list"][0]["id"].clone();
+    let identity = own_identity(&app, &ann).await;
     let responses = app
         .call_using(
             &ann,
@@ -245,14 +245,7 @@ async fn submit_raw(
 ) -> Sent {
     let (status, uploaded) = app.upload(ann, raw.to_vec()).await;
     assert_eq!(status, 201, "{uploaded}");
-    let identities = app
-        .call_using(
-            ann,
-            &[SUBMISSION],
-            json!([["Identity/get", {"accountId": ann.account_id}]]),
-        )
-        .await;
-    let identity = identities[0][1]["list"][0]["id"].clone();
+    let identity = own_identity(app, ann).await;
     let before = std::fs::read_dir(dir).unwrap().count();
     let responses = app
         .call_using(
@@ -312,12 +305,7 @@ async fn what_the_send_as_check_reads_is_what_the_relay_receives() {
     let Some(sink) = start_sink(dir.path(), &[]) else {
         return;
     };
-    let relay = Arc::new(Relay::from_url(&format!("smtp://127.0.0.1:{}", sink.port)).unwrap());
-    let app = spawn_app_with(ServeOptions {
-        smtp_relay: Some(relay),
-        ..ServeOptions::default()
-    })
-    .await;
+    let (app, _relay) = app_with_relay(sink.port).await;
     let ann = app.account("ann@example.com").await;
     // Each line-end trick either is refused or leaves with exactly the
     // fields the check read: never a From of bob's, never a Bcc.
@@ -546,23 +534,11 @@ async fn a_relay_that_stalls_at_any_step_is_given_up_on_at_that_step() {
 #[tokio::test]
 async fn a_silent_relay_does_not_hold_email_submission_set() {
     let port = stalling_relay("mail").await;
-    let relay = Arc::new(Relay::from_url(&format!("smtp://127.0.0.1:{port}")).unwrap());
-    let app = spawn_app_with(ServeOptions {
-        smtp_relay: Some(relay),
-        ..ServeOptions::default()
-    })
-    .await;
+    let (app, _relay) = app_with_relay(port).await;
     let ann = app.account("ann@example.com").await;
     app.account("bob@example.com").await;
     let drafts = role(&app, &ann, "drafts").await;
-    let identities = app
-        .call_using(
-            &ann,
-            &[SUBMISSION],
-            json!([["Identity/get", {"accountId": ann.account_id}]]),
-        )
-        .await;
-    let identity = identities[0][1]["list"][0]["id"].clone();
+    let identity = own_identity(&app, &ann).await;
     let call = app.call_using(
         &ann,
         &[SUBMISSION],
@@ -602,22 +578,10 @@ async fn recipients_of_one_relay_share_a_connection() {
     let Some(sink) = start_sink(dir.path(), &[]) else {
         return;
     };
-    let relay = Arc::new(Relay::from_url(&format!("smtp://127.0.0.1:{}", sink.port)).unwrap());
-    let app = spawn_app_with(ServeOptions {
-        smtp_relay: Some(relay.clone()),
-        ..ServeOptions::default()
-    })
-    .await;
+    let (app, relay) = app_with_relay(sink.port).await;
     let ann = app.account("ann@example.com").await;
     let drafts = role(&app, &ann, "drafts").await;
-    let identities = app
-        .call_using(
-            &ann,
-            &[SUBMISSION],
-            json!([["Identity/get", {"accountId": ann.account_id}]]),
-        )
-        .await;
-    let identity = identities[0][1]["list"][0]["id"].clone();
+    let identity = own_identity(&app, &ann).await;
     for (n, to) in [
         vec!["a@far.example", "b@far.example", "c@far.example"],
         vec!["d@far.example"],

@@ -31,7 +31,8 @@ async fn role(app: &TestApp, user: &TestAccount, role: &str) -> String {
         .unwrap()
 }
 
-async fn own_identity(app: &TestApp, user: &TestAccount) -> String {
+/// The id of `user`'s own Identity (RFC 8621 §6).
+pub(crate) async fn own_identity(app: &TestApp, user: &TestAccount) -> String {
     let got = calls(
         app,
         user,
