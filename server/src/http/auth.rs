@@ -608,25 +608,34 @@ impl axum::extract::FromRequestParts<Arc<super::AppState>> for Authenticated {
 /// unknown users if hashing a random password at start-up ever failed.
 const FALLBACK_DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$9sTkzLBSbwBNC8z3r8Fz2/rqQWzS5k0Hb0M4l9B6v1c";
 
-/// The token of `Authorization: Bearer <token>` (RFC 6750 §2.1).
-/// Whom a request's `Authorization` header logs in as, for the failure
-/// brake of a login verified elsewhere: a Basic user's address
+/// Whom an `Authorization` value logs in as, for the failure brake of a
+/// login verified elsewhere (the JMAP upstream): a Basic user's address
 /// ([`normalize_address`]), a Bearer token by a prefix of its digest
 /// (each token its own "user"; the per-address ceiling still counts
 /// them), else the empty name.
-pub fn brake_user(headers: &HeaderMap) -> String {
-    if let Some(secret) = bearer_token(headers) {
+pub fn brake_user(authorization: &axum::http::HeaderValue) -> String {
+    let Ok(value) = authorization.to_str() else {
+        return String::new();
+    };
+    if let Some(secret) = bearer_token_of(value) {
         let digest = token_digest(&secret);
         return format!("token:{}", &digest[..16]);
     }
-    basic_credentials(headers).map_or_else(String::new, |(user, _)| normalize_address(&user))
+    basic_credentials_of(value).map_or_else(String::new, |(user, _)| normalize_address(&user))
 }
 
+/// The token of `Authorization: Bearer <token>` (RFC 6750 §2.1).
 fn bearer_token(headers: &HeaderMap) -> Option<String> {
-    let value = headers
-        .get(axum::http::header::AUTHORIZATION)?
-        .to_str()
-        .ok()?;
+    bearer_token_of(
+        headers
+            .get(axum::http::header::AUTHORIZATION)?
+            .to_str()
+            .ok()?,
+    )
+}
+
+/// The token of a `Bearer <token>` value.
+fn bearer_token_of(value: &str) -> Option<String> {
     let (scheme, token) = value.trim().split_once(' ')?;
     scheme
         .eq_ignore_ascii_case("bearer")
@@ -636,10 +645,16 @@ fn bearer_token(headers: &HeaderMap) -> Option<String> {
 
 /// `(user, password)` from `Authorization: Basic base64(user:password)`.
 fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
-    let value = headers
-        .get(axum::http::header::AUTHORIZATION)?
-        .to_str()
-        .ok()?;
+    basic_credentials_of(
+        headers
+            .get(axum::http::header::AUTHORIZATION)?
+            .to_str()
+            .ok()?,
+    )
+}
+
+/// `(user, password)` of a `Basic base64(user:password)` value (RFC 7617).
+fn basic_credentials_of(value: &str) -> Option<(String, String)> {
     let (scheme, encoded) = value.trim().split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("basic") {
         return None;

@@ -133,7 +133,7 @@ async fn session_of(
     caller: Caller<'_>,
     max_age: Duration,
 ) -> Result<Arc<UpstreamSession>, HttpError> {
-    let user = brake_user_of(caller.authorization);
+    let user = brake_user(caller.authorization);
     state.auth.check_brake(&user, caller.client).await?;
     if let Some(kept) = upstream.kept_session(caller.authorization, max_age).await {
         return Ok(kept);
@@ -153,13 +153,6 @@ async fn session_of(
         }
         Err(other) => Err(HttpError::UpstreamUnavailable(other.to_string())),
     }
-}
-
-/// [`brake_user`] of an `Authorization` value.
-fn brake_user_of(authorization: &HeaderValue) -> String {
-    let mut headers = HeaderMap::new();
-    headers.insert(header::AUTHORIZATION, authorization.clone());
-    brake_user(&headers)
 }
 
 /// Whether a request is run call by call ([`Proxied`]): one with a call
