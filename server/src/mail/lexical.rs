@@ -9,6 +9,20 @@
 /// (quoted-pairs decoded, folds removed) and the index after the closing
 /// quote (`chars.len()` when it is unclosed).
 pub(crate) fn read_quoted(chars: &[char], start: usize) -> (String, usize) {
+    let (text, next, _) = quoted_string(chars, start);
+    (text, next)
+}
+
+/// [`read_quoted`] of a quoted-string that is closed; `None` when it runs
+/// to the end of `chars` unclosed (a strict reader's refusal).
+pub(crate) fn read_closed_quoted(chars: &[char], start: usize) -> Option<(String, usize)> {
+    let (text, next, closed) = quoted_string(chars, start);
+    closed.then_some((text, next))
+}
+
+/// The quoted-string at `start`: content, the index after it, and whether
+/// its closing quote was found.
+fn quoted_string(chars: &[char], start: usize) -> (String, usize, bool) {
     let mut out = String::new();
     let mut i = start + 1;
     while i < chars.len() {
@@ -18,13 +32,13 @@ pub(crate) fn read_quoted(chars: &[char], start: usize) -> (String, usize) {
                 i += 2;
                 continue;
             }
-            '"' => return (out, i + 1),
+            '"' => return (out, i + 1, true),
             '\r' | '\n' => {}
             ch => out.push(ch),
         }
         i += 1;
     }
-    (out, i)
+    (out, i, false)
 }
 
 /// What [`BASE64_VALUES`] holds for an octet outside the alphabet.
@@ -66,6 +80,11 @@ mod tests {
         assert_eq!(read_quoted(&chars, 0), ("a \"b\\ c".to_string(), 13));
         let unclosed: Vec<char> = "\"abc".chars().collect();
         assert_eq!(read_quoted(&unclosed, 0), ("abc".to_string(), 4));
+        assert_eq!(read_closed_quoted(&unclosed, 0), None);
+        assert_eq!(
+            read_closed_quoted(&chars, 0),
+            Some(("a \"b\\ c".to_string(), 13))
+        );
     }
 
     #[test]

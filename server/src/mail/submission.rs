@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use super::header::HeaderFields;
+use super::lexical::read_closed_quoted;
 use super::property::HeaderProperty;
 
 /// Why no envelope can be derived from a message (§7.5: the server SHOULD
@@ -44,16 +45,14 @@ fn addresses_by_field(fields: &HeaderFields, name: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// Every From address of a message's header block.
-pub fn from_addresses(header_block: &[u8]) -> Vec<String> {
-    let fields = HeaderFields::parse(header_block.to_vec());
-    addresses_by_field(&fields, "From").concat()
+/// Every From address of a message's header fields.
+pub fn from_addresses(fields: &HeaderFields) -> Vec<String> {
+    addresses_by_field(fields, "From").concat()
 }
 
-/// Every Sender address of a message's header block.
-pub fn sender_addresses(header_block: &[u8]) -> Vec<String> {
-    let fields = HeaderFields::parse(header_block.to_vec());
-    addresses_by_field(&fields, "Sender").concat()
+/// Every Sender address of a message's header fields.
+pub fn sender_addresses(fields: &HeaderFields) -> Vec<String> {
+    addresses_by_field(fields, "Sender").concat()
 }
 
 /// The recipient addresses of a message's header block: To, Cc,
@@ -72,12 +71,11 @@ pub fn addressed_to(header_block: &[u8]) -> Vec<String> {
 /// there is neither); RCPT TO the To, Cc and Bcc addresses, each once
 /// (compared case-insensitively), in that order.
 pub fn derived_envelope(
-    header_block: &[u8],
+    fields: &HeaderFields,
 ) -> Result<(Option<String>, Vec<String>), EnvelopeError> {
-    let fields = HeaderFields::parse(header_block.to_vec());
     let mut mail_from = None;
     for name in ["Sender", "From"] {
-        let found = addresses_by_field(&fields, name);
+        let found = addresses_by_field(fields, name);
         match found.as_slice() {
             [] => continue,
             [one] if one.len() > 1 => return Err(EnvelopeError::ManyAddresses(name)),
@@ -90,7 +88,7 @@ pub fn derived_envelope(
     }
     let mut recipients: Vec<String> = Vec::new();
     for name in ["To", "Cc", "Bcc"] {
-        for address in addresses_by_field(&fields, name).concat() {
+        for address in addresses_by_field(fields, name).concat() {
             if !recipients.iter().any(|r| r.eq_ignore_ascii_case(&address)) {
                 recipients.push(address);
             }
@@ -199,30 +197,29 @@ impl Outgoing {
         })
     }
 
-    /// The header block as fields, read as Email/get reads them.
+    /// The header block as fields, read as Email/get reads them: parsed
+    /// once, then every check reads them.
     pub fn fields(&self) -> HeaderFields {
         HeaderFields::parse(self.header.clone())
     }
+}
 
-    /// Every address of the originator fields (From, Sender, Resent-From,
-    /// Resent-Sender), each field read by the strict RFC 5322 §3.4 grammar
-    /// ([`strict_mailbox_list`]) so that no mail program reads another
-    /// address in it; exactly one From and at most one Sender.
-    pub fn originators(&self) -> Result<Vec<String>, OutgoingError> {
-        let fields = self.fields();
-        if fields.count("from") != 1 || fields.count("sender") > 1 {
-            return Err(OutgoingError::FieldCount);
-        }
-        let mut addresses = Vec::new();
-        for name in ["From", "Sender", "Resent-From", "Resent-Sender"] {
-            for value in raw_values(&fields, name) {
-                let list =
-                    strict_mailbox_list(&value).ok_or(OutgoingError::AmbiguousAddress(name))?;
-                addresses.extend(list);
-            }
-        }
-        Ok(addresses)
+/// Every address of the originator fields (From, Sender, Resent-From,
+/// Resent-Sender) of `fields`, each field read by the strict RFC 5322 §3.4
+/// grammar ([`strict_mailbox_list`]) so that no mail program reads another
+/// address in it; exactly one From and at most one Sender.
+pub fn originators(fields: &HeaderFields) -> Result<Vec<String>, OutgoingError> {
+    if fields.count("from") != 1 || fields.count("sender") > 1 {
+        return Err(OutgoingError::FieldCount);
     }
+    let mut addresses = Vec::new();
+    for name in ["From", "Sender", "Resent-From", "Resent-Sender"] {
+        for value in raw_values(fields, name) {
+            let list = strict_mailbox_list(&value).ok_or(OutgoingError::AmbiguousAddress(name))?;
+            addresses.extend(list);
+        }
+    }
+    Ok(addresses)
 }
 
 /// The raw values (RFC 8621 §4.1.2.1) of every `name` field.
@@ -282,21 +279,10 @@ fn address_tokens(value: &str) -> Option<Vec<AddressToken>> {
                 }
             }
             '"' => {
-                let mut text = String::new();
-                i += 1;
-                loop {
-                    match *chars.get(i)? {
-                        '"' => break,
-                        '\\' => {
-                            i += 1;
-                            text.push(*chars.get(i)?);
-                        }
-                        c => text.push(c),
-                    }
-                    i += 1;
-                }
-                i += 1;
+                // Unclosed: not the plain grammar.
+                let (text, next) = read_closed_quoted(&chars, i)?;
                 tokens.push(AddressToken::Quoted(text));
+                i = next;
             }
             '<' => {
                 let end = chars[i..].iter().position(|c| *c == '>')? + i;
@@ -530,7 +516,7 @@ Cc: BOB@example.com\r\nBcc: secret@example.net,\r\n  other@example.net\r\nSubjec
     #[test]
     fn the_envelope_comes_from_sender_or_from_and_the_recipients() {
         assert_eq!(
-            derived_envelope(MESSAGE).unwrap(),
+            derived_envelope(&HeaderFields::parse(MESSAGE.to_vec())).unwrap(),
             (
                 Some("ann@example.com".into()),
                 vec![
@@ -543,24 +529,27 @@ Cc: BOB@example.com\r\nBcc: secret@example.net,\r\n  other@example.net\r\nSubjec
         );
         let sender = b"Sender: desk@example.com\r\nFrom: a@example.com, b@example.com\r\n\r\n";
         assert_eq!(
-            derived_envelope(sender).unwrap(),
+            derived_envelope(&HeaderFields::parse(sender.to_vec())).unwrap(),
             (Some("desk@example.com".into()), vec![])
         );
         let two = b"From: a@example.com, b@example.com\r\n\r\n";
         assert_eq!(
-            derived_envelope(two),
+            derived_envelope(&HeaderFields::parse(two.to_vec())),
             Err(EnvelopeError::ManyAddresses("From"))
         );
         let twice = b"From: a@example.com\r\nFrom: b@example.com\r\n\r\n";
         assert_eq!(
-            derived_envelope(twice),
+            derived_envelope(&HeaderFields::parse(twice.to_vec())),
             Err(EnvelopeError::ManyFields("From"))
         );
         assert_eq!(
-            derived_envelope(b"Subject: x\r\n\r\n").unwrap(),
+            derived_envelope(&HeaderFields::parse(b"Subject: x\r\n\r\n".to_vec())).unwrap(),
             (None, vec![])
         );
-        assert_eq!(from_addresses(MESSAGE), vec!["ann@example.com".to_string()]);
+        assert_eq!(
+            from_addresses(&HeaderFields::parse(MESSAGE.to_vec())),
+            vec!["ann@example.com".to_string()]
+        );
     }
 
     #[test]
@@ -616,7 +605,7 @@ Cc: BOB@example.com\r\nSubject: Hi\r\n\r\nBcc: stays in the body\r\n"
         );
         let fields = Outgoing::prepare(b"From: a@x.example,\r\n b@x.example\r\n\r\n").unwrap();
         assert_eq!(
-            from_addresses(&fields.header),
+            from_addresses(&fields.fields()),
             ["a@x.example".to_string(), "b@x.example".to_string()]
         );
         check(

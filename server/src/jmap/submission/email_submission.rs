@@ -37,9 +37,13 @@ use crate::jmap::mail::email;
 use crate::jmap::mail::get::{GetArgs, found, get_response, named_properties, requested_ids};
 use crate::jmap::mail::set::{SetOutcome, check_request};
 use crate::mail::delivery;
-use crate::mail::submission::{Outgoing, derived_envelope, from_addresses, sender_addresses};
+use crate::mail::header::HeaderFields;
+use crate::mail::submission::{
+    Outgoing, derived_envelope, from_addresses, originators, sender_addresses,
+};
 use crate::store::{
-    ChangeType, Delivery, IdentityRow, SendLimitHit, SendLimits, StoreError, SubmissionRow,
+    ChangeType, Delivery, EmailMeta, IdentityRow, SendLimitHit, SendLimits, StoreError,
+    SubmissionRow,
 };
 
 /// Every EmailSubmission property (RFC 8621 §7).
@@ -533,14 +537,8 @@ async fn plan_create(
 ) -> Result<Result<Planned, SetError>, MethodError> {
     let invalid =
         |property: &str, why: &str| Ok(Err(SetError::invalid_properties(&[property], why)));
-    for name in object.keys() {
-        if !matches!(name.as_str(), "identityId" | "emailId" | "envelope") {
-            let why = match PROPERTIES.contains(&name.as_str()) {
-                true => "server-set property",
-                false => "unknown property",
-            };
-            return invalid(name, why);
-        }
+    if let Err(error) = check_properties(object) {
+        return Ok(Err(error));
     }
     let reference = |name: &str| {
         let id = object.get(name)?.as_str()?;
@@ -570,6 +568,59 @@ async fn plan_create(
         let why = format!("this account may no longer send as {}", identity.email);
         return Ok(Err(SetError::new("forbiddenFrom", why)));
     }
+    let (outgoing, fields) = match read_outgoing(ctx, &email).await? {
+        Ok(read) => read,
+        Err(error) => return Ok(Err(error)),
+    };
+    let may = |address: &str| may_send_as(own, aliases, address);
+    if let Err(error) = check_originators(&fields, &may) {
+        return Ok(Err(error));
+    }
+    let (mail_from, recipients) = match envelope_of(object.get("envelope"), &fields, &may) {
+        Ok((from, recipients)) => {
+            // §7.5: an address the identity may not send as gives way to
+            // the identity's.
+            let from = from.unwrap_or_else(|| identity.email.clone());
+            (from, recipients)
+        }
+        Err(error) => return Ok(Err(error)),
+    };
+    let (local, remote) = match sort_recipients(ctx, &recipients).await? {
+        Ok(sorted) => sorted,
+        Err(error) => return Ok(Err(error)),
+    };
+    Ok(Ok(Planned {
+        row: submission_row(identity.id, &email, &mail_from, &recipients),
+        message: outgoing.message,
+        mail_from,
+        local,
+        remote,
+    }))
+}
+
+/// `invalidProperties` for a property a client may not give: a server-set
+/// one or an unknown one (only identityId, emailId and envelope are the
+/// client's).
+fn check_properties(object: &Map<String, Value>) -> Result<(), SetError> {
+    for name in object.keys() {
+        if !matches!(name.as_str(), "identityId" | "emailId" | "envelope") {
+            let why = match PROPERTIES.contains(&name.as_str()) {
+                true => "server-set property",
+                false => "unknown property",
+            };
+            return Err(SetError::invalid_properties(&[name.as_str()], why));
+        }
+    }
+    Ok(())
+}
+
+/// The stored message of `email` read into what leaves ([`Outgoing`]),
+/// its header fields parsed once for every check; `tooLarge` past
+/// `maxSizeUpload`, `invalidEmail` for a header read two ways.
+async fn read_outgoing(
+    ctx: &CallContext<'_>,
+    email: &EmailMeta,
+) -> Result<Result<(Outgoing, HeaderFields), SetError>, MethodError> {
     let max_size = ctx.jmap.limits.max_size_upload;
     if email.size as u64 > max_size {
         let error = SetError::new("tooLarge", format!("at most {max_size} octets may be sent"));
@@ -587,74 +638,88 @@ async fn plan_create(
     };
     // What is checked is what leaves: the message read once into the
     // octets the relay sends (issue 43).
-    let outgoing = match Outgoing::prepare(&raw) {
-        Ok(outgoing) => outgoing,
-        Err(error) => return Ok(Err(SetError::new("invalidEmail", error.to_string()))),
-    };
-    let header_block = outgoing.header.as_slice();
-    // The originators as the strict grammar reads them (so that no mail
-    // program reads another address) and as Email/get reads them.
-    let originators = match outgoing.originators() {
-        Ok(originators) => originators,
-        Err(error) => return Ok(Err(SetError::new("invalidEmail", error.to_string()))),
-    };
-    let froms = from_addresses(header_block);
-    let senders = sender_addresses(header_block);
-    let foreign = originators
-        .iter()
-        .chain(&froms)
-        .chain(&senders)
-        .any(|address| !may_send_as(own, aliases, address));
+    Ok(Outgoing::prepare(&raw)
+        .map(|outgoing| {
+            let fields = outgoing.fields();
+            (outgoing, fields)
+        })
+        .map_err(|error| SetError::new("invalidEmail", error.to_string())))
+}
+
+/// `forbiddenFrom` unless every originator the message names is one the
+/// account may send as (`may`), read by the strict grammar (so that no mail
+/// program reads another address; `invalidEmail` when it cannot) and as
+/// Email/get reads them; a message needs a From.
+fn check_originators(fields: &HeaderFields, may: &dyn Fn(&str) -> bool) -> Result<(), SetError> {
+    let strict =
+        originators(fields).map_err(|error| SetError::new("invalidEmail", error.to_string()))?;
+    let (froms, senders) = (from_addresses(fields), sender_addresses(fields));
+    let foreign = strict.iter().chain(&froms).chain(&senders).any(|a| !may(a));
     if froms.is_empty() || foreign {
         let why = "the From, Sender, Resent-From and Resent-Sender fields must name only \
                    addresses this account may send as";
-        return Ok(Err(SetError::new("forbiddenFrom", why)));
+        return Err(SetError::new("forbiddenFrom", why));
     }
-    let (mail_from, recipients) = match object.get("envelope") {
-        None | Some(Value::Null) => match derived_envelope(header_block) {
-            Ok((from, recipients)) => {
-                // §7.5: an address the identity may not send as gives way to
-                // the identity's.
-                let from = from
-                    .filter(|from| may_send_as(own, aliases, from))
-                    .unwrap_or_else(|| identity.email.clone());
-                (from, recipients)
-            }
-            Err(error) => return Ok(Err(SetError::new("invalidEmail", error.to_string()))),
-        },
+    Ok(())
+}
+
+/// The envelope: the client's, or derived from the header (RFC 8621 §7.5;
+/// its MAIL FROM `None` when the message's is not one the account may send
+/// as); `forbiddenMailFrom`, `noRecipients`, `tooManyRecipients`.
+fn envelope_of(
+    given: Option<&Value>,
+    fields: &HeaderFields,
+    may: &dyn Fn(&str) -> bool,
+) -> Result<(Option<String>, Vec<String>), SetError> {
+    let (mail_from, recipients) = match given {
+        None | Some(Value::Null) => {
+            let (from, recipients) = derived_envelope(fields)
+                .map_err(|error| SetError::new("invalidEmail", error.to_string()))?;
+            (from.filter(|from| may(from)), recipients)
+        }
         Some(envelope) => match given_envelope(envelope) {
-            Some(envelope) => envelope,
-            None => return invalid("envelope", "envelope must be {mailFrom, rcptTo}"),
+            Some((from, recipients)) => (Some(from), recipients),
+            None => {
+                let why = "envelope must be {mailFrom, rcptTo}";
+                return Err(SetError::invalid_properties(&["envelope"], why));
+            }
         },
     };
-    if !may_send_as(own, aliases, &mail_from) {
-        let why = format!("this account may not use {mail_from} as the envelope sender");
-        return Ok(Err(SetError::new("forbiddenMailFrom", why)));
+    if let Some(from) = mail_from.as_deref().filter(|from| !may(from)) {
+        let why = format!("this account may not use {from} as the envelope sender");
+        return Err(SetError::new("forbiddenMailFrom", why));
     }
     if recipients.is_empty() {
-        return Ok(Err(SetError::new(
+        return Err(SetError::new(
             "noRecipients",
             "the envelope has no recipient",
-        )));
+        ));
     }
     if recipients.len() > MAX_RECIPIENTS {
-        let error = SetError::new(
-            "tooManyRecipients",
-            format!("at most {MAX_RECIPIENTS} recipients per submission"),
-        );
-        return Ok(Err(error.with("maxRecipients", json!(MAX_RECIPIENTS))));
+        let why = format!("at most {MAX_RECIPIENTS} recipients per submission");
+        let error = SetError::new("tooManyRecipients", why);
+        return Err(error.with("maxRecipients", json!(MAX_RECIPIENTS)));
     }
-    // With a relay (or the upstream's submission server) any address may
-    // be sent to; without, only the accounts here. Behind an upstream every
-    // recipient goes to its submission server.
+    Ok((mail_from, recipients))
+}
+
+/// The recipients as (accounts here, the others), or `invalidRecipients`.
+/// With a relay (or the upstream's submission server) any address may be
+/// sent to; without, only the accounts here. Behind an upstream every
+/// recipient goes to its submission server.
+async fn sort_recipients(
+    ctx: &CallContext<'_>,
+    recipients: &[String],
+) -> Result<Result<(Vec<String>, Vec<String>), SetError>, MethodError> {
     let relay = ctx.jmap.relay.is_some() || ctx.jmap.upstream.is_some();
     let mut invalid_recipients = Vec::new();
     let (mut local, mut remote) = (Vec::new(), Vec::new());
-    for recipient in &recipients {
+    for recipient in recipients {
         if !plausible_address(recipient) {
             invalid_recipients.push(recipient.clone());
             continue;
         }
+        let store = &ctx.jmap.store;
         let here =
             ctx.jmap.upstream.is_none() && store.account_for_address(recipient).await?.is_some();
         match (here, relay) {
@@ -663,45 +728,45 @@ async fn plan_create(
             (false, false) => invalid_recipients.push(recipient.clone()),
         }
     }
-    if !invalid_recipients.is_empty() {
-        let why = match relay {
-            true => "these are not addresses mail can be sent to",
-            false => "only accounts on this server can be sent to: no SMTP relay is set up",
-        };
-        let error = SetError::new("invalidRecipients", why);
-        return Ok(Err(
-            error.with("invalidRecipients", json!(invalid_recipients))
-        ));
+    if invalid_recipients.is_empty() {
+        return Ok(Ok((local, remote)));
     }
+    let why = match relay {
+        true => "these are not addresses mail can be sent to",
+        false => "only accounts on this server can be sent to: no SMTP relay is set up",
+    };
+    let error = SetError::new("invalidRecipients", why);
+    Ok(Err(
+        error.with("invalidRecipients", json!(invalid_recipients))
+    ))
+}
+
+/// The submission's row: its envelope, sent now, every recipient queued.
+fn submission_row(
+    identity: i64,
+    email: &EmailMeta,
+    mail_from: &str,
+    recipients: &[String],
+) -> SubmissionRow {
     let envelope = json!({
         "mailFrom": {"email": mail_from, "parameters": null},
         "rcptTo": recipients.iter().map(|r| json!({"email": r, "parameters": null})).collect::<Vec<_>>(),
     });
+    let queued = serde_json::from_str::<Value>(&delivery::queued()).unwrap_or(Value::Null);
     let statuses: Map<String, Value> = recipients
         .iter()
-        .map(|r| {
-            (
-                r.clone(),
-                serde_json::from_str(&delivery::queued()).unwrap_or(Value::Null),
-            )
-        })
+        .map(|r| (r.clone(), queued.clone()))
         .collect();
-    Ok(Ok(Planned {
-        row: SubmissionRow {
-            id: 0,
-            identity_id: identity.id,
-            email_id: email.id,
-            thread_id: email.thread_id,
-            envelope: envelope.to_string(),
-            send_at: chrono::Utc::now().timestamp(),
-            undo_status: "final".into(),
-            delivery_status: Value::Object(statuses).to_string(),
-        },
-        message: outgoing.message,
-        mail_from,
-        local,
-        remote,
-    }))
+    SubmissionRow {
+        id: 0,
+        identity_id: identity,
+        email_id: email.id,
+        thread_id: email.thread_id,
+        envelope: envelope.to_string(),
+        send_at: chrono::Utc::now().timestamp(),
+        undo_status: "final".into(),
+        delivery_status: Value::Object(statuses).to_string(),
+    }
 }
 
 /// A client's Envelope (RFC 8621 §7): (mailFrom, rcptTo addresses), or
