@@ -150,13 +150,11 @@ async fn main() {
         if only_mode.as_deref().is_some_and(|only| only != mode) {
             continue;
         }
-        let (_, state) = fastview::http::assemble(
-            &app,
-            &ServeOptions {
-                switches,
-                ..ServeOptions::default()
-            },
-        );
+        let options = ServeOptions {
+            switches,
+            ..ServeOptions::default()
+        };
+        let state = fastview::assembly::assemble(&app, &options, None).state;
         for (level, properties) in &levels {
             if only.as_deref().is_some_and(|only| only != *level) {
                 continue;

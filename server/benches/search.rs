@@ -232,7 +232,7 @@ async fn queries(database_url: Option<&str>, messages: usize) {
         .await
         .expect("account")
         .expect("seeded account");
-    let (_, state) = fastview::http::assemble(&app, &ServeOptions::default());
+    let state = fastview::assembly::assemble(&app, &ServeOptions::default(), None).state;
     let account_id = fastview::jmap::ids::account_id(account.id);
     for (kind, queries) in [
         ("one word", ONE_WORD),

@@ -2,8 +2,9 @@
 //! opens a data dir's store and blob store, [`ServeOptions`] is the
 //! configuration of one serving instance. `fastview serve`, `demo`, the
 //! benchmarks and the integration tests all start servers from an [`App`],
-//! through `http::assemble`, which builds the metrics, the JMAP side and
-//! the router (this module names no HTTP type: only `http` imports axum).
+//! through `assembly::assemble`, which builds the metrics, the JMAP side
+//! and the router (this module names no HTTP type: only `http` imports
+//! axum).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -81,11 +82,6 @@ pub struct ServeOptions {
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// The SMTP relay mail to other servers goes through (`--smtp-relay`).
     pub smtp_relay: Option<std::sync::Arc<crate::mail::relay::Relay>>,
-    /// The IMAP server this instance mirrors (`--upstream`, issue 18).
-    pub upstream: Option<crate::mail::upstream::UpstreamOptions>,
-    /// The JMAP server this instance fronts (`--upstream https://…`,
-    /// issue 19).
-    pub jmap_upstream: Option<crate::mail::upstream::jmap::JmapUpstreamOptions>,
 }
 
 /// Bounds on the connections of one serving instance (`serve` flags

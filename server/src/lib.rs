@@ -3,15 +3,18 @@
 //!
 //! # Layout
 //!
-//! Layers point one way: `http → jmap → mail → store / blob` (`tests/tidy.rs`
-//! fails on an import against them).
+//! Layers point one way: `cli → assembly → proxy → http → jmap → mail →
+//! store / blob` (`tests/tidy.rs` fails on an import against them).
 //!
 //! - [`app`]: the storage of a server instance (store and blob store of a
 //!   data dir) and the options it serves with.
+//! - [`assembly`]: one serving instance of an [`app::App`], standalone or in
+//!   front of an upstream: the one place that chooses.
 //! - [`cli`]: the `fastview` command line (clap); every command is a function here.
-//! - [`http`]: the only module that speaks HTTP (axum): assembles a serving
-//!   instance of an [`app::App`] (metrics, JMAP side, router); session, API,
-//!   upload, download, auth, metrics, problem-JSON errors.
+//! - [`proxy`]: the proxy wing: everything that exists only in front of an
+//!   IMAP or JMAP server (the upstream).
+//! - [`http`]: the HTTP edge (axum): the state of a serving instance,
+//!   session, API, upload, download, auth, metrics, problem-JSON errors.
 //! - [`jmap`]: wire types, RFC 8620 errors, result references, method dispatch,
 //!   and one file per method under `jmap::mail`.
 //! - [`mail`]: the domain: the RFC 8621 message model (properties, header
@@ -27,10 +30,12 @@
 
 pub mod account;
 pub mod app;
+pub mod assembly;
 pub mod blob;
 pub mod cli;
 pub mod http;
 pub mod jmap;
 pub mod mail;
 pub mod metrics;
+pub mod proxy;
 pub mod store;

@@ -111,6 +111,26 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.000_05, 2.0, 17))
 }
 
+tokio::task_local! {
+    /// The JMAP method a task works for (set by the dispatcher around each
+    /// call, `sync` for an account's sync task): what the upstream's round
+    /// trips and octets are counted under.
+    pub static JMAP_METHOD: &'static str;
+}
+
+/// [`JMAP_METHOD`] of the running task; `other` outside any (a download).
+pub fn current_method() -> &'static str {
+    JMAP_METHOD.try_with(|method| *method).unwrap_or("other")
+}
+
+/// A cache whose entries and bytes `GET /metrics` reports
+/// (`fastview_cache_entries`, `fastview_cache_bytes`) when it is scraped.
+#[async_trait::async_trait]
+pub trait CacheReport: Send + Sync {
+    /// Sets the cache's gauges in `metrics` to what it holds now.
+    async fn report(&self, metrics: &Metrics);
+}
+
 /// The counters of one server instance.
 pub struct Metrics {
     registry: Registry,

@@ -6,7 +6,12 @@
 //!   `super::…` path that leaves its top-level module is checked against the
 //!   table. Comments and string literals are not code: an intra-doc link is
 //!   not an import.
-//! - axum only in `http/`, sqlx and rusqlite only in `store/` ([`CRATE_OWNERS`]).
+//! - Each dependency named only by the module that owns it ([`CRATE_OWNERS`]):
+//!   axum in `http/` (and the JMAP proxy's edge), sqlx and rusqlite in
+//!   `store/`, reqwest in `proxy/jmap/`, async-imap in the IMAP proxy's
+//!   connection, lettre in `mail/relay.rs`, hyper in `http/`.
+//! - The proxy wing: only the assembly (and `cli`) names `crate::proxy`
+//!   ([`LAYERS`]): the local handlers do not know whether an upstream exists.
 //! - Every file under `src/` opens with a `//!` module doc.
 //! - `migrations/sqlite` and `migrations/postgres` hold the same file names.
 //!
@@ -22,6 +27,19 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "cli",
+        &[
+            "account", "app", "assembly", "blob", "http", "jmap", "mail", "metrics", "proxy",
+            "store",
+        ],
+    ),
+    (
+        "assembly",
+        &[
+            "account", "app", "blob", "http", "jmap", "mail", "metrics", "proxy", "store",
+        ],
+    ),
+    (
+        "proxy",
         &[
             "account", "app", "blob", "http", "jmap", "mail", "metrics", "store",
         ],
@@ -42,8 +60,19 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("metrics", &[]),
 ];
 
-/// External crates only one top-level module may name.
-const CRATE_OWNERS: &[(&str, &str)] = &[("axum", "http"), ("sqlx", "store"), ("rusqlite", "store")];
+/// External crates only one module may name, by module path (`proxy::jmap`
+/// is `proxy/jmap/` and everything under it). axum has two owners: the
+/// HTTP edge, and the JMAP proxy's own edge, whose routes answer in its
+/// place (the proxy wing keeps everything of the upstream's to itself).
+const CRATE_OWNERS: &[(&str, &[&str])] = &[
+    ("axum", &["http", "proxy::jmap::edge"]),
+    ("hyper", &["http"]),
+    ("sqlx", &["store"]),
+    ("rusqlite", &["store"]),
+    ("reqwest", &["proxy::jmap"]),
+    ("async_imap", &["proxy::imap::connection"]),
+    ("lettre", &["mail::relay"]),
+];
 
 const LAYER_RULE: &str = "layers point one way: cli → http → jmap → mail → store / blob (server/ARCHITECTURE.md, tests/tidy.rs LAYERS)";
 
@@ -76,23 +105,60 @@ fn layers_point_one_way() {
 }
 
 #[test]
-fn axum_only_in_http_and_sqlx_only_in_store() {
+fn each_dependency_is_named_by_the_module_that_owns_it() {
     let mut violations = Vec::new();
     for file in source_files() {
-        let module = module_path(&file.relative);
-        let top = module.first().map_or("(root)", String::as_str);
+        let module = module_path(&file.relative).join("::");
         for token in tokens(&file.text) {
-            for (krate, owner) in CRATE_OWNERS {
-                if token.text == *krate && top != *owner {
+            for (krate, owners) in CRATE_OWNERS {
+                let owned = owners
+                    .iter()
+                    .any(|owner| module == *owner || module.starts_with(&format!("{owner}::")));
+                if token.text == *krate && !owned {
                     violations.push(format!(
-                        "{}:{}: `{krate}` named in `{top}`; only `{owner}` may import {krate} (server/ARCHITECTURE.md)",
-                        file.display, token.line
+                        "{}:{}: `{krate}` named in `{module}`; only {} may name {krate} (server/ARCHITECTURE.md)",
+                        file.display,
+                        token.line,
+                        owners.join(", ")
                     ));
                 }
             }
         }
     }
     assert_clean("crates outside their module", violations);
+}
+
+/// The proxy wing's two halves share only what `proxy/upstream.rs` and
+/// `proxy/mod.rs` hold: no file under `proxy/imap/` names `proxy::jmap`,
+/// and none under `proxy/jmap/` names `proxy::imap`.
+#[test]
+fn the_imap_and_jmap_proxies_import_nothing_of_each_other() {
+    let mut violations = Vec::new();
+    for file in source_files() {
+        let module = module_path(&file.relative);
+        let (Some("proxy"), Some(half)) = (
+            module.first().map(String::as_str),
+            module.get(1).map(String::as_str),
+        ) else {
+            continue;
+        };
+        let other = match half {
+            "imap" => "jmap",
+            "jmap" => "imap",
+            _ => continue,
+        };
+        for (line, path, _) in crate_paths(&file.text, &module) {
+            if path.first().map(String::as_str) == Some("proxy")
+                && path.get(1).map(String::as_str) == Some(other)
+            {
+                violations.push(format!(
+                    "{}:{line}: the {half} proxy names `proxy::{other}`; what both need belongs in proxy/upstream.rs",
+                    file.display
+                ));
+            }
+        }
+    }
+    assert_clean("proxy halves importing each other", violations);
 }
 
 #[test]

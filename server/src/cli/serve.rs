@@ -128,8 +128,8 @@ pub struct ServeArgs {
     /// (`http://` only to loopback); clients see its accounts, ids and
     /// states, and log in with its credentials. A data dir serves one
     /// upstream.
-    #[arg(long, env = "FASTVIEW_UPSTREAM", value_parser = crate::mail::upstream::UpstreamTarget::parse)]
-    pub upstream: Option<crate::mail::upstream::UpstreamTarget>,
+    #[arg(long, env = "FASTVIEW_UPSTREAM", value_parser = crate::proxy::UpstreamTarget::parse)]
+    pub upstream: Option<crate::proxy::UpstreamTarget>,
     /// The upstream's submission server: `smtps://host[:465]` or
     /// `smtp://host[:587]` (STARTTLS unless loopback), no credentials in it:
     /// mail is sent with each user's own (or the master login's). Without
@@ -224,20 +224,9 @@ fn parse_trusted_proxy(value: &str) -> Result<IpNet, String> {
 }
 
 impl ServeArgs {
-    /// `--upstream` when it names an IMAP server.
-    fn imap_upstream(&self) -> Option<crate::mail::upstream::UpstreamUrl> {
-        match &self.upstream {
-            Some(crate::mail::upstream::UpstreamTarget::Imap(url)) => Some(url.clone()),
-            _ => None,
-        }
-    }
-
     /// Flags that only an IMAP upstream takes, given with a JMAP one.
     fn imap_only_flags(&self) -> Option<&'static str> {
-        if !matches!(
-            self.upstream,
-            Some(crate::mail::upstream::UpstreamTarget::Jmap(_))
-        ) {
+        if !matches!(self.upstream, Some(crate::proxy::UpstreamTarget::Jmap(_))) {
             return None;
         }
         if self.upstream_smtp.is_some() {
@@ -287,35 +276,37 @@ impl ServeArgs {
                     .ok()
                     .map(|relay| std::sync::Arc::new(relay.with_timeouts(timeouts)))
             }),
-            jmap_upstream: match &self.upstream {
-                Some(crate::mail::upstream::UpstreamTarget::Jmap(url)) => {
-                    Some(crate::mail::upstream::jmap::JmapUpstreamOptions {
-                        url: url.clone(),
-                        poll: std::time::Duration::from_secs(self.upstream_poll),
-                        idle: std::time::Duration::from_secs(self.upstream_idle_minutes * 60),
-                        trusts_forwarded: self.upstream_trusts_forwarded,
-                    })
-                }
-                _ => None,
-            },
-            upstream: self
-                .imap_upstream()
-                .map(|url| crate::mail::upstream::UpstreamOptions {
-                    url,
-                    poll: std::time::Duration::from_secs(self.upstream_poll),
-                    idle: std::time::Duration::from_secs(self.upstream_idle_minutes * 60),
+            ..ServeOptions::default()
+        }
+    }
+
+    /// The proxy wing's options these flags give, when `--upstream` is set.
+    pub fn proxy_options(&self) -> Option<crate::proxy::ProxyOptions> {
+        let poll = std::time::Duration::from_secs(self.upstream_poll);
+        let idle = std::time::Duration::from_secs(self.upstream_idle_minutes * 60);
+        match self.upstream.as_ref()? {
+            crate::proxy::UpstreamTarget::Jmap(url) => Some(crate::proxy::ProxyOptions::Jmap(
+                crate::proxy::jmap::JmapUpstreamOptions {
+                    url: url.clone(),
+                    poll,
+                    idle,
+                    trusts_forwarded: self.upstream_trusts_forwarded,
+                },
+            )),
+            crate::proxy::UpstreamTarget::Imap(url) => Some(crate::proxy::ProxyOptions::Imap(
+                crate::proxy::imap::UpstreamOptions {
+                    url: url.clone(),
+                    poll,
+                    idle,
                     cache_bytes: self.upstream_cache_mb.saturating_mul(1 << 20),
                     smtp: self.upstream_smtp.clone(),
                     master: self
                         .upstream_master_user
                         .clone()
                         .zip(self.upstream_master_password.clone())
-                        .map(|(user, password)| crate::mail::upstream::MasterLogin {
-                            user,
-                            password,
-                        }),
-                }),
-            ..ServeOptions::default()
+                        .map(|(user, password)| crate::proxy::imap::MasterLogin { user, password }),
+                },
+            )),
         }
     }
 }
@@ -348,10 +339,10 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
     if let Some(flag) = args.imap_only_flags() {
         anyhow::bail!("{flag} is for an IMAP upstream, not a JMAP one");
     }
-    if let Some(crate::mail::upstream::UpstreamTarget::Jmap(url)) = &args.upstream {
+    if let Some(crate::proxy::UpstreamTarget::Jmap(url)) = &args.upstream {
         // The client is made here once so that a TLS set-up that cannot
         // work stops the command, not each request.
-        crate::mail::upstream::jmap::JmapUpstream::new(
+        crate::proxy::jmap::JmapUpstream::new(
             url.clone(),
             std::sync::Arc::new(crate::metrics::Metrics::new()),
         )?;
@@ -388,11 +379,15 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let mut options = args.options();
     options.connections.max_connections = connections_within_open_files(args.max_connections);
-    let (router, state) = crate::http::assemble(app, &options);
-    let upstream = state.jmap.upstream.clone();
-    // One relay for the calls and the queue: one set of connections.
-    let relay = state.jmap.relay.clone();
-    if let Some(upstream) = &state.jmap.upstream {
+    let proxy_options = args.proxy_options();
+    let crate::assembly::Instance {
+        router,
+        state,
+        proxy,
+    } = crate::assembly::assemble(app, &options, proxy_options.as_ref());
+    // One route for the calls and the queue: one set of relay connections.
+    let route = state.jmap.route.clone();
+    if let Some(crate::proxy::Proxy::Imap(upstream)) = &proxy {
         upstream.spawn_eviction(std::time::Duration::from_secs(60));
         let started = upstream.start_all().await?;
         if started > 0 {
@@ -433,20 +428,19 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
     let _deliveries = crate::mail::delivery::spawn_periodic(
         app.store.clone(),
         app.blobs.clone(),
-        relay.clone(),
-        upstream,
+        route.clone(),
         std::time::Duration::from_secs(15),
     );
     match &args.upstream {
-        Some(crate::mail::upstream::UpstreamTarget::Imap(upstream)) => {
+        Some(crate::proxy::UpstreamTarget::Imap(upstream)) => {
             eprintln!("mirroring the IMAP server {upstream}: users log in with its credentials");
         }
-        Some(crate::mail::upstream::UpstreamTarget::Jmap(upstream)) => {
+        Some(crate::proxy::UpstreamTarget::Jmap(upstream)) => {
             eprintln!("in front of the JMAP server {upstream}: users log in with its credentials");
         }
         None => {}
     }
-    if let Some(relay) = &relay {
+    if let Some(relay) = route.relay() {
         eprintln!("mail to other servers goes through the SMTP relay {relay}");
     }
     let address = listener.local_addr()?;

@@ -43,13 +43,15 @@
 //! Login names are compared in one form, [`normalize_address`] (NFKC, then
 //! lowercase), here and in `fastview account`.
 //!
-//! Behind an IMAP upstream (`serve --upstream`, issue 18) a Basic login is
-//! verified by logging in to the upstream instead of argon2 (the same
-//! brake and cache; past [`CREDENTIAL_TTL`], or when `fresh`, the upstream
-//! is asked again, so a password changed there stops working here within
-//! that time; an upstream that cannot be asked is 503, not a failure), the account is made on its first accepted login, and
-//! every authenticated request hands the credentials to the account's sync
-//! ([`Upstream::use_account`]), which keeps them in memory only.
+//! With a [`LoginCheck`] installed (the proxy wing's, in front of an IMAP
+//! server: `serve --upstream`, issue 18) a Basic login is verified by that
+//! server instead of argon2 (the same brake and cache; past
+//! [`CREDENTIAL_TTL`], or when `fresh`, it is asked again, so a password
+//! changed there stops working here within that time; a server that
+//! cannot be asked is 503, not a failure), the account is made on its
+//! first accepted login, and every authenticated request hands the
+//! credentials to [`LoginCheck::use_account`], which keeps them in memory
+//! only.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -68,9 +70,22 @@ use crate::account::{
     CREDENTIAL_TTL, Credential, TOKEN_RECHECK, hash_password, normalize_address, password_tag,
     token_digest, verify_password,
 };
-use crate::mail::upstream::Upstream;
 use crate::metrics::Metrics;
 use crate::store::{Account, Store};
+
+/// Logins checked by the server that holds the mail rather than against a
+/// local password hash (the proxy wing's IMAP upstream, ADR 0008).
+#[async_trait::async_trait]
+pub trait LoginCheck: Send + Sync {
+    /// Asks that server about `user` and `password`: the account (made on
+    /// its first accepted login) when it accepts them, `None` when it
+    /// refuses; `HttpError::UpstreamUnavailable` (503) when it cannot be
+    /// asked, `HttpError::Internal` when the store fails.
+    async fn verify(&self, user: &str, password: &str) -> Result<Option<Account>, HttpError>;
+    /// `account`'s credential was just accepted: kept in memory for what
+    /// the account needs of that server while it is in use.
+    fn use_account(&self, account: i64, user: &str, password: &str);
+}
 
 /// How long a verified credential is kept at most (then argon2 again).
 pub const VERIFIED_TTL: Duration = Duration::from_secs(3600);
@@ -143,10 +158,10 @@ pub struct Authenticator {
     tokens: Cache<String, (Account, i64)>,
     /// The deployment's push access key, read once.
     push_key: tokio::sync::OnceCell<Vec<u8>>,
-    /// `serve --upstream`: logins are checked against the upstream IMAP
-    /// server instead of a stored hash, and every request keeps its
-    /// account's sync going (`crate::mail::upstream`).
-    pub upstream: Option<Arc<Upstream>>,
+    /// Logins checked by the server that holds the mail instead of a
+    /// stored hash, which every request keeps informed ([`LoginCheck`]);
+    /// `None`: argon2 against the store.
+    pub login_check: Option<Arc<dyn LoginCheck>>,
 }
 
 impl Authenticator {
@@ -182,7 +197,7 @@ impl Authenticator {
                 .time_to_live(TOKEN_RECHECK)
                 .build(),
             push_key: tokio::sync::OnceCell::new(),
-            upstream: None,
+            login_check: None,
         }
     }
 
@@ -399,8 +414,8 @@ impl Authenticator {
         }
         let key = (user.clone(), self.secret_digest(&user, &password));
         let (account, credential) = self.basic(key, &user, &password, client, fresh).await?;
-        if let Some(upstream) = &self.upstream {
-            upstream.use_account(account.id, &user, &password);
+        if let Some(check) = &self.login_check {
+            check.use_account(account.id, &user, &password);
         }
         Ok((account, credential))
     }
@@ -421,7 +436,7 @@ impl Authenticator {
             }
             // Behind an upstream the password is the upstream's: it is asked
             // again (below), since no local hash changes when it changes.
-            if self.upstream.is_none()
+            if self.login_check.is_none()
                 && let Some(account) = self.recheck(user, &verified.account).await?
             {
                 let verified = Verified::now(account);
@@ -431,24 +446,19 @@ impl Authenticator {
             self.verified.invalidate(&key).await;
         }
         let slots = self.reserve_failure(user, client).await?;
-        if let Some(upstream) = &self.upstream {
-            return match upstream.verify(user, password).await {
-                Ok(true) => {
+        if let Some(check) = &self.login_check {
+            // An error is not a failure of the user's: the slots go back.
+            return match check.verify(user, password).await? {
+                Some(account) => {
                     drop(slots);
-                    let account = upstream
-                        .account(user)
-                        .await
-                        .map_err(|error| HttpError::Internal(error.to_string()))?;
                     let verified = Verified::now(account);
                     self.verified.insert(key, verified.clone()).await;
                     Ok(verified.into_credential())
                 }
-                Ok(false) => {
+                None => {
                     slots.keep();
                     Err(HttpError::Unauthorized)
                 }
-                // Not a failure of the user's: the slots go back.
-                Err(error) => Err(HttpError::UpstreamUnavailable(error.to_string())),
             };
         }
         let account = self

@@ -12,8 +12,10 @@
 //! [`metrics_router`] serves it on its own listener (`--metrics-listen`,
 //! loopback by default), so whoever reaches the API port cannot read it.
 //!
-//! [`assemble`] builds a serving instance of an [`App`] (its metrics, JMAP
-//! side, [`AppState`] and router); [`serve`] (in `serve.rs`: hyper-util's
+//! [`AppState::new`] builds the state of a serving instance of an [`App`]
+//! (its metrics, JMAP side, bounds), [`local_routes`] its routes and
+//! [`with_cors`] their CORS; the assembly (`crate::assembly`) puts them
+//! together, or the proxy wing's routes instead. [`serve`] (in `serve.rs`: hyper-util's
 //! HTTP/1 server with a header-read timeout, an idle timeout and a
 //! connection cap) never binds a port itself: it takes a listener, so tests
 //! bind `127.0.0.1:0`.
@@ -27,11 +29,9 @@ pub mod push_access;
 mod serve;
 pub mod session;
 pub mod stream_slots;
-pub mod upstream;
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::routing::{get, post};
 use tower_http::cors::{AllowOrigin, CorsLayer};
@@ -40,6 +40,7 @@ use crate::app::{App, ServeOptions};
 use crate::jmap::Jmap;
 use crate::mail::work::AccountSlots;
 use auth::Authenticator;
+pub use axum::Router;
 pub use serve::serve;
 
 /// API requests in flight on one node before 429 when
@@ -50,12 +51,9 @@ const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
 pub struct AppState {
     pub jmap: Arc<Jmap>,
     pub auth: Authenticator,
-    /// `serve --upstream https://…` (issue 19): the JMAP server this
-    /// instance fronts; every route is then answered through it
-    /// ([`upstream::routes`]).
-    pub jmap_upstream: Option<Arc<crate::mail::upstream::jmap::JmapUpstream>>,
-    /// The local mirror of the JMAP upstream's accounts, with it.
-    pub mirror: Option<Arc<crate::mail::upstream::jmap::mirror::Mirror>>,
+    /// Caches beyond the JMAP side's whose sizes `GET /metrics` reports
+    /// (the proxy wing's, when the assembly installs it).
+    pub cache_reports: Vec<Arc<dyn crate::metrics::CacheReport>>,
     /// `--public-url` without a trailing slash; `None` derives URLs from the Host header.
     pub public_url: Option<String>,
     /// Bounds the API requests in flight on this node.
@@ -82,6 +80,17 @@ impl AppState {
     /// The state of a new serving instance of `app`: a new JMAP side (own
     /// metrics, empty caches), credential cache and request bounds.
     pub fn new(app: &App, options: &ServeOptions) -> Self {
+        Self::with(app, options, |_, _| {})
+    }
+
+    /// [`AppState::new`], with `install` given the JMAP side and the
+    /// authenticator before they are shared: where the assembly plugs in
+    /// the seams of the proxy wing (its writer, outbound route, login check).
+    pub fn with(
+        app: &App,
+        options: &ServeOptions,
+        install: impl FnOnce(&mut Jmap, &mut Authenticator),
+    ) -> Self {
         let mut jmap = Jmap::new(
             app.store.clone(),
             app.blobs.clone(),
@@ -89,15 +98,7 @@ impl AppState {
             options.switches,
             options.cache_sizes,
         );
-        jmap.relay = options.smtp_relay.clone();
-        jmap.upstream = options.upstream.clone().map(|upstream| {
-            crate::mail::upstream::Upstream::new(
-                upstream,
-                app.store.clone(),
-                app.blobs.clone(),
-                jmap.metrics.clone(),
-            )
-        });
+        jmap.route = crate::mail::delivery::Route::Relay(options.smtp_relay.clone());
         let max_in_flight = match options.max_in_flight {
             0 => DEFAULT_MAX_IN_FLIGHT,
             max => max,
@@ -109,34 +110,11 @@ impl AppState {
             metrics.clone(),
             options.trusted_proxies.clone(),
         );
-        auth.upstream = jmap.upstream.clone();
-        let jmap_upstream = options.jmap_upstream.as_ref().and_then(|options| {
-            crate::mail::upstream::jmap::JmapUpstream::new(options.url.clone(), metrics.clone())
-                .inspect_err(|error| tracing::error!(%error, "the JMAP upstream's client"))
-                .ok()
-                .map(|upstream| {
-                    Arc::new(upstream.forwarding_client_address(options.trusts_forwarded))
-                })
-        });
-        let mirror = jmap_upstream
-            .clone()
-            .zip(options.jmap_upstream.as_ref())
-            .map(|(upstream, options)| {
-                Arc::new(crate::mail::upstream::jmap::mirror::Mirror::new(
-                    upstream,
-                    app.store.clone(),
-                    app.blobs.clone(),
-                    metrics.clone(),
-                    options.poll,
-                    options.idle,
-                    limits.max_size_upload,
-                ))
-            });
+        install(&mut jmap, &mut auth);
         Self {
             jmap: Arc::new(jmap),
             auth,
-            jmap_upstream,
-            mirror,
+            cache_reports: Vec::new(),
             public_url: options
                 .public_url
                 .as_ref()
@@ -164,21 +142,8 @@ impl AppState {
     }
 }
 
-/// A serving instance of `app` with `options`: the router to hand to
-/// [`serve`], and its state (metrics, JMAP side) for in-process callers
-/// such as tests and benchmarks.
-pub fn assemble(app: &App, options: &ServeOptions) -> (Router, Arc<AppState>) {
-    let state = Arc::new(AppState::new(app, options));
-    (router(state.clone(), &options.cors_origins), state)
-}
-
-/// The router with every route, CORS answered for `cors_origins`.
-pub fn router(state: Arc<AppState>, cors_origins: &[String]) -> Router {
-    let router = if state.jmap_upstream.is_some() {
-        upstream::routes(state)
-    } else {
-        local_routes(state)
-    };
+/// `router` with CORS answered for `cors_origins` (none: as it is).
+pub fn with_cors(router: Router, cors_origins: &[String]) -> Router {
     if cors_origins.is_empty() {
         return router;
     }
@@ -196,8 +161,9 @@ pub fn router(state: Arc<AppState>, cors_origins: &[String]) -> Router {
     )
 }
 
-/// The routes of a standalone instance (or one in front of an IMAP upstream).
-fn local_routes(state: Arc<AppState>) -> Router {
+/// The routes of an instance that answers from its own store (standalone,
+/// or with the proxy wing's seams installed).
+pub fn local_routes(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/.well-known/jmap", get(session::get_session))
         .route("/jmap/session", get(session::get_session))
@@ -227,8 +193,8 @@ async fn metrics(
     state.jmap.list_texts.report(&state.jmap.metrics).await;
     state.jmap.mailboxes.report(&state.jmap.metrics).await;
     state.jmap.pages.report(&state.jmap.metrics).await;
-    if let Some(mirror) = &state.mirror {
-        mirror.names.report(&state.jmap.metrics).await;
+    for cache in &state.cache_reports {
+        cache.report(&state.jmap.metrics).await;
     }
     (
         [(

@@ -95,27 +95,15 @@ fn capability_of(method: &str) -> &'static str {
     }
 }
 
-/// Behind an IMAP upstream (issue 18) mail is sent through the upstream's
-/// own submission server (`--upstream-smtp`): without one, EmailSubmission/set
-/// is refused rather than delivered around the upstream. (Email/copy between
-/// accounts has no second account to copy from here.)
-fn not_through_upstream(upstream: &crate::mail::upstream::Upstream, method: &str) -> bool {
-    method == "Email/copy" || (method == "EmailSubmission/set" && !upstream.sends())
-}
-
 async fn call(
     ctx: &mut CallContext<'_>,
     method: &str,
     arguments: CallArguments,
 ) -> Result<Arguments, MethodError> {
-    if let Some(upstream) = &ctx.jmap.upstream
-        && not_through_upstream(upstream, method)
-    {
-        return Err(MethodError::Forbidden(format!(
-            "this server mirrors the IMAP server {}; {method} needs the upstream's submission \
-             server (serve --upstream-smtp)",
-            upstream.url()
-        )));
+    // A method the writer cannot carry out at all (in front of an IMAP
+    // server: EmailSubmission/set without its submission server).
+    if let Some(why) = ctx.jmap.writer.refuses(method) {
+        return Err(MethodError::Forbidden(why));
     }
     // Each method's future is boxed: unboxed, this future would be as large
     // as the largest of them (kilobytes), copied whole at each of its moves
@@ -240,8 +228,8 @@ pub async fn handle(
                     budget: &mut budget,
                     follow_ups: Vec::new(),
                 };
-                // Upstream round trips are counted under the method.
-                let calling = crate::mail::upstream::JMAP_METHOD
+                // Round trips to a server behind this one are counted under the method.
+                let calling = crate::metrics::JMAP_METHOD
                     .scope(method_label(&method), call(&mut ctx, &method, arguments));
                 let result = guarded(&method, calling).await;
                 follow_ups = std::mem::take(&mut ctx.follow_ups);

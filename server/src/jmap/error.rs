@@ -170,20 +170,21 @@ pub enum MethodError {
     ServerUnavailable(String),
 }
 
-impl From<crate::mail::upstream::UpstreamError> for MethodError {
-    /// A write through to the upstream that failed as a whole: the upstream
-    /// could not be reached or refused the session (`serverUnavailable`, a
-    /// retry may succeed; the store shows what the upstream holds, so what
-    /// it did before the failure shows too), a store error as any.
-    fn from(error: crate::mail::upstream::UpstreamError) -> Self {
-        use crate::mail::upstream::UpstreamError;
+impl From<crate::mail::writer::WriteError> for MethodError {
+    /// A write that failed as a whole: the server holding the mail could
+    /// not be reached or refused the session (`serverUnavailable`, a retry
+    /// may succeed; the store shows what that server holds, so what it did
+    /// before the failure shows too), a store error as any.
+    fn from(error: crate::mail::writer::WriteError) -> Self {
+        use crate::mail::writer::WriteError;
         match error {
-            UpstreamError::Store(error) => error.into(),
-            UpstreamError::Ingest(error) => {
+            WriteError::Store(error) => error.into(),
+            WriteError::Ingest(error) => {
                 MethodError::server_fail("storing a synced message", error)
             }
-            other => MethodError::ServerUnavailable(format!(
-                "the mail server behind this one: {other}; what it had done before \
+            WriteError::Internal(error) => MethodError::server_fail("storing a message", error),
+            WriteError::Unavailable(text) => MethodError::ServerUnavailable(format!(
+                "the mail server behind this one: {text}; what it had done before \
                  stands and shows after the next sync"
             )),
         }

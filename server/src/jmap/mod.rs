@@ -18,7 +18,6 @@ pub mod reference;
 pub mod request;
 pub mod session;
 pub mod submission;
-pub mod upstream;
 pub mod vacation;
 
 use std::sync::Arc;
@@ -183,13 +182,14 @@ pub struct Jmap {
     /// [`crate::mail::search::MAX_SEARCHES_PER_ACCOUNT`] (one permit per
     /// read-pool connection a query takes; issue 43).
     pub searches: AccountSlots,
-    /// Where mail to other servers goes (`serve --smtp-relay`); without
-    /// one, EmailSubmission/set refuses such recipients.
-    pub relay: Option<Arc<crate::mail::relay::Relay>>,
-    /// The IMAP server this instance mirrors (`serve --upstream`), if any:
-    /// its accounts' mail comes from there, and their writes go there first
-    /// (`crate::mail::upstream`).
-    pub upstream: Option<Arc<crate::mail::upstream::Upstream>>,
+    /// Where mail to other servers goes (`serve --smtp-relay`, or each
+    /// account's own submission server); without a relay, EmailSubmission/set
+    /// refuses such recipients.
+    pub route: crate::mail::delivery::Route,
+    /// Where the write methods apply a change: the store
+    /// ([`crate::mail::writer::LocalWriter`]) unless the assembly installs
+    /// another.
+    pub writer: Arc<dyn crate::mail::writer::MailWriter>,
 }
 
 impl Jmap {
@@ -215,8 +215,6 @@ impl Jmap {
             work.clone(),
         );
         Self {
-            store,
-            blobs,
             metrics,
             loader,
             list_texts: mail::email::render_text::ListTexts::new(cache_sizes.list_text_bytes),
@@ -235,8 +233,13 @@ impl Jmap {
                 limits.max_held_per_node(),
             )),
             searches: AccountSlots::new(crate::mail::search::MAX_SEARCHES_PER_ACCOUNT),
-            relay: None,
-            upstream: None,
+            route: crate::mail::delivery::Route::default(),
+            writer: Arc::new(crate::mail::writer::LocalWriter {
+                store: store.clone(),
+                blobs: blobs.clone(),
+            }),
+            store,
+            blobs,
         }
     }
 }

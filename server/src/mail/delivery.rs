@@ -33,7 +33,8 @@
 //!
 //! Behind an IMAP upstream (`serve --upstream … --upstream-smtp …`, ADR
 //! 0008) every recipient goes to the upstream's submission server with the
-//! account's own credentials ([`Outbound::Upstream`]): the upstream's
+//! account's own credentials ([`Outbound::PerAccount`], the proxy wing's
+//! [`AccountSubmission`]): the upstream's
 //! server delivers to its own users, and a bounce is APPENDed to the
 //! upstream INBOX. Without credentials (the user has not logged in lately,
 //! no master login) a delivery waits queued.
@@ -45,7 +46,6 @@ use serde_json::json;
 use super::ingest::{prepare, store_batch};
 use super::relay::{Refusal, Relay};
 use super::submission::{bounce, header_end, received_copy};
-use super::upstream::Upstream;
 use super::vacation;
 use crate::blob::BlobStore;
 use crate::store::{Delivery, Store, StoreResult};
@@ -96,8 +96,69 @@ pub enum Outbound<'a> {
     /// The operator's relay (`--smtp-relay`), if any; accounts here get
     /// their copies through ingest.
     Relay(Option<&'a Relay>),
-    /// The IMAP upstream's submission server, for every recipient.
-    Upstream(&'a Upstream),
+    /// Each account's own submission server, for every recipient.
+    PerAccount(&'a dyn AccountSubmission),
+}
+
+/// Each account's own submission server (the proxy wing's, in front of an
+/// IMAP server with `--upstream-smtp`, ADR 0008): mail leaves as the
+/// account's user, and that server delivers to its own users too.
+#[async_trait::async_trait]
+pub trait AccountSubmission: Send + Sync {
+    /// The relay that sends as the account's user; `None` while its
+    /// credentials are not here (the delivery waits queued).
+    fn submission_for(&self, account: i64) -> Option<Relay>;
+    /// Files a bounce (a DSN the submission server's refusal gave) in the
+    /// account's inbox; the error's words on failure (the delivery is
+    /// tried again).
+    async fn file_bounce(&self, account: i64, dsn: Vec<u8>) -> Result<(), String>;
+}
+
+/// Where a serving instance sends mail to other servers, chosen once at
+/// assembly: the owned form of [`Outbound`].
+#[derive(Clone)]
+pub enum Route {
+    /// The operator's relay (`--smtp-relay`), if any.
+    Relay(Option<Arc<Relay>>),
+    /// Each account's own submission server.
+    PerAccount(Arc<dyn AccountSubmission>),
+}
+
+impl Default for Route {
+    /// No relay: only accounts here can be sent to.
+    fn default() -> Self {
+        Route::Relay(None)
+    }
+}
+
+impl Route {
+    /// The borrowed form, for [`deliver_through`].
+    pub fn outbound(&self) -> Outbound<'_> {
+        match self {
+            Route::Relay(relay) => Outbound::Relay(relay.as_deref()),
+            Route::PerAccount(server) => Outbound::PerAccount(server.as_ref()),
+        }
+    }
+
+    /// Whether any address may be sent to (a relay, or each account's own
+    /// server); without, only the accounts here.
+    pub fn reaches_any_address(&self) -> bool {
+        !matches!(self, Route::Relay(None))
+    }
+
+    /// Whether recipients that are accounts here get their copies through
+    /// ingest; not when every recipient goes to each account's own server.
+    pub fn delivers_here(&self) -> bool {
+        matches!(self, Route::Relay(_))
+    }
+
+    /// The operator's relay, if mail goes through one.
+    pub fn relay(&self) -> Option<&Arc<Relay>> {
+        match self {
+            Route::Relay(relay) => relay.as_ref(),
+            Route::PerAccount(_) => None,
+        }
+    }
 }
 
 /// [`deliver_through`] the operator's relay.
@@ -235,8 +296,8 @@ async fn attempt(
                     Outbound::Relay(relay) => {
                         deliver_one(store, blobs, relay, host, delivery, to, now).await
                     }
-                    Outbound::Upstream(upstream) => {
-                        send_upstream(upstream, host, delivery, to).await
+                    Outbound::PerAccount(server) => {
+                        send_per_account(server, host, delivery, to).await
                     }
                 }
             }
@@ -286,16 +347,15 @@ struct Recipient<'a> {
     local_copy: &'a std::sync::OnceLock<Vec<u8>>,
 }
 
-/// Sends to one recipient through the upstream's submission server with
-/// the account's credentials; a permanent refusal is a bounce APPENDed to
-/// the upstream INBOX.
-async fn send_upstream(
-    upstream: &Upstream,
+/// Sends to one recipient through the account's own submission server;
+/// a permanent refusal is a bounce filed in the account's inbox.
+async fn send_per_account(
+    server: &dyn AccountSubmission,
     host: &str,
     delivery: &Delivery,
     to: Recipient<'_>,
 ) -> Outcome {
-    let Some(relay) = upstream.submission_for(delivery.account_id) else {
+    let Some(relay) = server.submission_for(delivery.account_id) else {
         return Outcome::Again(Some(status(
             "451 4.7.0 No credentials for the upstream's submission server until the user logs in",
             "queued",
@@ -311,7 +371,7 @@ async fn send_upstream(
             let submission = delivery.submission_id.to_string();
             let (from, at) = (&delivery.mail_from, delivery.send_at);
             let dsn = bounce(host, &submission, from, to.address, &reply, to.message, at);
-            match upstream.append_to_inbox(delivery.account_id, dsn).await {
+            match server.file_bounce(delivery.account_id, dsn).await {
                 Ok(()) => Outcome::Done(status(&reply, "no")),
                 Err(_) => Outcome::Again(None),
             }
@@ -512,8 +572,7 @@ pub async fn deliver_due_through(
 pub fn spawn_periodic(
     store: Arc<dyn Store>,
     blobs: Arc<BlobStore>,
-    relay: Option<Arc<Relay>>,
-    upstream: Option<Arc<Upstream>>,
+    route: Route,
     every: std::time::Duration,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -522,11 +581,7 @@ pub fn spawn_periodic(
         loop {
             ticks.tick().await;
             let now = chrono::Utc::now().timestamp();
-            let outbound = match &upstream {
-                Some(upstream) => Outbound::Upstream(upstream),
-                None => Outbound::Relay(relay.as_deref()),
-            };
-            match deliver_due_through(store.as_ref(), &blobs, outbound, HOST, now).await {
+            match deliver_due_through(store.as_ref(), &blobs, route.outbound(), HOST, now).await {
                 Ok(0) => {}
                 Ok(done) => tracing::info!(done, "queued deliveries"),
                 Err(error) => tracing::warn!(%error, "delivering the queue failed"),

@@ -21,6 +21,6 @@ pub mod search;
 pub mod structure;
 pub mod submission;
 pub mod thread;
-pub mod upstream;
 pub mod vacation;
 pub mod work;
+pub mod writer;

@@ -13,6 +13,7 @@ use fastview::app::{App, ServeOptions};
 use fastview::http::AppState;
 use fastview::jmap::ids;
 use fastview::mail::ingest::{prepare, store_batch};
+use fastview::proxy::ProxyOptions;
 use serde_json::{Value, json};
 
 #[path = "../common/pg_db.rs"]
@@ -34,6 +35,8 @@ pub struct TestApp {
     pub app: App,
     /// The server's shared state (metrics, JMAP side), for white-box checks.
     pub state: Arc<AppState>,
+    /// In front of an upstream: the proxy wing, for white-box checks.
+    pub proxy: Option<fastview::proxy::Proxy>,
     pub client: reqwest::Client,
     /// The PostgreSQL database URL of this server's rows; `None` on SQLite.
     pub database_url: Option<String>,
@@ -68,15 +71,21 @@ pub async fn spawn_app() -> TestApp {
 /// Starts a server with the given options: on a fresh PostgreSQL database
 /// when `FASTVIEW_TEST_POSTGRES_URL` is set, else on SQLite in the temp dir.
 pub async fn spawn_app_with(options: ServeOptions) -> TestApp {
+    spawn_in_front_of(options, None).await
+}
+
+/// [`spawn_app_with`], in front of an upstream when `upstream` is given
+/// (the proxy wing, `serve --upstream`).
+pub async fn spawn_in_front_of(options: ServeOptions, upstream: Option<ProxyOptions>) -> TestApp {
     let dir = tempfile::tempdir().expect("temp dir");
     let Some(database) = TestDatabase::create().await else {
         let app = App::open(dir.path(), None).await.expect("open store");
-        return spawn_on(app, dir, options, None).await;
+        return spawn_proxy_on(app, dir, options, upstream, None).await;
     };
     let app = App::open_with(dir.path(), Some(&database.url), Some(8))
         .await
         .expect("open store");
-    spawn_on(app, dir, options, Some(database)).await
+    spawn_proxy_on(app, dir, options, upstream, Some(database)).await
 }
 
 /// Starts a server on SQLite in a temp dir whatever `FASTVIEW_TEST_POSTGRES_URL`
@@ -162,6 +171,16 @@ async fn spawn_on(
     options: ServeOptions,
     database: Option<TestDatabase>,
 ) -> TestApp {
+    spawn_proxy_on(app, dir, options, None, database).await
+}
+
+async fn spawn_proxy_on(
+    app: App,
+    dir: tempfile::TempDir,
+    options: ServeOptions,
+    upstream: Option<ProxyOptions>,
+    database: Option<TestDatabase>,
+) -> TestApp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -170,7 +189,11 @@ async fn spawn_on(
         .await
         .expect("bind metrics");
     let metrics_address = metrics_listener.local_addr().expect("metrics address");
-    let (router, state) = fastview::http::assemble(&app, &options);
+    let fastview::assembly::Instance {
+        router,
+        state,
+        proxy,
+    } = fastview::assembly::assemble(&app, &options, upstream.as_ref());
     let (shutdown, signal) = tokio::sync::oneshot::channel::<()>();
     let (metrics_shutdown, metrics_signal) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(fastview::http::serve(
@@ -195,6 +218,7 @@ async fn spawn_on(
         metrics_base: format!("http://{metrics_address}"),
         app,
         state,
+        proxy,
         client: reqwest::Client::new(),
         database_url: database.as_ref().map(|d| d.url.clone()),
         _dir: dir,

@@ -12,11 +12,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use fastview::app::ServeOptions;
-use fastview::mail::upstream::{MasterLogin, UpstreamOptions, UpstreamUrl};
+use fastview::proxy::imap::{MasterLogin, UpstreamOptions, UpstreamUrl};
+use fastview::proxy::{Proxy, ProxyOptions};
 use serde_json::{Value, json};
 
 use crate::support::{
-    PASSWORD, TestAccount, TestApp, corpus, corpus_sample, require, spawn_app, spawn_app_with,
+    PASSWORD, TestAccount, TestApp, corpus, corpus_sample, require, spawn_app, spawn_in_front_of,
 };
 
 /// A throwaway Dovecot, stopped when dropped.
@@ -265,11 +266,8 @@ async fn spawn_proxy_options(
         master: None,
     };
     change(&mut upstream);
-    let proxy = spawn_app_with(ServeOptions {
-        upstream: Some(upstream),
-        ..ServeOptions::default()
-    })
-    .await;
+    let proxy =
+        spawn_in_front_of(ServeOptions::default(), Some(ProxyOptions::Imap(upstream))).await;
     // What `serve --upstream` records in the data dir.
     proxy
         .app
@@ -1046,7 +1044,9 @@ async fn a_master_login_syncs_every_account_without_its_user() {
     })
     .await;
     // An account an earlier login made; nobody logs in now.
-    let upstream = proxy.state.jmap.upstream.clone().expect("an upstream");
+    let Some(Proxy::Imap(upstream)) = &proxy.proxy else {
+        panic!("an IMAP proxy");
+    };
     let dan = upstream.account("dan@example.com").await.unwrap();
     assert_eq!(upstream.start_all().await.unwrap(), 1);
     let store = proxy.app.store.clone();
@@ -1126,7 +1126,9 @@ async fn evicted_messages_are_read_again_from_the_upstream() {
         "fetchAllBodyValues": true});
     let before = proxy.call1(&erin, "Email/get", full.clone()).await;
 
-    let upstream = proxy.state.jmap.upstream.clone().expect("an upstream");
+    let Some(Proxy::Imap(upstream)) = &proxy.proxy else {
+        panic!("an IMAP proxy");
+    };
     assert_eq!(upstream.evict().await.unwrap(), 6);
     for blob in &blobs {
         assert!(

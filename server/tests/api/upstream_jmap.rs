@@ -7,11 +7,14 @@
 use std::time::Duration;
 
 use fastview::app::ServeOptions;
-use fastview::mail::upstream::jmap::client::SESSION_GET_REUSE;
-use fastview::mail::upstream::jmap::{JmapUpstreamOptions, JmapUpstreamUrl};
+use fastview::proxy::jmap::client::SESSION_GET_REUSE;
+use fastview::proxy::jmap::{JmapUpstreamOptions, JmapUpstreamUrl};
 use serde_json::{Value, json};
 
-use crate::support::{PASSWORD, TestAccount, TestApp, demo_messages, spawn_app, spawn_app_with};
+use crate::support::{
+    PASSWORD, TestAccount, TestApp, demo_messages, spawn_app, spawn_app_with, spawn_in_front_of,
+};
+use fastview::proxy::{Proxy, ProxyOptions};
 
 /// A standalone Fastview with `ann@example.com` holding the demo messages,
 /// and a proxy in front of it.
@@ -29,11 +32,7 @@ async fn upstream_and_proxy_with(
     let url = JmapUpstreamUrl::parse(&format!("{}/.well-known/jmap", upstream.base)).unwrap();
     let mut options = JmapUpstreamOptions::new(url);
     edit(&mut options);
-    let proxy = spawn_app_with(ServeOptions {
-        jmap_upstream: Some(options),
-        ..ServeOptions::default()
-    })
-    .await;
+    let proxy = spawn_in_front_of(ServeOptions::default(), Some(ProxyOptions::Jmap(options))).await;
     (upstream, proxy, ann, ids)
 }
 
@@ -260,11 +259,8 @@ async fn an_upstream_that_is_gone_is_503_not_a_refused_login() {
     let address = listener.local_addr().unwrap();
     drop(listener);
     let url = JmapUpstreamUrl::parse(&format!("http://{address}/.well-known/jmap")).unwrap();
-    let proxy = spawn_app_with(ServeOptions {
-        jmap_upstream: Some(JmapUpstreamOptions::new(url)),
-        ..ServeOptions::default()
-    })
-    .await;
+    let upstream = ProxyOptions::Jmap(JmapUpstreamOptions::new(url));
+    let proxy = spawn_in_front_of(ServeOptions::default(), Some(upstream)).await;
     let response = proxy
         .client
         .get(format!("{}/.well-known/jmap", proxy.base))
@@ -322,10 +318,18 @@ async fn forwarded_email_gets(proxy: &TestApp) -> f64 {
         .await
 }
 
+/// The mirror of a JMAP proxy's upstream.
+fn mirror_of(proxy: &TestApp) -> &fastview::proxy::jmap::mirror::Mirror {
+    let Some(Proxy::Jmap(jmap_proxy)) = &proxy.proxy else {
+        panic!("a JMAP proxy");
+    };
+    jmap_proxy.mirror.as_deref().expect("a mirror")
+}
+
 /// Waits until the proxy's mirror of `account` has finished a sync at
 /// upstream Email state `state` (or any, when `None`).
 async fn mirror_at(proxy: &TestApp, account: &str, state: Option<&Value>) {
-    let mirror = proxy.state.mirror.as_ref().expect("a mirror");
+    let mirror = mirror_of(proxy);
     for _ in 0..200 {
         if let Some(ready) = mirror.ready(account)
             && state.is_none_or(|state| *state == ready.email_state)
@@ -633,13 +637,11 @@ async fn a_message_the_mirror_cannot_take_is_the_upstreams_and_blocks_nothing() 
     messages.push(big);
     let ids = upstream.ingest(&ann, &messages, 1_700_000_000).await;
     let url = JmapUpstreamUrl::parse(&format!("{}/.well-known/jmap", upstream.base)).unwrap();
-    let mut options = ServeOptions {
-        jmap_upstream: Some(JmapUpstreamOptions::new(url)),
-        ..ServeOptions::default()
-    };
+    let mut options = ServeOptions::default();
     // The proxy takes no message over 2 KiB: the big one is not mirrored.
     options.limits.max_size_upload = 2048;
-    let proxy = spawn_app_with(options).await;
+    let upstream_options = ProxyOptions::Jmap(JmapUpstreamOptions::new(url));
+    let proxy = spawn_in_front_of(options, Some(upstream_options)).await;
     proxy.session(&ann).await;
     let state = upstream
         .call1(
@@ -695,14 +697,7 @@ async fn threads_and_queries_are_the_mirrors_once_it_answered_them_alike() {
     let (upstream, proxy, ann, ids) = upstream_and_proxy().await;
     let account = ann.account_id.clone();
     mirror_synced(&upstream, &proxy, &ann).await;
-    let census = proxy
-        .state
-        .mirror
-        .as_ref()
-        .unwrap()
-        .ready(&account)
-        .unwrap()
-        .census;
+    let census = mirror_of(&proxy).ready(&account).unwrap().census;
     let census = census.expect("a census at the mirror's state");
     assert!(census.complete, "{census:?}");
 
@@ -886,13 +881,7 @@ async fn a_shape_the_mirror_answers_unlike_the_upstream_stays_forwarded() {
     mirror_synced(&upstream, &proxy, &ann).await;
     // The mirror's copy of one inbox message is moved out of the inbox
     // behind its back: it still believes it is at the upstream's state.
-    let ready = proxy
-        .state
-        .mirror
-        .as_ref()
-        .unwrap()
-        .ready(&account)
-        .unwrap();
+    let ready = mirror_of(&proxy).ready(&account).unwrap();
     let store = &proxy.state.jmap.store;
     let local_inbox = ready
         .mailboxes
@@ -989,11 +978,11 @@ async fn wrong_guesses_through_the_proxy_lock_out_only_the_guesser() {
     let proxy_telling = |tells: bool| {
         let mut options = JmapUpstreamOptions::new(url.clone());
         options.trusts_forwarded = tells;
-        spawn_app_with(ServeOptions {
-            jmap_upstream: Some(options),
+        let serve = ServeOptions {
             trusted_proxies: vec![loopback],
             ..ServeOptions::default()
-        })
+        };
+        spawn_in_front_of(serve, Some(ProxyOptions::Jmap(options)))
     };
     let (telling, blind) = (proxy_telling(true).await, proxy_telling(false).await);
     let login = |proxy: &TestApp, from: &str, password: &str| {

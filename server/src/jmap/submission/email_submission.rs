@@ -343,7 +343,7 @@ pub async fn submission_set(
     };
     // Submission id (or `#creationId`) → the Email it sent.
     let mut sent: HashMap<String, i64> = HashMap::new();
-    // Behind an upstream: what each create sent, for its copy in Sent.
+    // What each create sent, for its copy in Sent when the writer keeps one.
     let mut sent_copies: Vec<(i64, Vec<u8>)> = Vec::new();
     let mut creates: Vec<_> = request.create.unwrap_or_default().into_iter().collect();
     creates.sort_by(|a, b| a.0.cmp(&b.0));
@@ -355,7 +355,11 @@ pub async fn submission_set(
                 continue;
             }
         };
-        let message = ctx.jmap.upstream.is_some().then(|| planned.message.clone());
+        let message = ctx
+            .jmap
+            .writer
+            .keeps_sent_copies()
+            .then(|| planned.message.clone());
         let (id, email_id, created) = match send(ctx, planned).await? {
             Ok(sent) => sent,
             Err(error) => {
@@ -441,49 +445,13 @@ pub async fn submission_set(
         };
         ctx.follow_ups.push(follow_up);
     }
-    keep_sent_copies(ctx, sent_copies).await?;
-    Ok(response)
-}
-
-/// Behind an IMAP upstream, the sent copy of each message goes to the Sent
-/// mailbox there, as IMAP users expect of their server: unless the client
-/// already put the Email there (the usual `onSuccessUpdateEmail` of a
-/// JMAP client moves the draft), the message as it left (without Bcc) is
-/// APPENDed with `\Seen`. Best effort: a refusal is logged, the
-/// submission stands.
-async fn keep_sent_copies(
-    ctx: &CallContext<'_>,
-    sent_copies: Vec<(i64, Vec<u8>)>,
-) -> Result<(), MethodError> {
-    let Some(upstream) = &ctx.jmap.upstream else {
-        return Ok(());
-    };
-    let (store, account) = (&ctx.jmap.store, ctx.account.id);
-    let Some(sent_mailbox) = store.role_mailbox(account, "sent").await? else {
-        return Ok(());
-    };
     for (email, message) in sent_copies {
-        let meta = store.email_meta(account, &[email]).await?;
-        if meta
-            .first()
-            .is_some_and(|m| m.mailbox_ids.contains(&sent_mailbox))
-        {
-            continue;
-        }
-        let now = chrono::Utc::now().timestamp();
-        let copy = crate::mail::ingest::prepare(
-            message,
-            vec![sent_mailbox],
-            vec!["$seen".to_string()],
-            |_| now,
-        );
-        match upstream.append(account, copy).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(refusal)) => tracing::warn!(account, %refusal, "the sent copy was refused"),
-            Err(error) => tracing::warn!(account, %error, "the sent copy could not be stored"),
-        }
+        ctx.jmap
+            .writer
+            .keep_sent_copy(account, email, message)
+            .await;
     }
-    Ok(())
+    Ok(response)
 }
 
 /// The arguments of the implicit Email/set (RFC 8621 §7.5), or `None` when
@@ -704,14 +672,14 @@ fn envelope_of(
 }
 
 /// The recipients as (accounts here, the others), or `invalidRecipients`.
-/// With a relay (or the upstream's submission server) any address may be
-/// sent to; without, only the accounts here. Behind an upstream every
-/// recipient goes to its submission server.
+/// With a relay (or each account's own submission server) any address may
+/// be sent to; without, only the accounts here. When every recipient goes
+/// to the account's own server, none is delivered here.
 async fn sort_recipients(
     ctx: &CallContext<'_>,
     recipients: &[String],
 ) -> Result<Result<(Vec<String>, Vec<String>), SetError>, MethodError> {
-    let relay = ctx.jmap.relay.is_some() || ctx.jmap.upstream.is_some();
+    let relay = ctx.jmap.route.reaches_any_address();
     let mut invalid_recipients = Vec::new();
     let (mut local, mut remote) = (Vec::new(), Vec::new());
     for recipient in recipients {
@@ -721,7 +689,7 @@ async fn sort_recipients(
         }
         let store = &ctx.jmap.store;
         let here =
-            ctx.jmap.upstream.is_none() && store.account_for_address(recipient).await?.is_some();
+            ctx.jmap.route.delivers_here() && store.account_for_address(recipient).await?.is_some();
         match (here, relay) {
             (true, _) => local.push(recipient.clone()),
             (false, true) => remote.push(recipient.clone()),
@@ -846,7 +814,7 @@ async fn send(
         .put(planned.message)
         .await
         .map_err(|error| MethodError::server_fail("storing a message to send", error))?;
-    // (whether it goes to the relay or upstream, the delivery)
+    // (whether it goes to the relay or the account's own server, the delivery)
     let (remote, deliveries): (Vec<bool>, Vec<Delivery>) =
         [(false, planned.local), (true, planned.remote)]
             .into_iter()
@@ -886,13 +854,9 @@ async fn send(
     let now = chrono::Utc::now().timestamp();
     for (remote, delivery) in remote.into_iter().zip(deliveries) {
         let (store, blobs) = (store.clone(), blobs.clone());
-        let (relay, upstream) = (ctx.jmap.relay.clone(), ctx.jmap.upstream.clone());
+        let route = ctx.jmap.route.clone();
         let work = async move {
-            let outbound = match &upstream {
-                Some(upstream) => delivery::Outbound::Upstream(upstream),
-                None => delivery::Outbound::Relay(relay.as_deref()),
-            };
-            let host = delivery::HOST;
+            let (outbound, host) = (route.outbound(), delivery::HOST);
             // A failure here leaves the delivery queued: `serve` retries it.
             if let Err(error) =
                 delivery::deliver_through(store.as_ref(), &blobs, outbound, host, &delivery, now)

@@ -15,8 +15,9 @@ use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::mail::set::{check_request, set_error_map};
 use crate::jmap::{args, ids};
 use crate::mail::import_source::top_received_time;
-use crate::mail::ingest::{IngestError, prepare, store_batch};
+use crate::mail::ingest::{IngestError, prepare};
 use crate::mail::message::opens_with_header_field;
+use crate::mail::writer::WriteError;
 use crate::store::{Inserted, StoreError};
 
 #[derive(Debug, Deserialize)]
@@ -242,49 +243,26 @@ async fn store_message(
     })
     .await
     .map_err(|e| MethodError::server_fail("preparing the message", e))?;
-    let (blob, size) = (prepared.email.blob_id.clone(), prepared.email.size);
-    let storing = || format!("storing blob {blob}");
-    let (jmap, account) = (ctx.jmap, ctx.account.id);
-    if let Some(upstream) = &jmap.upstream {
-        // APPENDed upstream, then stored by a sync (CRLF line ends, as IMAP
-        // carries a message: the email's blob is the octets it holds).
-        let appended = upstream.append(account, prepared).await?;
-        return Ok(match appended {
-            Ok(inserted) => {
-                let id = match inserted {
-                    Inserted::New(id) | Inserted::Duplicate(id) => id,
-                };
-                let meta = jmap.store.email_meta(account, &[id]).await?;
-                let (blob, size) = meta
-                    .first()
-                    .map_or((blob, size), |m| (m.blob_id.clone(), m.size));
-                Ok((inserted, blob, size))
-            }
-            Err(refusal) => Err(SetError::new(
-                "forbidden",
-                format!("the mail server behind this one refused: {refusal}"),
-            )),
-        });
-    }
-    let outcome = match store_batch(jmap.store.as_ref(), &jmap.blobs, account, vec![prepared]).await
-    {
-        Ok(outcome) => outcome,
-        Err(IngestError::Store(StoreError::OverQuota)) => {
-            return Ok(Err(SetError::new(
+    let storing = format!("storing blob {}", prepared.email.blob_id);
+    match ctx.jmap.writer.import(ctx.account.id, prepared).await {
+        Ok(Ok(imported)) => Ok(Ok((imported.inserted, imported.blob_id, imported.size))),
+        Ok(Err(refusal)) => Ok(Err(SetError::new(
+            "forbidden",
+            format!("the mail server behind this one refused: {refusal}"),
+        ))),
+        Err(WriteError::Ingest(IngestError::Store(StoreError::OverQuota))) => {
+            Ok(Err(SetError::new(
                 "overQuota",
                 "storing this message would take the account over its quota",
-            )));
+            )))
         }
-        Err(IngestError::Store(full @ StoreError::StorageFull(_))) => {
-            return Err(MethodError::from(full));
+        Err(WriteError::Ingest(IngestError::Store(full @ StoreError::StorageFull(_)))) => {
+            Err(MethodError::from(full))
         }
-        Err(error) => return Err(MethodError::server_fail(storing(), error)),
-    };
-    let inserted = outcome
-        .first()
-        .copied()
-        .ok_or_else(|| MethodError::server_fail(storing(), "the store reported no outcome"))?;
-    Ok(Ok((inserted, blob, size)))
+        Err(WriteError::Ingest(error)) => Err(MethodError::server_fail(storing, error)),
+        Err(WriteError::Internal(error)) => Err(MethodError::server_fail(storing, error)),
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// The bytes of a whole-message blob the account may read, checked against

@@ -229,20 +229,12 @@ async fn update_emails(
             Err(error) => outcome.not_updated.push((id.clone(), error)),
         }
     }
-    // Behind an IMAP upstream the upstream changes first (its refusal of
-    // one email is that email's `forbidden`), then the store by a sync.
-    let results: Vec<Result<UpdateOutcome, String>> = match &ctx.jmap.upstream {
-        Some(upstream) => upstream.update_emails(ctx.account.id, &valid).await?,
-        None => {
-            let store = &ctx.jmap.store;
-            store
-                .update_emails(ctx.account.id, &valid)
-                .await?
-                .into_iter()
-                .map(Ok)
-                .collect()
-        }
-    };
+    // The writer's refusal of one email is that email's `forbidden`.
+    let results = ctx
+        .jmap
+        .writer
+        .update_emails(ctx.account.id, &valid)
+        .await?;
     for (id, result) in valid_ids.into_iter().zip(results) {
         let Ok(result) = result else {
             let refusal = result.err().unwrap_or_default();
@@ -281,16 +273,11 @@ async fn destroy_emails(
         .iter()
         .filter_map(|id| resolve_email_id(id, ctx.created_ids))
         .collect();
-    let (gone, refused) = match &ctx.jmap.upstream {
-        Some(upstream) => upstream.destroy_emails(ctx.account.id, &numeric).await?,
-        None => {
-            let store = &ctx.jmap.store;
-            (
-                store.destroy_emails(ctx.account.id, &numeric).await?,
-                HashMap::new(),
-            )
-        }
-    };
+    let (gone, refused) = ctx
+        .jmap
+        .writer
+        .destroy_emails(ctx.account.id, &numeric)
+        .await?;
     for id in destroy {
         let numeric = resolve_email_id(&id, ctx.created_ids);
         if let Some(refusal) = numeric.and_then(|n| refused.get(&n)) {

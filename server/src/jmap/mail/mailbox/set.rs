@@ -11,7 +11,7 @@ use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::mail::set::{SetOutcome, check_request};
 use crate::jmap::{args, ids};
-use crate::mail::upstream::UpstreamError;
+use crate::mail::writer::WriteError;
 use crate::store::{MailboxPatch, MailboxRow, NewMailbox, StoreError};
 
 /// Roles a mailbox may have (IANA "IMAP Mailbox Name Attributes", RFC 8621 §2).
@@ -318,18 +318,15 @@ impl MailboxSet<'_, '_> {
                     continue;
                 }
             };
-            let (store, account) = (&self.ctx.jmap.store, self.ctx.account.id);
-            let id = match &self.ctx.jmap.upstream {
-                None => store.create_mailbox(account, &new).await?,
-                Some(upstream) => match upstream.create_mailbox(account, &new).await? {
-                    Ok(id) => id,
-                    Err(refusal) => {
-                        self.outcome
-                            .not_created
-                            .push((creation_id, upstream_refusal(refusal)));
-                        continue;
-                    }
-                },
+            let account = self.ctx.account.id;
+            let id = match self.ctx.jmap.writer.create_mailbox(account, &new).await? {
+                Ok(id) => id,
+                Err(refusal) => {
+                    self.outcome
+                        .not_created
+                        .push((creation_id, refused(refusal)));
+                    continue;
+                }
             };
             self.mailboxes.push(new_row(id, new));
             let jmap_id = ids::mailbox_id(id);
@@ -382,17 +379,10 @@ impl MailboxSet<'_, '_> {
                     continue;
                 }
             };
-            let (store, account) = (&self.ctx.jmap.store, self.ctx.account.id);
-            match &self.ctx.jmap.upstream {
-                None => store.update_mailbox(account, mailbox, &patch).await?,
-                Some(upstream) => {
-                    if let Err(refusal) = upstream.update_mailbox(account, mailbox, &patch).await? {
-                        self.outcome
-                            .not_updated
-                            .push((id, upstream_refusal(refusal)));
-                        continue;
-                    }
-                }
+            let (writer, account) = (&self.ctx.jmap.writer, self.ctx.account.id);
+            if let Err(refusal) = writer.update_mailbox(account, mailbox, &patch).await? {
+                self.outcome.not_updated.push((id, refused(refusal)));
+                continue;
             }
             if let Some(row) = self.mailboxes.iter_mut().find(|m| m.id == mailbox) {
                 apply_patch(row, patch);
@@ -464,18 +454,15 @@ impl MailboxSet<'_, '_> {
         mailbox: i64,
         remove_emails: bool,
     ) -> Result<Result<(), SetError>, MethodError> {
-        let (store, account) = (&self.ctx.jmap.store, self.ctx.account.id);
-        let destroyed = match &self.ctx.jmap.upstream {
-            None => store.destroy_mailbox(account, mailbox, remove_emails).await,
-            Some(upstream) => match upstream
-                .destroy_mailbox(account, mailbox, remove_emails)
-                .await
-            {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(refusal)) => return Ok(Err(upstream_refusal(refusal))),
-                Err(UpstreamError::Store(error)) => Err(error),
-                Err(error) => return Err(error.into()),
-            },
+        let (writer, account) = (&self.ctx.jmap.writer, self.ctx.account.id);
+        let destroyed = match writer
+            .destroy_mailbox(account, mailbox, remove_emails)
+            .await
+        {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(refusal)) => return Ok(Err(refused(refusal))),
+            Err(WriteError::Store(error)) => Err(error),
+            Err(error) => return Err(error.into()),
         };
         let refused = match destroyed {
             Ok(()) => {
@@ -501,8 +488,8 @@ impl MailboxSet<'_, '_> {
     }
 }
 
-/// The SetError of a change the upstream IMAP server refused.
-fn upstream_refusal(refusal: String) -> SetError {
+/// The SetError of a change the server holding the mail refused.
+fn refused(refusal: String) -> SetError {
     SetError::new(
         "forbidden",
         format!("the mail server behind this one refused: {refusal}"),

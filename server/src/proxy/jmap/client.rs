@@ -22,8 +22,8 @@ use tokio::sync::Semaphore;
 use url::Url;
 
 use super::JmapUpstreamUrl;
-use crate::mail::upstream::UpstreamError;
 use crate::metrics::Metrics;
+use crate::proxy::upstream::UpstreamError;
 
 /// How long a session the upstream gave for a credential stands for it:
 /// a password changed upstream stops working here within this time, as a

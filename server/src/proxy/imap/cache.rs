@@ -12,9 +12,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::UpstreamError;
 use super::link::Upstream;
 use crate::blob::{Refill, blob_id_of};
+use crate::proxy::upstream::UpstreamError;
 
 /// Blobs evicted per store round trip.
 const EVICT_BATCH: i64 = 256;

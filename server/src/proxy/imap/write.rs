@@ -28,12 +28,13 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use super::imap::Connection;
+use super::connection::Connection;
 use super::link::Upstream;
-use super::{UpstreamError, flag_of_keyword, utf7};
+use super::{flag_of_keyword, utf7};
 use crate::blob::blob_id_of;
 use crate::mail::ingest::PreparedEmail;
 use crate::mail::relay::with_crlf;
+use crate::proxy::upstream::UpstreamError;
 use crate::store::{
     EmailLists, EmailUpdate, Inserted, MailboxPatch, NewMailbox, StoreError, UpdateOutcome,
     UpstreamMailbox, apply_updates,

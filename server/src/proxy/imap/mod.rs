@@ -15,26 +15,14 @@
 //! - [`utf7`]: mailbox names on the wire (RFC 3501 §5.1.3).
 
 pub mod cache;
-pub mod imap;
-pub mod jmap;
+pub mod connection;
 pub mod link;
+pub mod seams;
 pub mod sync;
 pub mod utf7;
 pub mod write;
 
 pub use link::{MasterLogin, Upstream, UpstreamOptions};
-
-tokio::task_local! {
-    /// The JMAP method a task works for (set by the dispatcher around each
-    /// call, `sync` for an account's sync task): what the upstream's round
-    /// trips and octets are counted under.
-    pub static JMAP_METHOD: &'static str;
-}
-
-/// [`JMAP_METHOD`] of the running task; `other` outside any (a download).
-pub fn current_method() -> &'static str {
-    JMAP_METHOD.try_with(|method| *method).unwrap_or("other")
-}
 
 /// How a connection to the upstream is secured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,62 +99,6 @@ impl std::fmt::Display for UpstreamUrl {
             write!(f, "{scheme}://{}:{}", self.host, self.port)
         }
     }
-}
-
-/// What `serve --upstream` names: an IMAP server whose mail is mirrored
-/// (issue 18), or a JMAP server fronted transparently (issue 19).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum UpstreamTarget {
-    /// `imaps://` or `imap://`: [`UpstreamUrl`].
-    Imap(UpstreamUrl),
-    /// `https://` (or `http://` to loopback): the upstream's session URL.
-    Jmap(jmap::JmapUpstreamUrl),
-}
-
-impl UpstreamTarget {
-    /// Parses `--upstream`: by its scheme, an IMAP or a JMAP upstream.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let scheme = text
-            .split_once("://")
-            .map(|(scheme, _)| scheme.to_ascii_lowercase());
-        match scheme.as_deref() {
-            Some("http" | "https") => jmap::JmapUpstreamUrl::parse(text).map(Self::Jmap),
-            _ => UpstreamUrl::parse(text).map(Self::Imap),
-        }
-    }
-}
-
-impl std::fmt::Display for UpstreamTarget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Imap(url) => url.fmt(f),
-            Self::Jmap(url) => url.fmt(f),
-        }
-    }
-}
-
-/// Why the upstream could not do what was asked.
-#[derive(Debug, thiserror::Error)]
-pub enum UpstreamError {
-    /// The upstream refused the credentials (`NO` to LOGIN / AUTHENTICATE).
-    #[error("the upstream refused the login")]
-    LoginRefused,
-    /// No connection, a TLS failure, a timeout or a dropped connection.
-    #[error("the upstream could not be reached: {0}")]
-    Unreachable(String),
-    /// The upstream answered `NO`/`BAD` or something that is not IMAP.
-    #[error("the upstream refused: {0}")]
-    Refused(String),
-    /// A JMAP upstream answered 429 (it brakes logins or requests): wait
-    /// `retry_after` seconds (its Retry-After, else 60).
-    #[error("the upstream asks to slow down (429), for {retry_after} s")]
-    Throttled { retry_after: u64 },
-    /// The local store failed while recording what the upstream holds.
-    #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
-    /// A message could not be stored.
-    #[error(transparent)]
-    Ingest(#[from] crate::mail::ingest::IngestError),
 }
 
 /// The JMAP keywords of a message with these IMAP flags (RFC 8621 §4.1.1):

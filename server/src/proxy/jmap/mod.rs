@@ -14,6 +14,8 @@
 //!   requests, and the streamed downloads, uploads and event source.
 
 pub mod client;
+pub mod edge;
+pub mod forward;
 pub mod mirror;
 pub mod names;
 

@@ -50,8 +50,8 @@ use crate::blob::BlobStore;
 use crate::mail::body;
 use crate::mail::ingest;
 use crate::mail::message::parse_message;
-use crate::mail::upstream::UpstreamError;
 use crate::metrics::Metrics;
+use crate::proxy::upstream::UpstreamError;
 use crate::store::{Account, EmailUpdate, Inserted, MirroredEmail, NewMailbox, Store};
 
 /// The Email properties a sync reads of each message.
@@ -456,7 +456,7 @@ impl Mirror {
                         self.store
                             .create_account(
                                 &login,
-                                crate::mail::upstream::link::UPSTREAM_PASSWORD_HASH,
+                                crate::proxy::imap::link::UPSTREAM_PASSWORD_HASH,
                             )
                             .await?
                     }
@@ -1319,6 +1319,14 @@ impl Sync<'_> {
             stored.0 += fetched.len();
         }
         Ok(stored)
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::metrics::CacheReport for Mirror {
+    /// The mirror's kept names ([`MirrorNames`]).
+    async fn report(&self, metrics: &Metrics) {
+        self.names.report(metrics).await;
     }
 }
 

@@ -18,10 +18,11 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use super::imap::{Connection, ListedMailbox, MessageFlags, Selected};
-use super::{UpstreamError, flag_of_keyword, keywords_of_flags, utf7};
+use super::connection::{Connection, ListedMailbox, MessageFlags, Selected};
+use super::{flag_of_keyword, keywords_of_flags, utf7};
 use crate::blob::BlobStore;
 use crate::mail::ingest::{self, PreparedEmail};
+use crate::proxy::upstream::UpstreamError;
 use crate::store::{
     EmailUpdate, Inserted, MailboxPatch, MailboxRow, NewMailbox, Store, UpstreamCopy,
     UpstreamMailbox,

@@ -38,19 +38,19 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio::sync::OwnedRwLockReadGuard;
 
-use super::Jmap;
-use super::budget::RequestBudget;
-use super::dispatch;
-use super::ids;
-use super::reference::{self, ReferenceError};
-use super::request::{
+use crate::jmap::Jmap;
+use crate::jmap::budget::RequestBudget;
+use crate::jmap::dispatch;
+use crate::jmap::ids;
+use crate::jmap::reference::{self, ReferenceError};
+use crate::jmap::request::{
     Arguments, CAPABILITY_CORE, CAPABILITY_MAIL, CallArguments, Invocation, Request, response_json,
     write_value,
 };
 use crate::mail::property::EmailProperty;
-use crate::mail::upstream::UpstreamError;
-use crate::mail::upstream::jmap::mirror::{Census, Mirror, MirrorState};
-use crate::mail::upstream::jmap::{JmapUpstream, UpstreamSession};
+use crate::proxy::jmap::mirror::{Census, Mirror, MirrorState};
+use crate::proxy::jmap::{JmapUpstream, UpstreamSession};
+use crate::proxy::upstream::UpstreamError;
 
 /// Whether an Email property names body parts (`bodyStructure`,
 /// `textBody`, `htmlBody`, `attachments`, `bodyValues`): answered by the
@@ -354,7 +354,7 @@ impl Proxied<'_> {
                 match reference::resolve(&mut arguments, &run.responses, &mut run.budget) {
                     Ok(()) => {}
                     Err(ReferenceError::Method(error)) => {
-                        let answer = super::call::error_response(&method, &call_id, &error);
+                        let answer = crate::jmap::call::error_response(&method, &call_id, &error);
                         run.responses.push(("error".into(), answer.into(), call_id));
                         continue;
                     }

@@ -16,7 +16,8 @@ use async_imap::imap_proto::NameAttribute;
 use futures::TryStreamExt;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::{Security, UpstreamError, UpstreamUrl};
+use super::{Security, UpstreamUrl};
+use crate::proxy::upstream::UpstreamError;
 
 /// An async-imap error as the upstream's: the connection's are
 /// [`UpstreamError::Unreachable`], the rest [`UpstreamError::Refused`].

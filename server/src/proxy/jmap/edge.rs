@@ -18,7 +18,7 @@
 //!
 //! Every request is authenticated by the upstream: the `Authorization`
 //! header is forwarded as it came, and the session the upstream answered
-//! for it is kept [`crate::mail::upstream::jmap::client::SESSION_TTL`]. A
+//! for it is kept [`crate::proxy::jmap::client::SESSION_TTL`]. A
 //! request without one is 401 here, without a round trip. An event source
 //! may come without one (a browser's `EventSource` cannot send it): its URL
 //! then carries what the upstream put in its template, and it goes to the
@@ -35,16 +35,17 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
-use super::AppState;
-use super::api::{is_json, read_limited};
-use super::auth::brake_user;
-use super::error::HttpError;
+use crate::http::AppState;
+use crate::http::api::{is_json, read_limited};
+use crate::http::auth::brake_user;
+use crate::http::error::HttpError;
 use crate::jmap::error::RequestError;
 use crate::jmap::request::{MAX_JSON_VALUES, Request, json_values_over};
-use crate::jmap::upstream::{Proxied, ProxyError};
-use crate::mail::upstream::UpstreamError;
-use crate::mail::upstream::jmap::client::{SESSION_GET_REUSE, SESSION_TTL};
-use crate::mail::upstream::jmap::{JmapUpstream, UpstreamSession};
+use crate::proxy::jmap::client::{SESSION_GET_REUSE, SESSION_TTL};
+use crate::proxy::jmap::forward::{Proxied, ProxyError};
+use crate::proxy::jmap::mirror::Mirror;
+use crate::proxy::jmap::{JmapUpstream, UpstreamSession};
+use crate::proxy::upstream::UpstreamError;
 
 /// Request headers a proxied request carries to the upstream.
 const FORWARDED_REQUEST_HEADERS: [HeaderName; 6] = [
@@ -70,8 +71,57 @@ const RETURNED_RESPONSE_HEADERS: [HeaderName; 9] = [
     header::WWW_AUTHENTICATE,
 ];
 
-/// The routes of a proxying instance: the paths of [`super::router`].
-pub fn routes(state: Arc<AppState>) -> Router {
+/// What a JMAP proxy's routes share: the serving instance's own state
+/// (authentication, bounds, the JMAP side that answers from the mirror),
+/// the upstream's client and the mirror (both `None` only when the client
+/// could not be made: every request is then a 500, and `serve` refuses to
+/// start before that).
+pub struct JmapProxy {
+    pub app: Arc<AppState>,
+    pub upstream: Option<Arc<JmapUpstream>>,
+    pub mirror: Option<Arc<Mirror>>,
+}
+
+impl JmapProxy {
+    /// The JMAP proxy of a serving instance (`serve --upstream https://…`)
+    /// whose own state is `state`: the upstream's client (its TLS set-up
+    /// logged when it cannot be made) and the mirror, whose caches
+    /// `GET /metrics` reports from now on.
+    pub fn assemble(
+        options: &super::JmapUpstreamOptions,
+        app: &crate::app::App,
+        mut state: AppState,
+    ) -> Arc<Self> {
+        let metrics = state.jmap.metrics.clone();
+        let upstream = JmapUpstream::new(options.url.clone(), metrics.clone())
+            .inspect_err(|error| tracing::error!(%error, "the JMAP upstream's client"))
+            .ok()
+            .map(|upstream| Arc::new(upstream.forwarding_client_address(options.trusts_forwarded)));
+        let mirror = upstream.clone().map(|upstream| {
+            Arc::new(Mirror::new(
+                upstream,
+                app.store.clone(),
+                app.blobs.clone(),
+                metrics,
+                options.poll,
+                options.idle,
+                state.jmap.limits.max_size_upload,
+            ))
+        });
+        if let Some(mirror) = &mirror {
+            state.cache_reports.push(mirror.clone());
+        }
+        Arc::new(Self {
+            app: Arc::new(state),
+            upstream,
+            mirror,
+        })
+    }
+}
+
+/// The routes of a proxying instance: the paths of
+/// `crate::http::local_routes`.
+pub fn routes(state: Arc<JmapProxy>) -> Router {
     Router::new()
         .route("/.well-known/jmap", get(session))
         .route("/jmap/session", get(session))
@@ -86,9 +136,9 @@ pub fn routes(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-fn upstream(state: &AppState) -> Result<&JmapUpstream, HttpError> {
-    state
-        .jmap_upstream
+fn upstream(proxy: &JmapProxy) -> Result<&JmapUpstream, HttpError> {
+    proxy
+        .upstream
         .as_deref()
         .ok_or_else(|| HttpError::Internal("no JMAP upstream".into()))
 }
@@ -166,7 +216,7 @@ fn taken_apart(session: &UpstreamSession, request: &Request) -> bool {
         return false;
     };
     let max_calls = capabilities
-        .get(crate::mail::upstream::jmap::CAPABILITY_CORE)
+        .get(crate::proxy::jmap::CAPABILITY_CORE)
         .and_then(|core| core.get("maxCallsInRequest"))
         .and_then(serde_json::Value::as_u64)
         .unwrap_or(16);
@@ -175,7 +225,8 @@ fn taken_apart(session: &UpstreamSession, request: &Request) -> bool {
         .iter()
         .all(|capability| capabilities.get(capability).is_some());
     let wanted = request.method_calls.iter().any(|call| {
-        crate::jmap::upstream::may_answer(&call.0) || crate::jmap::upstream::is_write(&call.0)
+        crate::proxy::jmap::forward::may_answer(&call.0)
+            || crate::proxy::jmap::forward::is_write(&call.0)
     });
     known && wanted && request.method_calls.len() as u64 <= max_calls
 }
@@ -186,17 +237,18 @@ fn failed(error: UpstreamError) -> HttpError {
 }
 
 async fn session(
-    State(state): State<Arc<AppState>>,
+    State(proxy): State<Arc<JmapProxy>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Result<Response, HttpError> {
-    let upstream = upstream(&state)?;
-    let caller = Caller::of(&state, &headers, peer)?;
+    let state = &proxy.app;
+    let upstream = upstream(&proxy)?;
+    let caller = Caller::of(state, &headers, peer)?;
     let authorization = caller.authorization;
-    let session = session_of(&state, upstream, caller, SESSION_GET_REUSE).await?;
+    let session = session_of(state, upstream, caller, SESSION_GET_REUSE).await?;
     // A client that fetches the session is about to use its accounts: their
     // mirrors start syncing now.
-    if let Some(mirror) = &state.mirror
+    if let Some(mirror) = &proxy.mirror
         && let Err(error) = mirror.use_accounts(&session, authorization).await
     {
         tracing::warn!(%error, "the mirror could not note the accounts in use");
@@ -205,19 +257,20 @@ async fn session(
 }
 
 async fn api(
-    State(state): State<Arc<AppState>>,
+    State(proxy): State<Arc<JmapProxy>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, HttpError> {
-    let upstream = upstream(&state)?;
+    let state = &proxy.app;
+    let upstream = upstream(&proxy)?;
     let _node_permit = state
         .in_flight
         .try_acquire()
         .map_err(|_| HttpError::Overloaded)?;
-    let caller = Caller::of(&state, &headers, peer)?;
+    let caller = Caller::of(state, &headers, peer)?;
     let authorization = caller.authorization;
-    let session = session_of(&state, upstream, caller, SESSION_TTL).await?;
+    let session = session_of(state, upstream, caller, SESSION_TTL).await?;
     let limit = session.max_size_request;
     let read = tokio::time::timeout(state.body_deadline, read_limited(body, limit));
     let bytes = match read.await {
@@ -226,7 +279,7 @@ async fn api(
         Ok(Err(Some(()))) => return Err(RequestError::Limit("maxSizeRequest").into()),
         Ok(Err(None)) => return Err(HttpError::ClientDisconnected),
     };
-    if let Some(mirror) = &state.mirror
+    if let Some(mirror) = &proxy.mirror
         && let Err(error) = mirror.use_accounts(&session, authorization).await
     {
         tracing::warn!(%error, "the mirror could not note the accounts in use");
@@ -242,7 +295,7 @@ async fn api(
         .flatten();
     let method = first_method(request.as_ref());
     let request = request.filter(|request| is_json(&headers) && taken_apart(&session, request));
-    if let (Some(request), Some(mirror)) = (request, &state.mirror) {
+    if let (Some(request), Some(mirror)) = (request, &proxy.mirror) {
         let proxied = Proxied {
             jmap: &state.jmap,
             mirror,
@@ -285,15 +338,16 @@ async fn api(
 }
 
 async fn download(
-    State(state): State<Arc<AppState>>,
+    State(proxy): State<Arc<JmapProxy>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path((account_id, blob_id, name)): Path<(String, String, String)>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Result<Response, HttpError> {
-    let upstream = upstream(&state)?;
-    let caller = Caller::of(&state, &headers, peer)?;
-    let session = session_of(&state, upstream, caller, SESSION_TTL).await?;
+    let state = &proxy.app;
+    let upstream = upstream(&proxy)?;
+    let caller = Caller::of(state, &headers, peer)?;
+    let session = session_of(state, upstream, caller, SESSION_TTL).await?;
     let url = session
         .download_target(&account_id, &blob_id, &name, query.as_deref())
         .map_err(failed)?;
@@ -307,16 +361,17 @@ async fn download(
 }
 
 async fn upload(
-    State(state): State<Arc<AppState>>,
+    State(proxy): State<Arc<JmapProxy>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(account_id): Path<String>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, HttpError> {
-    let upstream = upstream(&state)?;
-    let caller = Caller::of(&state, &headers, peer)?;
-    let session = session_of(&state, upstream, caller, SESSION_TTL).await?;
+    let state = &proxy.app;
+    let upstream = upstream(&proxy)?;
+    let caller = Caller::of(state, &headers, peer)?;
+    let session = session_of(state, upstream, caller, SESSION_TTL).await?;
     let url = session
         .upload_target(&account_id, query.as_deref())
         .map_err(failed)?;
@@ -328,18 +383,19 @@ async fn upload(
 }
 
 async fn event_source(
-    State(state): State<Arc<AppState>>,
+    State(proxy): State<Arc<JmapProxy>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Result<Response, HttpError> {
-    let upstream = upstream(&state)?;
+    let state = &proxy.app;
+    let upstream = upstream(&proxy)?;
     let client = state.auth.client_address(peer.ip(), &headers);
     let url = match headers.contains_key(header::AUTHORIZATION) {
         true => session_of(
-            &state,
+            state,
             upstream,
-            Caller::of(&state, &headers, peer)?,
+            Caller::of(state, &headers, peer)?,
             SESSION_TTL,
         )
         .await?

@@ -24,11 +24,12 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 
-use super::imap::{Connection, Selected};
+use super::UpstreamUrl;
+use super::connection::{Connection, Selected};
 use super::sync::sync_account;
-use super::{UpstreamError, UpstreamUrl};
 use crate::blob::BlobStore;
 use crate::metrics::Metrics;
+use crate::proxy::upstream::UpstreamError;
 use crate::store::{Account, Store, StoreError};
 
 /// The password hash an account made by an upstream login carries: not a
@@ -142,7 +143,7 @@ impl Upstream {
     pub async fn verify(&self, user: &str, password: &str) -> Result<bool, UpstreamError> {
         let _turn = self.logins.acquire().await;
         self.metrics
-            .count_upstream_round_trip(super::current_method(), "login");
+            .count_upstream_round_trip(crate::metrics::current_method(), "login");
         match Connection::login(&self.options.url, user, password).await {
             Ok(connection) => {
                 connection.logout().await;
@@ -205,7 +206,7 @@ impl Upstream {
             writer: tokio::sync::Mutex::new(None),
         });
         links.insert(account, link.clone());
-        tokio::spawn(super::JMAP_METHOD.scope("sync", self.clone().run(account, link)));
+        tokio::spawn(crate::metrics::JMAP_METHOD.scope("sync", self.clone().run(account, link)));
     }
 
     /// With a master login: starts the sync of every account the store
@@ -292,7 +293,7 @@ impl Upstream {
             }
             let (user, password) = self.credentials(&link);
             self.metrics
-                .count_upstream_round_trip(super::current_method(), "login");
+                .count_upstream_round_trip(crate::metrics::current_method(), "login");
             let outcome = match Connection::login(&self.options.url, &user, &password).await {
                 Ok(connection) => self.listen(account, &link, connection, &mut backoff).await,
                 Err(error) => Err(error),
@@ -332,7 +333,7 @@ impl Upstream {
             drop(turn);
             let report = report?;
             self.metrics.upstream_synced(
-                super::current_method(),
+                crate::metrics::current_method(),
                 report.mailboxes_read,
                 report.fetched,
                 report.fetched_octets,
@@ -412,7 +413,7 @@ impl Upstream {
         if slot.is_none() {
             let (user, password) = self.credentials(link);
             self.metrics
-                .count_upstream_round_trip(super::current_method(), "login");
+                .count_upstream_round_trip(crate::metrics::current_method(), "login");
             *slot = Some(Connection::login(&self.options.url, &user, &password).await?);
         }
         slot.as_mut()
@@ -432,7 +433,7 @@ impl Upstream {
         // client renaming or deleting it would end the session.
         connection.unselect().await?;
         self.metrics.upstream_synced(
-            super::current_method(),
+            crate::metrics::current_method(),
             report.mailboxes_read,
             report.fetched,
             report.fetched_octets,
@@ -452,7 +453,7 @@ impl Upstream {
     }
 
     /// The store this upstream syncs into.
-    pub(super) fn store(&self) -> &dyn Store {
+    pub fn store(&self) -> &dyn Store {
         &*self.store
     }
 
@@ -460,7 +461,7 @@ impl Upstream {
     /// the running JMAP method.
     pub(super) fn count_bytes(&self, octets: usize) {
         self.metrics
-            .count_upstream_bytes(super::current_method(), octets as u64);
+            .count_upstream_bytes(crate::metrics::current_method(), octets as u64);
     }
 
     /// Counts one evicted message read again.
@@ -471,7 +472,7 @@ impl Upstream {
     /// Counts one command sent on behalf of a JMAP method.
     pub(super) fn count(&self, command: &'static str) {
         self.metrics
-            .count_upstream_round_trip(super::current_method(), command);
+            .count_upstream_round_trip(crate::metrics::current_method(), command);
     }
 
     /// Drops the account's link if it is still idle: `false` when a
