@@ -195,7 +195,7 @@ pub struct Listed {
 
 /// Puts back a blob the database refers to that is absent on purpose: a
 /// message the IMAP upstream's bounded cache evicted (ADR 0008), read again
-/// from the upstream. Implemented above this module (`mail::upstream`).
+/// from the upstream. Implemented above this module (`proxy::imap::cache`).
 #[async_trait::async_trait]
 pub trait Refill: Send + Sync {
     /// Puts `blob_id` back in the store when it can; whether it did.

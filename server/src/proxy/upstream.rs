@@ -1,5 +1,9 @@
 //! What the IMAP and the JMAP proxies share: the error of a round trip to
-//! the upstream.
+//! the upstream, and the password hash of the accounts they make.
+
+/// The password hash an account made for an upstream's user carries: not
+/// a PHC string, so no password ever verifies against it locally.
+pub const UPSTREAM_PASSWORD_HASH: &str = "!upstream";
 
 /// Why the upstream could not do what was asked.
 #[derive(Debug, thiserror::Error)]

@@ -32,9 +32,7 @@ use crate::metrics::Metrics;
 use crate::proxy::upstream::UpstreamError;
 use crate::store::{Account, Store, StoreError};
 
-/// The password hash an account made by an upstream login carries: not a
-/// PHC string, so no password ever verifies against it locally.
-pub const UPSTREAM_PASSWORD_HASH: &str = "!upstream";
+use crate::proxy::upstream::UPSTREAM_PASSWORD_HASH;
 
 /// Upstream logins checked at once per node; more wait their turn.
 const LOGINS_AT_ONCE: usize = 32;

@@ -454,10 +454,7 @@ impl Mirror {
                     Some(account) => account,
                     None => {
                         self.store
-                            .create_account(
-                                &login,
-                                crate::proxy::imap::link::UPSTREAM_PASSWORD_HASH,
-                            )
+                            .create_account(&login, crate::proxy::upstream::UPSTREAM_PASSWORD_HASH)
                             .await?
                     }
                 };
