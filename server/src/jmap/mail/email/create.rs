@@ -196,12 +196,7 @@ pub async fn load_blobs(
             continue;
         };
         if !raw_blobs.contains_key(blob) {
-            let bytes =
-                ctx.jmap.blobs.read(blob).await.map_err(|e| {
-                    MethodError::server_fail(format_args!("reading blob {blob}"), e)
-                })?;
-            ctx.jmap.metrics.count_blob_read(bytes.len());
-            raw_blobs.insert(blob, bytes);
+            raw_blobs.insert(blob, read_blob(ctx, blob).await?);
         }
         let raw = &raw_blobs[blob];
         let blob_loaded = match part {
@@ -209,29 +204,14 @@ pub async fn load_blobs(
                 bytes: raw.clone(),
                 media_type: None,
             },
-            Some(path) => {
-                match ctx.budget.charge_parse(raw.len() as u64) {
-                    Ok(()) => {}
-                    Err(OverBudget::Request) => {
-                        return Ok(Err(SetError::new(
-                            "tooLarge",
-                            "parsing the messages its parts come from would pass the request's \
-                             octets parsed",
-                        )));
-                    }
-                    Err(OverBudget::Server) => return Err(crate::jmap::budget::server_busy()),
+            Some(path) => match load_part(ctx, raw, path).await? {
+                Ok(Some(part)) => part,
+                Ok(None) => {
+                    not_found.push(id.clone());
+                    continue;
                 }
-                match resolve_part_blocking(raw.clone(), path.to_string()).await? {
-                    Some(content) => LoadedBlob {
-                        bytes: content.bytes,
-                        media_type: Some(content.content_type),
-                    },
-                    None => {
-                        not_found.push(id.clone());
-                        continue;
-                    }
-                }
-            }
+                Err(refused) => return Ok(Err(refused)),
+            },
         };
         total = total.saturating_add(blob_loaded.bytes.len() as u64);
         if total > max {
@@ -243,6 +223,44 @@ pub async fn load_blobs(
         return Ok(Err(blob_not_found(not_found)));
     }
     Ok(Ok(loaded))
+}
+
+/// Reads a message blob whole (counted as a blob read).
+async fn read_blob(ctx: &CallContext<'_>, blob: &str) -> Result<Vec<u8>, MethodError> {
+    let bytes = ctx
+        .jmap
+        .blobs
+        .read(blob)
+        .await
+        .map_err(|e| MethodError::server_fail(format_args!("reading blob {blob}"), e))?;
+    ctx.jmap.metrics.count_blob_read(bytes.len());
+    Ok(bytes)
+}
+
+/// The part at `path` of the message `raw`, decoded (`None`: no such part),
+/// its octets charged to the request's octets parsed first (`tooLarge` past
+/// them).
+async fn load_part(
+    ctx: &mut CallContext<'_>,
+    raw: &[u8],
+    path: &str,
+) -> Result<Result<Option<LoadedBlob>, SetError>, MethodError> {
+    match ctx.budget.charge_parse(raw.len() as u64) {
+        Ok(()) => {}
+        Err(OverBudget::Request) => {
+            return Ok(Err(SetError::new(
+                "tooLarge",
+                "parsing the messages its parts come from would pass the request's \
+                 octets parsed",
+            )));
+        }
+        Err(OverBudget::Server) => return Err(crate::jmap::budget::server_busy()),
+    }
+    let part = resolve_part_blocking(raw.to_vec(), path.to_string()).await?;
+    Ok(Ok(part.map(|content| LoadedBlob {
+        bytes: content.bytes,
+        media_type: Some(content.content_type),
+    })))
 }
 
 /// The message blob ids among `blob_ids` that the account holds (an upload
