@@ -71,86 +71,48 @@ pub fn render_email(
     sources: &EmailSources<'_>,
     meter: &WorkMeter,
 ) -> Result<Map<String, Value>, WorkExceeded> {
-    use EmailProperty::*;
-    let meta = sources.meta;
-    // The part tree, its partition and where part bodies come from: the
-    // whole message at the full level, else the stored tree and the ranges read.
-    let tree_cell = OnceCell::new();
-    let partition_cell = OnceCell::new();
-    let body = || {
-        let (tree, octets) = match (sources.full, sources.structure) {
-            (Some(full), _) => (
-                tree_cell.get_or_init(|| BodyPart::tree(full)).as_ref()?,
-                Some(BodyOctets::Message(&full.raw_message)),
-            ),
-            (None, Some(stored)) => (stored.root()?, sources.bodies.map(BodyOctets::Parts)),
-            (None, None) => return None,
-        };
-        let lists = partition_cell.get_or_init(|| match (sources.full, sources.structure) {
-            (None, Some(stored)) => stored.partition(),
-            _ => tree.partition(),
-        });
-        Some((octets, tree, lists))
+    let views = Views::default();
+    let render = EmailRender {
+        sources,
+        body_properties,
+        options,
+        views: &views,
     };
-    let fast_view_cell = OnceCell::new();
-    let fast_view = || match (sources.fast_view, sources.full) {
-        (Some(view), _) => Some(view),
-        (None, Some(full)) => Some(fast_view_cell.get_or_init(|| FastView::compute(full))),
-        (None, None) => None,
-    };
-    // The top-level header fields, split once per email (indexed by name
-    // when there are many).
-    let top_cell = OnceCell::new();
-    let top = || {
-        top_cell
-            .get_or_init(|| match (sources.full, sources.header) {
-                (Some(full), _) => Some(FieldList::new(header::top_level_fields(full))),
-                (None, Some(fields)) => Some(FieldList::new(fields.fields())),
-                (None, None) => None,
-            })
-            .as_ref()
-    };
-    // A header property: memoized by the cached header fields at the header
-    // level, computed from the whole message at the full level.
-    let header_property = |property: &HeaderProperty| match (sources.full, sources.header) {
-        (None, Some(fields)) => fields.value(property),
-        _ => render_header(top(), property),
-    };
-    // What a property costs: the field values it renders.
-    let units = |property: &EmailProperty| -> u64 {
-        let fields = match property {
-            Header(header) if header.all => match (sources.full, sources.header) {
-                (None, Some(fields)) => fields.count(&header.name),
-                _ => top().map_or(0, |list| list.count(&header.name)),
-            },
-            Headers => match (sources.full, sources.header) {
-                (None, Some(fields)) => fields.len(),
-                _ => top().map_or(0, |list| list.fields().len()),
-            },
-            _ => 0,
-        };
-        1 + fields as u64
-    };
-
-    let list = |property: &EmailProperty,
-                pick: for<'t> fn(&'t body::Partition<'t>) -> &'t [&'t BodyPart]| {
-        body().map_or_else(
-            || missing(property),
-            |(_, _, lists)| {
-                Value::Array(
-                    pick(lists)
-                        .iter()
-                        .map(|part| part.render(body_properties, &meta.blob_id))
-                        .collect(),
-                )
-            },
-        )
-    };
-
     let mut object = Map::new();
     for property in properties {
-        meter.charge(units(property))?;
-        let value = match property {
+        meter.charge(render.units(property))?;
+        object.insert(property.name().to_string(), render.value(property));
+    }
+    Ok(object)
+}
+
+/// What a render of one email works out once and reads for several
+/// properties: the part tree of the whole message and the partition of
+/// either tree, the projection computed from the whole message, the
+/// top-level header fields.
+#[derive(Default)]
+struct Views<'t> {
+    tree: OnceCell<Option<BodyPart>>,
+    partition: OnceCell<body::Partition<'t>>,
+    fast_view: OnceCell<FastView>,
+    top: OnceCell<Option<FieldList<'t>>>,
+}
+
+/// One email's render: its sources, what shapes its body properties, and
+/// the views worked out from them as they are first needed.
+struct EmailRender<'t, 'a> {
+    sources: &'t EmailSources<'a>,
+    body_properties: &'t [BodyProperty],
+    options: &'t BodyOptions,
+    views: &'t Views<'t>,
+}
+
+impl<'t, 'a: 't> EmailRender<'t, 'a> {
+    /// The value of one property (RFC 8621 §4.1).
+    fn value(&self, property: &EmailProperty) -> Value {
+        use EmailProperty::*;
+        let meta = self.sources.meta;
+        match property {
             Id => Value::String(ids::email_id(meta.id)),
             BlobId => Value::String(meta.blob_id.clone()),
             ThreadId => Value::String(ids::thread_id(meta.thread_id)),
@@ -173,39 +135,140 @@ pub fn render_email(
             MessageId | InReplyTo | References | Sender | From | To | Cc | Bcc | ReplyTo
             | Subject | SentAt => property
                 .header_property()
-                .map_or(Value::Null, |header| header_property(&header)),
-            Headers => {
-                top().map_or_else(|| missing(property), |list| header::list_in(list.fields()))
-            }
-            Header(header) => header_property(header),
-            HasAttachment => fast_view().map_or_else(
+                .map_or(Value::Null, |header| self.header_property(&header)),
+            Headers => self
+                .top()
+                .map_or_else(|| missing(property), |list| header::list_in(list.fields())),
+            Header(header) => self.header_property(header),
+            HasAttachment => self.fast_view().map_or_else(
                 || missing(property),
                 |view| Value::Bool(view.has_attachment),
             ),
-            Preview => fast_view().map_or_else(
+            Preview => self.fast_view().map_or_else(
                 || missing(property),
                 |view| Value::String(view.preview.clone()),
             ),
-            BodyValues if !flags_any(options.flags) => Value::Object(Map::new()),
-            BodyValues => match body() {
+            BodyValues if !flags_any(self.options.flags) => Value::Object(Map::new()),
+            BodyValues => match self.body() {
                 Some((Some(octets), tree, lists)) => body::body_values(
-                    &body::value_parts(tree, lists, options.flags),
+                    &body::value_parts(tree, lists, self.options.flags),
                     octets,
-                    options.max_body_value_bytes,
+                    self.options.max_body_value_bytes,
                 ),
                 _ => missing(property),
             },
-            BodyStructure => body().map_or_else(
+            BodyStructure => self.body().map_or_else(
                 || missing(property),
-                |(_, tree, _)| tree.render_structure(body_properties, &meta.blob_id),
+                |(_, tree, _)| tree.render_structure(self.body_properties, &meta.blob_id),
             ),
-            TextBody => list(property, |lists| &lists.text_body),
-            HtmlBody => list(property, |lists| &lists.html_body),
-            Attachments => list(property, |lists| &lists.attachments),
-        };
-        object.insert(property.name().to_string(), value);
+            TextBody => self.list(property, |lists| &lists.text_body),
+            HtmlBody => self.list(property, |lists| &lists.html_body),
+            Attachments => self.list(property, |lists| &lists.attachments),
+        }
     }
-    Ok(object)
+
+    /// The part tree, its partition and where part bodies come from: the
+    /// whole message at the full level, else the stored tree and the ranges
+    /// read.
+    fn body(
+        &self,
+    ) -> Option<(
+        Option<BodyOctets<'t>>,
+        &'t BodyPart,
+        &'t body::Partition<'t>,
+    )> {
+        let sources = self.sources;
+        let (tree, octets) = match (sources.full, sources.structure) {
+            (Some(full), _) => (
+                self.views
+                    .tree
+                    .get_or_init(|| BodyPart::tree(full))
+                    .as_ref()?,
+                Some(BodyOctets::Message(&full.raw_message)),
+            ),
+            (None, Some(stored)) => (stored.root()?, sources.bodies.map(BodyOctets::Parts)),
+            (None, None) => return None,
+        };
+        let lists = self
+            .views
+            .partition
+            .get_or_init(|| match (sources.full, sources.structure) {
+                (None, Some(stored)) => stored.partition(),
+                _ => tree.partition(),
+            });
+        Some((octets, tree, lists))
+    }
+
+    /// The projection: loaded, else computed from the whole message.
+    fn fast_view(&self) -> Option<&'t FastView> {
+        match (self.sources.fast_view, self.sources.full) {
+            (Some(view), _) => Some(view),
+            (None, Some(full)) => {
+                Some(self.views.fast_view.get_or_init(|| FastView::compute(full)))
+            }
+            (None, None) => None,
+        }
+    }
+
+    /// The top-level header fields, split once per email (indexed by name
+    /// when there are many).
+    fn top(&self) -> Option<&'t FieldList<'t>> {
+        self.views
+            .top
+            .get_or_init(|| match (self.sources.full, self.sources.header) {
+                (Some(full), _) => Some(FieldList::new(header::top_level_fields(full))),
+                (None, Some(fields)) => Some(FieldList::new(fields.fields())),
+                (None, None) => None,
+            })
+            .as_ref()
+    }
+
+    /// A header property: memoized by the cached header fields at the
+    /// header level, computed from the whole message at the full level.
+    fn header_property(&self, property: &HeaderProperty) -> Value {
+        match (self.sources.full, self.sources.header) {
+            (None, Some(fields)) => fields.value(property),
+            _ => render_header(self.top(), property),
+        }
+    }
+
+    /// What a property costs: one unit, plus the field values it renders.
+    fn units(&self, property: &EmailProperty) -> u64 {
+        let fields = match property {
+            EmailProperty::Header(header) if header.all => {
+                match (self.sources.full, self.sources.header) {
+                    (None, Some(fields)) => fields.count(&header.name),
+                    _ => self.top().map_or(0, |list| list.count(&header.name)),
+                }
+            }
+            EmailProperty::Headers => match (self.sources.full, self.sources.header) {
+                (None, Some(fields)) => fields.len(),
+                _ => self.top().map_or(0, |list| list.fields().len()),
+            },
+            _ => 0,
+        };
+        1 + fields as u64
+    }
+
+    /// `textBody`, `htmlBody` or `attachments`: the parts `pick` takes of
+    /// the partition.
+    fn list(
+        &self,
+        property: &EmailProperty,
+        pick: for<'p> fn(&'p body::Partition<'p>) -> &'p [&'p BodyPart],
+    ) -> Value {
+        self.body().map_or_else(
+            || missing(property),
+            |(_, _, lists)| {
+                Value::Array(
+                    pick(lists)
+                        .iter()
+                        .map(|part| part.render(self.body_properties, &self.sources.meta.blob_id))
+                        .collect(),
+                )
+            },
+        )
+    }
 }
 
 /// The value of a property whose source the planner did not load: a planner
