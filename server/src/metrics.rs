@@ -162,146 +162,145 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// A fresh set of counters at zero, registered in their own registry.
+    /// A fresh set of counters at zero, registered in their own registry
+    /// (in this order, the order `/metrics` lists them).
     pub fn new() -> Self {
-        let mut registry = Registry::default();
-        let email_get = Family::<ReadLevelLabel, Counter>::default();
+        let mut metrics = Self {
+            registry: Registry::default(),
+            email_get: Family::<ReadLevelLabel, Counter>::default(),
+            fast_view_hits: Counter::default(),
+            fast_view_misses: Counter::default(),
+            blob_reads: Counter::default(),
+            blob_read_bytes: Counter::default(),
+            message_parses: Family::<ParseScopeLabel, Counter>::default(),
+            method_duration: Family::new_with_constructor(latency_histogram),
+            login_verifications: Counter::default(),
+            login_refusals: Family::<RefusalLabel, Counter>::default(),
+            upstream_round_trips: Family::<UpstreamCommandLabel, Counter>::default(),
+            upstream_bytes: Family::<UpstreamMethodLabel, Counter>::default(),
+            upstream_cache_refills: Counter::default(),
+            upstream_mailboxes_read: Counter::default(),
+            upstream_fetched_messages: Counter::default(),
+            upstream_fetched_bytes: Counter::default(),
+            upstream_sync_seconds: latency_histogram(),
+            cache_entries: Family::<CacheLabel, Gauge>::default(),
+            cache_bytes: Family::<CacheLabel, Gauge>::default(),
+            metadata_snapshots: Family::<SnapshotLabel, Counter>::default(),
+        };
+        metrics.register_read_path();
+        metrics.register_upstream();
+        metrics.register_caches();
+        metrics
+    }
+
+    /// Registers the read path's counters and the logins'.
+    fn register_read_path(&mut self) {
+        let registry = &mut self.registry;
         registry.register(
             "fastview_email_get",
             "Email/get calls by read level",
-            email_get.clone(),
+            self.email_get.clone(),
         );
-        let fast_view_hits = Counter::default();
         registry.register(
             "fastview_fast_view_hits",
             "Fast-view projection rows found",
-            fast_view_hits.clone(),
+            self.fast_view_hits.clone(),
         );
-        let fast_view_misses = Counter::default();
         registry.register(
             "fastview_fast_view_misses",
             "Fast-view projection rows computed from the full message",
-            fast_view_misses.clone(),
+            self.fast_view_misses.clone(),
         );
-        let blob_reads = Counter::default();
         registry.register(
             "fastview_blob_reads",
             "Blobs read from the blob store",
-            blob_reads.clone(),
+            self.blob_reads.clone(),
         );
-        let blob_read_bytes = Counter::default();
         registry.register(
             "fastview_blob_read_bytes",
             "Bytes read from the blob store",
-            blob_read_bytes.clone(),
+            self.blob_read_bytes.clone(),
         );
-        let message_parses = Family::<ParseScopeLabel, Counter>::default();
         registry.register(
             "fastview_message_parses",
             "Messages parsed on the read path, by scope",
-            message_parses.clone(),
+            self.message_parses.clone(),
         );
-        let method_duration: Family<MethodLabel, Histogram, fn() -> Histogram> =
-            Family::new_with_constructor(latency_histogram);
         registry.register(
             "fastview_jmap_method_duration_seconds",
             "Latency of each JMAP method call",
-            method_duration.clone(),
+            self.method_duration.clone(),
         );
-        let login_verifications = Counter::default();
         registry.register(
             "fastview_login_verifications",
             "Password verifications (argon2) run, known and unknown users alike",
-            login_verifications.clone(),
+            self.login_verifications.clone(),
         );
-        let login_refusals = Family::<RefusalLabel, Counter>::default();
         registry.register(
             "fastview_login_refusals",
             "Logins refused without verifying the password, by reason",
-            login_refusals.clone(),
+            self.login_refusals.clone(),
         );
-        let upstream_round_trips = Family::<UpstreamCommandLabel, Counter>::default();
+    }
+
+    /// Registers the upstream's counters (either proxy mode).
+    fn register_upstream(&mut self) {
+        let registry = &mut self.registry;
         registry.register(
             "fastview_upstream_round_trips",
             "Round trips to the upstream (IMAP sessions, JMAP requests), by what they were for",
-            upstream_round_trips.clone(),
+            self.upstream_round_trips.clone(),
         );
-        let upstream_bytes = Family::<UpstreamMethodLabel, Counter>::default();
         registry.register(
             "fastview_upstream_bytes",
             "Message octets read from or appended to the IMAP upstream, by JMAP method",
-            upstream_bytes.clone(),
+            self.upstream_bytes.clone(),
         );
-        let upstream_cache_refills = Counter::default();
         registry.register(
             "fastview_upstream_cache_refills",
             "Evicted messages read again from the IMAP upstream",
-            upstream_cache_refills.clone(),
+            self.upstream_cache_refills.clone(),
         );
-        let upstream_mailboxes_read = Counter::default();
         registry.register(
             "fastview_upstream_mailboxes_read",
             "Mailboxes whose UIDs and flags an upstream sync read",
-            upstream_mailboxes_read.clone(),
+            self.upstream_mailboxes_read.clone(),
         );
-        let upstream_fetched_messages = Counter::default();
         registry.register(
             "fastview_upstream_fetched_messages",
             "Messages read from the IMAP upstream",
-            upstream_fetched_messages.clone(),
+            self.upstream_fetched_messages.clone(),
         );
-        let upstream_fetched_bytes = Counter::default();
         registry.register(
             "fastview_upstream_fetched_bytes",
             "Octets of the messages read from the IMAP upstream",
-            upstream_fetched_bytes.clone(),
+            self.upstream_fetched_bytes.clone(),
         );
-        let upstream_sync_seconds = latency_histogram();
         registry.register(
             "fastview_upstream_sync_seconds",
             "How long one account's sync with the IMAP upstream took",
-            upstream_sync_seconds.clone(),
+            self.upstream_sync_seconds.clone(),
         );
-        let cache_entries = Family::<CacheLabel, Gauge>::default();
+    }
+
+    /// Registers the caches' gauges and the metadata snapshots' counter.
+    fn register_caches(&mut self) {
+        let registry = &mut self.registry;
         registry.register(
             "fastview_cache_entries",
             "Entries an Email/get cache holds",
-            cache_entries.clone(),
+            self.cache_entries.clone(),
         );
-        let cache_bytes = Family::<CacheLabel, Gauge>::default();
         registry.register(
             "fastview_cache_bytes",
             "Octets an Email/get cache holds, by its own weights",
-            cache_bytes.clone(),
+            self.cache_bytes.clone(),
         );
-        let metadata_snapshots = Family::<SnapshotLabel, Counter>::default();
         registry.register(
             "fastview_metadata_snapshots",
             "Email/get metadata from snapshots at the current Email state (hit) or the store",
-            metadata_snapshots.clone(),
+            self.metadata_snapshots.clone(),
         );
-        Self {
-            registry,
-            metadata_snapshots,
-            cache_entries,
-            cache_bytes,
-            upstream_round_trips,
-            upstream_bytes,
-            upstream_cache_refills,
-            upstream_mailboxes_read,
-            upstream_fetched_messages,
-            upstream_fetched_bytes,
-            upstream_sync_seconds,
-            email_get,
-            fast_view_hits,
-            fast_view_misses,
-            blob_reads,
-            blob_read_bytes,
-            message_parses,
-            method_duration,
-            login_verifications,
-            login_refusals,
-        }
     }
 
     /// Counts one message parse on the read path (`scope` is `header` or `full`).

@@ -190,36 +190,23 @@ pub async fn import(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<Exi
     let mut storing: Vec<String> = Vec::new();
     let mut done = false;
     while !done {
-        let mut messages: Vec<(SourceMessage, i64)> = Vec::with_capacity(BATCH);
-        while messages.len() < BATCH {
-            let Some(item) = receiver.recv().await else {
-                done = true;
-                break;
-            };
-            match item {
-                SourceItem::Message(message) => {
-                    let mailbox = match resolver.resolve(message.folder.as_deref()).await {
-                        Ok(mailbox) => mailbox,
-                        Err(error) => {
-                            // The batch prepared already is stored first.
-                            if let Some(outcome) = pipeline.finish().await {
-                                counts.record(outcome, &storing, &mut failures);
-                            }
-                            for failure in &failures {
-                                println!("{failure}");
-                            }
-                            return Err(error);
-                        }
-                    };
-                    messages.push((message, mailbox));
-                }
-                SourceItem::Failed { origin, reason } => {
-                    counts.failed += 1;
-                    failures.push(format!("failed: {origin}: {reason}"));
-                }
-                SourceItem::Skipped { .. } => counts.skipped += 1,
+        let batch = next_batch(&mut receiver, &mut resolver, &mut counts, &mut failures).await;
+        let messages = match batch {
+            Ok((messages, last)) => {
+                done = last;
+                messages
             }
-        }
+            Err(error) => {
+                // The batch prepared already is stored first.
+                if let Some(outcome) = pipeline.finish().await {
+                    counts.record(outcome, &storing, &mut failures);
+                }
+                for failure in &failures {
+                    println!("{failure}");
+                }
+                return Err(error);
+            }
+        };
         if messages.is_empty() {
             continue;
         }
@@ -244,7 +231,41 @@ pub async fn import(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<Exi
     if let Err(error) = app.store.analyze().await {
         eprintln!("warning: refreshing the planner statistics failed: {error}");
     }
-    for failure in &failures {
+    Ok(report(counts, &failures, started))
+}
+
+/// Up to [`BATCH`] messages from the walk, each with the mailbox its
+/// folder resolves to (failed and skipped items counted on the way), and
+/// whether the walk is over.
+async fn next_batch(
+    receiver: &mut tokio::sync::mpsc::Receiver<SourceItem>,
+    resolver: &mut MailboxResolver,
+    counts: &mut ImportCounts,
+    failures: &mut Vec<String>,
+) -> anyhow::Result<(Vec<(SourceMessage, i64)>, bool)> {
+    let mut messages: Vec<(SourceMessage, i64)> = Vec::with_capacity(BATCH);
+    while messages.len() < BATCH {
+        let Some(item) = receiver.recv().await else {
+            return Ok((messages, true));
+        };
+        match item {
+            SourceItem::Message(message) => {
+                let mailbox = resolver.resolve(message.folder.as_deref()).await?;
+                messages.push((message, mailbox));
+            }
+            SourceItem::Failed { origin, reason } => {
+                counts.failed += 1;
+                failures.push(format!("failed: {origin}: {reason}"));
+            }
+            SourceItem::Skipped { .. } => counts.skipped += 1,
+        }
+    }
+    Ok((messages, false))
+}
+
+/// Prints the failures and the counts; exit status 2 when any failed.
+fn report(counts: ImportCounts, failures: &[String], started: Instant) -> ExitCode {
+    for failure in failures {
         println!("{failure}");
     }
     let seconds = started.elapsed().as_secs_f64().max(1e-9);
@@ -253,9 +274,9 @@ pub async fn import(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<Exi
         "imported {}, duplicates skipped {}, failed {}, skipped {}, {:.0} msg/s",
         counts.imported, counts.duplicates, counts.failed, counts.skipped, rate
     );
-    Ok(if counts.failed > 0 {
+    if counts.failed > 0 {
         ExitCode::from(2)
     } else {
         ExitCode::SUCCESS
-    })
+    }
 }

@@ -18,6 +18,7 @@
 
 use std::collections::HashSet;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use futures::{StreamExt, TryStreamExt};
@@ -121,6 +122,36 @@ pub async fn migrate_store(
     global: &GlobalArgs,
     args: MigrateStoreArgs,
 ) -> anyhow::Result<ExitCode> {
+    let (from, to) = open_stores(global, &args).await?;
+    let blobs = blob_copy(global, &args)?;
+    let progress = progress_bar(from.as_ref()).await?;
+    let mut migration = Migration {
+        from,
+        to,
+        blobs,
+        copied: Copied::default(),
+        progress,
+    };
+    let accounts = migration.copy_accounts().await?;
+    for account in &accounts {
+        migration.copy_account_tables(*account).await?;
+    }
+    if let Some(stopped) = migration
+        .copy_emails(args.batch_size, args.stop_after_batches)
+        .await?
+    {
+        return Ok(stopped);
+    }
+    migration.progress.finish_and_clear();
+    migration.check_complete().await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The source store (`--from`, else the global database) and the target.
+async fn open_stores(
+    global: &GlobalArgs,
+    args: &MigrateStoreArgs,
+) -> anyhow::Result<(Arc<dyn Store>, Arc<dyn Store>)> {
     let from_url = args
         .from
         .clone()
@@ -135,29 +166,37 @@ pub async fn migrate_store(
     let to = open_store(&args.to, Some(4))
         .await
         .context("opening the target")?;
-    let mut blobs = match &args.to_blob_url {
-        None => None,
-        Some(to_url) => {
-            let from_blobs = match args.from_blob_url.as_deref().or(global.blob_url.as_deref()) {
-                Some(url) => BlobStore::open(url)?,
-                None => BlobStore::local(global.data_dir.join("blobs"))?,
-            };
-            let to_blobs = BlobStore::open(to_url)?;
-            (from_blobs.url() != to_blobs.url()).then(|| BlobCopy {
-                from: from_blobs,
-                to: to_blobs,
-                done: HashSet::new(),
-            })
-        }
+    Ok((from, to))
+}
+
+/// The blob copy `--to-blob-url` asks for, unless it names the source's
+/// blob store.
+fn blob_copy(global: &GlobalArgs, args: &MigrateStoreArgs) -> anyhow::Result<Option<BlobCopy>> {
+    let Some(to_url) = &args.to_blob_url else {
+        return Ok(None);
     };
-    if let Some(copy) = &blobs {
+    let from_blobs = match args.from_blob_url.as_deref().or(global.blob_url.as_deref()) {
+        Some(url) => BlobStore::open(url)?,
+        None => BlobStore::local(global.data_dir.join("blobs"))?,
+    };
+    let to_blobs = BlobStore::open(to_url)?;
+    let copy = (from_blobs.url() != to_blobs.url()).then(|| BlobCopy {
+        from: from_blobs,
+        to: to_blobs,
+        done: HashSet::new(),
+    });
+    if let Some(copy) = &copy {
         eprintln!(
             "copying blobs from {} to {}",
             copy.from.url(),
             copy.to.url()
         );
     }
+    Ok(copy)
+}
 
+/// A progress bar over every row of the source to copy.
+async fn progress_bar(from: &dyn Store) -> anyhow::Result<ProgressBar> {
     let source_counts = from.raw_counts(None).await?;
     let total = source_counts.accounts
         + source_counts.mailboxes
@@ -165,33 +204,38 @@ pub async fn migrate_store(
         + source_counts.thread_refs
         + source_counts.account_blobs
         + source_counts.changes;
-    let progress = ProgressBar::new(total.max(0) as u64).with_style(
+    Ok(ProgressBar::new(total.max(0) as u64).with_style(
         ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} rows {per_sec} eta {eta}")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
-    );
-    let mut copied = Copied::default();
+    ))
+}
 
-    // Accounts, then the target must hold exactly the source's accounts.
-    progress.set_message("accounts");
-    let accounts = copy_table(
-        from.as_ref(),
-        to.as_ref(),
-        RawTable::Accounts,
-        0,
-        PAGE,
-        &mut copied,
-        &progress,
-        &mut blobs,
-    )
-    .await?;
-    check_same_accounts(from.as_ref(), to.as_ref()).await?;
+/// One run of the copy: the two stores, the blob copy, what was copied.
+struct Migration {
+    from: Arc<dyn Store>,
+    to: Arc<dyn Store>,
+    blobs: Option<BlobCopy>,
+    copied: Copied,
+    progress: ProgressBar,
+}
 
-    // Per-account tables, skipped where the counts already match.
-    for account in &accounts {
+impl Migration {
+    /// Accounts, then the target must hold exactly the source's accounts;
+    /// returns their ids.
+    async fn copy_accounts(&mut self) -> anyhow::Result<Vec<i64>> {
+        self.progress.set_message("accounts");
+        let accounts = self.copy_table(RawTable::Accounts, 0, PAGE).await?;
+        check_same_accounts(self.from.as_ref(), self.to.as_ref()).await?;
+        Ok(accounts)
+    }
+
+    /// The per-account tables of `account`, skipped where the counts
+    /// already match.
+    async fn copy_account_tables(&mut self, account: i64) -> anyhow::Result<()> {
         let (source, target) = (
-            from.raw_counts(Some(*account)).await?,
-            to.raw_counts(Some(*account)).await?,
+            self.from.raw_counts(Some(account)).await?,
+            self.to.raw_counts(Some(account)).await?,
         );
         for (table, label, done, rows) in [
             (
@@ -220,137 +264,146 @@ pub async fn migrate_store(
             ),
         ] {
             if done {
-                progress.inc(rows as u64);
+                self.progress.inc(rows as u64);
                 continue;
             }
-            progress.set_message(label);
+            self.progress.set_message(label);
             // All mailboxes of an account in one page: a parent may come after its child.
             let page = if table == RawTable::Mailboxes {
                 i64::MAX
             } else {
                 PAGE
             };
-            copy_table(
-                from.as_ref(),
-                to.as_ref(),
-                table,
-                *account,
-                page,
-                &mut copied,
-                &progress,
-                &mut blobs,
-            )
-            .await?;
+            self.copy_table(table, account, page).await?;
         }
+        Ok(())
     }
 
-    // Emails, after the last batch the target committed.
-    progress.set_message("emails");
-    let resume_after = to.raw_counts(None).await?.max_email_id;
-    if resume_after > 0 {
-        let already = to.raw_counts(None).await?.emails;
-        progress.inc(already as u64);
-        progress.suspend(|| eprintln!("resuming after email {resume_after}"));
-    }
-    let mut cursor = RawCursor {
-        number: resume_after,
-        ..RawCursor::default()
-    };
-    let mut batches = 0u64;
-    loop {
-        let rows = from
-            .export_raw(RawTable::Emails, 0, &cursor, args.batch_size)
-            .await?;
-        let Some(next) = rows.cursor() else { break };
-        if let (Some(copy), RawRows::Emails(emails)) = (&mut blobs, &rows) {
-            let (n, missing) = copy.copy(emails.iter().map(|e| e.blob_id.clone())).await?;
-            copied.blobs += n;
-            copied.missing_blobs += missing;
+    /// Emails, after the last batch the target committed, `batch_size` a
+    /// transaction; `Some` exit status (3) when stopped after
+    /// `stop_after_batches`.
+    async fn copy_emails(
+        &mut self,
+        batch_size: i64,
+        stop_after_batches: Option<u64>,
+    ) -> anyhow::Result<Option<ExitCode>> {
+        self.progress.set_message("emails");
+        let resume_after = self.to.raw_counts(None).await?.max_email_id;
+        if resume_after > 0 {
+            let already = self.to.raw_counts(None).await?.emails;
+            self.progress.inc(already as u64);
+            self.progress
+                .suspend(|| eprintln!("resuming after email {resume_after}"));
         }
-        copied.emails += to.import_raw(&rows).await?;
-        progress.inc(rows.len() as u64);
-        cursor = next;
-        batches += 1;
-        if args.stop_after_batches.is_some_and(|stop| batches >= stop) {
-            progress.abandon();
-            eprintln!("stopped after {batches} email batches (run again to resume)");
-            return Ok(ExitCode::from(3));
-        }
-    }
-    progress.finish_and_clear();
-
-    // The copy is complete when every table has the source's row count.
-    let (source, target) = (from.raw_counts(None).await?, to.raw_counts(None).await?);
-    let mut mismatches = compare(&source, &target);
-    // PostgreSQL keys thread refs by a digest of over-long message ids and
-    // strips NUL, so distinct SQLite refs may become one: fewer is expected.
-    if target.thread_refs < source.thread_refs && target.thread_refs > 0 {
-        mismatches.retain(|m| !m.starts_with("thread refs"));
-        eprintln!(
-            "note: {} thread refs became {} (equal keys in the target)",
-            source.thread_refs, target.thread_refs
-        );
-    }
-    println!(
-        "copied {} emails, {} other rows, {} blobs{}; target has {} accounts, {} mailboxes, {} emails",
-        copied.emails,
-        copied.rows,
-        copied.blobs,
-        if copied.missing_blobs > 0 {
-            format!(
-                " ({} missing in the source blob store)",
-                copied.missing_blobs
-            )
-        } else {
-            String::new()
-        },
-        target.accounts,
-        target.mailboxes,
-        target.emails
-    );
-    if !mismatches.is_empty() {
-        bail!(
-            "the target differs from the source: {}",
-            mismatches.join(", ")
-        );
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Copies one table (of one account) page by page; returns the ids of the
-/// rows when the table is the accounts table.
-#[allow(clippy::too_many_arguments)]
-async fn copy_table(
-    from: &dyn Store,
-    to: &dyn Store,
-    table: RawTable,
-    account: i64,
-    page: i64,
-    copied: &mut Copied,
-    progress: &ProgressBar,
-    blobs: &mut Option<BlobCopy>,
-) -> anyhow::Result<Vec<i64>> {
-    let mut cursor = RawCursor::default();
-    let mut ids = Vec::new();
-    loop {
-        let rows = from.export_raw(table, account, &cursor, page).await?;
-        let Some(next) = rows.cursor() else { break };
-        match &rows {
-            RawRows::Accounts(accounts) => ids.extend(accounts.iter().map(|a| a.id)),
-            RawRows::AccountBlobs(_, grants) => {
-                if let Some(copy) = blobs {
-                    let (n, missing) = copy.copy(grants.iter().map(|g| g.blob_id.clone())).await?;
-                    copied.blobs += n;
-                    copied.missing_blobs += missing;
-                }
+        let mut cursor = RawCursor {
+            number: resume_after,
+            ..RawCursor::default()
+        };
+        let mut batches = 0u64;
+        loop {
+            let rows = self
+                .from
+                .export_raw(RawTable::Emails, 0, &cursor, batch_size)
+                .await?;
+            let Some(next) = rows.cursor() else { break };
+            if let RawRows::Emails(emails) = &rows {
+                self.copy_blobs(emails.iter().map(|e| e.blob_id.clone()))
+                    .await?;
             }
-            _ => {}
+            self.copied.emails += self.to.import_raw(&rows).await?;
+            self.progress.inc(rows.len() as u64);
+            cursor = next;
+            batches += 1;
+            if stop_after_batches.is_some_and(|stop| batches >= stop) {
+                self.progress.abandon();
+                eprintln!("stopped after {batches} email batches (run again to resume)");
+                return Ok(Some(ExitCode::from(3)));
+            }
         }
-        copied.rows += to.import_raw(&rows).await?;
-        progress.inc(rows.len() as u64);
-        cursor = next;
+        Ok(None)
     }
-    Ok(ids)
+
+    /// Copies the blobs among `ids` the target lacks, when blobs are copied.
+    async fn copy_blobs(&mut self, ids: impl IntoIterator<Item = String>) -> anyhow::Result<()> {
+        if let Some(copy) = &mut self.blobs {
+            let (n, missing) = copy.copy(ids).await?;
+            self.copied.blobs += n;
+            self.copied.missing_blobs += missing;
+        }
+        Ok(())
+    }
+
+    /// The copy is complete when every table has the source's row count;
+    /// prints what was copied.
+    async fn check_complete(&self) -> anyhow::Result<()> {
+        let (source, target) = (
+            self.from.raw_counts(None).await?,
+            self.to.raw_counts(None).await?,
+        );
+        let mut mismatches = compare(&source, &target);
+        // PostgreSQL keys thread refs by a digest of over-long message ids and
+        // strips NUL, so distinct SQLite refs may become one: fewer is expected.
+        if target.thread_refs < source.thread_refs && target.thread_refs > 0 {
+            mismatches.retain(|m| !m.starts_with("thread refs"));
+            eprintln!(
+                "note: {} thread refs became {} (equal keys in the target)",
+                source.thread_refs, target.thread_refs
+            );
+        }
+        let copied = &self.copied;
+        println!(
+            "copied {} emails, {} other rows, {} blobs{}; target has {} accounts, {} mailboxes, {} emails",
+            copied.emails,
+            copied.rows,
+            copied.blobs,
+            if copied.missing_blobs > 0 {
+                format!(
+                    " ({} missing in the source blob store)",
+                    copied.missing_blobs
+                )
+            } else {
+                String::new()
+            },
+            target.accounts,
+            target.mailboxes,
+            target.emails
+        );
+        if !mismatches.is_empty() {
+            bail!(
+                "the target differs from the source: {}",
+                mismatches.join(", ")
+            );
+        }
+        Ok(())
+    }
+
+    /// Copies one table (of one account) page by page; returns the ids of
+    /// the rows when the table is the accounts table.
+    async fn copy_table(
+        &mut self,
+        table: RawTable,
+        account: i64,
+        page: i64,
+    ) -> anyhow::Result<Vec<i64>> {
+        let mut cursor = RawCursor::default();
+        let mut ids = Vec::new();
+        loop {
+            let rows = self.from.export_raw(table, account, &cursor, page).await?;
+            let Some(next) = rows.cursor() else { break };
+            match &rows {
+                RawRows::Accounts(accounts) => ids.extend(accounts.iter().map(|a| a.id)),
+                RawRows::AccountBlobs(_, grants) => {
+                    self.copy_blobs(grants.iter().map(|g| g.blob_id.clone()))
+                        .await?;
+                }
+                _ => {}
+            }
+            self.copied.rows += self.to.import_raw(&rows).await?;
+            self.progress.inc(rows.len() as u64);
+            cursor = next;
+        }
+        Ok(ids)
+    }
 }
 
 /// Fails unless the target's accounts are the source's (same ids, same logins).

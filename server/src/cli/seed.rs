@@ -8,6 +8,7 @@
 //! so copies stay distinct while threads stay intact. The password is hashed
 //! once, and each account's messages are stored in one batched transaction.
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,6 +19,7 @@ use indicatif::ProgressBar;
 
 use super::GlobalArgs;
 use crate::account::hash_password;
+use crate::app::App;
 use crate::blob::blob_id_of;
 use crate::mail::import_source::{self, SourceItem};
 use crate::mail::ingest::{PreparedEmail, prepare, store_batch};
@@ -136,97 +138,16 @@ pub async fn seed(global: &GlobalArgs, args: SeedArgs) -> anyhow::Result<ExitCod
     let started = Instant::now();
     let app = global.open_own("fastview seed").await?;
     let wanted = (args.accounts as usize * args.messages_per_account as usize).min(20_000);
-    let from = args.from.clone();
-    let mut sources: Vec<PreparedEmail> = tokio::task::spawn_blocking(move || {
-        import_source::walk(std::slice::from_ref(&from))
-            .filter_map(|item| match item {
-                SourceItem::Message(message) => Some(message),
-                _ => None,
-            })
-            .take(wanted)
-            .collect::<Vec<_>>()
-    })
-    .await
-    .map(|messages| {
-        futures::stream::iter(messages).map(|message| {
-            tokio::task::spawn_blocking(move || {
-                let raw = message.raw.clone();
-                prepare(raw, Vec::new(), message.keywords.clone(), |parsed| {
-                    import_source::received_at(&message, parsed)
-                })
-            })
-        })
-    })?
-    .buffered(8)
-    .filter_map(|joined| async move { joined.ok() })
-    .collect()
-    .await;
-    // Byte-identical sources (the same mail saved twice) would be one email.
-    let mut seen = std::collections::HashSet::new();
-    sources.retain(|source| seen.insert(source.email.blob_id.clone()));
-    if sources.is_empty() {
-        bail!("no messages found in {}", args.from.display());
-    }
-    eprintln!("{} distinct source messages", sources.len());
-    let sources = Arc::new(sources);
+    let sources = Arc::new(read_sources(&args.from, wanted).await?);
     let parsed_in = started.elapsed();
-    // One hash for every account: they share the password by construction,
-    // so a salt per account would protect nothing, and 1,000 argon2 hashes
-    // (~20 ms of CPU each) would take longer than storing 100,000 messages.
-    let password = args.password.clone();
-    let hash = tokio::task::spawn_blocking(move || hash_password(&password))
-        .await
-        .context("hashing")?
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let hash = shared_hash(args.password.clone()).await?;
     let progress = ProgressBar::new(args.accounts as u64);
     // Accounts are filled a few at a time: one account's copies and blob
     // writes overlap another's database transaction.
     let count = args.messages_per_account as usize;
-    let app_ref = &app;
-    let hash = &hash;
+    let (app_ref, hash) = (&app, &hash);
     let stored: u64 = futures::stream::iter(0..args.accounts as usize)
-        .map(|index| {
-            let sources = sources.clone();
-            async move {
-                let n = index as u32 + 1;
-                let email = seed_account(n);
-                let account = match app_ref.store.create_account(&email, hash).await {
-                    Ok(account) => account,
-                    Err(StoreError::Conflict(_)) => {
-                        app_ref.store.set_password(&email, hash).await?;
-                        app_ref
-                            .store
-                            .account_by_email(&email)
-                            .await?
-                            .context("account vanished")?
-                    }
-                    Err(error) => return Err(anyhow::Error::from(error)),
-                };
-                let inbox = super::import::target_mailbox(app_ref, account.id, None).await?;
-                let batch: Vec<PreparedEmail> = tokio::task::spawn_blocking(move || {
-                    (0..count)
-                        .map(|i| {
-                            // Consecutive sources from this account's offset,
-                            // wrapping around (a new pass) when they run out.
-                            let offset = (index * count) % sources.len();
-                            copy_for_user(
-                                &sources[(offset + i) % sources.len()],
-                                n,
-                                (offset + i) / sources.len(),
-                                inbox,
-                            )
-                        })
-                        .collect()
-                })
-                .await?;
-                let stored = store_batch(app_ref.store.as_ref(), &app_ref.blobs, account.id, batch)
-                    .await?
-                    .iter()
-                    .filter(|outcome| matches!(outcome, Inserted::New(_)))
-                    .count() as u64;
-                anyhow::Ok(stored)
-            }
-        })
+        .map(|index| seed_account_copies(app_ref, index, sources.clone(), count, hash))
         .buffer_unordered(4)
         .map(|stored| {
             progress.inc(1);
@@ -250,6 +171,101 @@ pub async fn seed(global: &GlobalArgs, args: SeedArgs) -> anyhow::Result<ExitCod
         parsed_in.as_secs_f64()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Up to `wanted` messages of `from`, each prepared (parsed once), without
+/// byte-identical repeats (the same mail saved twice would be one email).
+async fn read_sources(from: &Path, wanted: usize) -> anyhow::Result<Vec<PreparedEmail>> {
+    let walked = from.to_path_buf();
+    let mut sources: Vec<PreparedEmail> = tokio::task::spawn_blocking(move || {
+        import_source::walk(std::slice::from_ref(&walked))
+            .filter_map(|item| match item {
+                SourceItem::Message(message) => Some(message),
+                _ => None,
+            })
+            .take(wanted)
+            .collect::<Vec<_>>()
+    })
+    .await
+    .map(|messages| {
+        futures::stream::iter(messages).map(|message| {
+            tokio::task::spawn_blocking(move || {
+                let raw = message.raw.clone();
+                prepare(raw, Vec::new(), message.keywords.clone(), |parsed| {
+                    import_source::received_at(&message, parsed)
+                })
+            })
+        })
+    })?
+    .buffered(8)
+    .filter_map(|joined| async move { joined.ok() })
+    .collect()
+    .await;
+    let mut seen = std::collections::HashSet::new();
+    sources.retain(|source| seen.insert(source.email.blob_id.clone()));
+    if sources.is_empty() {
+        bail!("no messages found in {}", from.display());
+    }
+    eprintln!("{} distinct source messages", sources.len());
+    Ok(sources)
+}
+
+/// One hash for every account: they share the password by construction,
+/// so a salt per account would protect nothing, and 1,000 argon2 hashes
+/// (~20 ms of CPU each) would take longer than storing 100,000 messages.
+async fn shared_hash(password: String) -> anyhow::Result<String> {
+    tokio::task::spawn_blocking(move || hash_password(&password))
+        .await
+        .context("hashing")?
+        .map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// Fills the `index`th seed account (made, or its password set when it
+/// exists) with `count` copies of consecutive sources from its offset;
+/// returns how many were new.
+async fn seed_account_copies(
+    app: &App,
+    index: usize,
+    sources: Arc<Vec<PreparedEmail>>,
+    count: usize,
+    hash: &str,
+) -> anyhow::Result<u64> {
+    let n = index as u32 + 1;
+    let email = seed_account(n);
+    let account = match app.store.create_account(&email, hash).await {
+        Ok(account) => account,
+        Err(StoreError::Conflict(_)) => {
+            app.store.set_password(&email, hash).await?;
+            app.store
+                .account_by_email(&email)
+                .await?
+                .context("account vanished")?
+        }
+        Err(error) => return Err(anyhow::Error::from(error)),
+    };
+    let inbox = super::import::target_mailbox(app, account.id, None).await?;
+    let batch: Vec<PreparedEmail> = tokio::task::spawn_blocking(move || {
+        (0..count)
+            .map(|i| {
+                // Consecutive sources from this account's offset,
+                // wrapping around (a new pass) when they run out.
+                let offset = (index * count) % sources.len();
+                copy_for_user(
+                    &sources[(offset + i) % sources.len()],
+                    n,
+                    (offset + i) / sources.len(),
+                    inbox,
+                )
+            })
+            .collect()
+    })
+    .await?;
+    let stored = store_batch(app.store.as_ref(), &app.blobs, account.id, batch)
+        .await?
+        .iter()
+        .filter(|outcome| matches!(outcome, Inserted::New(_)))
+        .count() as u64;
+    Ok(stored)
 }
 
 #[cfg(test)]

@@ -101,190 +101,155 @@ fn problem(status: StatusCode, kind: &str, detail: &str) -> Response {
 
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
+        const BLANK: &str = "about:blank";
+        const LIMIT: &str = "urn:ietf:params:jmap:error:limit";
         match self {
             HttpError::Request(error) => {
                 let status =
                     StatusCode::from_u16(error.status()).unwrap_or(StatusCode::BAD_REQUEST);
-                let mut response = (status, error.problem().to_string()).into_response();
-                response.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/problem+json"),
-                );
-                response
+                let response = (status, error.problem().to_string()).into_response();
+                with_header(response, header::CONTENT_TYPE, problem_json())
             }
-            HttpError::Unauthorized => {
-                let mut response = problem(
-                    StatusCode::UNAUTHORIZED,
-                    "about:blank",
-                    "authentication required",
-                );
-                // Both schemes it accepts (RFC 7617, RFC 6750 §3).
-                response.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static("Basic realm=\"Fastview\", charset=\"UTF-8\""),
-                );
-                response.headers_mut().append(
-                    header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static("Bearer realm=\"Fastview\""),
-                );
-                response
-            }
+            HttpError::Unauthorized => unauthorized(),
             HttpError::TooManyAttempts { retry_after } => {
-                let mut response = problem(
+                let response = problem(
                     StatusCode::TOO_MANY_REQUESTS,
-                    "about:blank",
+                    BLANK,
                     "too many failed attempts",
                 );
-                if let Ok(value) = HeaderValue::from_str(&retry_after.to_string()) {
-                    response.headers_mut().insert(header::RETRY_AFTER, value);
-                }
-                response
+                with_retry_after(response, retry_after)
             }
             HttpError::UpstreamThrottled { retry_after } => {
-                let mut response = problem(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "about:blank",
-                    "the mail server behind this one asks to slow down: try again later",
-                );
-                if let Ok(value) = HeaderValue::from_str(&retry_after.to_string()) {
-                    response.headers_mut().insert(header::RETRY_AFTER, value);
-                }
-                response
+                let detail = "the mail server behind this one asks to slow down: try again later";
+                let response = problem(StatusCode::TOO_MANY_REQUESTS, BLANK, detail);
+                with_retry_after(response, retry_after)
             }
             HttpError::Overloaded => {
-                let mut response = problem(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "urn:ietf:params:jmap:error:limit",
-                    "too many concurrent requests",
-                );
-                response
-                    .headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                response
+                let detail = "too many concurrent requests";
+                with_retry_after(problem(StatusCode::TOO_MANY_REQUESTS, LIMIT, detail), 1)
             }
             HttpError::PushAccessInvalid => problem(
                 StatusCode::UNAUTHORIZED,
-                "about:blank",
+                BLANK,
                 "this event source URL's access is not valid (expired, or the password or token \
                  it was made for changed): fetch the session again for a new eventSourceUrl",
             ),
             HttpError::BodyTimeout => {
-                let mut response = problem(
+                let response = problem(
                     StatusCode::REQUEST_TIMEOUT,
-                    "about:blank",
+                    BLANK,
                     "the request body did not arrive in time: an API body has twice \
                      --header-read-timeout, an upload must keep --min-upload-rate",
                 );
-                response
-                    .headers_mut()
-                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
-                response
+                with_header(
+                    response,
+                    header::CONNECTION,
+                    HeaderValue::from_static("close"),
+                )
             }
             HttpError::TooManyStreams => {
-                let mut response = problem(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "about:blank",
-                    "too many event streams open for this account; close one first",
-                );
-                response
-                    .headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
-                response
+                let detail = "too many event streams open for this account; close one first";
+                with_retry_after(problem(StatusCode::TOO_MANY_REQUESTS, BLANK, detail), 30)
             }
             HttpError::LoginBusy => {
-                let mut response = problem(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "about:blank",
-                    "too many logins being verified",
-                );
-                response
-                    .headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                response
+                let detail = "too many logins being verified";
+                with_retry_after(problem(StatusCode::SERVICE_UNAVAILABLE, BLANK, detail), 1)
             }
             HttpError::UpstreamUnavailable(cause) => {
                 tracing::warn!(%cause, "a login could not be checked against the upstream");
-                let mut response = problem(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "about:blank",
-                    "the mail server behind this one could not check the login; try again",
-                );
-                response
-                    .headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-                response
+                let detail = "the mail server behind this one could not check the login; try again";
+                with_retry_after(problem(StatusCode::SERVICE_UNAVAILABLE, BLANK, detail), 5)
             }
             HttpError::UpstreamFailed(cause) => {
                 tracing::warn!(%cause, "a round trip to the upstream failed");
-                problem(
-                    StatusCode::BAD_GATEWAY,
-                    "about:blank",
-                    "the mail server behind this one did not answer; try again",
-                )
+                let detail = "the mail server behind this one did not answer; try again";
+                problem(StatusCode::BAD_GATEWAY, BLANK, detail)
             }
             HttpError::ClientDisconnected => {
                 tracing::debug!("client disconnected while its request was read");
-                problem(
-                    StatusCode::BAD_REQUEST,
-                    "about:blank",
-                    "the request body could not be read",
-                )
+                let detail = "the request body could not be read";
+                problem(StatusCode::BAD_REQUEST, BLANK, detail)
             }
-            HttpError::NotFound => problem(StatusCode::NOT_FOUND, "about:blank", "not found"),
-            HttpError::BadQuery(why) => problem(
-                StatusCode::BAD_REQUEST,
-                "about:blank",
-                &format!("bad query parameters: {why}"),
-            ),
-            HttpError::UploadTooLarge => problem(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "urn:ietf:params:jmap:error:limit",
-                "the upload exceeds maxSizeUpload",
-            ),
-            HttpError::TooManyUploads => {
-                let body = serde_json::json!({
-                    "type": "urn:ietf:params:jmap:error:limit",
-                    "status": 429,
-                    "limit": "maxConcurrentUpload",
-                    "detail": "too many concurrent uploads for this account; retry when one ends",
-                });
-                let mut response =
-                    (StatusCode::TOO_MANY_REQUESTS, body.to_string()).into_response();
-                let headers = response.headers_mut();
-                headers.insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/problem+json"),
-                );
-                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                response
+            HttpError::NotFound => problem(StatusCode::NOT_FOUND, BLANK, "not found"),
+            HttpError::BadQuery(why) => {
+                let detail = format!("bad query parameters: {why}");
+                problem(StatusCode::BAD_REQUEST, BLANK, &detail)
             }
-            HttpError::OverQuota => problem(
-                StatusCode::INSUFFICIENT_STORAGE,
-                "about:blank",
-                "the upload would take the account over its quota",
-            ),
+            HttpError::UploadTooLarge => {
+                let detail = "the upload exceeds maxSizeUpload";
+                problem(StatusCode::PAYLOAD_TOO_LARGE, LIMIT, detail)
+            }
+            HttpError::TooManyUploads => too_many_uploads(),
+            HttpError::OverQuota => {
+                let detail = "the upload would take the account over its quota";
+                problem(StatusCode::INSUFFICIENT_STORAGE, BLANK, detail)
+            }
             HttpError::StorageFull(message) => {
                 tracing::error!(%message, "blob store full");
-                problem(
-                    StatusCode::INSUFFICIENT_STORAGE,
-                    "about:blank",
-                    "the server's storage is full; try again later",
-                )
+                let detail = "the server's storage is full; try again later";
+                problem(StatusCode::INSUFFICIENT_STORAGE, BLANK, detail)
             }
             HttpError::BrokenBlob(message) => {
                 tracing::error!(%message, "broken blob");
-                problem(StatusCode::INTERNAL_SERVER_ERROR, "about:blank", &message)
+                problem(StatusCode::INTERNAL_SERVER_ERROR, BLANK, &message)
             }
             HttpError::Internal(message) => {
                 tracing::error!(%message, "internal error");
-                problem(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "about:blank",
-                    "internal error",
-                )
+                problem(StatusCode::INTERNAL_SERVER_ERROR, BLANK, "internal error")
             }
         }
     }
+}
+
+/// The Content-Type of a problem (RFC 9457).
+fn problem_json() -> HeaderValue {
+    HeaderValue::from_static("application/problem+json")
+}
+
+/// `response` with `name` set to `value`.
+fn with_header(mut response: Response, name: header::HeaderName, value: HeaderValue) -> Response {
+    response.headers_mut().insert(name, value);
+    response
+}
+
+/// `response` with a Retry-After of `seconds`.
+fn with_retry_after(response: Response, seconds: u64) -> Response {
+    match HeaderValue::from_str(&seconds.to_string()) {
+        Ok(value) => with_header(response, header::RETRY_AFTER, value),
+        Err(_) => response,
+    }
+}
+
+/// 401 with a challenge for both schemes it accepts (RFC 7617, RFC 6750 §3).
+fn unauthorized() -> Response {
+    let mut response = problem(
+        StatusCode::UNAUTHORIZED,
+        "about:blank",
+        "authentication required",
+    );
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Basic realm=\"Fastview\", charset=\"UTF-8\""),
+    );
+    response.headers_mut().append(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"Fastview\""),
+    );
+    response
+}
+
+/// 429, the `limit` problem naming `maxConcurrentUpload` (RFC 8620 §2),
+/// with Retry-After.
+fn too_many_uploads() -> Response {
+    let body = serde_json::json!({
+        "type": "urn:ietf:params:jmap:error:limit",
+        "status": 429,
+        "limit": "maxConcurrentUpload",
+        "detail": "too many concurrent uploads for this account; retry when one ends",
+    });
+    let response = (StatusCode::TOO_MANY_REQUESTS, body.to_string()).into_response();
+    let response = with_header(response, header::CONTENT_TYPE, problem_json());
+    with_retry_after(response, 1)
 }
 
 #[cfg(test)]

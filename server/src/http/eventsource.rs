@@ -39,10 +39,10 @@ use super::AppState;
 use super::auth::FreshlyAuthenticated;
 use super::error::HttpError;
 use super::push_access::{CredentialTag, PushAccess};
-use super::stream_slots::StreamKey;
+use super::stream_slots::{StreamKey, StreamSlot};
 use crate::account::{Credential, TOKEN_RECHECK, password_tag};
 use crate::jmap::ids;
-use crate::store::States;
+use crate::store::{States, Store};
 
 /// How often the account's states are read.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
@@ -215,17 +215,11 @@ pub async fn event_source(
         .and_then(|value| value.to_str().ok())
         .and_then(parse_event_id)
         .unwrap_or(current);
-    let types: Vec<String> = query
-        .types
-        .unwrap_or_else(|| "*".into())
-        .split(',')
-        .map(|t| t.trim().to_string())
-        .collect();
-    let close_after_state = query.closeafter.as_deref() == Some("state");
-    let ping = match query.ping.unwrap_or(0) {
-        0 => None,
-        seconds => Some(seconds.clamp(MIN_PING, MAX_PING)),
-    };
+    let StreamOptions {
+        types,
+        close_after_state,
+        ping,
+    } = StreamOptions::of(query);
     let account_id = ids::account_id(account.id);
     let state_for_stream = state.clone();
     let stream = async_stream(move |sender| async move {
@@ -237,20 +231,18 @@ pub async fn event_source(
             let states = match now.take() {
                 Some(states) => states,
                 None => {
-                    tokio::time::sleep(POLL_INTERVAL).await;
-                    if sender.is_closed() || slot.replaced() {
-                        break;
+                    let polled = poll_states(
+                        &state,
+                        store.as_ref(),
+                        &sender,
+                        &slot,
+                        (account.id, &credential),
+                        &mut last_checked,
+                    );
+                    match polled.await {
+                        Some(states) => states,
+                        None => break,
                     }
-                    if last_checked.elapsed() >= TOKEN_RECHECK {
-                        if !state.auth.still_valid(account.id, &credential).await {
-                            break;
-                        }
-                        last_checked = tokio::time::Instant::now();
-                    }
-                    let Ok(states) = store.states(account.id).await else {
-                        break;
-                    };
-                    states
                 }
             };
             let wanted = |name: &str| types.iter().any(|t| t == "*" || t == name);
@@ -283,6 +275,62 @@ pub async fn event_source(
         }
     });
     Ok(Sse::new(stream))
+}
+
+/// What an event stream sends and how often (RFC 8620 §7.3).
+struct StreamOptions {
+    /// The type names asked for, or `*`.
+    types: Vec<String>,
+    /// Close after the first StateChange (`closeafter=state`).
+    close_after_state: bool,
+    /// Seconds between pings, within [`MIN_PING`]..=[`MAX_PING`]; none for 0.
+    ping: Option<u64>,
+}
+
+impl StreamOptions {
+    fn of(query: EventSourceQuery) -> Self {
+        let types: Vec<String> = query
+            .types
+            .unwrap_or_else(|| "*".into())
+            .split(',')
+            .map(|t| t.trim().to_string())
+            .collect();
+        let close_after_state = query.closeafter.as_deref() == Some("state");
+        let ping = match query.ping.unwrap_or(0) {
+            0 => None,
+            seconds => Some(seconds.clamp(MIN_PING, MAX_PING)),
+        };
+        Self {
+            types,
+            close_after_state,
+            ping,
+        }
+    }
+}
+
+/// The account's states after one [`POLL_INTERVAL`], or `None` when the
+/// stream ends: the client went, a newer stream took its slot, its
+/// credential no longer stands (checked every [`TOKEN_RECHECK`]), or the
+/// store failed.
+async fn poll_states(
+    state: &AppState,
+    store: &dyn Store,
+    sender: &tokio::sync::mpsc::Sender<Event>,
+    slot: &StreamSlot,
+    (account, credential): (i64, &Credential),
+    last_checked: &mut tokio::time::Instant,
+) -> Option<States> {
+    tokio::time::sleep(POLL_INTERVAL).await;
+    if sender.is_closed() || slot.replaced() {
+        return None;
+    }
+    if last_checked.elapsed() >= TOKEN_RECHECK {
+        if !state.auth.still_valid(account, credential).await {
+            return None;
+        }
+        *last_checked = tokio::time::Instant::now();
+    }
+    store.states(account).await.ok()
 }
 
 /// A stream fed by a task through a channel; the task ends when the client goes.

@@ -10,14 +10,14 @@
 //! it: they ignore a Content-Disposition filename, and list every non-text
 //! part as an attachment).
 
-use std::collections::BTreeMap;
-
 use mail_parser::{Message, PartType};
 use serde_json::{Map, Value};
 
-use super::header::{self, decode_bytes, decode_owned, decode_words, lookup_charset};
-use super::lexical::{BASE64_VALUES, NOT_BASE64, hex_value, read_quoted};
+use super::header::{self, decode_owned, decode_words};
+use super::mime_field::{MimeField, is_media_type, strip_comments};
 use super::property::BodyProperty;
+pub(crate) use super::transfer::TransferEncoding;
+use super::transfer::{Count, transfer_decode};
 use crate::mail::read_level::BodyValueFlags;
 
 /// Blob id of one body part of a message: `{message blobId}_{partId}` (RFC 8621 §4.1.4).
@@ -141,18 +141,6 @@ impl BodyReading {
     }
 }
 
-/// A Content-Transfer-Encoding (RFC 2045 §6.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum TransferEncoding {
-    /// 7bit, 8bit, binary or absent.
-    Identity,
-    Base64,
-    QuotedPrintable,
-    /// Anything else: treated as identity (RFC 8621 §4.1.4 `blobId`), and an
-    /// encoding problem for body values.
-    Unknown,
-}
-
 /// One EmailBodyPart, resolved from a mail-parser part into values of its
 /// own: it holds no reference into the parse, only its header octets and
 /// where its body lies in the raw message, so the tree stands on its own
@@ -262,6 +250,81 @@ pub fn part_ids(message: &Message<'_>) -> Vec<Option<String>> {
     ids
 }
 
+/// A part's `type` (RFC 2045 §5.2, RFC 2046 §5.1): its declared media
+/// type, checked against whether mail-parser split it as a multipart; none
+/// declared is `message/rfc822` in a `multipart/digest`, else `text/plain`.
+fn content_type_of(
+    declared: Option<&str>,
+    is_multipart: bool,
+    parent_type: Option<&str>,
+) -> String {
+    let implicit = if parent_type == Some("multipart/digest") {
+        "message/rfc822"
+    } else {
+        "text/plain"
+    };
+    match (declared, is_multipart) {
+        (Some(declared), true) if declared.starts_with("multipart/") => declared.to_string(),
+        // mail-parser saw a multipart our parameter parser did not: keep its type.
+        (_, true) => "multipart/mixed".to_string(),
+        // RFC 2046 §5.1.1: a multipart without a (found) boundary is not a
+        // valid multipart; RFC 2045 §5.2 then defaults to text/plain.
+        (Some(declared), false) if declared.starts_with("multipart/") => "text/plain".to_string(),
+        (Some(declared), false) => declared.to_string(),
+        (None, _) => implicit.to_string(),
+    }
+}
+
+/// `cid`: a Content-ID without comments and angle brackets.
+fn content_id(value: &str) -> String {
+    let value = strip_comments(value);
+    let value = value.trim();
+    let value = value.strip_prefix('<').unwrap_or(value);
+    let value = value.strip_suffix('>').unwrap_or(value);
+    value.trim().to_string()
+}
+
+/// `language`: the tags of a Content-Language, without comments or spaces.
+fn languages(value: &str) -> Vec<String> {
+    strip_comments(value)
+        .split(',')
+        .map(|tag| tag.split_ascii_whitespace().collect::<String>())
+        .filter(|tag| !tag.is_empty())
+        .collect()
+}
+
+/// The Content-Transfer-Encoding a field value names (none: identity).
+fn transfer_encoding(value: Option<&str>) -> TransferEncoding {
+    match value
+        .map(|value| strip_comments(value).trim().to_ascii_lowercase())
+        .as_deref()
+    {
+        None | Some("" | "7bit" | "8bit" | "binary") => TransferEncoding::Identity,
+        Some("base64") => TransferEncoding::Base64,
+        Some("quoted-printable") => TransferEncoding::QuotedPrintable,
+        Some(_) => TransferEncoding::Unknown,
+    }
+}
+
+/// A part's header octets (from its first field to the end of its last)
+/// and the octet range of its body, within `raw`.
+fn spans(part: &mail_parser::MessagePart<'_>, raw: &[u8]) -> (Box<[u8]>, (usize, usize)) {
+    let header = match (part.headers.first(), part.headers.last()) {
+        (Some(first), Some(last)) => {
+            let start = (first.offset_field as usize).min(raw.len());
+            let end = (last.offset_end as usize).clamp(start, raw.len());
+            raw[start..end].into()
+        }
+        _ => Box::default(),
+    };
+    let body_start = (part.offset_body as usize).min(raw.len());
+    let body = (
+        body_start,
+        (part.offset_end as usize).clamp(body_start, raw.len()),
+    );
+    (header, body)
+}
+
 impl BodyPart {
     /// The `bodyStructure` tree of a fully parsed message.
     pub(crate) fn tree(message: &Message<'_>) -> Option<Self> {
@@ -291,42 +354,9 @@ impl BodyPart {
             | PartType::InlineBinary(_)
             | PartType::Message(_) => None,
         };
-        let implicit = if parent_type == Some("multipart/digest") {
-            "message/rfc822"
-        } else {
-            "text/plain"
-        };
-        let content_type = match (declared, multipart_children) {
-            (Some(declared), Some(_)) if declared.starts_with("multipart/") => declared.to_string(),
-            // mail-parser saw a multipart our parameter parser did not: keep its type.
-            (_, Some(_)) => "multipart/mixed".to_string(),
-            // RFC 2046 §5.1.1: a multipart without a (found) boundary is not a
-            // valid multipart; RFC 2045 §5.2 then defaults to text/plain.
-            (Some(declared), None) if declared.starts_with("multipart/") => {
-                "text/plain".to_string()
-            }
-            (Some(declared), None) => declared.to_string(),
-            (None, _) => implicit.to_string(),
-        };
-        let sub_parts = match multipart_children {
-            Some(children) if depth < MAX_DEPTH => Some(
-                children
-                    .iter()
-                    .map(|&child| child as usize)
-                    // Children always follow their parent; this also rules out cycles.
-                    .filter(|&child| child > index)
-                    .filter_map(|child| Self::build(message, child, Some(&content_type), depth + 1))
-                    .collect(),
-            ),
-            // At the cap, every leaf below becomes a child of this part.
-            Some(_) => Some(
-                leaves_below(message, index)
-                    .into_iter()
-                    .filter_map(|leaf| Self::build(message, leaf, Some(&content_type), depth + 1))
-                    .collect(),
-            ),
-            None => None,
-        };
+        let content_type = content_type_of(declared, multipart_children.is_some(), parent_type);
+        let sub_parts = multipart_children
+            .map(|children| Self::build_children(message, index, children, &content_type, depth));
 
         let params = content_type_field.as_ref().filter(|_| declared.is_some());
         let charset = params
@@ -353,44 +383,12 @@ impl BodyPart {
             })
             .map(|name| decode_words(&name))
             .filter(|name| !name.is_empty());
-        let cid = field("content-id").map(|value| {
-            let value = strip_comments(&value);
-            let value = value.trim();
-            let value = value.strip_prefix('<').unwrap_or(value);
-            let value = value.strip_suffix('>').unwrap_or(value);
-            value.trim().to_string()
-        });
-        let language = field("content-language").map(|value| {
-            strip_comments(&value)
-                .split(',')
-                .map(|tag| tag.split_ascii_whitespace().collect::<String>())
-                .filter(|tag| !tag.is_empty())
-                .collect()
-        });
+        let cid = field("content-id").map(|value| content_id(&value));
+        let language = field("content-language").map(|value| languages(&value));
         let location = field("content-location")
             .map(|value| value.split_ascii_whitespace().collect::<String>());
-        let encoding = match field("content-transfer-encoding")
-            .map(|value| strip_comments(&value).trim().to_ascii_lowercase())
-            .as_deref()
-        {
-            None | Some("" | "7bit" | "8bit" | "binary") => TransferEncoding::Identity,
-            Some("base64") => TransferEncoding::Base64,
-            Some("quoted-printable") => TransferEncoding::QuotedPrintable,
-            Some(_) => TransferEncoding::Unknown,
-        };
-        let header = match (part.headers.first(), part.headers.last()) {
-            (Some(first), Some(last)) => {
-                let start = (first.offset_field as usize).min(raw.len());
-                let end = (last.offset_end as usize).clamp(start, raw.len());
-                raw[start..end].into()
-            }
-            _ => Box::default(),
-        };
-        let body_start = (part.offset_body as usize).min(raw.len());
-        let body = (
-            body_start,
-            (part.offset_end as usize).clamp(body_start, raw.len()),
-        );
+        let encoding = transfer_encoding(field("content-transfer-encoding").as_deref());
+        let (header, body) = spans(part, raw);
         let size = if sub_parts.is_some() {
             body.1 - body.0
         } else {
@@ -414,6 +412,32 @@ impl BodyPart {
             size,
             digest: None,
         })
+    }
+
+    /// The sub-parts of multipart part `index` (`children`, as mail-parser
+    /// lists them), built one level deeper; at [`MAX_DEPTH`], every leaf
+    /// below becomes a child of this part.
+    fn build_children(
+        message: &Message<'_>,
+        index: usize,
+        children: &[u32],
+        content_type: &str,
+        depth: usize,
+    ) -> Vec<Self> {
+        let build = |child| Self::build(message, child, Some(content_type), depth + 1);
+        match depth < MAX_DEPTH {
+            true => children
+                .iter()
+                .map(|&child| child as usize)
+                // Children always follow their parent; this also rules out cycles.
+                .filter(|&child| child > index)
+                .filter_map(build)
+                .collect(),
+            false => leaves_below(message, index)
+                .into_iter()
+                .filter_map(build)
+                .collect(),
+        }
     }
 
     /// The part with this index, searching the tree depth-first.
@@ -811,437 +835,6 @@ fn parse_structure<'t>(
             lists.html_body.extend(text);
         }
     }
-}
-
-// ---------------------------------------------------------------------------
-// MIME fields with parameters (RFC 2045 §5.1, RFC 2183, RFC 2231)
-
-/// `type/subtype` with both halves non-empty.
-fn is_media_type(value: &str) -> bool {
-    value
-        .split_once('/')
-        .is_some_and(|(t, s)| !t.is_empty() && !s.is_empty() && !s.contains('/'))
-}
-
-/// Removes RFC 5322 comments (outside quoted strings).
-fn strip_comments(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    let mut depth = 0usize;
-    let mut quoted = false;
-    let mut escaped = false;
-    for ch in value.chars() {
-        if escaped {
-            escaped = false;
-            if depth == 0 {
-                out.push(ch);
-            }
-            continue;
-        }
-        match ch {
-            '\\' if quoted || depth > 0 => {
-                escaped = true;
-                if depth == 0 {
-                    out.push(ch);
-                }
-            }
-            '"' if depth == 0 => {
-                quoted = !quoted;
-                out.push(ch);
-            }
-            '(' if !quoted => depth += 1,
-            ')' if !quoted && depth > 0 => depth -= 1,
-            _ if depth == 0 => out.push(ch),
-            _ => {}
-        }
-    }
-    out
-}
-
-/// A Content-Type or Content-Disposition value: the lowercase main value
-/// (CFWS removed) and the parameters with RFC 2231 continuations joined.
-#[derive(Debug, Default)]
-struct MimeField {
-    value: String,
-    params: Vec<(String, String)>,
-}
-
-/// The pieces of one parameter before RFC 2231 assembly.
-#[derive(Default)]
-struct ParamParts {
-    plain: Option<String>,
-    /// `name*=charset'lang'value`.
-    extended: Option<String>,
-    /// `name*N=` / `name*N*=`: section number → (percent-encoded, value).
-    sections: BTreeMap<u32, (bool, String)>,
-}
-
-impl MimeField {
-    fn parse(raw: &str) -> Self {
-        let chars: Vec<char> = raw.chars().collect();
-        let mut i = 0;
-        let mut value = String::new();
-        // Main value, up to the first `;`.
-        while i < chars.len() && chars[i] != ';' {
-            match chars[i] {
-                '(' => i = skip_comment(&chars, i),
-                ch if ch.is_whitespace() => i += 1,
-                '"' => {
-                    let (quoted, next) = read_quoted(&chars, i);
-                    value.push_str(&quoted);
-                    i = next;
-                }
-                ch => {
-                    value.push(ch);
-                    i += 1;
-                }
-            }
-        }
-        let mut order: Vec<String> = Vec::new();
-        let mut parts: BTreeMap<String, ParamParts> = BTreeMap::new();
-        while i < chars.len() {
-            // At a `;` (or junk): skip it and CFWS.
-            i += 1;
-            while i < chars.len() && (chars[i].is_whitespace() || chars[i] == '(') {
-                i = if chars[i] == '(' {
-                    skip_comment(&chars, i)
-                } else {
-                    i + 1
-                };
-            }
-            let start = i;
-            while i < chars.len() && chars[i] != '=' && chars[i] != ';' {
-                i += 1;
-            }
-            if i >= chars.len() || chars[i] == ';' {
-                continue;
-            }
-            let attribute: String = chars[start..i]
-                .iter()
-                .filter(|c| !c.is_whitespace())
-                .collect::<String>()
-                .to_ascii_lowercase();
-            i += 1;
-            while i < chars.len() && chars[i].is_whitespace() {
-                i += 1;
-            }
-            let param_value = if i < chars.len() && chars[i] == '"' {
-                let (quoted, next) = read_quoted(&chars, i);
-                i = next;
-                while i < chars.len() && chars[i] != ';' {
-                    i += 1;
-                }
-                quoted
-            } else {
-                let start = i;
-                while i < chars.len() && chars[i] != ';' {
-                    i += 1;
-                }
-                let token: String = chars[start..i].iter().collect();
-                strip_comments(&token).trim().to_string()
-            };
-            if attribute.is_empty() {
-                continue;
-            }
-            let (base, entry) = match attribute.split_once('*') {
-                None => (attribute.clone(), None),
-                Some((base, "")) => (base.to_string(), Some((None, true))),
-                Some((base, rest)) => {
-                    let (number, encoded) = match rest.strip_suffix('*') {
-                        Some(number) => (number, true),
-                        None => (rest, false),
-                    };
-                    match number.parse::<u32>() {
-                        Ok(number) => (base.to_string(), Some((Some(number), encoded))),
-                        Err(_) => continue,
-                    }
-                }
-            };
-            if !parts.contains_key(&base) {
-                order.push(base.clone());
-            }
-            let slot = parts.entry(base).or_default();
-            match entry {
-                None => {
-                    slot.plain.get_or_insert(param_value);
-                }
-                Some((None, _)) => {
-                    slot.extended.get_or_insert(param_value);
-                }
-                Some((Some(number), encoded)) => {
-                    slot.sections
-                        .entry(number)
-                        .or_insert((encoded, param_value));
-                }
-            }
-        }
-        let params = order
-            .into_iter()
-            .filter_map(|name| {
-                let slot = parts.remove(&name)?;
-                let value = if !slot.sections.is_empty() {
-                    assemble_sections(&slot.sections)
-                } else if let Some(extended) = slot.extended {
-                    let (charset, encoded) = split_charset(&extended);
-                    decode_param_bytes(charset, &percent_decode(encoded))
-                } else {
-                    slot.plain?
-                };
-                Some((name, value))
-            })
-            .collect();
-        Self {
-            value: value.to_ascii_lowercase(),
-            params,
-        }
-    }
-
-    fn param(&self, name: &str) -> Option<String> {
-        self.params
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.clone())
-    }
-}
-
-/// RFC 2231 §3–4: joins numbered sections in order; encoded sections are
-/// percent-decoded, and the charset of section 0 decodes the joined octets
-/// (so a character split between sections survives).
-fn assemble_sections(sections: &BTreeMap<u32, (bool, String)>) -> String {
-    let mut bytes = Vec::new();
-    let mut charset = None;
-    for (number, (encoded, value)) in sections {
-        if *encoded {
-            let data = if *number == 0 {
-                let (label, data) = split_charset(value);
-                charset = label;
-                data
-            } else {
-                value.as_str()
-            };
-            bytes.extend(percent_decode(data));
-        } else {
-            bytes.extend(value.as_bytes());
-        }
-    }
-    decode_param_bytes(charset, &bytes)
-}
-
-/// Splits `charset'language'data`; without both quotes there is no charset.
-fn split_charset(value: &str) -> (Option<&str>, &str) {
-    let mut pieces = value.splitn(3, '\'');
-    match (pieces.next(), pieces.next(), pieces.next()) {
-        (Some(charset), Some(_language), Some(data)) => {
-            (Some(charset).filter(|c| !c.is_empty()), data)
-        }
-        _ => (None, value),
-    }
-}
-
-/// Decodes parameter octets: in the given charset when it is known, else as
-/// UTF-8 when valid, else windows-1252.
-fn decode_param_bytes(charset: Option<&str>, bytes: &[u8]) -> String {
-    match charset.filter(|label| lookup_charset(label).is_some()) {
-        Some(label) => decode_bytes(Some(label), bytes).0,
-        None => decode_bytes(None, bytes).0,
-    }
-}
-
-fn percent_decode(value: &str) -> Vec<u8> {
-    let bytes = value.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let (Some(high), Some(low)) = (
-                bytes.get(i + 1).and_then(|&b| (b as char).to_digit(16)),
-                bytes.get(i + 2).and_then(|&b| (b as char).to_digit(16)),
-            )
-        {
-            out.push((high * 16 + low) as u8);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    out
-}
-
-fn skip_comment(chars: &[char], start: usize) -> usize {
-    let mut depth = 0;
-    let mut i = start;
-    while i < chars.len() {
-        match chars[i] {
-            '\\' => i += 1,
-            '(' => depth += 1,
-            ')' => {
-                depth -= 1;
-                if depth == 0 {
-                    return i + 1;
-                }
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    chars.len()
-}
-
-// ---------------------------------------------------------------------------
-// Transfer decoding (RFC 2045 §6)
-
-/// Where decoded octets go: a buffer, or a counter for `size`.
-trait Sink {
-    fn push(&mut self, byte: u8);
-    fn extend_from(&mut self, bytes: &[u8]);
-}
-
-impl Sink for Vec<u8> {
-    fn push(&mut self, byte: u8) {
-        Vec::push(self, byte);
-    }
-    fn extend_from(&mut self, bytes: &[u8]) {
-        self.extend_from_slice(bytes);
-    }
-}
-
-struct Count(usize);
-
-impl Sink for Count {
-    fn push(&mut self, _byte: u8) {
-        self.0 += 1;
-    }
-    fn extend_from(&mut self, bytes: &[u8]) {
-        self.0 += bytes.len();
-    }
-}
-
-/// Decodes `input` into `out`; returns whether the data was malformed.
-fn transfer_decode(encoding: TransferEncoding, input: &[u8], out: &mut impl Sink) -> bool {
-    match encoding {
-        TransferEncoding::Identity | TransferEncoding::Unknown => {
-            out.extend_from(input);
-            false
-        }
-        TransferEncoding::Base64 => base64_decode(input, out),
-        TransferEncoding::QuotedPrintable => quoted_printable_decode(input, out),
-    }
-}
-
-/// RFC 2045 §6.8: characters outside the alphabet are ignored (non-space ones
-/// make the data malformed); `=` ends a quantum, decoding resumes after it
-/// (concatenated encodings). Four alphabet characters at a quantum boundary,
-/// nearly all of a body, are decoded together.
-fn base64_decode(input: &[u8], out: &mut impl Sink) -> bool {
-    let mut acc: u32 = 0;
-    let mut count: u32 = 0;
-    let mut problem = false;
-    let mut i = 0;
-    while i < input.len() {
-        if count == 0
-            && let Some(&[a, b, c, d]) = input.get(i..i + 4)
-        {
-            let values = [a, b, c, d].map(|octet| BASE64_VALUES[usize::from(octet)]);
-            if values.iter().all(|&value| value != NOT_BASE64) {
-                let quantum = values
-                    .iter()
-                    .fold(0u32, |quantum, &value| (quantum << 6) | u32::from(value));
-                out.extend_from(&[(quantum >> 16) as u8, (quantum >> 8) as u8, quantum as u8]);
-                i += 4;
-                continue;
-            }
-        }
-        let byte = input[i];
-        i += 1;
-        let value = match BASE64_VALUES[usize::from(byte)] {
-            NOT_BASE64 => {
-                match byte {
-                    b'=' => {
-                        problem |= end_quantum(acc, count, out);
-                        acc = 0;
-                        count = 0;
-                    }
-                    b' ' | b'\t' | b'\r' | b'\n' => {}
-                    _ => problem = true,
-                }
-                continue;
-            }
-            value => value,
-        };
-        acc = (acc << 6) | u32::from(value);
-        count += 1;
-        if count == 4 {
-            out.extend_from(&[(acc >> 16) as u8, (acc >> 8) as u8, acc as u8]);
-            acc = 0;
-            count = 0;
-        }
-    }
-    problem | end_quantum(acc, count, out)
-}
-
-/// Writes the octets of a quantum cut short (by `=` or the end of the data)
-/// after `count` of its characters, whose bits are in `acc`; returns whether
-/// it was malformed (a single character carries no whole octet).
-fn end_quantum(acc: u32, count: u32, out: &mut impl Sink) -> bool {
-    match count {
-        2 => out.push((acc >> 4) as u8),
-        3 => {
-            out.push((acc >> 10) as u8);
-            out.push((acc >> 2) as u8);
-        }
-        1 => return true,
-        _ => {}
-    }
-    false
-}
-
-/// RFC 2045 §6.7: `=XX` (either case) is an octet, `=` at the end of a line
-/// a soft line break, trailing white space on a line is transport padding
-/// and is removed; a malformed `=` is kept as is (and reported).
-fn quoted_printable_decode(input: &[u8], out: &mut impl Sink) -> bool {
-    let mut problem = false;
-    for line in input.split_inclusive(|&b| b == b'\n') {
-        let (content, ending): (&[u8], &[u8]) = if let Some(content) = line.strip_suffix(b"\r\n") {
-            (content, b"\r\n")
-        } else if let Some(content) = line.strip_suffix(b"\n") {
-            (content, b"\n")
-        } else {
-            (line, b"")
-        };
-        let content = content.trim_ascii_end();
-        let (content, soft) = match content.strip_suffix(b"=") {
-            Some(content) => (content, true),
-            None => (content, false),
-        };
-        let mut i = 0;
-        while i < content.len() {
-            // The octets up to the next `=` stand for themselves.
-            let literal = content[i..]
-                .iter()
-                .position(|&b| b == b'=')
-                .map_or(content.len(), |at| i + at);
-            out.extend_from(&content[i..literal]);
-            i = literal;
-            if i == content.len() {
-                break;
-            }
-            if let (Some(high), Some(low)) = (
-                content.get(i + 1).and_then(|&b| hex_value(b)),
-                content.get(i + 2).and_then(|&b| hex_value(b)),
-            ) {
-                out.push(high * 16 + low);
-                i += 3;
-                continue;
-            }
-            problem = true;
-            out.push(b'=');
-            i += 1;
-        }
-        if !soft {
-            out.extend_from(ending);
-        }
-    }
-    problem
 }
 
 #[cfg(test)]

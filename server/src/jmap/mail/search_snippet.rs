@@ -51,29 +51,12 @@ pub async fn search_snippet_get(
         .filter_map(|id| ids::parse_email_id(id))
         .collect();
     // Load: subjects from the header blocks, body text by its parts' ranges.
-    let (mut loaded, _) = jmap.loader.load_meta(ctx.account.id, &numeric).await?;
-    let wants_body = !body_terms.is_empty();
-    let plan = ReadPlan {
-        header: !subject_terms.is_empty(),
-        fast_view: false,
-        structure: wants_body,
-        body_values: wants_body,
-        part_headers: false,
-        full: false,
-    };
-    jmap.loader
-        .complete(ctx.account.id, &mut loaded, plan)
-        .await?;
+    let wants_subject = !subject_terms.is_empty();
     let flags = BodyValueFlags {
         fetch_text: true,
         ..BodyValueFlags::default()
     };
-    if wants_body {
-        let reads = BodyReads::plan(&loaded, flags);
-        ctx.budget
-            .charge_parse_or_refuse(reads.octets(), &jmap.limits)?;
-        jmap.loader.load_bodies(&mut loaded, reads).await?;
-    }
+    let loaded = load_texts(ctx, &numeric, wants_subject, !body_terms.is_empty(), flags).await?;
     // Render, off the async workers: decoding and marking walk the text.
     let snippets = jmap
         .work
@@ -102,6 +85,38 @@ pub async fn search_snippet_get(
         // RFC 8621 §5.1: null when every id was found.
         "notFound": if not_found.is_empty() { Value::Null } else { json!(not_found) },
     }))
+}
+
+/// Loads the emails' metadata, their header blocks when a subject is to
+/// be marked, and the text of their `textBody` parts (`flags`) when a body
+/// is, those octets charged to the request's parse budget first.
+async fn load_texts(
+    ctx: &mut CallContext<'_>,
+    numeric: &[i64],
+    wants_subject: bool,
+    wants_body: bool,
+    flags: BodyValueFlags,
+) -> Result<Vec<LoadedEmail>, MethodError> {
+    let jmap = ctx.jmap;
+    let (mut loaded, _) = jmap.loader.load_meta(ctx.account.id, numeric).await?;
+    let plan = ReadPlan {
+        header: wants_subject,
+        fast_view: false,
+        structure: wants_body,
+        body_values: wants_body,
+        part_headers: false,
+        full: false,
+    };
+    jmap.loader
+        .complete(ctx.account.id, &mut loaded, plan)
+        .await?;
+    if wants_body {
+        let reads = BodyReads::plan(&loaded, flags);
+        ctx.budget
+            .charge_parse_or_refuse(reads.octets(), &jmap.limits)?;
+        jmap.loader.load_bodies(&mut loaded, reads).await?;
+    }
+    Ok(loaded)
 }
 
 /// The terms of the filter's full-text conditions that are not negated:

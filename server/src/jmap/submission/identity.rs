@@ -222,32 +222,31 @@ pub async fn identity_set(
     let aliases = store.aliases(account).await?;
     let identities = store.identities(account).await?;
     let mut outcome = SetOutcome::default();
-    let mut creates: Vec<_> = request.create.unwrap_or_default().into_iter().collect();
+    let creates = request.create.unwrap_or_default();
+    create_identities(ctx, creates, &aliases, &mut outcome).await?;
+    let updates = request.update.unwrap_or_default();
+    update_identities(ctx, updates, &identities, &mut outcome).await?;
+    let destroys = request.destroy.unwrap_or_default();
+    destroy_identities(ctx, destroys, &identities, &mut outcome).await?;
+    let new_state = store.states(account).await?.identity;
+    Ok(outcome.into_response(request.account_id, old_state, new_state))
+}
+
+/// Creates each identity asked for, in creation id order, recording each
+/// one's id for later references (`#creationId`).
+async fn create_identities(
+    ctx: &mut CallContext<'_>,
+    create: HashMap<String, Map<String, Value>>,
+    aliases: &[String],
+    outcome: &mut SetOutcome,
+) -> Result<(), MethodError> {
+    let mut creates: Vec<_> = create.into_iter().collect();
     creates.sort_by(|a, b| a.0.cmp(&b.0));
     for (creation_id, object) in creates {
-        let planned = parse_patch(&object).and_then(|(patch, email)| {
-            let email = email
-                .ok_or_else(|| SetError::invalid_properties(&["email"], "email is required"))?;
-            if !may_send_as(&ctx.account.email, &aliases, &email) {
-                return Err(SetError::new(
-                    "forbiddenFrom",
-                    format!("this account may not send as {email}"),
-                ));
-            }
-            Ok(IdentityRow {
-                id: 0,
-                name: patch.name.unwrap_or_default(),
-                email,
-                reply_to: patch.reply_to.flatten(),
-                bcc: patch.bcc.flatten(),
-                text_signature: patch.text_signature.unwrap_or_default(),
-                html_signature: patch.html_signature.unwrap_or_default(),
-                may_delete: true,
-            })
-        });
-        match planned {
+        match plan_create(&ctx.account.email, aliases, &object) {
             Ok(row) => {
-                let id = ids::identity_id(store.create_identity(account, &row).await?);
+                let row_id = ctx.jmap.store.create_identity(ctx.account.id, &row).await?;
+                let id = ids::identity_id(row_id);
                 ctx.created_ids.insert(creation_id.clone(), id.clone());
                 outcome
                     .created
@@ -256,15 +255,57 @@ pub async fn identity_set(
             Err(error) => outcome.not_created.push((creation_id, error)),
         }
     }
-    let find = |id: &str| {
-        let id = match id.strip_prefix('#') {
-            Some(creation) => ctx.created_ids.get(creation).cloned()?,
-            None => id.to_string(),
-        };
-        ids::parse_identity_id(&id)
+    Ok(())
+}
+
+/// The row of one identity to create: `email` required, and one the
+/// account (own address `own`, with `aliases`) may send as.
+fn plan_create(
+    own: &str,
+    aliases: &[String],
+    object: &Map<String, Value>,
+) -> Result<IdentityRow, SetError> {
+    let (patch, email) = parse_patch(object)?;
+    let email =
+        email.ok_or_else(|| SetError::invalid_properties(&["email"], "email is required"))?;
+    if !may_send_as(own, aliases, &email) {
+        return Err(SetError::new(
+            "forbiddenFrom",
+            format!("this account may not send as {email}"),
+        ));
+    }
+    Ok(IdentityRow {
+        id: 0,
+        name: patch.name.unwrap_or_default(),
+        email,
+        reply_to: patch.reply_to.flatten(),
+        bcc: patch.bcc.flatten(),
+        text_signature: patch.text_signature.unwrap_or_default(),
+        html_signature: patch.html_signature.unwrap_or_default(),
+        may_delete: true,
+    })
+}
+
+/// The row an id names: an identity id, or `#creationId` of one created
+/// earlier in the request.
+fn identity_row_of(ctx: &CallContext<'_>, id: &str) -> Option<i64> {
+    let id = match id.strip_prefix('#') {
+        Some(creation) => ctx.created_ids.get(creation).cloned()?,
+        None => id.to_string(),
     };
-    for (id, object) in request.update.unwrap_or_default() {
-        let Some(row_id) = find(&id) else {
+    ids::parse_identity_id(&id)
+}
+
+/// Updates each identity asked for; `email` may only be given unchanged
+/// (`identities`: as they were before the call).
+async fn update_identities(
+    ctx: &mut CallContext<'_>,
+    update: HashMap<String, Map<String, Value>>,
+    identities: &[IdentityRow],
+    outcome: &mut SetOutcome,
+) -> Result<(), MethodError> {
+    for (id, object) in update {
+        let Some(row_id) = identity_row_of(ctx, &id) else {
             outcome.not_updated.push((id, SetError::not_found()));
             continue;
         };
@@ -276,19 +317,39 @@ pub async fn identity_set(
             )),
             _ => Ok(patch),
         });
-        match planned {
-            Ok(patch) => match store.update_identity(account, row_id, &patch).await {
-                Ok(()) => {
-                    outcome.updated.insert(id, Value::Null);
-                }
-                Err(StoreError::NotFound) => outcome.not_updated.push((id, SetError::not_found())),
-                Err(error) => return Err(error.into()),
-            },
-            Err(error) => outcome.not_updated.push((id, error)),
+        let patch = match planned {
+            Ok(patch) => patch,
+            Err(error) => {
+                outcome.not_updated.push((id, error));
+                continue;
+            }
+        };
+        match ctx
+            .jmap
+            .store
+            .update_identity(ctx.account.id, row_id, &patch)
+            .await
+        {
+            Ok(()) => {
+                outcome.updated.insert(id, Value::Null);
+            }
+            Err(StoreError::NotFound) => outcome.not_updated.push((id, SetError::not_found())),
+            Err(error) => return Err(error.into()),
         }
     }
-    for id in request.destroy.unwrap_or_default() {
-        let Some(row_id) = find(&id) else {
+    Ok(())
+}
+
+/// Destroys each identity asked for but the account's own (`mayDelete:
+/// false` in `identities`).
+async fn destroy_identities(
+    ctx: &mut CallContext<'_>,
+    destroy: Vec<String>,
+    identities: &[IdentityRow],
+    outcome: &mut SetOutcome,
+) -> Result<(), MethodError> {
+    for id in destroy {
+        let Some(row_id) = identity_row_of(ctx, &id) else {
             outcome.not_destroyed.push((id, SetError::not_found()));
             continue;
         };
@@ -300,14 +361,18 @@ pub async fn identity_set(
             outcome.not_destroyed.push((id, error));
             continue;
         }
-        match store.destroy_identity(account, row_id).await {
+        match ctx
+            .jmap
+            .store
+            .destroy_identity(ctx.account.id, row_id)
+            .await
+        {
             Ok(()) => outcome.destroyed.push(id),
             Err(StoreError::NotFound) => outcome.not_destroyed.push((id, SetError::not_found())),
             Err(error) => return Err(error.into()),
         }
     }
-    let new_state = store.states(account).await?.identity;
-    Ok(outcome.into_response(request.account_id, old_state, new_state))
+    Ok(())
 }
 
 #[cfg(test)]

@@ -23,12 +23,14 @@
 //! `type`/`charset`/`name`, `disposition`, `cid`, `language` and `location`,
 //! so `header:` properties for them are refused too.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use chrono::DateTime;
 use serde_json::{Map, Value, json};
 
+use super::create_headers::{header_fields, is_token_like, optional_string};
+pub use super::draft::{Draft, DraftBody, DraftPart, LoadedBlob, Source};
+use super::draft::{Problems, path};
 use super::import::{ingest_one, parse_received_at};
 use super::members::{parse_keywords, parse_mailbox_ids};
 use crate::jmap::budget::OverBudget;
@@ -36,60 +38,8 @@ use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::ids;
 use crate::mail::body::resolve_part;
-use crate::mail::compose::{self, ComposeError, Content, Field, FieldValue, Group, Mailbox, Part};
-use crate::mail::property::{EmailProperty, HeaderForm, HeaderProperty};
-
-/// An Email to create, checked: where it goes and the message to write,
-/// with the blobs its parts name not yet read.
-#[derive(Debug)]
-pub struct Draft {
-    pub mailbox_ids: BTreeSet<i64>,
-    pub keywords: BTreeSet<String>,
-    /// Unix seconds.
-    pub received_at: i64,
-    pub headers: Vec<Field>,
-    pub body: DraftBody,
-}
-
-/// The body as the client gave it (RFC 8621 §4.6: one or the other).
-#[derive(Debug)]
-pub enum DraftBody {
-    Structure(Box<DraftPart>),
-    Lists {
-        text: Option<Box<DraftPart>>,
-        html: Option<Box<DraftPart>>,
-        attachments: Vec<DraftPart>,
-    },
-}
-
-/// One EmailBodyPart to write: its fields (a leaf's `media_type` is empty
-/// when the client gave no `type` for a blob; the blob's own type is used)
-/// and where its content comes from.
-#[derive(Debug)]
-pub struct DraftPart {
-    pub part: Part,
-    pub source: Source,
-}
-
-/// Where a part's content comes from.
-#[derive(Debug)]
-pub enum Source {
-    /// A `bodyValues` text, shared by every part that names its partId
-    /// (a text named 100 times is held once until the size is checked).
-    Value(Arc<str>),
-    /// A blob id as the client gave it.
-    Blob(String),
-    /// The sub-parts of a `multipart/*` part.
-    Children(Vec<DraftPart>),
-}
-
-/// A blob read for a part: its octets and, for a part of a stored message,
-/// its type.
-#[derive(Debug)]
-pub struct LoadedBlob {
-    pub bytes: Vec<u8>,
-    pub media_type: Option<String>,
-}
+use crate::mail::compose::{self, ComposeError, Content, Part};
+use crate::mail::property::{EmailProperty, HeaderProperty};
 
 /// Creates one Email (RFC 8621 §4.6): parse, read the blobs it names,
 /// compose, store. `Ok(Err(_))` is the SetError for `notCreated`; `Err` is a
@@ -196,12 +146,7 @@ pub async fn load_blobs(
             continue;
         };
         if !raw_blobs.contains_key(blob) {
-            let bytes =
-                ctx.jmap.blobs.read(blob).await.map_err(|e| {
-                    MethodError::server_fail(format_args!("reading blob {blob}"), e)
-                })?;
-            ctx.jmap.metrics.count_blob_read(bytes.len());
-            raw_blobs.insert(blob, bytes);
+            raw_blobs.insert(blob, read_blob(ctx, blob).await?);
         }
         let raw = &raw_blobs[blob];
         let blob_loaded = match part {
@@ -209,29 +154,14 @@ pub async fn load_blobs(
                 bytes: raw.clone(),
                 media_type: None,
             },
-            Some(path) => {
-                match ctx.budget.charge_parse(raw.len() as u64) {
-                    Ok(()) => {}
-                    Err(OverBudget::Request) => {
-                        return Ok(Err(SetError::new(
-                            "tooLarge",
-                            "parsing the messages its parts come from would pass the request's \
-                             octets parsed",
-                        )));
-                    }
-                    Err(OverBudget::Server) => return Err(crate::jmap::budget::server_busy()),
+            Some(path) => match load_part(ctx, raw, path).await? {
+                Ok(Some(part)) => part,
+                Ok(None) => {
+                    not_found.push(id.clone());
+                    continue;
                 }
-                match resolve_part_blocking(raw.clone(), path.to_string()).await? {
-                    Some(content) => LoadedBlob {
-                        bytes: content.bytes,
-                        media_type: Some(content.content_type),
-                    },
-                    None => {
-                        not_found.push(id.clone());
-                        continue;
-                    }
-                }
-            }
+                Err(refused) => return Ok(Err(refused)),
+            },
         };
         total = total.saturating_add(blob_loaded.bytes.len() as u64);
         if total > max {
@@ -243,6 +173,44 @@ pub async fn load_blobs(
         return Ok(Err(blob_not_found(not_found)));
     }
     Ok(Ok(loaded))
+}
+
+/// Reads a message blob whole (counted as a blob read).
+async fn read_blob(ctx: &CallContext<'_>, blob: &str) -> Result<Vec<u8>, MethodError> {
+    let bytes = ctx
+        .jmap
+        .blobs
+        .read(blob)
+        .await
+        .map_err(|e| MethodError::server_fail(format_args!("reading blob {blob}"), e))?;
+    ctx.jmap.metrics.count_blob_read(bytes.len());
+    Ok(bytes)
+}
+
+/// The part at `path` of the message `raw`, decoded (`None`: no such part),
+/// its octets charged to the request's octets parsed first (`tooLarge` past
+/// them).
+async fn load_part(
+    ctx: &mut CallContext<'_>,
+    raw: &[u8],
+    path: &str,
+) -> Result<Result<Option<LoadedBlob>, SetError>, MethodError> {
+    match ctx.budget.charge_parse(raw.len() as u64) {
+        Ok(()) => {}
+        Err(OverBudget::Request) => {
+            return Ok(Err(SetError::new(
+                "tooLarge",
+                "parsing the messages its parts come from would pass the request's \
+                 octets parsed",
+            )));
+        }
+        Err(OverBudget::Server) => return Err(crate::jmap::budget::server_busy()),
+    }
+    let part = resolve_part_blocking(raw.to_vec(), path.to_string()).await?;
+    Ok(Ok(part.map(|content| LoadedBlob {
+        bytes: content.bytes,
+        media_type: Some(content.content_type),
+    })))
 }
 
 /// The message blob ids among `blob_ids` that the account holds (an upload
@@ -279,50 +247,6 @@ fn blob_not_found(not_found: Vec<String>) -> SetError {
         "a blobId of a body part is not a blob of this account",
     )
     .with("notFound", json!(not_found))
-}
-
-/// The `invalidProperties` problems of one create object, gathered so that
-/// one answer names every property at fault.
-#[derive(Debug, Default)]
-struct Problems {
-    properties: Vec<String>,
-    reasons: Vec<String>,
-}
-
-impl Problems {
-    fn add(&mut self, path: impl Into<String>, reason: impl Into<String>) {
-        let path = path.into();
-        let reason = reason.into();
-        self.reasons.push(format!("{path}: {reason}"));
-        self.properties.push(path);
-    }
-
-    /// Adds the properties of a SetError from a shared parser.
-    fn add_error(&mut self, error: SetError) {
-        self.reasons.push(error.description);
-        self.properties.extend(error.properties);
-    }
-
-    fn into_result<T>(self, value: T) -> Result<T, SetError> {
-        if self.properties.is_empty() {
-            return Ok(value);
-        }
-        let properties: Vec<&str> = self.properties.iter().map(String::as_str).collect();
-        Err(SetError::invalid_properties(
-            &properties,
-            self.reasons.join("; "),
-        ))
-    }
-}
-
-/// A JSON Pointer path (RFC 6901): `parent/token`, `~` and `/` escaped.
-fn path(parent: &str, token: &str) -> String {
-    let token = token.replace('~', "~0").replace('/', "~1");
-    if parent.is_empty() {
-        token
-    } else {
-        format!("{parent}/{token}")
-    }
 }
 
 /// Email properties the server sets (RFC 8621 §4.1.1, §4.1.4): never given
@@ -431,251 +355,6 @@ pub fn parse_draft(
 
 fn is_empty_list(value: &Value) -> bool {
     value.is_null() || value.as_array().is_some_and(Vec::is_empty)
-}
-
-/// The fields written for header-defining properties (of the Email, or of a
-/// part at `at`): each field name defined once (RFC 8621 §4.6), each value in
-/// its property's form; a null value (or an empty list) writes nothing.
-fn header_fields(
-    at: &str,
-    definitions: &[(&str, HeaderProperty, &Value)],
-    problems: &mut Problems,
-) -> Vec<Field> {
-    let mut by_name: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for (key, header, _) in definitions {
-        by_name.entry(header.name.as_str()).or_default().push(*key);
-    }
-    for keys in by_name.values().filter(|keys| keys.len() > 1) {
-        for key in keys {
-            problems.add(
-                path(at, key),
-                "the same header field is defined twice (RFC 8621 §4.6)",
-            );
-        }
-    }
-    let mut fields = Vec::new();
-    for (key, header, value) in definitions {
-        let name = field_name(key, &header.name);
-        let here = path(at, key);
-        let values: Vec<(String, &Value)> = match (header.all, value) {
-            (_, Value::Null) => Vec::new(),
-            (true, Value::Array(items)) => items
-                .iter()
-                .enumerate()
-                .map(|(i, item)| (path(&here, &i.to_string()), item))
-                .collect(),
-            (true, _) => {
-                problems.add(here, "an :all header property takes a list of values");
-                continue;
-            }
-            (false, value) => vec![(here, *value)],
-        };
-        for (here, value) in values {
-            match field_value(value, header.form) {
-                Ok(Some(value)) => fields.push(Field {
-                    name: name.clone(),
-                    value,
-                }),
-                Ok(None) => {}
-                Err(reason) => problems.add(here, reason),
-            }
-        }
-    }
-    fields
-}
-
-/// The name to write: a known field in its usual spelling, any other as the
-/// client spelled it in `header:{name}`.
-fn field_name(key: &str, lowercase: &str) -> String {
-    const KNOWN: &[&str] = &[
-        "From",
-        "Sender",
-        "Reply-To",
-        "To",
-        "Cc",
-        "Bcc",
-        "Message-ID",
-        "In-Reply-To",
-        "References",
-        "Subject",
-        "Date",
-        "MIME-Version",
-        "Comments",
-        "Keywords",
-        "List-Help",
-        "List-Unsubscribe",
-        "List-Subscribe",
-        "List-Post",
-        "List-Owner",
-        "List-Archive",
-        "Content-Description",
-    ];
-    if let Some(known) = KNOWN.iter().find(|k| k.eq_ignore_ascii_case(lowercase)) {
-        return known.to_string();
-    }
-    key.strip_prefix("header:")
-        .and_then(|rest| rest.split(':').next())
-        .unwrap_or(lowercase)
-        .to_string()
-}
-
-/// One header value in `form` (RFC 8621 §4.1.2); `None` writes no field.
-fn field_value(value: &Value, form: HeaderForm) -> Result<Option<FieldValue>, String> {
-    if value.is_null() {
-        return Ok(None);
-    }
-    let string = || value.as_str().ok_or_else(|| "must be a String".to_string());
-    let list = |what: &str| {
-        value
-            .as_array()
-            .ok_or_else(|| format!("must be a list of {what}"))
-    };
-    let field = match form {
-        HeaderForm::Raw => {
-            let raw = string()?;
-            if !is_folded_raw(raw) {
-                return Err(
-                    "a raw value may hold CR and LF only as folding (CRLF then a space or tab)"
-                        .into(),
-                );
-            }
-            FieldValue::Raw(raw.to_string())
-        }
-        HeaderForm::Text => FieldValue::Text(string()?.to_string()),
-        HeaderForm::Addresses => {
-            let addresses = list("EmailAddress objects")?
-                .iter()
-                .map(mailbox)
-                .collect::<Result<Vec<_>, _>>()?;
-            if addresses.is_empty() {
-                return Ok(None);
-            }
-            FieldValue::Addresses(addresses)
-        }
-        HeaderForm::GroupedAddresses => {
-            let groups = list("EmailAddressGroup objects")?
-                .iter()
-                .map(group)
-                .collect::<Result<Vec<_>, _>>()?;
-            if groups.is_empty() {
-                return Ok(None);
-            }
-            FieldValue::GroupedAddresses(groups)
-        }
-        HeaderForm::MessageIds | HeaderForm::Urls => {
-            let items = list("Strings")?
-                .iter()
-                .map(|item| match item.as_str() {
-                    Some(item) if form == HeaderForm::MessageIds && is_msg_id(item) => Ok(item.to_string()),
-                    Some(item) if form == HeaderForm::Urls && is_token_like(item) => Ok(item.to_string()),
-                    Some(_) if form == HeaderForm::MessageIds => Err("each must be a msg-id without its angle brackets: id-left@id-right, dot-separated atoms (RFC 5322 §3.6.4)".to_string()),
-                    _ => Err("each must be a String without white space, control characters or angle brackets".to_string()),
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            match (items.is_empty(), form) {
-                (true, _) => return Ok(None),
-                (false, HeaderForm::MessageIds) => FieldValue::MessageIds(items),
-                (false, _) => FieldValue::Urls(items),
-            }
-        }
-        HeaderForm::Date => FieldValue::Date(
-            DateTime::parse_from_rfc3339(string()?)
-                .map_err(|_| "must be an RFC 3339 date".to_string())?,
-        ),
-    };
-    Ok(Some(field))
-}
-
-/// An EmailAddress object (RFC 8621 §4.1.2.3): `email` a String, `name` a
-/// String or null.
-fn mailbox(value: &Value) -> Result<Mailbox, String> {
-    let object = value
-        .as_object()
-        .ok_or_else(|| "each address must be an EmailAddress object".to_string())?;
-    let email = match object.get("email").and_then(Value::as_str) {
-        Some(email) if is_addr_spec(email) => email.to_string(),
-        _ => return Err("an address's email must be an addr-spec: local-part@domain, each dot-separated atoms (RFC 5322 §3.4.1; UTF-8 allowed, RFC 6532)".into()),
-    };
-    let name = optional_string(object.get("name"))
-        .map_err(|_| "an address's name must be a String or null".to_string())?;
-    Ok(Mailbox { name, email })
-}
-
-/// An EmailAddressGroup object (RFC 8621 §4.1.2.4).
-fn group(value: &Value) -> Result<Group, String> {
-    let object = value
-        .as_object()
-        .ok_or_else(|| "each group must be an EmailAddressGroup object".to_string())?;
-    let name = optional_string(object.get("name"))
-        .map_err(|_| "a group's name must be a String or null".to_string())?;
-    let addresses = object
-        .get("addresses")
-        .and_then(Value::as_array)
-        .ok_or_else(|| "a group's addresses must be a list".to_string())?
-        .iter()
-        .map(mailbox)
-        .collect::<Result<_, _>>()?;
-    Ok(Group { name, addresses })
-}
-
-/// A String or null (absent is null).
-fn optional_string(value: Option<&Value>) -> Result<Option<String>, ()> {
-    match value {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(()),
-    }
-}
-
-/// RFC 5322 `atext`, with any non-ASCII character (RFC 6532 §3.2).
-fn is_atext(c: char) -> bool {
-    c.is_ascii_alphanumeric() || "!#$%&'*+-/=?^_`{|}~".contains(c) || !c.is_ascii()
-}
-
-/// A dot-atom: atoms of [`is_atext`] joined by single dots (RFC 5322 §3.2.3).
-fn is_dot_atom(text: &str) -> bool {
-    !text.is_empty()
-        && text
-            .split('.')
-            .all(|atom| !atom.is_empty() && atom.chars().all(|c| is_atext(c) && !c.is_control()))
-}
-
-/// An addr-spec written as a dot-atom on both sides of one `@` (RFC 5322
-/// §3.4.1): what Email/get reads back as the same `email`. Quoted local
-/// parts and domain literals are not accepted.
-fn is_addr_spec(email: &str) -> bool {
-    email
-        .rsplit_once('@')
-        .is_some_and(|(local, domain)| is_dot_atom(local) && is_dot_atom(domain))
-}
-
-/// A msg-id's inside (RFC 5322 §3.6.4: `id-left "@" id-right`, written
-/// here as dot-atoms): what Email/get reads back as the same id.
-fn is_msg_id(id: &str) -> bool {
-    is_addr_spec(id)
-}
-
-/// Non-empty, and no white space, control character or angle bracket: what
-/// an addr-spec, msg-id, URL, Content-ID or Content-Location can be written
-/// as without changing the field's structure.
-fn is_token_like(value: &str) -> bool {
-    !value.is_empty()
-        && !value
-            .chars()
-            .any(|c| c.is_whitespace() || c.is_control() || c == '<' || c == '>')
-}
-
-/// A Raw value (RFC 8621 §4.1.2.1) is written as given: a CR or LF in it
-/// must be folding white space (CRLF then a space or tab), never a line of
-/// its own, which would start a new field.
-fn is_folded_raw(raw: &str) -> bool {
-    let bytes = raw.as_bytes();
-    bytes.iter().enumerate().all(|(i, &b)| match b {
-        b'\r' => bytes.get(i + 1) == Some(&b'\n') && matches!(bytes.get(i + 2), Some(b' ' | b'\t')),
-        b'\n' => i > 0 && bytes[i - 1] == b'\r',
-        0 => false,
-        _ => true,
-    })
 }
 
 /// The body properties (RFC 8621 §4.6): `bodyStructure`, or `textBody` /
@@ -1013,103 +692,6 @@ fn is_mime_token(value: &str) -> bool {
             .all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?=".contains(&b))
 }
 
-impl Draft {
-    /// Every blob id the parts name.
-    pub fn blob_ids(&self) -> BTreeSet<String> {
-        self.body
-            .leaves()
-            .into_iter()
-            .filter_map(|part| match &part.source {
-                Source::Blob(id) => Some(id.clone()),
-                _ => None,
-            })
-            .collect()
-    }
-}
-
-impl DraftBody {
-    /// The octets of content the body's leaf parts write, before transfer
-    /// encoding: each part counted, however many name the same blob or text.
-    fn content_octets(&self, blobs: &HashMap<String, LoadedBlob>) -> u64 {
-        self.leaves()
-            .into_iter()
-            .map(|part| match &part.source {
-                Source::Value(text) => text.len() as u64,
-                Source::Blob(id) => blobs.get(id).map_or(0, |blob| blob.bytes.len() as u64),
-                Source::Children(_) => 0,
-            })
-            .fold(0u64, u64::saturating_add)
-    }
-
-    /// Every part with content (not `multipart/*`), in document order,
-    /// found without recursion.
-    fn leaves(&self) -> Vec<&DraftPart> {
-        let mut stack: Vec<&DraftPart> = match self {
-            DraftBody::Structure(root) => vec![root],
-            DraftBody::Lists {
-                text,
-                html,
-                attachments,
-            } => text
-                .iter()
-                .chain(html)
-                .map(|part| &**part)
-                .chain(attachments)
-                .collect(),
-        };
-        stack.reverse();
-        let mut leaves = Vec::new();
-        while let Some(part) = stack.pop() {
-            match &part.source {
-                Source::Children(children) => stack.extend(children.iter().rev()),
-                _ => leaves.push(part),
-            }
-        }
-        leaves
-    }
-
-    /// The body to write, with the blobs read ([`load_blobs`] found each).
-    fn into_part(self, blobs: &HashMap<String, LoadedBlob>) -> Part {
-        match self {
-            DraftBody::Structure(root) => root.into_part(blobs),
-            DraftBody::Lists {
-                text,
-                html,
-                attachments,
-            } => compose::body_from_lists(
-                text.map(|part| part.into_part(blobs)),
-                html.map(|part| part.into_part(blobs)),
-                attachments
-                    .into_iter()
-                    .map(|part| part.into_part(blobs))
-                    .collect(),
-            ),
-        }
-    }
-}
-
-impl DraftPart {
-    fn into_part(self, blobs: &HashMap<String, LoadedBlob>) -> Part {
-        let DraftPart { mut part, source } = self;
-        part.content = match source {
-            Source::Value(text) => Content::Text(text.to_string()),
-            Source::Children(children) => {
-                Content::Multipart(children.into_iter().map(|c| c.into_part(blobs)).collect())
-            }
-            Source::Blob(id) => {
-                let blob = blobs.get(&id);
-                if part.media_type.is_empty() {
-                    part.media_type = blob
-                        .and_then(|b| b.media_type.clone())
-                        .unwrap_or_else(|| "application/octet-stream".to_string());
-                }
-                Content::Bytes(blob.map(|b| b.bytes.clone()).unwrap_or_default())
-            }
-        };
-        part
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -1241,15 +823,5 @@ mod tests {
         no_mailbox["mailboxIds"] = json!({"m2": true});
         assert_eq!(invalid(no_mailbox), ["mailboxIds"]);
         assert_eq!(invalid(json!({"subject": "x"})), ["mailboxIds"]);
-    }
-
-    #[test]
-    fn raw_values_may_fold_but_not_start_a_line() {
-        assert!(is_folded_raw(" a\r\n b"));
-        assert!(is_folded_raw("a\r\n\tb"));
-        assert!(!is_folded_raw("a\r\nb"));
-        assert!(!is_folded_raw("a\nb"));
-        assert!(!is_folded_raw("a\rb"));
-        assert!(!is_folded_raw("a\r\n"));
     }
 }

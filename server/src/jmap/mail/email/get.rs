@@ -282,39 +282,11 @@ async fn render_get(
     account_id: String,
 ) -> Result<Arguments, MethodError> {
     let jmap = ctx.jmap;
-    let GetLoad {
-        loaded,
-        state,
-        kept,
-        whole,
-    } = load;
+    let state = load.state;
     // Texts of a shape of metadata alone are kept for this state only.
     let keep_as = planned.text_shape.clone();
     let kept_at = keep_as.as_ref().and_then(|shape| shape.kept_at(state));
-    let bound = match &kept {
-        Some(kept) => kept_texts(kept, whole, &planned.rows, &loaded)
-            .map(|text| text.bound())
-            .fold(0, u64::saturating_add),
-        None => render_bound(&planned.shape, &loaded),
-    };
-    let mut head = String::new();
-    get_response_head(&account_id, &mut head);
-    let job = RenderJob {
-        heavy: planned.level >= ReadLevel::BodyValues || bound > INLINE_RENDER_WORK,
-        text_shape: planned.text_shape,
-        kept,
-        whole,
-        head,
-        requested: planned.requested,
-        rows: planned.rows,
-        loaded,
-        level: planned.level,
-        shape: planned.shape,
-        metrics: jmap.metrics.clone(),
-        work_left: ctx.budget.work_left,
-        bytes_left: ctx.budget.bytes_left(),
-        taken: ctx.budget.taker(),
-    };
+    let job = RenderJob::new(ctx, planned, load, &account_id);
     let rendered = match job.heavy {
         true => jmap.work.run(ctx.account.id, move || job.run()).await,
         false => job.run(),
@@ -325,11 +297,7 @@ async fn render_get(
         work_left,
         held,
         made,
-    } = rendered.map_err(|error| match error {
-        RenderError::Work => over_work(&jmap.limits),
-        RenderError::Bytes => MethodError::TooMuchBuilt(jmap.limits.max_size_built()),
-        RenderError::Busy => crate::jmap::budget::server_busy(),
-    })?;
+    } = rendered.map_err(|error| error.method_error(&jmap.limits))?;
     ctx.budget.work_left = work_left;
     ctx.budget.prepaid(held);
     if let Some(keep_as) = keep_as {
@@ -554,16 +522,170 @@ enum RenderError {
     Busy,
 }
 
+impl RenderError {
+    /// The method error a stopped render answers with.
+    fn method_error(self, limits: &Limits) -> MethodError {
+        match self {
+            RenderError::Work => over_work(limits),
+            RenderError::Bytes => MethodError::TooMuchBuilt(limits.max_size_built()),
+            RenderError::Busy => crate::jmap::budget::server_busy(),
+        }
+    }
+}
+
+/// The request's budget of JSON octets built and its share of the holdings,
+/// as a render spends them.
+struct Spending {
+    bytes_left: u64,
+    taken: Taken,
+}
+
+impl Spending {
+    /// Counts `size` octets built against the byte budget, and takes them
+    /// from the holdings when `take`.
+    fn spend(&mut self, size: u64, take: bool) -> Result<(), RenderError> {
+        if size > self.bytes_left {
+            return Err(RenderError::Bytes);
+        }
+        if take && !self.taken.take(size) {
+            return Err(RenderError::Busy);
+        }
+        self.bytes_left -= size;
+        Ok(())
+    }
+}
+
 impl RenderJob {
+    /// The render of a planned and loaded call: heavy (on the pool) at the
+    /// body-values level and above or when its bound passes
+    /// [`INLINE_RENDER_WORK`], after the response's head.
+    fn new(ctx: &CallContext<'_>, planned: GetPlan, load: GetLoad, account_id: &str) -> Self {
+        let GetLoad {
+            loaded,
+            kept,
+            whole,
+            ..
+        } = load;
+        let bound = match &kept {
+            Some(kept) => kept_texts(kept, whole, &planned.rows, &loaded)
+                .map(|text| text.bound())
+                .fold(0, u64::saturating_add),
+            None => render_bound(&planned.shape, &loaded),
+        };
+        let mut head = String::new();
+        get_response_head(account_id, &mut head);
+        RenderJob {
+            heavy: planned.level >= ReadLevel::BodyValues || bound > INLINE_RENDER_WORK,
+            text_shape: planned.text_shape,
+            kept,
+            whole,
+            head,
+            requested: planned.requested,
+            rows: planned.rows,
+            loaded,
+            level: planned.level,
+            shape: planned.shape,
+            metrics: ctx.jmap.metrics.clone(),
+            work_left: ctx.budget.work_left,
+            bytes_left: ctx.budget.bytes_left(),
+            taken: ctx.budget.taker(),
+        }
+    }
+
     /// Renders each requested email and serializes it to its JSON text,
     /// counting those octets against the request's byte budget and the
     /// holdings as it goes; a light render keeps the values as well.
     fn run(self) -> Result<Rendered, RenderError> {
+        match self.text_shape.clone() {
+            Some(text_shape) => self.run_text(&text_shape),
+            None => self.run_values(),
+        }
+    }
+
+    /// The list view: each email written straight into the list, its kept
+    /// text spliced, else rendered (and kept when it can be), else written
+    /// whole. Checked against the request's budget per email; taken from
+    /// the holdings per email when heavy (a large render stops at the first
+    /// email over them), once for the whole list when light (bounded by the
+    /// inline render work).
+    fn run_text(mut self, text_shape: &TextShape) -> Result<Rendered, RenderError> {
+        let meter = WorkMeter::new(self.work_left);
+        let mut objects = self.text_list_room(text_shape);
+        let list_start = objects.len();
+        let mut spending = Spending {
+            bytes_left: self.bytes_left,
+            taken: self.taken,
+        };
+        // The objects' octets (not the commas between), as the heavy
+        // path takes them per email.
+        let mut built = 0u64;
+        let mut not_found = Vec::new();
+        let mut made = Vec::new();
+        let at = match self.whole {
+            true => Vec::new(),
+            false => positions(&self.rows, &self.loaded),
+        };
+        let kept = self.kept.as_ref();
+        for (n, id) in self.requested.iter().enumerate() {
+            let found = match self.whole {
+                true => self.rows[n]
+                    .and_then(|row| kept?.get(row))
+                    .and_then(|fixed| Some((fixed, fixed.whole()?)))
+                    .map(Found::Whole),
+                false => at[n].map(|at| Found::Loaded(&self.loaded[at])),
+            };
+            let Some(found) = found else {
+                not_found.push(id.clone());
+                continue;
+            };
+            if objects.len() > list_start {
+                objects.push(',');
+            }
+            let start = objects.len();
+            write_text(found, kept, text_shape, &meter, &mut objects, &mut made)?;
+            let size = (objects.len() - start) as u64;
+            spending.spend(size, self.heavy)?;
+            built += size;
+        }
+        if !self.heavy && !spending.taken.take(built) {
+            return Err(RenderError::Busy);
+        }
+        Ok(Rendered {
+            list: RenderedList {
+                text: objects,
+                values: None,
+            },
+            not_found,
+            work_left: meter.left(),
+            held: spending.taken,
+            made,
+        })
+    }
+
+    /// The response's head (taken from the job) with room for the list as it will be (kept
+    /// texts and their spliced values, or objects of metadata or of headers
+    /// and the projection): grown or shrunk again (`Arguments::text`) is a
+    /// copy of it.
+    fn text_list_room(&mut self, text_shape: &TextShape) -> String {
+        let rendered_large =
+            self.kept.is_none() && (text_shape.needs_header || text_shape.needs_fast_view);
+        let per_email = if rendered_large { 768 } else { 128 };
+        let kept_octets: usize = self.kept.as_ref().map_or(0, |kept| {
+            kept_texts(kept, self.whole, &self.rows, &self.loaded)
+                .map(|text| text.text_len())
+                .sum()
+        });
+        let mut objects = std::mem::take(&mut self.head);
+        objects.reserve(kept_octets + self.requested.len() * per_email);
+        objects
+    }
+
+    /// Any other shape: each email rendered to a `Value` and serialized
+    /// once, taken from the holdings per email; a light render keeps the
+    /// values for result references.
+    fn run_values(self) -> Result<Rendered, RenderError> {
         let RenderJob {
             heavy,
-            text_shape,
-            kept,
-            whole,
             head,
             requested,
             rows,
@@ -572,120 +694,15 @@ impl RenderJob {
             shape,
             metrics,
             work_left,
-            mut bytes_left,
-            mut taken,
+            bytes_left,
+            taken,
+            ..
         } = self;
         let meter = WorkMeter::new(work_left);
-        if let Some(text_shape) = text_shape {
-            // Each email written straight into the list: its kept text
-            // spliced, else rendered (and kept when it can be), else
-            // written whole. Checked against the request's budget per
-            // email; taken from the holdings per email when heavy (a large
-            // render stops at the first email over them), once for the
-            // whole list when light (bounded by the inline render work).
-            // Room for the list as it will be (kept texts and their
-            // spliced values, or objects of metadata or of headers and the
-            // projection): grown or shrunk again (`Arguments::text`) is a
-            // copy of it.
-            let rendered_large =
-                kept.is_none() && (text_shape.needs_header || text_shape.needs_fast_view);
-            let per_email = if rendered_large { 768 } else { 128 };
-            let kept_octets: usize = kept.as_ref().map_or(0, |kept| {
-                kept_texts(kept, whole, &rows, &loaded)
-                    .map(|text| text.text_len())
-                    .sum()
-            });
-            let mut objects = head;
-            objects.reserve(kept_octets + requested.len() * per_email);
-            let list_start = objects.len();
-            // The objects' octets (not the commas between), as the heavy
-            // path takes them per email.
-            let mut built = 0u64;
-            let mut not_found = Vec::new();
-            let mut made = Vec::new();
-            let at = match whole {
-                true => Vec::new(),
-                false => positions(&rows, &loaded),
-            };
-            for (n, id) in requested.iter().enumerate() {
-                let found = match whole {
-                    true => rows[n]
-                        .and_then(|row| kept.as_ref()?.get(row))
-                        .and_then(|fixed| Some((fixed, fixed.whole()?)))
-                        .map(Found::Whole),
-                    false => at[n].map(|at| Found::Loaded(&loaded[at])),
-                };
-                let Some(found) = found else {
-                    not_found.push(id.clone());
-                    continue;
-                };
-                if objects.len() > list_start {
-                    objects.push(',');
-                }
-                let start = objects.len();
-                match found {
-                    Found::Whole((fixed, text)) => {
-                        meter.charge(fixed.units()).map_err(|_| RenderError::Work)?;
-                        objects.push_str(text);
-                    }
-                    Found::Loaded(email) => {
-                        let meta = &email.meta;
-                        match kept.as_ref().and_then(|kept| kept.get(meta.id)) {
-                            Some(fixed) => {
-                                meter.charge(fixed.units()).map_err(|_| RenderError::Work)?;
-                                fixed.splice(meta, &mut objects);
-                            }
-                            None => {
-                                let sources = sources_of(email);
-                                let fixed = text_shape
-                                    .fixed(&sources, &meter)
-                                    .map_err(|_| RenderError::Work)?;
-                                fixed.splice(meta, &mut objects);
-                                if text_shape.has_all(&sources) {
-                                    made.push((meta.id, Arc::new(fixed)));
-                                }
-                            }
-                        }
-                    }
-                }
-                let size = (objects.len() - start) as u64;
-                if size > bytes_left {
-                    return Err(RenderError::Bytes);
-                }
-                if heavy && !taken.take(size) {
-                    return Err(RenderError::Busy);
-                }
-                bytes_left -= size;
-                built += size;
-            }
-            if !heavy && !taken.take(built) {
-                return Err(RenderError::Busy);
-            }
-            return Ok(Rendered {
-                list: RenderedList {
-                    text: objects,
-                    values: None,
-                },
-                not_found,
-                work_left: meter.left(),
-                held: taken,
-                made,
-            });
-        }
+        let mut spending = Spending { bytes_left, taken };
         // `render_each` asks for the requested ids in order: each takes the
         // next of their positions.
         let mut positions = positions(&rows, &loaded).into_iter();
-        let mut count = |text: &str| -> Result<(), RenderError> {
-            let size = text.len() as u64;
-            if size > bytes_left {
-                return Err(RenderError::Bytes);
-            }
-            if !taken.take(size) {
-                return Err(RenderError::Busy);
-            }
-            bytes_left -= size;
-            Ok(())
-        };
         let render = |_: &str| -> Option<Result<Value, RenderError>> {
             let email = &loaded[positions.next().flatten()?];
             Some(
@@ -695,20 +712,13 @@ impl RenderJob {
         };
         let list = render_each(&requested, render, |object| {
             let text = serde_json::to_string(&object).map_err(|_| RenderError::Bytes)?;
-            count(&text)?;
+            spending.spend(text.len() as u64, true)?;
             Ok((text, (!heavy).then_some(object)))
         })
         .map(|(list, not_found)| {
             let (texts, values): (Vec<String>, Vec<_>) = list.into_iter().unzip();
             let values = (!heavy).then(|| values.into_iter().flatten().collect());
-            let mut text = head;
-            text.reserve(texts.iter().map(|t| t.len() + 1).sum());
-            for (position, object) in texts.iter().enumerate() {
-                if position > 0 {
-                    text.push(',');
-                }
-                text.push_str(object);
-            }
+            let text = join_objects(head, &texts);
             (RenderedList { text, values }, not_found)
         });
         // On failure, `taken` is dropped: what it took is given back.
@@ -717,10 +727,63 @@ impl RenderJob {
             list,
             not_found,
             work_left: meter.left(),
-            held: taken,
+            held: spending.taken,
             made: Vec::new(),
         })
     }
+}
+
+/// Writes one found email of the list view into `objects`: a whole kept
+/// text as it is, a kept text spliced with the email's metadata, else the
+/// text rendered from its sources (added to `made` when it holds all the
+/// shape asks for).
+fn write_text(
+    found: Found<'_>,
+    kept: Option<&KeptTexts>,
+    text_shape: &TextShape,
+    meter: &WorkMeter,
+    objects: &mut String,
+    made: &mut Vec<(i64, Arc<FixedText>)>,
+) -> Result<(), RenderError> {
+    let email = match found {
+        Found::Whole((fixed, text)) => {
+            meter.charge(fixed.units()).map_err(|_| RenderError::Work)?;
+            objects.push_str(text);
+            return Ok(());
+        }
+        Found::Loaded(email) => email,
+    };
+    let meta = &email.meta;
+    match kept.and_then(|kept| kept.get(meta.id)) {
+        Some(fixed) => {
+            meter.charge(fixed.units()).map_err(|_| RenderError::Work)?;
+            fixed.splice(meta, objects);
+        }
+        None => {
+            let sources = sources_of(email);
+            let fixed = text_shape
+                .fixed(&sources, meter)
+                .map_err(|_| RenderError::Work)?;
+            fixed.splice(meta, objects);
+            if text_shape.has_all(&sources) {
+                made.push((meta.id, Arc::new(fixed)));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The head followed by the objects' texts, comma-separated.
+fn join_objects(head: String, texts: &[String]) -> String {
+    let mut text = head;
+    text.reserve(texts.iter().map(|t| t.len() + 1).sum());
+    for (position, object) in texts.iter().enumerate() {
+        if position > 0 {
+            text.push(',');
+        }
+        text.push_str(object);
+    }
+    text
 }
 
 /// Renders each of `requested` that `render` finds (the others are

@@ -337,6 +337,7 @@ impl<'de> Visitor<'de> for ValueOf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jmap::request::{CallArguments, Invocation, Request, from_octets_as_maps};
 
     /// The room each array of ids keeps once read.
     fn room(ids: &str) -> usize {
@@ -361,5 +362,117 @@ mod tests {
         // Past the page, grown as any vector (and within twice its length).
         let grown = room(&ids(100));
         assert!((100..=200).contains(&grown), "{grown}");
+    }
+
+    #[test]
+    fn email_get_arguments_read_in_their_type_or_as_the_map_they_were() {
+        let ids = r#""ids":["Mb1","Mc2"]"#;
+        // (arguments, read in their type?, valid?)
+        let cases = [
+            (format!(r#"{{"accountId":"A1",{ids},"properties":["id","keywords"]}}"#), true, true),
+            (
+                format!(
+                    r#"{{"properties":null,{ids},"bodyProperties":["partId"],"accountId":"A1",
+                    "fetchTextBodyValues":true,"fetchHTMLBodyValues":false,
+                    "fetchAllBodyValues":true,"maxBodyValueBytes":100}}"#
+                ),
+                true,
+                true,
+            ),
+            (r#"{"accountId":"A\u0031","ids":["M\u0062\n1"]}"#.into(), true, true),
+            (r#"{"accountId":"A1","ids":null,"properties":[]}"#.into(), true, true),
+            // A result reference, an argument of no meaning to Email/get,
+            // an argument twice (the last one counts, as in a `Map`).
+            (
+                r##"{"accountId":"A1","#ids":{"resultOf":"q","name":"Email/query","path":"/ids"}}"##
+                    .into(),
+                false,
+                true,
+            ),
+            (format!(r#"{{"accountId":"A1",{ids},"sort":[{{"x":1e300}}]}}"#), false, true),
+            (format!(r#"{{"accountId":"A1",{ids},"ids":["Md3"]}}"#), false, true),
+            (format!(r#"{{"accountId":"A0",{ids},"accountId":"A1"}}"#), false, true),
+            // Wrong: a type (anywhere in an array too), no accountId, a
+            // number not an UnsignedInt, two errors at once.
+            (r#"{"accountId":"A1","ids":"Mb1"}"#.into(), false, false),
+            (r#"{"accountId":"A1","ids":["Mb1",5,{"a":[1.5,null]},"Mc2"]}"#.into(), false, false),
+            (r#"{"accountId":"A1","ids":{}}"#.into(), false, false),
+            (r#"{"accountId":7,"ids":[]}"#.into(), false, false),
+            (format!(r#"{{{ids},"fetchAllBodyValues":true}}"#), false, false),
+            (r#"{}"#.into(), false, false),
+            (format!(r#"{{"accountId":"A1",{ids},"maxBodyValueBytes":-1}}"#), false, false),
+            (format!(r#"{{"accountId":"A1",{ids},"maxBodyValueBytes":1.0}}"#), false, false),
+            (r#"{"fetchAllBodyValues":1,"ids":[1]}"#.into(), false, false),
+        ];
+        for (arguments, typed, valid) in cases {
+            let body = format!(
+                r#"{{"using":["urn:ietf:params:jmap:mail"],"methodCalls":[["Email/get",{arguments},"g"]]}}"#
+            );
+            let request = Request::parse(body.as_bytes(), 2).unwrap();
+            let Invocation(_, read, _) = request.method_calls.into_iter().next().unwrap();
+            let Invocation(_, map, _) = from_octets_as_maps(body.as_bytes())
+                .unwrap()
+                .method_calls
+                .into_iter()
+                .next()
+                .unwrap();
+            let read: Result<EmailGetArguments, MethodError> = match read {
+                CallArguments::EmailGet(read) => {
+                    assert!(typed, "{arguments}");
+                    Ok(*read)
+                }
+                CallArguments::Map(read) => {
+                    assert!(!typed, "{arguments}");
+                    // The very `Map` the code before read.
+                    assert_eq!(read, map, "{arguments}");
+                    EmailGetArguments::from_map(read)
+                }
+            };
+            // What the code before made of its `Map`, words and all.
+            assert_eq!(read, EmailGetArguments::from_map(map), "{arguments}");
+            assert_eq!(read.is_ok(), valid, "{arguments}: {read:?}");
+        }
+    }
+
+    /// Read in their type, Email/get's arguments are the request's values.
+    #[test]
+    fn email_get_arguments_read_in_their_type_are_the_requests_values() {
+        let Ok(CallArguments::EmailGet(read)) = serde_json::from_str::<Request<CallArguments>>(
+            r#"{"using":[],"methodCalls":[["Email/get",{"accountId":"A\u0031","ids":["M\u0062\n1"],
+            "maxBodyValueBytes":100,"fetchHTMLBodyValues":true},"g"]]}"#,
+        )
+        .map(|request| request.method_calls.into_iter().next().unwrap().1) else {
+            panic!("not read in their type")
+        };
+        assert_eq!(
+            *read,
+            EmailGetArguments {
+                account_id: "A1".into(),
+                ids: Some(vec!["Mb\n1".into()]),
+                fetch_html_body_values: true,
+                max_body_value_bytes: 100,
+                ..Default::default()
+            }
+        );
+    }
+
+    /// An Email/get call that is not a Request's has the words it had.
+    #[test]
+    fn an_email_get_call_that_is_not_a_requests_has_the_words_it_had() {
+        for calls in [
+            r#"[["Email/get",[],"g"]]"#,
+            r#"[["Email/get",null,"g"]]"#,
+            r#"[["Email/get",{"ids":[1,2}]]"#,
+            r#"[["Email/get",{"ids":["a"]}]]"#,
+            r#"[["Email/get",{"ids":["a"]},"g","h"]]"#,
+        ] {
+            let body = format!(r#"{{"using":[],"methodCalls":{calls}}}"#);
+            let error = Request::parse(body.as_bytes(), 2).unwrap_err();
+            assert_eq!(
+                Err(error),
+                from_octets_as_maps(body.as_bytes()).map(|_| ()),
+                "{calls}"
+            );
+        }
     }
 }

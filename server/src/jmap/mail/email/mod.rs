@@ -2,6 +2,8 @@
 
 pub mod changes;
 pub mod create;
+mod create_headers;
+pub mod draft;
 pub mod get;
 pub mod get_arguments;
 pub mod import;

@@ -162,111 +162,19 @@ impl FilterReader {
         }
     }
 
+    /// Reads one filter: a FilterOperator, or a FilterCondition (one
+    /// condition per property, ANDed when more than one).
     fn read(&mut self, value: &Value) -> Result<Filter, MethodError> {
         let object = value
             .as_object()
             .ok_or_else(|| invalid("a filter must be an object"))?;
         if let Some(operator) = object.get("operator") {
-            self.node()?;
-            let conditions = object
-                .get("conditions")
-                .and_then(Value::as_array)
-                .ok_or_else(|| invalid("a FilterOperator needs conditions"))?
-                .iter()
-                .map(|condition| self.read(condition))
-                .collect::<Result<Vec<_>, _>>()?;
-            return match operator.as_str() {
-                Some("AND") => Ok(Filter::And(conditions)),
-                Some("OR") => Ok(Filter::Or(conditions)),
-                Some("NOT") => Ok(Filter::Not(conditions)),
-                _ => Err(invalid("operator must be AND, OR or NOT")),
-            };
+            return self.operator(operator, object);
         }
         let mut conditions = Vec::with_capacity(object.len());
         for (name, value) in object {
             self.node()?;
-            let condition = match name.as_str() {
-                "inMailbox" => match ids::parse_mailbox_id(&text(value, name)?) {
-                    Some(id) => Filter::InMailbox(id),
-                    None => Filter::InMailboxUnknown,
-                },
-                "inMailboxOtherThan" => {
-                    let list = value
-                        .as_array()
-                        .ok_or_else(|| invalid("inMailboxOtherThan must be a list of ids"))?;
-                    if list.len() > MAX_FILTER_MAILBOX_IDS {
-                        return Err(invalid(format!(
-                            "inMailboxOtherThan holds at most {MAX_FILTER_MAILBOX_IDS} ids"
-                        )));
-                    }
-                    let mut ids: Vec<i64> = list
-                        .iter()
-                        .map(|id| id.as_str().and_then(ids::parse_mailbox_id).unwrap_or(-1))
-                        .collect();
-                    ids.sort_unstable();
-                    ids.dedup();
-                    Filter::InMailboxOtherThan(ids)
-                }
-                "before" => Filter::Before(utc_date(value, name)?),
-                "after" => Filter::After(utc_date(value, name)?),
-                "minSize" => Filter::MinSize(number(value, name)?),
-                "maxSize" => Filter::MaxSize(number(value, name)?),
-                "hasKeyword" => Filter::HasKeyword(text(value, name)?.to_lowercase()),
-                "notKeyword" => Filter::NotKeyword(text(value, name)?.to_lowercase()),
-                "someInThreadHaveKeyword" => {
-                    Filter::SomeInThreadHaveKeyword(text(value, name)?.to_lowercase())
-                }
-                "allInThreadHaveKeyword" => {
-                    Filter::AllInThreadHaveKeyword(text(value, name)?.to_lowercase())
-                }
-                "noneInThreadHaveKeyword" => {
-                    Filter::NoneInThreadHaveKeyword(text(value, name)?.to_lowercase())
-                }
-                "hasAttachment" => Filter::HasAttachment(
-                    value
-                        .as_bool()
-                        .ok_or_else(|| invalid("hasAttachment must be a boolean"))?,
-                ),
-                "from" => Filter::From(Needle::new(&text(value, name)?)),
-                "to" => Filter::To(Needle::new(&text(value, name)?)),
-                "cc" => Filter::Cc(Needle::new(&text(value, name)?)),
-                "bcc" => Filter::Bcc(Needle::new(&text(value, name)?)),
-                "subject" => Filter::Subject(Needle::new(&text(value, name)?)),
-                // An empty value is no condition (an empty AND matches all).
-                "text" | "body" => {
-                    let scope = match name.as_str() {
-                        "text" => SearchScope::All,
-                        _ => SearchScope::Body,
-                    };
-                    match search::parse_query(&text(value, name)?, scope).map_err(invalid)? {
-                        Some(search) => {
-                            self.search()?;
-                            Filter::Text(search)
-                        }
-                        None => Filter::And(Vec::new()),
-                    }
-                }
-                "header" => {
-                    let parts: Vec<String> = value
-                        .as_array()
-                        .filter(|a| (1..=2).contains(&a.len()))
-                        .and_then(|a| a.iter().map(|v| v.as_str().map(str::to_string)).collect())
-                        .ok_or_else(|| invalid("header must be [name] or [name, value]"))?;
-                    for part in &parts {
-                        bounded(part, name)?;
-                    }
-                    Filter::Header(
-                        parts[0].to_ascii_lowercase(),
-                        parts.get(1).map(|value| Needle::new(value)),
-                    )
-                }
-                other => {
-                    return Err(MethodError::UnsupportedFilter(format!(
-                        "the {other} filter is not supported"
-                    )));
-                }
-            };
-            conditions.push(condition);
+            conditions.push(self.condition(name, value)?);
         }
         Ok(if conditions.len() == 1 {
             conditions.remove(0)
@@ -274,6 +182,123 @@ impl FilterReader {
             Filter::And(conditions)
         })
     }
+
+    /// A FilterOperator: AND, OR or NOT over its conditions.
+    fn operator(
+        &mut self,
+        operator: &Value,
+        object: &Map<String, Value>,
+    ) -> Result<Filter, MethodError> {
+        self.node()?;
+        let conditions = object
+            .get("conditions")
+            .and_then(Value::as_array)
+            .ok_or_else(|| invalid("a FilterOperator needs conditions"))?
+            .iter()
+            .map(|condition| self.read(condition))
+            .collect::<Result<Vec<_>, _>>()?;
+        match operator.as_str() {
+            Some("AND") => Ok(Filter::And(conditions)),
+            Some("OR") => Ok(Filter::Or(conditions)),
+            Some("NOT") => Ok(Filter::Not(conditions)),
+            _ => Err(invalid("operator must be AND, OR or NOT")),
+        }
+    }
+
+    /// One property of a FilterCondition (RFC 8621 §4.4.1).
+    fn condition(&mut self, name: &str, value: &Value) -> Result<Filter, MethodError> {
+        Ok(match name {
+            "inMailbox" => match ids::parse_mailbox_id(&text(value, name)?) {
+                Some(id) => Filter::InMailbox(id),
+                None => Filter::InMailboxUnknown,
+            },
+            "inMailboxOtherThan" => in_mailbox_other_than(value)?,
+            "before" => Filter::Before(utc_date(value, name)?),
+            "after" => Filter::After(utc_date(value, name)?),
+            "minSize" => Filter::MinSize(number(value, name)?),
+            "maxSize" => Filter::MaxSize(number(value, name)?),
+            "hasKeyword" => Filter::HasKeyword(text(value, name)?.to_lowercase()),
+            "notKeyword" => Filter::NotKeyword(text(value, name)?.to_lowercase()),
+            "someInThreadHaveKeyword" => {
+                Filter::SomeInThreadHaveKeyword(text(value, name)?.to_lowercase())
+            }
+            "allInThreadHaveKeyword" => {
+                Filter::AllInThreadHaveKeyword(text(value, name)?.to_lowercase())
+            }
+            "noneInThreadHaveKeyword" => {
+                Filter::NoneInThreadHaveKeyword(text(value, name)?.to_lowercase())
+            }
+            "hasAttachment" => Filter::HasAttachment(
+                value
+                    .as_bool()
+                    .ok_or_else(|| invalid("hasAttachment must be a boolean"))?,
+            ),
+            "from" => Filter::From(Needle::new(&text(value, name)?)),
+            "to" => Filter::To(Needle::new(&text(value, name)?)),
+            "cc" => Filter::Cc(Needle::new(&text(value, name)?)),
+            "bcc" => Filter::Bcc(Needle::new(&text(value, name)?)),
+            "subject" => Filter::Subject(Needle::new(&text(value, name)?)),
+            "text" | "body" => self.text_search(name, value)?,
+            "header" => header_condition(name, value)?,
+            other => {
+                return Err(MethodError::UnsupportedFilter(format!(
+                    "the {other} filter is not supported"
+                )));
+            }
+        })
+    }
+
+    /// A `text` or `body` condition, counted as a full-text one; an empty
+    /// value is no condition (an empty AND matches all).
+    fn text_search(&mut self, name: &str, value: &Value) -> Result<Filter, MethodError> {
+        let scope = match name {
+            "text" => SearchScope::All,
+            _ => SearchScope::Body,
+        };
+        match search::parse_query(&text(value, name)?, scope).map_err(invalid)? {
+            Some(search) => {
+                self.search()?;
+                Ok(Filter::Text(search))
+            }
+            None => Ok(Filter::And(Vec::new())),
+        }
+    }
+}
+
+/// An `inMailboxOtherThan` condition: at most [`MAX_FILTER_MAILBOX_IDS`]
+/// ids, sorted and without repeats (an id not ours is no mailbox's).
+fn in_mailbox_other_than(value: &Value) -> Result<Filter, MethodError> {
+    let list = value
+        .as_array()
+        .ok_or_else(|| invalid("inMailboxOtherThan must be a list of ids"))?;
+    if list.len() > MAX_FILTER_MAILBOX_IDS {
+        return Err(invalid(format!(
+            "inMailboxOtherThan holds at most {MAX_FILTER_MAILBOX_IDS} ids"
+        )));
+    }
+    let mut ids: Vec<i64> = list
+        .iter()
+        .map(|id| id.as_str().and_then(ids::parse_mailbox_id).unwrap_or(-1))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(Filter::InMailboxOtherThan(ids))
+}
+
+/// A `header` condition: `[name]` or `[name, value]`, each bounded.
+fn header_condition(name: &str, value: &Value) -> Result<Filter, MethodError> {
+    let parts: Vec<String> = value
+        .as_array()
+        .filter(|a| (1..=2).contains(&a.len()))
+        .and_then(|a| a.iter().map(|v| v.as_str().map(str::to_string)).collect())
+        .ok_or_else(|| invalid("header must be [name] or [name, value]"))?;
+    for part in &parts {
+        bounded(part, name)?;
+    }
+    Ok(Filter::Header(
+        parts[0].to_ascii_lowercase(),
+        parts.get(1).map(|value| Needle::new(value)),
+    ))
 }
 
 /// Parses `sort`; none is receivedAt descending.
@@ -359,17 +384,7 @@ pub async fn email_query(
     let work = AtomicU64::new(ctx.budget.work_left);
     let page = match (list_view, search_view) {
         (Some((mailbox, ascending)), _) => {
-            let key = (ctx.account.id, mailbox, ascending, request.position, limit);
-            match ctx.jmap.pages.get(&key, &states).await {
-                Some(page) => Ok(page),
-                None => {
-                    let page =
-                        list_view_page(ctx, mailbox, ascending, request.position, limit).await?;
-                    let after = ctx.jmap.store.states(ctx.account.id).await?;
-                    ctx.jmap.pages.keep(key, &states, &after, &page).await;
-                    Ok(page)
-                }
-            }
+            kept_list_view_page(ctx, &states, mailbox, ascending, request.position, limit).await
         }
         (None, Some(view)) => search_view_page(ctx, view, request.position, limit).await,
         (None, None) => {
@@ -380,10 +395,49 @@ pub async fn email_query(
     ctx.budget.work_left = work.into_inner();
     let page = page?;
     // Render.
+    let can_calculate =
+        can_calculate_changes(filter.as_ref(), &comparators, request.collapse_threads);
+    Ok(query_response(
+        &request,
+        state,
+        page,
+        can_calculate,
+        max_limit,
+    ))
+}
+
+/// The list view's page from the account's kept pages
+/// ([`super::kept_pages`]) at `states`, else read and kept.
+async fn kept_list_view_page(
+    ctx: &CallContext<'_>,
+    states: &crate::store::States,
+    mailbox: i64,
+    ascending: bool,
+    position: i64,
+    limit: i64,
+) -> Result<Page, MethodError> {
+    let key = (ctx.account.id, mailbox, ascending, position, limit);
+    if let Some(page) = ctx.jmap.pages.get(&key, states).await {
+        return Ok(page);
+    }
+    let page = list_view_page(ctx, mailbox, ascending, position, limit).await?;
+    let after = ctx.jmap.store.states(ctx.account.id).await?;
+    ctx.jmap.pages.keep(key, states, &after, &page).await;
+    Ok(page)
+}
+
+/// The Email/query response for a page read at `state`.
+fn query_response(
+    request: &QueryRequest,
+    state: i64,
+    page: Page,
+    can_calculate_changes: bool,
+    max_limit: u64,
+) -> Value {
     let mut response = json!({
         "accountId": request.account_id,
         "queryState": state.to_string(),
-        "canCalculateChanges": can_calculate_changes(filter.as_ref(), &comparators, request.collapse_threads),
+        "canCalculateChanges": can_calculate_changes,
         "position": page.position,
         "ids": page.ids.into_iter().map(ids::email_id).collect::<Vec<_>>(),
     });
@@ -395,7 +449,7 @@ pub async fn email_query(
     if request.limit.is_none_or(|l| l > max_limit) {
         response["limit"] = json!(max_limit);
     }
-    Ok(response)
+    response
 }
 
 /// Whether Email/queryChanges can follow this query ([`super::query_changes`]):
