@@ -522,7 +522,7 @@ impl SqliteStore {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::store::Store;
+    use crate::store::prelude::*;
 
     /// A store with hot reads in a temp dir (kept alive by the first
     /// value), one account and the id of its inbox.
