@@ -136,6 +136,7 @@ impl Dialect for SqliteDialect {
     type Ids = String;
     type Texts = String;
     type IdArray = Option<String>;
+    type Hot = HotReader;
 
     const BEGIN_WRITE: Option<&'static str> = Some("BEGIN IMMEDIATE");
     // The statements name their indexes' order of use (CROSS JOIN, the

@@ -8,7 +8,7 @@
 use async_trait::async_trait;
 
 use super::JmapProxyStore;
-use crate::store::hot_read::HOT_IDS;
+use crate::store::dialect::HotReads;
 use crate::store::sql::{group_threads, impl_sql};
 use crate::store::{MirroredEmail, StoreResult};
 
@@ -98,34 +98,9 @@ impl_sql! {
         ) -> StoreResult<Vec<MirroredEmail>> {
             const COLUMNS: &str = "SELECT email_id, upstream_id, blob_id, thread_id, parts \
                  FROM jmap_mirror_emails WHERE account_id = $1";
-            // A proxied call's few ids (issue 20's rule, `HOT_IDS`) are mapped
-            // on the calling thread: every call answered from the mirror maps
-            // its ids both ways, and the hop to the pool's thread was most of it.
-            let hot_ids = match (local, upstream) {
-                (Some(ids), _) if ids.len() <= HOT_IDS => {
-                    Some((D::SQL.mirror_emails_by_local, serde_json::to_string(ids)))
-                }
-                (None, Some(ids)) if ids.len() <= HOT_IDS => {
-                    Some((D::SQL.mirror_emails_by_upstream, serde_json::to_string(ids)))
-                }
-                _ => None,
-            };
-            if let Some((sql, Ok(ids))) = hot_ids
-                && let Some(rows) = self.hot_read(|connection| {
-                    connection
-                        .prepare_cached(sql)?
-                        .query_map(rusqlite::named_params! {"$1": account, "$2": ids}, |row| {
-                            Ok(MirroredEmail {
-                                email_id: row.get(0)?,
-                                upstream_id: row.get(1)?,
-                                blob_id: row.get(2)?,
-                                thread_id: row.get(3)?,
-                                parts: row.get(4)?,
-                            })
-                        })?
-                        .collect::<rusqlite::Result<Vec<_>>>()
-                })
-            {
+            // Every call answered from the mirror maps its ids both ways.
+            let hot = self.hot().and_then(|hot| hot.mirror_emails(&D::SQL, account, local, upstream));
+            if let Some(rows) = hot {
                 return Ok(rows);
             }
             let query = match (local, upstream) {

@@ -53,18 +53,7 @@ impl_sql! {
             }
             // Every session GET checks its credential here again (issue 20's
             // hot read: no hop to the pool's thread).
-            let hot = self.hot_read(|connection| {
-                connection
-                    .prepare_cached(D::SQL.account_by_email)?
-                    .query_row(rusqlite::named_params! {"$1": email}, |row| {
-                        Ok(Account {
-                            id: row.get(0)?,
-                            email: row.get(1)?,
-                            password_hash: row.get(2)?,
-                        })
-                    })
-                    .optional()
-            });
+            let hot = (self.hot()).and_then(|hot| hot.account_by_email(D::SQL.account_by_email, email));
             if let Some(found) = hot {
                 return Ok(found);
             }

@@ -8,7 +8,7 @@ impl_sql! {
         async fn states(&self, account: i64) -> StoreResult<States> {
             const SQL: &str = "SELECT email_state, mailbox_state, thread_state, identity_state, \
                  vacation_state, submission_state FROM accounts WHERE id = $1";
-            let hot = self.hot.as_ref().and_then(|hot| hot.states(SQL, account));
+            let hot = self.hot().and_then(|hot| hot.states(SQL, account));
             let row: Option<(i64, i64, i64, i64, i64, i64)> = match hot {
                 Some(row) => row.map(|[a, b, c, d, e, f]| (a, b, c, d, e, f)),
                 None => {

@@ -84,7 +84,7 @@ impl_sql! {
             known: Option<i64>,
         ) -> StoreResult<(Option<Vec<EmailMeta>>, i64)> {
             let sql = D::SQL.email_meta_unless_state;
-            let hot = (self.hot.as_ref()).and_then(|hot| hot.state_row(sql, account, ids, known));
+            let hot = (self.hot()).and_then(|hot| hot.email_meta_unless_state(sql, account, ids, known));
             let row: Option<(i64, Option<String>)> = match hot {
                 Some(row) => row,
                 None => {

@@ -31,17 +31,8 @@ impl_sql! {
 
         async fn owns_mailbox(&self, account: i64, mailbox: i64) -> StoreResult<bool> {
             const SQL: &str = "SELECT id FROM mailboxes WHERE id = $1 AND account_id = $2";
-            let hot = self.hot_read(|connection| {
-                connection
-                    .prepare_cached(SQL)?
-                    .query_row(
-                        rusqlite::named_params! {"$1": mailbox, "$2": account},
-                        |row| row.get::<_, i64>(0),
-                    )
-                    .optional()
-            });
-            if let Some(found) = hot {
-                return Ok(found.is_some());
+            if let Some(owned) = self.hot().and_then(|hot| hot.owns_mailbox(SQL, account, mailbox)) {
+                return Ok(owned);
             }
             let found: Option<i64> = sqlx::query_scalar(SQL)
                 .bind(mailbox)

@@ -1,10 +1,13 @@
 //! The one [`Store`](super::Store): every storage operation written once over a
-//! [`Dialect`] (SQLite or PostgreSQL). Transactions, binds, row decoding,
-//! change recording and state counters live here; the dialect holds the SQL
-//! text that differs, the list binds, locking, what text can hold and the
-//! full-text query's shape. Not yet as wanted (issue 44): SQLite's hot
-//! reads (rusqlite, `hot_read.rs`) and its search-key walk are called from
-//! here, not from behind the dialect.
+//! [`Dialect`] (SQLite or PostgreSQL), one file a concern trait
+//! (`accounts.rs`, `mailboxes.rs`, `emails.rs`, `search.rs`, `changes.rs`,
+//! `blobs.rs`, `identity.rs`, `submission.rs`, `raw_copy.rs`; the proxy's
+//! own is `store/proxy/`). Transactions, binds, row decoding, change
+//! recording and state counters live here; the dialect holds the SQL text
+//! that differs, the list binds, locking, what text can hold, the
+//! full-text query's shape and the reads tried on the calling thread
+//! ([`HotReads`]). Not yet as wanted: SQLite's search-key walk
+//! (`search.rs`) is SQL run here when the dialect gives its statement.
 //!
 //! - A write that changes an account runs in one transaction that starts
 //!   by taking the account's write lock ([`Statements::lock_account`]; on
@@ -32,8 +35,7 @@ use sqlx::{Database, Executor, Pool, QueryBuilder, Row};
 
 use super::change_log::{ChangeCollector, ChangeLog, ChangeSet, LOG_BATCH, LogRow, check_since};
 use super::columns::{distinct, ids_from_csv, keywords_from_column, keywords_to_column};
-use super::dialect::Dialect;
-use super::hot_read::{HOT_IDS, HotReader};
+use super::dialect::{Dialect, HotReads};
 use super::insert_plan::{self, InsertPlan, ThreadRef};
 use super::raw::EmailRecord;
 use super::{
@@ -43,7 +45,6 @@ use super::{
     QueryRow, Quota, ROLE_MAILBOXES, Search, SearchText, SendLimits, States, StoreError,
     StoreResult, SubmissionRow, Submissions, TextSearch, UpdateOutcome, VacationResponse,
 };
-use rusqlite::OptionalExtension;
 
 /// An `impl` block over every dialect `D` (`impl_sql! { impl Trait { … } }`,
 /// or `impl { … }` for inherent methods), with the bounds sqlx needs of
@@ -103,9 +104,10 @@ pub(super) type Tx<D> = sqlx::Transaction<'static, <D as Dialect>::Db>;
 pub struct SqlStore<D: Dialect> {
     pub(super) reader: Pool<D::Db>,
     pub(super) writer: Pool<D::Db>,
-    /// SQLite's reads on the calling thread, tried before `reader` for the
-    /// statements that have a hot form ([`HotReader`]); none on PostgreSQL.
-    pub(super) hot: Option<Arc<HotReader>>,
+    /// The dialect's reads on the calling thread, tried before `reader` for
+    /// the statements that have a hot form ([`HotReads`]; SQLite's
+    /// `HotReader` over a plain file, none on PostgreSQL).
+    pub(super) hot: Option<Arc<D::Hot>>,
     dialect: PhantomData<D>,
 }
 
@@ -131,17 +133,13 @@ impl<D: Dialect> SqlStore<D> {
         }
     }
 
-    /// `read` on a hot connection ([`HotReader::try_read`]); `None` on
-    /// PostgreSQL, or when it cannot run now: then the pool reads.
-    pub(super) fn hot_read<T>(
-        &self,
-        read: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T>,
-    ) -> Option<T> {
-        self.hot.as_ref()?.try_read(read)
+    /// The hot reads to try before the pool, if the store has them.
+    pub(super) fn hot(&self) -> Option<&D::Hot> {
+        self.hot.as_deref()
     }
 
     /// This store, reading its hot statements through `hot` first.
-    pub(super) fn with_hot_reader(mut self, hot: HotReader) -> Self {
+    pub(super) fn with_hot_reader(mut self, hot: D::Hot) -> Self {
         self.hot = Some(Arc::new(hot));
         self
     }

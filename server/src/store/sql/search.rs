@@ -3,11 +3,6 @@
 
 use super::*;
 
-/// The most emails a mailbox may hold for its list view's count to run hot
-/// (`mailbox_emails_by_received`): the count reads at most this many index
-/// entries on the calling thread; a larger mailbox is counted by the pool.
-const HOT_COUNT: i64 = 10_000;
-
 /// Search keys (SQLite, migration 0305): `partition << 40 | hour << 16 |
 /// slot`. The partition is the account id's low 23 bits.
 const SEARCH_KEY_PARTITIONS: i64 = (1 << 23) - 1;
@@ -161,34 +156,9 @@ impl_sql! {
                 D::SQL.listing_asc
             };
             const COUNT: &str = "SELECT count(*) FROM email_mailboxes WHERE mailbox_id = $1";
-            // At most HOT_COUNT + 1 index entries, so a hot count stays short.
-            const HOT_COUNT_SQL: &str = "SELECT count(*) FROM (SELECT 1 FROM email_mailboxes \
-                 WHERE mailbox_id = $1 LIMIT $2)";
-            // The page and the count on one hot connection, one after the other
-            // (two snapshots, as through the pool), when the work is bounded: a
-            // page reaching at most HOT_IDS rows in, a mailbox of at most
-            // HOT_COUNT emails; else the pool reads.
-            if position >= 0 && position.saturating_add(limit) <= HOT_IDS as i64 {
-                let hot = self.hot_read(|connection| {
-                    let total: i64 = connection.prepare_cached(HOT_COUNT_SQL)?.query_row(
-                        rusqlite::named_params! {"$1": mailbox, "$2": HOT_COUNT + 1},
-                        |row| row.get(0),
-                    )?;
-                    if total > HOT_COUNT {
-                        return Ok(None);
-                    }
-                    let ids = connection
-                        .prepare_cached(sql)?
-                        .query_map(
-                            rusqlite::named_params! {"$1": mailbox, "$2": limit, "$3": position},
-                            |row| Ok((row.get(0)?, row.get(1)?)),
-                        )?
-                        .collect::<rusqlite::Result<Vec<(i64, i64)>>>()?;
-                    Ok(Some((ids, total)))
-                });
-                if let Some(Some(page)) = hot {
-                    return Ok(page);
-                }
+            let hot = self.hot().and_then(|hot| hot.mailbox_page(sql, mailbox, position, limit));
+            if let Some(page) = hot {
+                return Ok(page);
             }
             let ids: Vec<(i64, i64)> = sqlx::query_as(sql)
                 .bind(mailbox)
