@@ -105,135 +105,8 @@ impl_sql! {
                 return Ok(0);
             }
             let mut tx = self.write(None).await?;
-            let text = |value: &str| D::text(value).into_owned();
-            let written =
-                match rows {
-                    RawRows::Accounts(rows) => {
-                        let head = format!(
-                            "INSERT INTO accounts (id, email, password_hash, modseq, email_state, \
-                         mailbox_state, thread_state, changes_from, quota_octets) {}",
-                            D::OVERRIDING
-                        );
-                        Self::insert_rows(
-                            &mut tx,
-                            &head,
-                            "ON CONFLICT (id) DO NOTHING",
-                            9,
-                            rows,
-                            |row, r| {
-                                row.push_bind(r.id)
-                                    .push_bind(r.email.clone())
-                                    .push_bind(r.password_hash.clone())
-                                    .push_bind(r.modseq)
-                                    .push_bind(r.email_state)
-                                    .push_bind(r.mailbox_state)
-                                    .push_bind(r.thread_state)
-                                    .push_bind(r.changes_from)
-                                    .push_bind(r.quota_octets);
-                            },
-                        )
-                        .await?
-                    }
-                    RawRows::Mailboxes(rows) => {
-                        // One statement: a parent later in the page is checked at its end.
-                        let head = format!(
-                            "INSERT INTO mailboxes (id, account_id, parent_id, name, role, sort_order, \
-                         is_subscribed) {}",
-                            D::OVERRIDING
-                        );
-                        Self::insert_rows(
-                            &mut tx,
-                            &head,
-                            "ON CONFLICT (id) DO NOTHING",
-                            7,
-                            rows,
-                            |row, r| {
-                                row.push_bind(r.id)
-                                    .push_bind(r.account_id)
-                                    .push_bind(r.parent_id)
-                                    .push_bind(text(&r.name))
-                                    .push_bind(r.role.clone())
-                                    .push_bind(r.sort_order)
-                                    .push_bind(r.is_subscribed);
-                            },
-                        )
-                        .await?
-                    }
-                    RawRows::Emails(rows) => Self::write_emails(&mut tx, rows).await?,
-                    RawRows::ThreadRefs(account, rows) => {
-                        Self::insert_rows(
-                            &mut tx,
-                            "INSERT INTO thread_refs (account_id, message_id, thread_id, base_subject)",
-                            "ON CONFLICT DO NOTHING",
-                            4,
-                            rows,
-                            |row, r| {
-                                row.push_bind(*account)
-                                    .push_bind(D::ref_key(&r.message_id))
-                                    .push_bind(r.thread_id)
-                                    .push_bind(text(&r.base_subject));
-                            },
-                        )
-                        .await?
-                    }
-                    RawRows::AccountBlobs(account, rows) => {
-                        Self::insert_rows(
-                            &mut tx,
-                            "INSERT INTO account_blobs (account_id, blob_id, size, created_at)",
-                            "ON CONFLICT DO NOTHING",
-                            4,
-                            rows,
-                            |row, r| {
-                                row.push_bind(*account)
-                                    .push_bind(r.blob_id.clone())
-                                    .push_bind(r.size)
-                                    .push_bind(r.created_at);
-                            },
-                        )
-                        .await?
-                    }
-                    RawRows::Changes(account, rows) => Self::insert_rows(
-                        &mut tx,
-                        "INSERT INTO changes (account_id, type, modseq, object_id, kind, counts_only)",
-                        "ON CONFLICT DO NOTHING",
-                        6,
-                        rows,
-                        |row, r| {
-                            row.push_bind(*account)
-                                .push_bind(r.kind_of_object as i16)
-                                .push_bind(r.modseq)
-                                .push_bind(r.object_id)
-                                .push_bind(r.kind as i16)
-                                .push_bind(r.counts_only);
-                        },
-                    )
-                    .await?,
-                };
-            let table = match rows {
-                RawRows::Accounts(_) => "accounts",
-                RawRows::Mailboxes(_) => "mailboxes",
-                RawRows::Emails(_) => "emails",
-                _ => "",
-            };
-            for (name, statement) in D::SQL.after_raw_import {
-                if *name == table {
-                    sqlx::query(*statement).execute(&mut *tx).await?;
-                }
-            }
-            if table == "accounts" {
-                // Identities are not copied (nor aliases, vacation responses,
-                // submissions): each copied account gets the identity for its
-                // own address an account is made with, so it can send.
-                sqlx::query(
-                    "INSERT INTO identities (account_id, name, email, text_signature, \
-                     html_signature, may_delete) SELECT a.id, '', a.email, '', '', $1 \
-                     FROM accounts a WHERE NOT EXISTS \
-                     (SELECT 1 FROM identities i WHERE i.account_id = a.id)",
-                )
-                .bind(false)
-                .execute(&mut *tx)
-                .await?;
-            }
+            let written = Self::import_rows(&mut tx, rows).await?;
+            Self::after_import(&mut tx, rows).await?;
             tx.commit().await?;
             Ok(written)
         }
@@ -270,6 +143,153 @@ impl_sql! {
 
 impl_sql! {
     impl {
+        /// Writes one page of raw rows in `tx`, skipping rows already there;
+        /// how many were new.
+        async fn import_rows(tx: &mut Tx<D>, rows: &RawRows) -> StoreResult<u64> {
+            let text = |value: &str| D::text(value).into_owned();
+            Ok(match rows {
+                RawRows::Accounts(rows) => Self::import_accounts(tx, rows).await?,
+                RawRows::Mailboxes(rows) => Self::import_mailboxes(tx, rows).await?,
+                RawRows::Emails(rows) => Self::write_emails(tx, rows).await?,
+                RawRows::ThreadRefs(account, rows) => {
+                    Self::insert_rows(
+                        tx,
+                        "INSERT INTO thread_refs (account_id, message_id, thread_id, base_subject)",
+                        "ON CONFLICT DO NOTHING",
+                        4,
+                        rows,
+                        |row, r| {
+                            row.push_bind(*account)
+                                .push_bind(D::ref_key(&r.message_id))
+                                .push_bind(r.thread_id)
+                                .push_bind(text(&r.base_subject));
+                        },
+                    )
+                    .await?
+                }
+                RawRows::AccountBlobs(account, rows) => {
+                    Self::insert_rows(
+                        tx,
+                        "INSERT INTO account_blobs (account_id, blob_id, size, created_at)",
+                        "ON CONFLICT DO NOTHING",
+                        4,
+                        rows,
+                        |row, r| {
+                            row.push_bind(*account)
+                                .push_bind(r.blob_id.clone())
+                                .push_bind(r.size)
+                                .push_bind(r.created_at);
+                        },
+                    )
+                    .await?
+                }
+                RawRows::Changes(account, rows) => Self::insert_rows(
+                    tx,
+                    "INSERT INTO changes (account_id, type, modseq, object_id, kind, counts_only)",
+                    "ON CONFLICT DO NOTHING",
+                    6,
+                    rows,
+                    |row, r| {
+                        row.push_bind(*account)
+                            .push_bind(r.kind_of_object as i16)
+                            .push_bind(r.modseq)
+                            .push_bind(r.object_id)
+                            .push_bind(r.kind as i16)
+                            .push_bind(r.counts_only);
+                    },
+                )
+                .await?,
+            })
+        }
+
+        /// Raw account rows, ids and counters as they are.
+        async fn import_accounts(tx: &mut Tx<D>, rows: &[AccountRecord]) -> StoreResult<u64> {
+            let head = format!(
+                "INSERT INTO accounts (id, email, password_hash, modseq, email_state, \
+             mailbox_state, thread_state, changes_from, quota_octets) {}",
+                D::OVERRIDING
+            );
+            Self::insert_rows(
+                tx,
+                &head,
+                "ON CONFLICT (id) DO NOTHING",
+                9,
+                rows,
+                |row, r| {
+                    row.push_bind(r.id)
+                        .push_bind(r.email.clone())
+                        .push_bind(r.password_hash.clone())
+                        .push_bind(r.modseq)
+                        .push_bind(r.email_state)
+                        .push_bind(r.mailbox_state)
+                        .push_bind(r.thread_state)
+                        .push_bind(r.changes_from)
+                        .push_bind(r.quota_octets);
+                },
+            )
+            .await
+        }
+
+        /// Raw mailbox rows, ids and parents as they are.
+        async fn import_mailboxes(tx: &mut Tx<D>, rows: &[MailboxRecord]) -> StoreResult<u64> {
+            let text = |value: &str| D::text(value).into_owned();
+            // One statement: a parent later in the page is checked at its end.
+            let head = format!(
+                "INSERT INTO mailboxes (id, account_id, parent_id, name, role, sort_order, \
+             is_subscribed) {}",
+                D::OVERRIDING
+            );
+            Self::insert_rows(
+                tx,
+                &head,
+                "ON CONFLICT (id) DO NOTHING",
+                7,
+                rows,
+                |row, r| {
+                    row.push_bind(r.id)
+                        .push_bind(r.account_id)
+                        .push_bind(r.parent_id)
+                        .push_bind(text(&r.name))
+                        .push_bind(r.role.clone())
+                        .push_bind(r.sort_order)
+                        .push_bind(r.is_subscribed);
+                },
+            )
+            .await
+        }
+
+        /// What follows an import into a table: the dialect's id-source bumps
+        /// ([`Statements::after_raw_import`](crate::store::dialect::Statements::after_raw_import)),
+        /// and for accounts the identity each account is made with.
+        async fn after_import(tx: &mut Tx<D>, rows: &RawRows) -> StoreResult<()> {
+            let table = match rows {
+                RawRows::Accounts(_) => "accounts",
+                RawRows::Mailboxes(_) => "mailboxes",
+                RawRows::Emails(_) => "emails",
+                _ => "",
+            };
+            for (name, statement) in D::SQL.after_raw_import {
+                if *name == table {
+                    sqlx::query(*statement).execute(&mut **tx).await?;
+                }
+            }
+            if table == "accounts" {
+                // Identities are not copied (nor aliases, vacation responses,
+                // submissions): each copied account gets the identity for its
+                // own address an account is made with, so it can send.
+                sqlx::query(
+                    "INSERT INTO identities (account_id, name, email, text_signature, \
+                     html_signature, may_delete) SELECT a.id, '', a.email, '', '', $1 \
+                     FROM accounts a WHERE NOT EXISTS \
+                     (SELECT 1 FROM identities i WHERE i.account_id = a.id)",
+                )
+                .bind(false)
+                .execute(&mut **tx)
+                .await?;
+            }
+            Ok(())
+        }
+
         /// A page of emails with their memberships, header blocks and
         /// projection rows (read by id range: the page is contiguous in id order).
         async fn export_emails(&self, after_id: i64, limit: i64) -> StoreResult<Vec<EmailRecord>> {
