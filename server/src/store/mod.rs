@@ -51,7 +51,8 @@ pub use search::Search;
 pub use submission::Submissions;
 
 /// The store's traits in scope for their methods, unnamed (so no name
-/// clashes): `use crate::store::prelude::*;` beside an `Arc<dyn Store>`.
+/// clashes), for code that calls a concrete store (`SqliteStore`,
+/// `PostgresStore`): `use crate::store::prelude::*;`.
 pub mod prelude {
     pub use super::{
         Accounts as _, Blobs as _, ChangeLog as _, Emails as _, Identities as _,
@@ -676,8 +677,9 @@ pub fn schema_version() -> i64 {
 }
 
 /// The storage operations Fastview needs, implemented once per database
-/// ([`sql::SqlStore`]), one trait a concern; callers hold an `Arc<dyn Store>`
-/// and bring the traits in scope with `use crate::store::prelude::*`.
+/// ([`sql::SqlStore`]), one trait a concern. An `Arc<dyn Store>` answers
+/// every method as it is; code holding a concrete store brings the traits
+/// in scope with `use crate::store::prelude::*`.
 /// Every method that takes an `account` touches only that account's rows.
 /// Batched methods take id lists and run a fixed number of queries, never one per id.
 pub trait Store:

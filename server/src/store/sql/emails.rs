@@ -71,7 +71,7 @@ impl_sql! {
                 .bind(D::ids(ids))
                 .fetch_all(&self.reader)
                 .await?;
-            Ok(rows.into_iter().map(meta::<D>).collect())
+            Ok(rows.into_iter().map(|row| meta(row, D::id_array)).collect())
         }
 
         /// [`crate::store::dialect::Statements::email_meta_unless_state`]: one
@@ -104,17 +104,7 @@ impl_sql! {
                 .map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))?;
             let metas = rows
                 .into_iter()
-                .map(
-                    |(id, blob_id, thread_id, size, received_at, keywords, mailboxes)| EmailMeta {
-                        id,
-                        blob_id,
-                        thread_id,
-                        size,
-                        received_at,
-                        keywords: keywords_from_column(&keywords),
-                        mailbox_ids: ids_from_csv(mailboxes.as_deref()),
-                    },
-                )
+                .map(|row| meta(row, |ids: Option<String>| ids_from_csv(ids.as_deref())))
                 .collect();
             Ok((Some(metas), state))
         }

@@ -153,7 +153,8 @@ fn now() -> i64 {
 /// A row of [`super::dialect::Statements::email_meta`].
 type MetaRow<A> = (i64, String, i64, i64, i64, String, A);
 
-fn meta<D: Dialect>(row: MetaRow<D::IdArray>) -> EmailMeta {
+/// The metadata of a [`MetaRow`], its mailbox-ids column read by `mailbox_ids`.
+fn meta<A>(row: MetaRow<A>, mailbox_ids: impl FnOnce(A) -> Vec<i64>) -> EmailMeta {
     let (id, blob_id, thread_id, size, received_at, keywords, mailboxes) = row;
     EmailMeta {
         id,
@@ -162,7 +163,7 @@ fn meta<D: Dialect>(row: MetaRow<D::IdArray>) -> EmailMeta {
         size,
         received_at,
         keywords: keywords_from_column(&keywords),
-        mailbox_ids: D::id_array(mailboxes),
+        mailbox_ids: mailbox_ids(mailboxes),
     }
 }
 

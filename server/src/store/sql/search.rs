@@ -220,15 +220,18 @@ impl_sql! {
         /// and its siblings (the columns of `query_columns!`).
         fn query_row(row: &<D::Db as Database>::Row) -> QueryRow {
             QueryRow {
-                meta: meta::<D>((
-                    row.get(0),
-                    row.get(1),
-                    row.get(2),
-                    row.get(3),
-                    row.get(4),
-                    row.get(5),
-                    row.get(6),
-                )),
+                meta: meta(
+                    (
+                        row.get(0),
+                        row.get(1),
+                        row.get(2),
+                        row.get(3),
+                        row.get(4),
+                        row.get(5),
+                        row.get(6),
+                    ),
+                    D::id_array,
+                ),
                 sent_at: row.get(7),
                 index: EmailIndex {
                     message_id: row.get(8),
