@@ -5,7 +5,30 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::{StoreError, StoreResult};
+use async_trait::async_trait;
+
+use super::{States, StoreError, StoreResult};
+
+/// State strings and the change log behind Foo/changes (RFC 8620 §5.1, §5.2).
+#[async_trait]
+pub trait ChangeLog: Send + Sync + 'static {
+    /// The account's current state counters.
+    async fn states(&self, account: i64) -> StoreResult<States>;
+    /// The changes of one type since `since`, at most `max_changes` ids
+    /// (RFC 8620 §5.2); `CannotCalculateChanges` when `since` is after the
+    /// type's state or before the retained log, `NotFound` for no account.
+    async fn changes(
+        &self,
+        account: i64,
+        kind: ChangeType,
+        since: LogPosition,
+        max_changes: usize,
+    ) -> StoreResult<Changes>;
+    /// Drops the account's log rows up to and including `through_modseq`:
+    /// changes from earlier states can no longer be calculated. Returns the
+    /// number of rows dropped.
+    async fn truncate_changes(&self, account: i64, through_modseq: i64) -> StoreResult<u64>;
+}
 /// The data types whose changes the log records (RFC 8620 §5.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ChangeType {
@@ -183,7 +206,7 @@ pub(crate) fn check_since(since: LogPosition, state: i64, from: i64) -> StoreRes
     Ok(())
 }
 
-/// One row of the change log as [`Store::changes`] reads it.
+/// One row of the change log as [`ChangeLog::changes`] reads it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LogRow {
     pub modseq: i64,
@@ -192,7 +215,7 @@ pub(crate) struct LogRow {
     pub counts_only: bool,
 }
 
-/// Rows fetched per query by [`Store::changes`].
+/// Rows fetched per query by [`ChangeLog::changes`].
 pub(crate) const LOG_BATCH: i64 = 1000;
 
 /// Collapses log rows, fed in log order, into one page of [`Changes`] of at

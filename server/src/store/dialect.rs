@@ -15,6 +15,8 @@
 //! - **Locking**: [`Dialect::BEGIN_WRITE`] (SQLite's single writer takes its
 //!   lock at `BEGIN IMMEDIATE`) and the account-row lock of
 //!   [`Statements::lock_account`] (PostgreSQL `FOR NO KEY UPDATE`).
+//! - **Hot reads**: [`Dialect::Hot`], the few reads SQLite answers on the
+//!   calling thread before the pool ([`HotReads`]); PostgreSQL has none.
 //! - **What text can hold**: PostgreSQL `text` cannot hold NUL and its btree
 //!   keys have a size limit ([`Dialect::text`], [`Dialect::ref_key`]).
 //!
@@ -23,6 +25,8 @@
 use std::borrow::Cow;
 
 use sqlx::{Database, Decode, Encode, Type};
+
+use super::{Account, MirroredEmail};
 
 /// A Rust type that binds to and decodes from a column of `DB` (a bound
 /// bundle, so the store's `where` clauses stay short).
@@ -50,6 +54,8 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// The mailbox-ids aggregate column of [`Statements::email_meta`],
     /// [`Statements::email_lists`] and [`Statements::query_rows`].
     type IdArray: Column<Self::Db>;
+    /// The reads tried on the calling thread before the pool ([`HotReads`]).
+    type Hot: HotReads;
 
     /// The statements whose text differs.
     const SQL: Statements;
@@ -86,6 +92,64 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// of the headers and of the body ([`Statements::search_insert_head`]).
     fn search_columns(text: &crate::store::SearchText) -> (String, String);
 }
+
+/// The reads a dialect can answer on the calling thread before the pool
+/// (issue 20: SQLite's `HotReader`, `hot_read.rs`). Each takes the
+/// statement the pool would run, where the store has it, and gives `None`
+/// when it cannot read now: then the pool runs it. Without a hot form
+/// (PostgreSQL, `()`), every one is `None`.
+pub trait HotReads: Send + Sync + 'static {
+    /// [`Statements::account_by_email`] of `email` (`Some(None)`: no such login).
+    fn account_by_email(&self, _sql: &str, _email: &str) -> Option<Option<Account>> {
+        None
+    }
+    /// An account's six states by `sql` (`$1` the account; `Some(None)`: no
+    /// such account).
+    fn states(&self, _sql: &str, _account: i64) -> Option<Option<[i64; 6]>> {
+        None
+    }
+    /// Whether the account has the mailbox, by `sql` (`$1` mailbox, `$2` account).
+    fn owns_mailbox(&self, _sql: &str, _account: i64, _mailbox: i64) -> Option<bool> {
+        None
+    }
+    /// Email/get's one statement, [`Statements::email_meta_unless_state`]'s
+    /// row (`Some(None)`: no such account).
+    fn email_meta_unless_state(
+        &self,
+        _sql: &str,
+        _account: i64,
+        _ids: &[i64],
+        _known: Option<i64>,
+    ) -> Option<Option<(i64, Option<String>)>> {
+        None
+    }
+    /// A page of a mailbox's listing by `sql` ([`Statements::listing_desc`]
+    /// or `listing_asc`) and the mailbox's count.
+    fn mailbox_page(
+        &self,
+        _sql: &str,
+        _mailbox: i64,
+        _position: i64,
+        _limit: i64,
+    ) -> Option<(Vec<(i64, i64)>, i64)> {
+        None
+    }
+    /// The JMAP mirror's names of the account's emails with local ids among
+    /// `local`, else with upstream ids among `upstream`, by the dialect's
+    /// `statements` (`mirror_emails_by_local`, `mirror_emails_by_upstream`).
+    fn mirror_emails(
+        &self,
+        _statements: &Statements,
+        _account: i64,
+        _local: Option<&[i64]>,
+        _upstream: Option<&[&str]>,
+    ) -> Option<Vec<MirroredEmail>> {
+        None
+    }
+}
+
+/// No hot reads: the pool reads everything.
+impl HotReads for () {}
 
 /// The SQL text of the statements that differ between the databases.
 /// `list($n)` below means "`$n` is one of the dialect's bound lists".

@@ -8,7 +8,7 @@
 //! threads and waking them (ADR 0003's profile). The list view's
 //! Email/query (inMailbox, by receivedAt: the account's states, whether it
 //! owns the mailbox, the page and its count) has the same hot form, in
-//! `SqlStore::{states, owns_mailbox, mailbox_emails_by_received}`, for a
+//! `HotReader`'s [`HotReads`] (`states`, `owns_mailbox`, `mailbox_page`), for a
 //! page within the first [`HOT_IDS`] emails of a mailbox of at most 10,000.
 //!
 //! A [`HotReader`] keeps a few read-only connections of its own (rusqlite,
@@ -26,7 +26,7 @@
 //!
 //! Email/get's statement, when the caller already holds the metadata of a
 //! known Email state, needs no read transaction at all while nothing has
-//! been committed since that state was read ([`HotReader::state_row`]). A
+//! been committed since that state was read ([`HotReads::email_meta_unless_state`]). A
 //! read transaction costs SQLite's file locks (four `fcntl` calls: a
 //! twentieth of the core in ADR 0003's profile) and the statement; whether
 //! anything was committed is in the WAL-index header, the first 96 octets
@@ -35,7 +35,7 @@
 //! of any process changes it; <https://sqlite.org/walformat.html> §2.1),
 //! read here with one `pread`. The header is read before the statement
 //! whose state it then vouches for, so a commit between the two only makes
-//! the next call read again. An account's six states ([`HotReader::states`],
+//! the next call read again. An account's six states ([`HotReads::states`],
 //! read first by every Email/query, Mailbox/get and Mailbox/query) are
 //! vouched for the same way.
 
@@ -49,10 +49,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
+use super::dialect::{HotReads, Statements};
+use super::{Account, MirroredEmail};
+
 /// The most ids a hot read of Email/get's statement takes, and the longest
 /// page a hot list-view read reads: a list view's page and then some; a
 /// larger call reads through the pool.
 pub const HOT_IDS: usize = 100;
+
+/// The most emails a mailbox may hold for its list view's count to run hot
+/// ([`HotReads::mailbox_page`]): the count reads at most this many index
+/// entries on the calling thread; a larger mailbox is counted by the pool.
+const HOT_COUNT: i64 = 10_000;
 
 /// Read-only connections of one database file for reads on the calling
 /// thread (module doc).
@@ -61,11 +69,11 @@ pub struct HotReader {
     /// The database's `-shm` file, when it could be opened (WAL mode with
     /// a connection open: always, for a store's file).
     shm: Option<File>,
-    /// Per account: the Email state [`HotReader::state_row`] read, and the
+    /// Per account: the Email state [`HotReads::email_meta_unless_state`] read, and the
     /// WAL-index header read before it. At most [`MAX_VOUCHED`] accounts
     /// (keyed by account id, the server's own numbers: hashed with Fx).
     vouched: Mutex<FxHashMap<i64, (WalMark, i64)>>,
-    /// Per account: the six states [`HotReader::states`] read, and the
+    /// Per account: the six states [`HotReads::states`] read, and the
     /// WAL-index header read before them. At most [`MAX_VOUCHED`] accounts.
     vouched_states: Mutex<FxHashMap<i64, (WalMark, [i64; 6])>>,
     /// Reads answered here (not handed to the pool), for tests.
@@ -214,7 +222,10 @@ impl HotReader {
         // for nothing.
         (first == second && first[12] != 0).then(|| first.try_into().ok())?
     }
+}
 
+/// SQLite's hot forms of the store's reads ([`HotReads`]).
+impl HotReads for HotReader {
     /// Email/get's statement ([`super::dialect::Statements::email_meta_unless_state`],
     /// SQLite's text: `$2` the ids as a JSON array): the account's Email
     /// state and, unless it is `known`, the metadata rows as JSON text.
@@ -225,7 +236,7 @@ impl HotReader {
     /// When `known` is the state this reader last read for the account and
     /// nothing was committed since (module doc), the answer is `known`
     /// without a read transaction.
-    pub fn state_row(
+    fn email_meta_unless_state(
         &self,
         sql: &str,
         account: i64,
@@ -272,7 +283,7 @@ impl HotReader {
     /// read, without a read transaction. Every call's Email/query and
     /// Mailbox/get reads them first. `Some(None)`: no such account; `None`:
     /// read them through the pool.
-    pub fn states(&self, sql: &str, account: i64) -> Option<Option<[i64; 6]>> {
+    fn states(&self, sql: &str, account: i64) -> Option<Option<[i64; 6]>> {
         let mark = self.wal_mark();
         if let Some(mark) = mark
             && let Some((vouched_mark, states)) =
@@ -307,6 +318,107 @@ impl HotReader {
             vouched.insert(account, (mark, states));
         }
         Some(row)
+    }
+    fn account_by_email(&self, sql: &str, email: &str) -> Option<Option<Account>> {
+        self.try_read(|connection| {
+            connection
+                .prepare_cached(sql)?
+                .query_row(rusqlite::named_params! {"$1": email}, |row| {
+                    Ok(Account {
+                        id: row.get(0)?,
+                        email: row.get(1)?,
+                        password_hash: row.get(2)?,
+                    })
+                })
+                .optional()
+        })
+    }
+
+    fn owns_mailbox(&self, sql: &str, account: i64, mailbox: i64) -> Option<bool> {
+        let found = self.try_read(|connection| {
+            connection
+                .prepare_cached(sql)?
+                .query_row(
+                    rusqlite::named_params! {"$1": mailbox, "$2": account},
+                    |row| row.get::<_, i64>(0),
+                )
+                .optional()
+        })?;
+        Some(found.is_some())
+    }
+
+    /// The page and the count on one hot connection, one after the other
+    /// (two snapshots, as through the pool), when the work is bounded: a
+    /// page reaching at most [`HOT_IDS`] rows in, a mailbox of at most
+    /// [`HOT_COUNT`] emails; else the pool reads.
+    fn mailbox_page(
+        &self,
+        sql: &str,
+        mailbox: i64,
+        position: i64,
+        limit: i64,
+    ) -> Option<(Vec<(i64, i64)>, i64)> {
+        // At most HOT_COUNT + 1 index entries, so a hot count stays short.
+        const HOT_COUNT_SQL: &str = "SELECT count(*) FROM (SELECT 1 FROM email_mailboxes \
+             WHERE mailbox_id = $1 LIMIT $2)";
+        if position < 0 || position.saturating_add(limit) > HOT_IDS as i64 {
+            return None;
+        }
+        self.try_read(|connection| {
+            let total: i64 = connection.prepare_cached(HOT_COUNT_SQL)?.query_row(
+                rusqlite::named_params! {"$1": mailbox, "$2": HOT_COUNT + 1},
+                |row| row.get(0),
+            )?;
+            if total > HOT_COUNT {
+                return Ok(None);
+            }
+            let ids = connection
+                .prepare_cached(sql)?
+                .query_map(
+                    rusqlite::named_params! {"$1": mailbox, "$2": limit, "$3": position},
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )?
+                .collect::<rusqlite::Result<Vec<(i64, i64)>>>()?;
+            Ok(Some((ids, total)))
+        })?
+    }
+
+    /// A proxied call's few ids (issue 20's rule, [`HOT_IDS`]) are mapped
+    /// on the calling thread: every call answered from the mirror maps its
+    /// ids both ways, and the hop to the pool's thread was most of it.
+    fn mirror_emails(
+        &self,
+        statements: &Statements,
+        account: i64,
+        local: Option<&[i64]>,
+        upstream: Option<&[&str]>,
+    ) -> Option<Vec<MirroredEmail>> {
+        let (sql, ids) = match (local, upstream) {
+            (Some(ids), _) if ids.len() <= HOT_IDS => (
+                statements.mirror_emails_by_local,
+                serde_json::to_string(ids),
+            ),
+            (None, Some(ids)) if ids.len() <= HOT_IDS => (
+                statements.mirror_emails_by_upstream,
+                serde_json::to_string(ids),
+            ),
+            _ => return None,
+        };
+        let ids = ids.ok()?;
+        self.try_read(|connection| {
+            connection
+                .prepare_cached(sql)?
+                .query_map(rusqlite::named_params! {"$1": account, "$2": ids}, |row| {
+                    Ok(MirroredEmail {
+                        email_id: row.get(0)?,
+                        upstream_id: row.get(1)?,
+                        blob_id: row.get(2)?,
+                        thread_id: row.get(3)?,
+                        parts: row.get(4)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })
     }
 }
 

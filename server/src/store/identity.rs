@@ -1,305 +1,55 @@
-//! What an account sends as (issue 17, RFC 8621 §6, §8; migration 0306):
-//! its Identity objects, the aliases an operator granted it, and its
-//! VacationResponse. Every write is logged like the mail types' writes
-//! (`Identity` and `VacationResponse` state strings).
+//! The [`Identities`] trait: identities, aliases and the VacationResponse
+//! (issue 17, RFC 8621 §6, §8; migration 0306).
 
-use sqlx::{ColumnIndex, Database, Encode, Executor, IntoArguments, Type};
+use async_trait::async_trait;
 
-use super::change_log::{ChangeKind, ChangeSet, ChangeType};
-use super::dialect::{Column, Dialect};
-use super::sql::{SqlStore, Tx};
-use super::{IdentityPatch, IdentityRow, StoreError, StoreResult, VacationResponse};
+use super::{IdentityPatch, IdentityRow, StoreResult, VacationResponse};
 
-/// The change-log object id of an account's one VacationResponse.
-const VACATION_OBJECT: i64 = 0;
-
-impl<D: Dialect> SqlStore<D>
-where
-    for<'c> &'c mut <D::Db as Database>::Connection: Executor<'c, Database = D::Db>,
-    <D::Db as Database>::Arguments: IntoArguments<D::Db>,
-    usize: ColumnIndex<<D::Db as Database>::Row>,
-    for<'s> &'s str: ColumnIndex<<D::Db as Database>::Row>,
-    i16: Column<D::Db>,
-    i64: Column<D::Db>,
-    bool: Column<D::Db>,
-    String: Column<D::Db>,
-    Vec<u8>: Column<D::Db>,
-    Option<i64>: Column<D::Db>,
-    Option<bool>: Column<D::Db>,
-    Option<String>: Column<D::Db>,
-    for<'a> &'a str: Encode<'a, D::Db> + Type<D::Db>,
-{
-    /// Stores the identity an account is made with: its own address, not
-    /// deletable. Part of the account's creation.
-    pub(super) async fn create_own_identity(
-        tx: &mut Tx<D>,
-        account: i64,
-        email: &str,
-        set: &mut ChangeSet,
-    ) -> StoreResult<()> {
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO identities (account_id, name, email, text_signature, html_signature, \
-             may_delete) VALUES ($1, '', $2, '', '', $3) RETURNING id",
-        )
-        .bind(account)
-        .bind(email)
-        .bind(false)
-        .fetch_one(&mut **tx)
-        .await?;
-        set.record(ChangeType::Identity, id, ChangeKind::Created);
-        Ok(())
-    }
-
-    pub(super) async fn read_identities(&self, account: i64) -> StoreResult<Vec<IdentityRow>> {
-        Ok(sqlx::query_as(
-            "SELECT id, name, email, reply_to, bcc, text_signature, html_signature, may_delete \
-             FROM identities WHERE account_id = $1 ORDER BY id",
-        )
-        .bind(account)
-        .fetch_all(&self.reader)
-        .await?)
-    }
-
-    pub(super) async fn insert_identity(
-        &self,
-        account: i64,
-        identity: &IdentityRow,
-    ) -> StoreResult<i64> {
-        let mut tx = self.write(Some(account)).await?;
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO identities (account_id, name, email, reply_to, bcc, text_signature, \
-             html_signature, may_delete) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
-        )
-        .bind(account)
-        .bind(D::text(&identity.name).into_owned())
-        .bind(D::text(&identity.email).into_owned())
-        .bind(
-            identity
-                .reply_to
-                .as_deref()
-                .map(|v| D::text(v).into_owned()),
-        )
-        .bind(identity.bcc.as_deref().map(|v| D::text(v).into_owned()))
-        .bind(D::text(&identity.text_signature).into_owned())
-        .bind(D::text(&identity.html_signature).into_owned())
-        .bind(true)
-        .fetch_one(&mut *tx)
-        .await?;
-        Self::log_one(
-            &mut tx,
-            account,
-            ChangeType::Identity,
-            id,
-            ChangeKind::Created,
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(id)
-    }
-
-    pub(super) async fn patch_identity(
+/// What an account sends as and answers with: its Identities (RFC 8621
+/// §6), the aliases an operator granted it, and its VacationResponse (§8).
+#[async_trait]
+pub trait Identities: Send + Sync + 'static {
+    /// The account's identities (RFC 8621 §6), by id. The one made with the
+    /// account, for its own address, comes first.
+    async fn identities(&self, account: i64) -> StoreResult<Vec<IdentityRow>>;
+    /// Stores a new identity (`id` and `may_delete` ignored: a new one may
+    /// be deleted) and logs it; its id.
+    async fn create_identity(&self, account: i64, identity: &IdentityRow) -> StoreResult<i64>;
+    /// Changes an identity and logs it; `NotFound` unless the account has it.
+    async fn update_identity(
         &self,
         account: i64,
         id: i64,
         patch: &IdentityPatch,
-    ) -> StoreResult<()> {
-        let mut tx = self.write(Some(account)).await?;
-        let text = |value: &Option<String>| value.as_deref().map(|v| D::text(v).into_owned());
-        let done = sqlx::query(
-            "UPDATE identities SET \
-             name = coalesce($3, name), \
-             reply_to = CASE WHEN $4 THEN $5 ELSE reply_to END, \
-             bcc = CASE WHEN $6 THEN $7 ELSE bcc END, \
-             text_signature = coalesce($8, text_signature), \
-             html_signature = coalesce($9, html_signature) \
-             WHERE id = $1 AND account_id = $2",
-        )
-        .bind(id)
-        .bind(account)
-        .bind(text(&patch.name))
-        .bind(patch.reply_to.is_some())
-        .bind(patch.reply_to.as_ref().and_then(text))
-        .bind(patch.bcc.is_some())
-        .bind(patch.bcc.as_ref().and_then(text))
-        .bind(text(&patch.text_signature))
-        .bind(text(&patch.html_signature))
-        .execute(&mut *tx)
-        .await?;
-        if D::rows_affected(&done) == 0 {
-            return Err(StoreError::NotFound);
-        }
-        Self::log_one(
-            &mut tx,
-            account,
-            ChangeType::Identity,
-            id,
-            ChangeKind::Updated,
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    pub(super) async fn delete_identity(&self, account: i64, id: i64) -> StoreResult<()> {
-        let mut tx = self.write(Some(account)).await?;
-        let done = sqlx::query("DELETE FROM identities WHERE id = $1 AND account_id = $2")
-            .bind(id)
-            .bind(account)
-            .execute(&mut *tx)
-            .await?;
-        if D::rows_affected(&done) == 0 {
-            return Err(StoreError::NotFound);
-        }
-        Self::log_one(
-            &mut tx,
-            account,
-            ChangeType::Identity,
-            id,
-            ChangeKind::Destroyed,
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    pub(super) async fn read_aliases(&self, account: i64) -> StoreResult<Vec<String>> {
-        Ok(sqlx::query_scalar(
-            "SELECT address FROM account_aliases WHERE account_id = $1 ORDER BY address",
-        )
-        .bind(account)
-        .fetch_all(&self.reader)
-        .await?)
-    }
-
-    pub(super) async fn insert_alias(&self, account: i64, address: &str) -> StoreResult<()> {
-        let address = address.to_lowercase();
-        let mut tx = self.write(Some(account)).await?;
-        let login: Option<i64> =
-            sqlx::query_scalar("SELECT id FROM accounts WHERE lower(email) = $1 AND id <> $2")
-                .bind(&address)
-                .bind(account)
-                .fetch_optional(&mut *tx)
-                .await?;
-        if login.is_some() {
-            return Err(StoreError::Conflict(format!(
-                "{address} is another account's login"
-            )));
-        }
-        let holder: Option<i64> =
-            sqlx::query_scalar("SELECT account_id FROM account_aliases WHERE address = $1")
-                .bind(&address)
-                .fetch_optional(&mut *tx)
-                .await?;
-        match holder {
-            Some(holder) if holder == account => return Ok(()),
-            Some(_) => {
-                return Err(StoreError::Conflict(format!(
-                    "{address} is another account's alias"
-                )));
-            }
-            None => {}
-        }
-        sqlx::query("INSERT INTO account_aliases (address, account_id) VALUES ($1, $2)")
-            .bind(&address)
-            .bind(account)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    pub(super) async fn delete_alias(&self, account: i64, address: &str) -> StoreResult<bool> {
-        let done =
-            sqlx::query("DELETE FROM account_aliases WHERE address = $1 AND account_id = $2")
-                .bind(address.to_lowercase())
-                .bind(account)
-                .execute(&self.writer)
-                .await?;
-        Ok(D::rows_affected(&done) > 0)
-    }
-
-    pub(super) async fn read_vacation_response(
-        &self,
-        account: i64,
-    ) -> StoreResult<VacationResponse> {
-        let row: Option<VacationResponse> = sqlx::query_as(
-            "SELECT is_enabled, from_date, to_date, subject, text_body, html_body \
-             FROM vacation_responses WHERE account_id = $1",
-        )
-        .bind(account)
-        .fetch_optional(&self.reader)
-        .await?;
-        Ok(row.unwrap_or_default())
-    }
-
-    pub(super) async fn write_vacation_response(
-        &self,
-        account: i64,
-        response: &VacationResponse,
-    ) -> StoreResult<()> {
-        let text = |value: &Option<String>| value.as_deref().map(|v| D::text(v).into_owned());
-        let mut tx = self.write(Some(account)).await?;
-        sqlx::query(
-            "INSERT INTO vacation_responses (account_id, is_enabled, from_date, to_date, \
-             subject, text_body, html_body) VALUES ($1, $2, $3, $4, $5, $6, $7) \
-             ON CONFLICT (account_id) DO UPDATE SET is_enabled = excluded.is_enabled, \
-             from_date = excluded.from_date, to_date = excluded.to_date, \
-             subject = excluded.subject, text_body = excluded.text_body, \
-             html_body = excluded.html_body",
-        )
-        .bind(account)
-        .bind(response.is_enabled)
-        .bind(response.from_date)
-        .bind(response.to_date)
-        .bind(text(&response.subject))
-        .bind(text(&response.text_body))
-        .bind(text(&response.html_body))
-        .execute(&mut *tx)
-        .await?;
-        Self::log_one(
-            &mut tx,
-            account,
-            ChangeType::VacationResponse,
-            VACATION_OBJECT,
-            ChangeKind::Updated,
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    pub(super) async fn record_vacation_reply(
+    ) -> StoreResult<()>;
+    /// Deletes an identity and logs it; `NotFound` unless the account has it.
+    async fn destroy_identity(&self, account: i64, id: i64) -> StoreResult<()>;
+    /// The addresses the account may send as besides its own: lowercase,
+    /// sorted.
+    async fn aliases(&self, account: i64) -> StoreResult<Vec<String>>;
+    /// Lets the account send as `address` (stored lowercase). `Conflict`
+    /// when it is another account's login or alias; adding one it has
+    /// changes nothing.
+    async fn add_alias(&self, account: i64, address: &str) -> StoreResult<()>;
+    /// Takes an alias away (its identities stay, and can no longer send);
+    /// false when the account did not have it.
+    async fn remove_alias(&self, account: i64, address: &str) -> StoreResult<bool>;
+    /// Whether the account may answer `sender` automatically now (`now`,
+    /// Unix seconds): true, and recorded, unless it did within `period`
+    /// seconds (RFC 3834 §2: once per sender per period).
+    async fn vacation_reply_due(
         &self,
         account: i64,
         sender: &str,
         now: i64,
         period: i64,
-    ) -> StoreResult<bool> {
-        // One statement: of two deliveries at once, one gets the row.
-        let due: Option<i64> = sqlx::query_scalar(
-            "INSERT INTO vacation_replies (account_id, sender, replied_at) VALUES ($1, $2, $3) \
-             ON CONFLICT (account_id, sender) DO UPDATE SET replied_at = excluded.replied_at \
-             WHERE vacation_replies.replied_at <= $3 - $4 RETURNING account_id",
-        )
-        .bind(account)
-        .bind(D::text(&sender.to_lowercase()).into_owned())
-        .bind(now)
-        .bind(period)
-        .fetch_optional(&self.writer)
-        .await?;
-        Ok(due.is_some())
-    }
-
-    /// Logs one change of one object.
-    async fn log_one(
-        tx: &mut Tx<D>,
+    ) -> StoreResult<bool>;
+    /// The account's VacationResponse (the default when never set).
+    async fn vacation_response(&self, account: i64) -> StoreResult<VacationResponse>;
+    /// Replaces the account's VacationResponse and logs it.
+    async fn set_vacation_response(
+        &self,
         account: i64,
-        kind_of: ChangeType,
-        id: i64,
-        kind: ChangeKind,
-    ) -> StoreResult<()> {
-        let mut set = ChangeSet::default();
-        set.record(kind_of, id, kind);
-        Self::record(tx, account, &set).await
-    }
+        response: &VacationResponse,
+    ) -> StoreResult<()>;
 }

@@ -13,31 +13,53 @@
 //! The same transaction appends to the account's change log
 //! ([`change_log`]): one row per object it created, updated or destroyed, at
 //! the account's new modseq. A type's state string is the modseq of its last
-//! change, so [`Store::changes`] answers Foo/changes (RFC 8620 §5.2) from any
+//! change, so [`ChangeLog::changes`] answers Foo/changes (RFC 8620 §5.2) from any
 //! state since the log began ([`LogPosition`]), collapsing what happened in
 //! between ([`Changes`]). A write that changes nothing advances nothing.
 
+mod accounts;
+mod blobs;
 pub mod change_log;
 mod columns;
 pub mod dialect;
+mod emails;
 mod hot_read;
 mod identity;
 pub mod insert_plan;
-mod jmap_mirror;
+mod mailboxes;
+mod maintenance;
 pub mod postgres;
+mod proxy;
 pub mod raw;
-mod raw_copy;
+mod search;
 pub mod sql;
 pub mod sqlite;
 mod submission;
-mod upstream;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
-use async_trait::async_trait;
-
+pub use accounts::Accounts;
+pub use blobs::Blobs;
 use change_log::ChangeSet;
-pub use change_log::{ChangeKind, ChangeType, Changes, LogPosition};
+pub use change_log::{ChangeKind, ChangeLog, ChangeType, Changes, LogPosition};
+pub use emails::Emails;
+pub use identity::Identities;
+pub use mailboxes::Mailboxes;
+pub use maintenance::Maintenance;
+pub use proxy::{ImapProxyStore, JmapProxyStore, ProxyStore};
+pub use search::Search;
+pub use submission::Submissions;
+
+/// The store's traits in scope for their methods, unnamed (so no name
+/// clashes), for code that calls a concrete store (`SqliteStore`,
+/// `PostgresStore`): `use crate::store::prelude::*;`.
+pub mod prelude {
+    pub use super::{
+        Accounts as _, Blobs as _, ChangeLog as _, Emails as _, Identities as _,
+        ImapProxyStore as _, JmapProxyStore as _, Mailboxes as _, Maintenance as _, Search as _,
+        Submissions as _,
+    };
+}
 
 /// Role mailboxes every new account gets (RFC 8621 §2, IANA mailbox roles),
 /// as (role, name), in sort order.
@@ -88,7 +110,7 @@ pub enum StoreError {
     #[error("the database's storage is full: {0}")]
     StorageFull(sqlx::Error),
     /// The submission would take the account past an hourly send bound
-    /// ([`Store::create_submission`], [`SendLimits`]); nothing was written.
+    /// ([`Submissions::create_submission`], [`SendLimits`]); nothing was written.
     #[error("the account's hourly send limit is reached: {0:?}")]
     SendLimit(SendLimitHit),
     /// The database failed.
@@ -97,7 +119,7 @@ pub enum StoreError {
     /// Applying migrations failed.
     #[error("migration error: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
-    /// [`Store::changes`] from a position that is not a valid past state:
+    /// [`ChangeLog::changes`] from a position that is not a valid past state:
     /// in the future, or before the retained log (RFC 8620 `cannotCalculateChanges`).
     #[error("cannot calculate changes from this state")]
     CannotCalculateChanges,
@@ -560,7 +582,7 @@ impl EmailUpdate {
     }
 }
 
-/// What [`Store::update_emails`] did with one [`EmailUpdate`].
+/// What [`Emails::update_emails`] did with one [`EmailUpdate`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UpdateOutcome {
     /// Applied (possibly changing nothing).
@@ -654,443 +676,38 @@ pub fn schema_version() -> i64 {
         .unwrap_or(0)
 }
 
-/// The storage operations Fastview needs, implemented once per database.
+/// The storage operations Fastview needs, implemented once per database
+/// ([`sql::SqlStore`]), one trait a concern. An `Arc<dyn Store>` answers
+/// every method as it is; code holding a concrete store brings the traits
+/// in scope with `use crate::store::prelude::*`.
 /// Every method that takes an `account` touches only that account's rows.
 /// Batched methods take id lists and run a fixed number of queries, never one per id.
-#[async_trait]
-pub trait Store: Send + Sync + 'static {
-    /// Creates an account with the role mailboxes inbox, drafts, sent, trash,
-    /// junk, archive. `Conflict` when the email is taken.
-    async fn create_account(&self, email: &str, password_hash: &str) -> StoreResult<Account>;
-    /// Finds an account by login, case-insensitively.
-    async fn account_by_email(&self, email: &str) -> StoreResult<Option<Account>>;
-    /// All accounts, by id.
-    async fn list_accounts(&self) -> StoreResult<Vec<Account>>;
-    /// Replaces the password hash; `NotFound` when there is no such account.
-    async fn set_password(&self, email: &str, password_hash: &str) -> StoreResult<()>;
-    /// Removes an account and all its rows; `NotFound` when there is none.
-    /// Returns the blob ids its emails and uploads referred to: blobs are
-    /// shared by content, so the caller hands them to the garbage collector
-    /// ([`crate::mail::gc`]), which deletes those nothing else refers to.
-    async fn remove_account(&self, email: &str) -> StoreResult<Vec<String>>;
-    /// Sets the account's quota in octets, or lifts it (`None`); `NotFound`
-    /// when there is no such account. Existing mail is kept either way.
-    async fn set_quota(&self, email: &str, octets: Option<i64>) -> StoreResult<()>;
-    /// The account's quota and usage; `NotFound` when there is no account.
-    async fn quota(&self, account: i64) -> StoreResult<Quota>;
-    /// The account by id, `None` when it no longer exists.
-    async fn account_by_id(&self, account: i64) -> StoreResult<Option<Account>>;
-    /// Records a new API token of the account whose secret hashes to
-    /// `secret_sha256` (hex); `NotFound` when the account does not exist.
-    async fn create_token(
-        &self,
-        account: i64,
-        secret_sha256: &str,
-        name: &str,
-        created_at: i64,
-        expires_at: Option<i64>,
-    ) -> StoreResult<ApiToken>;
-    /// The account's API tokens, by id (expired ones too).
-    async fn tokens(&self, account: i64) -> StoreResult<Vec<ApiToken>>;
-    /// Deletes one API token of the account; `NotFound` when it has none of that id.
-    async fn revoke_token(&self, account: i64, token: i64) -> StoreResult<()>;
-    /// The account and token a `Bearer` secret (by its SHA-256, hex) names,
-    /// if the token exists and has not expired at `now` (unix seconds).
-    async fn account_by_token(
-        &self,
-        secret_sha256: &str,
-        now: i64,
-    ) -> StoreResult<Option<(Account, ApiToken)>>;
-    /// The key named `name` (32 random octets), made on first use and the
-    /// same on every node of the database.
-    async fn server_key(&self, name: &str) -> StoreResult<Vec<u8>>;
-    /// Whether emails are stored and none of them is in the full-text
-    /// index: mail stored before the index, or before a migration rebuilt
-    /// it (SQLite's 0305 and 0312), that `fastview reproject` has not
-    /// indexed yet. (An email without a single word has no index row.)
-    async fn search_index_unfilled(&self) -> StoreResult<bool>;
-    /// Refreshes the database's planner statistics after a bulk load
-    /// (`fastview seed`, `fastview import`): PostgreSQL's `ANALYZE`;
-    /// nothing on SQLite.
-    async fn analyze(&self) -> StoreResult<()>;
-    /// The account's current state counters.
-    async fn states(&self, account: i64) -> StoreResult<States>;
-    /// The account's identities (RFC 8621 §6), by id. The one made with the
-    /// account, for its own address, comes first.
-    async fn identities(&self, account: i64) -> StoreResult<Vec<IdentityRow>>;
-    /// Stores a new identity (`id` and `may_delete` ignored: a new one may
-    /// be deleted) and logs it; its id.
-    async fn create_identity(&self, account: i64, identity: &IdentityRow) -> StoreResult<i64>;
-    /// Changes an identity and logs it; `NotFound` unless the account has it.
-    async fn update_identity(
-        &self,
-        account: i64,
-        id: i64,
-        patch: &IdentityPatch,
-    ) -> StoreResult<()>;
-    /// Deletes an identity and logs it; `NotFound` unless the account has it.
-    async fn destroy_identity(&self, account: i64, id: i64) -> StoreResult<()>;
-    /// The addresses the account may send as besides its own: lowercase,
-    /// sorted.
-    async fn aliases(&self, account: i64) -> StoreResult<Vec<String>>;
-    /// Lets the account send as `address` (stored lowercase). `Conflict`
-    /// when it is another account's login or alias; adding one it has
-    /// changes nothing.
-    async fn add_alias(&self, account: i64, address: &str) -> StoreResult<()>;
-    /// Takes an alias away (its identities stay, and can no longer send);
-    /// false when the account did not have it.
-    async fn remove_alias(&self, account: i64, address: &str) -> StoreResult<bool>;
-    /// The account's EmailSubmissions (RFC 8621 §7), by id.
-    async fn submissions(&self, account: i64) -> StoreResult<Vec<SubmissionRow>>;
-    /// One of the account's EmailSubmissions, if it has it.
-    async fn submission(&self, account: i64, id: i64) -> StoreResult<Option<SubmissionRow>>;
-    /// Stores a submission (its `id` ignored) with the deliveries that send
-    /// it (their `id` and `submission_id` ignored), in one transaction, and
-    /// logs it; the submission's id and the deliveries as stored (held by
-    /// the caller, lease token 0). The submission counts against `limits`
-    /// with all its deliveries' recipients: `SendLimit` and nothing written
-    /// when the account's last hour (checked under the account's write
-    /// lock, so concurrent submissions cannot both pass) leaves no room.
-    async fn create_submission(
-        &self,
-        account: i64,
-        submission: &SubmissionRow,
-        deliveries: &[Delivery],
-        limits: SendLimits,
-    ) -> StoreResult<(i64, Vec<Delivery>)>;
-    /// What the account sent in the hour before `now` (Unix seconds):
-    /// (submissions, recipients), as [`SendLimits`] counts them.
-    async fn sent_in_hour(&self, account: i64, now: i64) -> StoreResult<(i64, i64)>;
-    /// Deletes a submission's record (its deliveries go on) and logs it;
-    /// `NotFound` unless the account has it.
-    async fn destroy_submission(&self, account: i64, id: i64) -> StoreResult<()>;
-    /// Takes up to `limit` deliveries due at `now` that no node holds (or
-    /// whose holder's lease ran out), holding each until `now + lease`
-    /// under a new lease token ([`Delivery::lease`]): the previous holder's
-    /// renewals and record fail from then on.
-    async fn take_deliveries(&self, now: i64, lease: i64, limit: i64)
-    -> StoreResult<Vec<Delivery>>;
-    /// Records what a delivery attempt gave: `statuses` (recipient, JSON
-    /// DeliveryStatus) merged into its submission's `delivery_status` (when
-    /// the record still exists; logged), then the delivery deleted, or, with
-    /// `retry_at`, kept for another attempt then, for `recipients` only.
-    /// Only while the delivery still has the lease token `delivery` was
-    /// taken with: false, and nothing written, when another node took it
-    /// over (or it is gone).
-    async fn finish_delivery(
-        &self,
-        delivery: &Delivery,
-        statuses: &[(String, String)],
-        retry: Option<(i64, String)>,
-    ) -> StoreResult<bool>;
-    /// Holds delivery `id` until `until` (Unix seconds) for the node working
-    /// on it with lease token `lease`: false, and nothing changed, when the
-    /// delivery has another token (another node took it over) or is gone.
-    async fn renew_delivery(&self, id: i64, lease: i64, until: i64) -> StoreResult<bool>;
-    /// The account whose login or alias `address` is (case-insensitively),
-    /// if any: where mail to it is delivered.
-    async fn account_for_address(&self, address: &str) -> StoreResult<Option<i64>>;
-    /// Whether the account may answer `sender` automatically now (`now`,
-    /// Unix seconds): true, and recorded, unless it did within `period`
-    /// seconds (RFC 3834 §2: once per sender per period).
-    async fn vacation_reply_due(
-        &self,
-        account: i64,
-        sender: &str,
-        now: i64,
-        period: i64,
-    ) -> StoreResult<bool>;
-    /// The account's VacationResponse (the default when never set).
-    async fn vacation_response(&self, account: i64) -> StoreResult<VacationResponse>;
-    /// Replaces the account's VacationResponse and logs it.
-    async fn set_vacation_response(
-        &self,
-        account: i64,
-        response: &VacationResponse,
-    ) -> StoreResult<()>;
+pub trait Store:
+    Accounts
+    + Mailboxes
+    + Emails
+    + Search
+    + ChangeLog
+    + Blobs
+    + Identities
+    + Submissions
+    + Maintenance
+    + ProxyStore
+{
+}
 
-    /// The upstream IMAP server this data dir mirrors (`serve --upstream`),
-    /// if any (migration 0309).
-    async fn upstream_source(&self) -> StoreResult<Option<String>>;
-    /// Records the upstream this data dir mirrors.
-    async fn set_upstream_source(&self, url: &str) -> StoreResult<()>;
-    /// The account's mailboxes that mirror upstream mailboxes.
-    async fn upstream_mailboxes(&self, account: i64) -> StoreResult<Vec<UpstreamMailbox>>;
-    /// Records (or renames, or moves to a new UIDVALIDITY) the upstream
-    /// mailbox a mailbox of the account mirrors; nothing when the mailbox is
-    /// not the account's.
-    async fn put_upstream_mailbox(
-        &self,
-        account: i64,
-        mailbox: &UpstreamMailbox,
-    ) -> StoreResult<()>;
-    /// Every synced copy in a mirrored mailbox, by UID.
-    async fn upstream_uids(&self, mailbox: i64) -> StoreResult<Vec<UpstreamCopy>>;
-    /// Records (or updates the flags of) copies in a mirrored mailbox.
-    async fn record_upstream_uids(&self, mailbox: i64, copies: &[UpstreamCopy]) -> StoreResult<()>;
-    /// `(email id, mailbox id, uid, keywords)` of every upstream copy of
-    /// the account's emails among `emails`, by mailbox then UID (keywords
-    /// space-separated, as [`UpstreamCopy`] holds them).
-    async fn upstream_locations(
-        &self,
-        account: i64,
-        emails: &[i64],
-    ) -> StoreResult<Vec<(i64, i64, i64, String)>>;
-    /// `(blob id, email id)` of the account's emails with those blob ids.
-    async fn emails_of_blobs(
-        &self,
-        account: i64,
-        blob_ids: &[&str],
-    ) -> StoreResult<Vec<(String, i64)>>;
-    /// Octets of the distinct message blobs the data dir holds, evicted ones
-    /// aside (the upstream cache's size).
-    async fn upstream_cache_total(&self) -> StoreResult<i64>;
-    /// Up to `limit` cached message blobs `(blob id, size)`, those of the
-    /// oldest receivedAt first (what the cache evicts first).
-    async fn upstream_cache_oldest(&self, limit: i64) -> StoreResult<Vec<(String, i64)>>;
-    /// Records blobs as evicted (before they are deleted).
-    async fn mark_evicted(&self, blobs: &[(String, i64)]) -> StoreResult<()>;
-    /// Records blobs as back in the store.
-    async fn unmark_evicted(&self, blobs: &[&str]) -> StoreResult<()>;
-    /// Those of `blobs` that are evicted.
-    async fn evicted_among(&self, blobs: &[&str]) -> StoreResult<Vec<String>>;
-    /// Where a message blob is on the upstream: (account, mailbox name, UID).
-    async fn upstream_blob_location(
-        &self,
-        blob_id: &str,
-    ) -> StoreResult<Option<(i64, String, i64)>>;
-    /// Records that `account` finished a sync at `at` (unix seconds).
-    async fn record_upstream_sync(&self, account: i64, at: i64) -> StoreResult<()>;
-    /// `(account, unix seconds)` of every account's last finished sync.
-    async fn upstream_syncs(&self) -> StoreResult<Vec<(i64, i64)>>;
-    /// Forgets UIDs of a mirrored mailbox (`None`: all of them, after a
-    /// UIDVALIDITY change); the emails stay.
-    async fn forget_upstream_uids(&self, mailbox: i64, uids: Option<&[i64]>) -> StoreResult<()>;
-
-    /// The local account mirroring the JMAP upstream's account
-    /// `upstream_id` and the upstream Email state its mirror is at (`None`
-    /// until a first sync ended), if there is one (issue 19, migration 0310).
-    async fn mirror_account(&self, upstream_id: &str)
-    -> StoreResult<Option<(i64, Option<String>)>>;
-    /// Records that `account` mirrors the upstream account `upstream_id`
-    /// (nothing when it already mirrors one).
-    async fn put_mirror_account(&self, account: i64, upstream_id: &str) -> StoreResult<()>;
-    /// Records the upstream Email state the account's mirror is now at.
-    async fn set_mirror_state(&self, account: i64, state: &str) -> StoreResult<()>;
-    /// `(local mailbox, upstream Mailbox id)` of the account's mirrored mailboxes.
-    async fn mirror_mailboxes(&self, account: i64) -> StoreResult<Vec<(i64, String)>>;
-    /// Records the upstream id of one of the account's mailboxes (nothing
-    /// when the mailbox is not the account's).
-    async fn put_mirror_mailbox(
-        &self,
-        account: i64,
-        mailbox: i64,
-        upstream_id: &str,
-    ) -> StoreResult<()>;
-    /// The account's mirrored emails: those with local ids among `local`,
-    /// else those with upstream ids among `upstream`, else all of them.
-    async fn mirror_emails(
-        &self,
-        account: i64,
-        local: Option<&[i64]>,
-        upstream: Option<&[&str]>,
-    ) -> StoreResult<Vec<MirroredEmail>>;
-    /// Records the upstream names of the account's emails (an email or an
-    /// upstream id already mapped keeps its mapping).
-    async fn put_mirror_emails(&self, account: i64, emails: &[MirroredEmail]) -> StoreResult<()>;
-    /// The upstream Email ids of the account's mirrored emails in each of
-    /// the upstream threadIds `threads` that has any: `(threadId, ids)`,
-    /// each list by receivedAt then local id (RFC 8621 §3's order, ties as
-    /// a standalone Fastview breaks them).
-    async fn mirror_threads(
-        &self,
-        account: i64,
-        threads: &[&str],
-    ) -> StoreResult<Vec<(String, Vec<String>)>>;
-    /// `(mapped, emails)`: how many of the account's emails have upstream
-    /// names, and how many emails the account has; equal to the upstream's
-    /// count when the mirror holds every upstream email, one for one.
-    async fn mirror_census(&self, account: i64) -> StoreResult<(i64, i64)>;
-
-    /// All mailboxes of the account with their counts, by id.
-    async fn mailboxes(&self, account: i64) -> StoreResult<Vec<MailboxRow>>;
-    /// Whether the mailbox exists in the account (one indexed lookup).
-    async fn owns_mailbox(&self, account: i64, mailbox: i64) -> StoreResult<bool>;
-    /// The account's mailbox with `role` (`inbox`, `sent`, …), if it has
-    /// one: one row read, without the counts [`Store::mailboxes`] computes.
-    async fn role_mailbox(&self, account: i64, role: &str) -> StoreResult<Option<i64>>;
-    /// Creates a mailbox; returns its id.
-    async fn create_mailbox(&self, account: i64, mailbox: &NewMailbox) -> StoreResult<i64>;
-    /// Applies a patch to a mailbox.
-    async fn update_mailbox(&self, account: i64, id: i64, patch: &MailboxPatch) -> StoreResult<()>;
-    /// Destroys a mailbox. With `remove_emails`, emails only in this mailbox are
-    /// destroyed; without it, a mailbox holding emails is `MailboxHasEmail`.
-    /// A mailbox with child mailboxes is `MailboxHasChild`; one not in the
-    /// account is `NotFound`.
-    async fn destroy_mailbox(&self, account: i64, id: i64, remove_emails: bool) -> StoreResult<()>;
-
-    /// Stores messages in one transaction, assigning threads; a message whose
-    /// blob id is already in the account is reported as a duplicate.
-    async fn insert_emails(&self, account: i64, emails: &[NewEmail]) -> StoreResult<Vec<Inserted>>;
-    /// Metadata of the given emails that exist in the account, in no set order.
-    async fn email_meta(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<EmailMeta>>;
-    /// The account's Email state (RFC 8620 §5.1 `state` of Email/get) and,
-    /// unless it is `known`, [`Store::email_meta`] read with it in one
-    /// snapshot of the database (the metadata read level of Email/get needs
-    /// nothing else). `None` rows when the state is `known`: the caller
-    /// holds the rows of that state, the metadata snapshots of
-    /// [`crate::mail::load::EmailLoader`]. `NotFound` for no such account.
-    async fn email_meta_unless_state(
-        &self,
-        account: i64,
-        ids: &[i64],
-        known: Option<i64>,
-    ) -> StoreResult<(Option<Vec<EmailMeta>>, i64)>;
-    /// Header blocks of the given emails (ids must belong to the account).
-    async fn header_blocks(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, Vec<u8>)>>;
-    /// Projection rows of the given emails; missing rows are simply absent.
-    async fn fast_views(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, FastView)>>;
-    /// Writes projection rows (insert or replace).
-    async fn put_fast_views(&self, rows: &[(i64, FastView)]) -> StoreResult<()>;
-    /// Ids of the account's emails whose indexed words satisfy `search`, in
-    /// no set order (SQLite FTS5, PostgreSQL `tsvector` with a GIN index).
-    async fn search_ids(&self, account: i64, search: &TextSearch) -> StoreResult<Vec<i64>>;
-    /// One page of the account's emails that satisfy `search` (and are in
-    /// `mailbox`, when given), by receivedAt then id (newest first with
-    /// `descending`), from `position` (0-based, not negative), at most
-    /// `limit`; with the number of all of them. The list view of a search.
-    async fn search_page(
-        &self,
-        account: i64,
-        search: &TextSearch,
-        mailbox: Option<i64>,
-        descending: bool,
-        position: i64,
-        limit: i64,
-    ) -> StoreResult<(Vec<i64>, i64)>;
-    /// Writes the full-text index rows of emails that exist (replacing any).
-    async fn put_search_texts(&self, rows: &[(i64, SearchText)]) -> StoreResult<()>;
-    /// Stored part trees (`crate::mail::structure`) of the given emails (ids
-    /// must belong to the account); an email without one is absent.
-    async fn body_structures(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, Vec<u8>)>>;
-    /// Writes part trees (insert or replace) of emails that still exist.
-    async fn put_body_structures(&self, rows: &[(i64, Vec<u8>)]) -> StoreResult<()>;
-    /// The stored part tree of an email of the account whose message is
-    /// blob `blob_id` (any of them, when several share it); `None` when no
-    /// email has it or none has a tree yet.
-    async fn body_structure_of_blob(
-        &self,
-        account: i64,
-        blob_id: &str,
-    ) -> StoreResult<Option<(i64, Vec<u8>)>>;
-    /// Deletes all projection rows of an account (or of every account); returns the count.
-    async fn clear_fast_views(&self, account: Option<i64>) -> StoreResult<u64>;
-    /// Ids and blob ids of emails with an id above `after_id`, ascending, at
-    /// most `limit`, of one account or all; with `missing_fast_view_only`, only
-    /// those without a projection row.
-    async fn email_blobs(
-        &self,
-        account: Option<i64>,
-        after_id: i64,
-        limit: i64,
-        missing_fast_view_only: bool,
-    ) -> StoreResult<Vec<(i64, String)>>;
-
-    /// Email ids of one mailbox sorted by receivedAt (then id), from the
-    /// (mailbox, receivedAt) index without scanning the mailbox, with the total.
-    async fn mailbox_emails_by_received(
-        &self,
-        mailbox: i64,
-        descending: bool,
-        position: i64,
-        limit: i64,
-    ) -> StoreResult<(Vec<(i64, i64)>, i64)>;
-    /// The rows Email/query evaluates, of one mailbox or of the whole account.
-    async fn query_rows(&self, account: i64, in_mailbox: Option<i64>)
-    -> StoreResult<Vec<QueryRow>>;
-    /// The rows Email/query evaluates of the given emails of the account
-    /// (the candidates a full-text condition left).
-    async fn query_rows_of(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<QueryRow>>;
-    /// Applies patch updates in one transaction, each to the email's values
-    /// as they are inside it (after the earlier updates of the call), and
-    /// reports each one's outcome in order; an update that is not
-    /// [`UpdateOutcome::Updated`] changes nothing. States advance only if
-    /// something changed.
-    async fn update_emails(
-        &self,
-        account: i64,
-        updates: &[EmailUpdate],
-    ) -> StoreResult<Vec<UpdateOutcome>>;
-    /// Destroys emails; returns the ids that existed and were destroyed.
-    async fn destroy_emails(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<i64>>;
-    /// Email ids of the given threads, ordered by receivedAt then id.
-    async fn thread_emails(
-        &self,
-        account: i64,
-        thread_ids: &[i64],
-    ) -> StoreResult<Vec<(i64, Vec<i64>)>>;
-
-    /// The changes of one type since `since`, at most `max_changes` ids
-    /// (RFC 8620 §5.2); `CannotCalculateChanges` when `since` is after the
-    /// type's state or before the retained log, `NotFound` for no account.
-    async fn changes(
-        &self,
-        account: i64,
-        kind: ChangeType,
-        since: LogPosition,
-        max_changes: usize,
-    ) -> StoreResult<Changes>;
-    /// Drops the account's log rows up to and including `through_modseq`:
-    /// changes from earlier states can no longer be calculated. Returns the
-    /// number of rows dropped.
-    async fn truncate_changes(&self, account: i64, through_modseq: i64) -> StoreResult<u64>;
-    /// The 0-based index of each given email in the receivedAt listing of
-    /// a mailbox ([`Store::mailbox_emails_by_received`] order); emails not
-    /// in the mailbox are absent. Counted on the (mailbox, receivedAt) index.
-    async fn mailbox_positions(
-        &self,
-        mailbox: i64,
-        descending: bool,
-        ids: &[i64],
-    ) -> StoreResult<Vec<(i64, i64)>>;
-
-    /// Records that the account may read a blob (an upload or a message),
-    /// under the account's write lock: `NotFound` when the account no longer
-    /// exists, `OverQuota` when a new grant of `size` octets would take it
-    /// over its [`Quota`]. A grant already there changes nothing.
-    async fn add_blob(&self, account: i64, blob_id: &str, size: i64) -> StoreResult<()>;
-    /// Whether the account may read a message or uploaded blob.
-    async fn has_blob(&self, account: i64, blob_id: &str) -> StoreResult<bool> {
-        Ok(self.blob_size(account, blob_id).await?.is_some())
-    }
-    /// The size in octets of a message or uploaded blob the account may
-    /// read, `None` when it may not.
-    async fn blob_size(&self, account: i64, blob_id: &str) -> StoreResult<Option<i64>>;
-    /// Which of `blob_ids` the account may read (one query).
-    async fn held_blobs(&self, account: i64, blob_ids: &[String]) -> StoreResult<HashSet<String>>;
-    /// Which of `blob_ids` an email or a grant of any account refers to (one query).
-    async fn referenced_blobs(&self, blob_ids: &[String]) -> StoreResult<HashSet<String>>;
-    /// Deletes the upload grants created before `created_before` (unix
-    /// seconds) that no email of their account uses (RFC 8620 §6.1: an
-    /// unused upload may be deleted); returns how many.
-    async fn expire_uploads(&self, created_before: i64) -> StoreResult<u64>;
-    /// Up to `limit` distinct blob ids that emails or grants refer to,
-    /// above `after`, ascending (for `fastview fsck`).
-    async fn referenced_blob_page(&self, after: &str, limit: i64) -> StoreResult<Vec<String>>;
-
-    /// Up to `limit` raw rows of `table` after `after`, in key order
-    /// (`account` selects the account of per-account tables; ignored for
-    /// accounts and emails), for copying the store ([`raw`]).
-    async fn export_raw(
-        &self,
-        table: raw::RawTable,
-        account: i64,
-        after: &raw::RawCursor,
-        limit: i64,
-    ) -> StoreResult<raw::RawRows>;
-    /// Writes raw rows as they are, ids and counters included, in one
-    /// transaction, skipping rows already there; returns how many were new.
-    async fn import_raw(&self, rows: &raw::RawRows) -> StoreResult<u64>;
-    /// Row counts of one account's tables, or of the whole store.
-    async fn raw_counts(&self, account: Option<i64>) -> StoreResult<raw::RowCounts>;
+impl<
+    T: Accounts
+        + Mailboxes
+        + Emails
+        + Search
+        + ChangeLog
+        + Blobs
+        + Identities
+        + Submissions
+        + Maintenance
+        + ProxyStore
+        + ?Sized,
+> Store for T
+{
 }

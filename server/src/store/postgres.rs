@@ -128,6 +128,7 @@ impl Dialect for PostgresDialect {
     type Ids = Vec<i64>;
     type Texts = Vec<String>;
     type IdArray = Vec<i64>;
+    type Hot = ();
 
     const BEGIN_WRITE: Option<&'static str> = None;
     const OVERRIDING: &'static str = "OVERRIDING SYSTEM VALUE";

@@ -1,6 +1,6 @@
 //! Raw rows of every table, for copying a store into another with the same
-//! ids (`fastview migrate-store`): [`Store::export_raw`](super::Store::export_raw)
-//! pages through one table in key order, [`Store::import_raw`](super::Store::import_raw)
+//! ids (`fastview migrate-store`): [`Maintenance::export_raw`](super::Maintenance::export_raw)
+//! pages through one table in key order, [`Maintenance::import_raw`](super::Maintenance::import_raw)
 //! writes rows as they are (ids, counters and all), skipping rows that are
 //! already there, so an interrupted copy can simply be run again.
 //!

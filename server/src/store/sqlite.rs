@@ -136,6 +136,7 @@ impl Dialect for SqliteDialect {
     type Ids = String;
     type Texts = String;
     type IdArray = Option<String>;
+    type Hot = HotReader;
 
     const BEGIN_WRITE: Option<&'static str> = Some("BEGIN IMMEDIATE");
     // The statements name their indexes' order of use (CROSS JOIN, the
@@ -522,7 +523,7 @@ impl SqliteStore {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::store::Store;
+    use crate::store::prelude::*;
 
     /// A store with hot reads in a temp dir (kept alive by the first
     /// value), one account and the id of its inbox.

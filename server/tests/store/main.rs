@@ -18,6 +18,7 @@ use fastview::blob::blob_id_of;
 use fastview::mail::fast_view::FastView;
 use fastview::mail::ingest::prepare;
 use fastview::store::postgres::PostgresStore;
+use fastview::store::prelude::*;
 use fastview::store::sqlite::SqliteStore;
 use fastview::store::{
     Account, ChangeType, Changes, EmailIndex, EmailUpdate, Inserted, ListPatch, LogPosition,

@@ -207,6 +207,7 @@ impl MirrorNames {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::prelude::*;
     use crate::store::sqlite::tests::{insert_one, store_with_account};
 
     #[tokio::test]
