@@ -1,0 +1,124 @@
+//! Unit tests of the JMAP proxy's forwarding decisions.
+
+use std::collections::HashMap;
+
+use serde_json::json;
+
+use super::shape::{local_filter, shape};
+use super::translation::Translation;
+use crate::store::MirroredEmail;
+
+#[test]
+fn a_filter_is_answered_here_only_on_what_the_mirror_holds() {
+    let local_of = HashMap::from([("Inbox-U", 3), ("Arch-U", 7)]);
+    let filter = json!({"operator": "AND", "conditions": [
+        {"inMailbox": "Inbox-U", "hasKeyword": "$seen"},
+        {"operator": "NOT", "conditions": [{"inMailboxOtherThan": ["Arch-U"], "minSize": 10}]},
+    ]});
+    assert_eq!(
+        local_filter(&filter, &local_of),
+        Some(json!({"operator": "AND", "conditions": [
+            {"inMailbox": "m3", "hasKeyword": "$seen"},
+            {"operator": "NOT", "conditions": [{"inMailboxOtherThan": ["m7"], "minSize": 10}]},
+        ]}))
+    );
+    for forwarded in [
+        json!({"inMailbox": "Unmapped-U"}),
+        json!({"inMailboxOtherThan": ["Inbox-U", "Unmapped-U"]}),
+        json!({"text": "hello"}),
+        json!({"operator": "OR", "conditions": [{"inMailbox": "Inbox-U"}, {"from": "ann"}]}),
+        json!({"allInThreadHaveKeyword": "$seen"}),
+        json!({"inMailbox": 3}),
+    ] {
+        assert_eq!(local_filter(&forwarded, &local_of), None, "{forwarded}");
+    }
+}
+
+#[test]
+fn a_shape_is_what_an_answer_depends_on_besides_ids_and_paging() {
+    let of = |arguments: serde_json::Value| arguments.as_object().unwrap().clone();
+    let query = of(json!({"accountId": "A", "filter": {"inMailbox": "I"},
+        "sort": [{"property": "receivedAt"}], "position": 5, "limit": 10}));
+    // Another page of the same query is the same shape.
+    let next = of(json!({"accountId": "A", "filter": {"inMailbox": "I"},
+        "sort": [{"property": "receivedAt"}], "position": 15, "limit": 10}));
+    assert_eq!(shape("Email/query", &query), shape("Email/query", &next));
+    assert!(shape("Email/query", &query).is_some());
+    // Another limit, a total asked, an anchor, a position from the end:
+    // each another shape (servers cap, count and page their own way).
+    for paged in [
+        json!({"limit": 20}),
+        json!({"limit": 10, "calculateTotal": true}),
+        json!({"limit": 10, "anchor": "E1"}),
+        json!({"limit": 10, "position": -5}),
+    ] {
+        let mut arguments = of(json!({"accountId": "A", "filter": {"inMailbox": "I"},
+            "sort": [{"property": "receivedAt"}]}));
+        arguments.extend(of(paged.clone()));
+        assert_ne!(
+            shape("Email/query", &query),
+            shape("Email/query", &arguments),
+            "{paged}"
+        );
+    }
+    let other = of(json!({"accountId": "A", "filter": {"inMailbox": "J"}}));
+    assert_ne!(shape("Email/query", &query), shape("Email/query", &other));
+    let threads = of(
+        json!({"accountId": "A", "#ids": {"resultOf": "1", "name": "Email/get", "path": "/list/*/threadId"}}),
+    );
+    assert_eq!(
+        shape("Thread/get", &threads).as_deref(),
+        Some("Thread/get null")
+    );
+    let referenced =
+        of(json!({"accountId": "A", "#filter": {"resultOf": "0", "name": "X/y", "path": "/f"}}));
+    assert_eq!(shape("Email/query", &referenced), None);
+    assert_eq!(shape("Email/get", &query), None);
+}
+
+#[test]
+fn an_answer_names_what_the_upstream_names() {
+    let mirrored = MirroredEmail {
+        email_id: 42,
+        upstream_id: "Mx7".into(),
+        blob_id: "Gb1".into(),
+        thread_id: "Tq2".into(),
+        parts: Some(json!({"2": "Gb1.p2", "3": "Gb1.p3"}).to_string()),
+    };
+    let emails = HashMap::from([("e42".to_string(), &mirrored)]);
+    let mailboxes = HashMap::from([(3, "Inbox-U".to_string())]);
+    let translation = Translation {
+        emails: &emails,
+        mailboxes: &mailboxes,
+    };
+    let email = json!({
+        "id": "e42", "threadId": "t9", "blobId": "aa", "mailboxIds": {"m3": true, "m8": true},
+        "subject": "kept \u{e9}\"\\", "from": [{"name": null, "email": "a@example.com"}],
+        "bodyStructure": {"partId": "1", "blobId": null, "subParts": [
+            {"partId": "2", "blobId": "aa_2"}, {"blobId": "aa_3", "type": "image/png"}]},
+        "textBody": [{"partId": "2", "blobId": "aa_2"}],
+        "attachments": [{"blobId": "aa_3"}],
+        "bodyValues": {"2": {"value": "hi"}},
+    });
+    let unknown = json!({"id": "e7", "threadId": "t7"});
+    // As the local Email/get writes it: serde_json's text of the value.
+    let local = json!({"accountId": "a1", "state": "9", "list": [email, unknown],
+        "notFound": ["e42", "e5"]})
+    .to_string();
+    let translated = translation.answer(&local, "U-acct", "s-up").unwrap();
+    let expected = json!({
+        "accountId": "U-acct", "state": "s-up", "notFound": ["Mx7", "e5"],
+        "list": [{
+            "id": "Mx7", "threadId": "Tq2", "blobId": "Gb1", "mailboxIds": {"Inbox-U": true},
+            "subject": "kept \u{e9}\"\\", "from": [{"name": null, "email": "a@example.com"}],
+            "bodyStructure": {"partId": "1", "blobId": null, "subParts": [
+                {"partId": "2", "blobId": "Gb1.p2"}, {"blobId": "Gb1.p3", "type": "image/png"}]},
+            "textBody": [{"partId": "2", "blobId": "Gb1.p2"}],
+            "attachments": [{"blobId": "Gb1.p3"}],
+            "bodyValues": {"2": {"value": "hi"}},
+        }, {"id": "e7", "threadId": "t7"}],
+    });
+    // The octets serde_json writes for the translated value.
+    assert_eq!(translated, expected.to_string());
+    assert_eq!(translation.answer("[1]", "U-acct", "s-up"), None);
+}
