@@ -1,6 +1,7 @@
-//! The raw copy of `migrate-store` on the shared store: each table's rows
-//! exported a page at a time in key order and imported as they are (emails
-//! through the same writer as ingest). The row types are `raw.rs`'s.
+//! [`Maintenance`] over SQL: the planner statistics after a bulk load, and
+//! the raw copy of `migrate-store`: each table's rows exported a page at a
+//! time in key order and imported as they are (emails through the same
+//! writer as ingest). The row types are `raw.rs`'s.
 
 use std::collections::HashMap;
 
