@@ -220,6 +220,24 @@ async fn whole_texts(
     }
 }
 
+/// The list view's texts the account keeps for every email found, at the
+/// Email state they were read at (`TextShape::kept_at`): then nothing else
+/// of them is loaded.
+async fn kept_texts_of_found(
+    ctx: &CallContext<'_>,
+    planned: &GetPlan,
+    loaded: &[LoadedEmail],
+    state: i64,
+) -> Option<KeptTexts> {
+    let text_shape = planned.text_shape.as_ref()?;
+    let found = loaded.iter().map(|email| email.meta.id);
+    let at = text_shape.kept_at(state);
+    ctx.jmap
+        .list_texts
+        .all_of(ctx.account.id, text_shape.name(), at, found)
+        .await
+}
+
 /// Load: once, for all ids, at the plan's level. Whole messages are
 /// charged from their stored sizes before any is read, part bodies from
 /// their stored ranges; the list view's kept texts, when they hold every
@@ -241,16 +259,7 @@ async fn load_get(ctx: &mut CallContext<'_>, planned: &GetPlan) -> Result<GetLoa
     if planned.plan.full {
         charge_parse_bytes(ctx, &loaded)?;
     }
-    let kept = match &planned.text_shape {
-        Some(text_shape) => {
-            let found = loaded.iter().map(|email| email.meta.id);
-            let at = text_shape.kept_at(state);
-            jmap.list_texts
-                .all_of(account, text_shape.name(), at, found)
-                .await
-        }
-        None => None,
-    };
+    let kept = kept_texts_of_found(ctx, planned, &loaded, state).await;
     if kept.is_none() {
         jmap.loader
             .complete(account, &mut loaded, planned.plan)
