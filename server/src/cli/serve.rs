@@ -336,12 +336,62 @@ pub async fn shutdown_signal() {
 
 /// Serves an opened app with the given flags.
 pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    check_before_serving(app, args).await?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let mut options = args.options();
+    options.connections.max_connections = connections_within_open_files(args.max_connections);
+    let proxy_options = args.proxy_options();
+    let crate::assembly::Instance {
+        router,
+        state,
+        proxy,
+    } = crate::assembly::assemble(app, &options, proxy_options.as_ref());
+    // One route for the calls and the queue: one set of relay connections.
+    let route = state.jmap.route.clone();
+    if let Some(crate::proxy::Proxy::Imap(upstream)) = &proxy {
+        upstream.spawn_eviction(std::time::Duration::from_secs(60));
+        let started = upstream.start_all().await?;
+        if started > 0 {
+            eprintln!("syncing {started} accounts with the upstream's master login");
+        }
+    }
+    let shutdown = shutdown_signal().shared();
+    let metrics = serve_metrics(args, state, options.connections, shutdown.clone()).await?;
+    let _collector = (args.gc_every_minutes > 0).then(|| {
+        crate::mail::gc::spawn_periodic(
+            app.store.clone(),
+            app.blobs.clone(),
+            args.gc.options(),
+            std::time::Duration::from_secs(args.gc_every_minutes * 60),
+        )
+    });
+    // Deliveries a submission left queued (a failure, a restart).
+    let _deliveries = crate::mail::delivery::spawn_periodic(
+        app.store.clone(),
+        app.blobs.clone(),
+        route.clone(),
+        std::time::Duration::from_secs(15),
+    );
+    announce(args, &route, listener.local_addr()?);
+    crate::http::serve(listener, router, options.connections, shutdown).await?;
+    if let Some(metrics) = metrics {
+        metrics.await??;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What must hold before `serve` binds anything: the flags agree with the
+/// upstream they name, a JMAP upstream's client can be made (a TLS set-up
+/// that cannot work stops the command, not each request), and the data
+/// dir serves the upstream it recorded, or none (one data dir, one
+/// upstream; recorded on its first `serve --upstream`).
+async fn check_before_serving(app: &App, args: &ServeArgs) -> anyhow::Result<()> {
     if let Some(flag) = args.imap_only_flags() {
         anyhow::bail!("{flag} is for an IMAP upstream, not a JMAP one");
     }
     if let Some(crate::proxy::UpstreamTarget::Jmap(url)) = &args.upstream {
-        // The client is made here once so that a TLS set-up that cannot
-        // work stops the command, not each request.
         crate::proxy::jmap::JmapUpstream::new(
             url.clone(),
             std::sync::Arc::new(crate::metrics::Metrics::new()),
@@ -374,63 +424,43 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
         ),
         _ => {}
     }
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let mut options = args.options();
-    options.connections.max_connections = connections_within_open_files(args.max_connections);
-    let proxy_options = args.proxy_options();
-    let crate::assembly::Instance {
-        router,
-        state,
-        proxy,
-    } = crate::assembly::assemble(app, &options, proxy_options.as_ref());
-    // One route for the calls and the queue: one set of relay connections.
-    let route = state.jmap.route.clone();
-    if let Some(crate::proxy::Proxy::Imap(upstream)) = &proxy {
-        upstream.spawn_eviction(std::time::Duration::from_secs(60));
-        let started = upstream.start_all().await?;
-        if started > 0 {
-            eprintln!("syncing {started} accounts with the upstream's master login");
-        }
-    }
-    let shutdown = shutdown_signal().shared();
-    let metrics = match args.metrics_listen.0 {
-        Some(metrics_address) => {
-            let metrics_listener = tokio::net::TcpListener::bind(metrics_address)
-                .await
-                .with_context(|| {
-                    format!("cannot listen on {metrics_address} for metrics (--metrics-listen off disables it)")
-                })?;
-            tracing::info!(address = %metrics_listener.local_addr()?, "serving metrics");
-            let limits = ConnectionLimits {
-                max_connections: 64,
-                ..options.connections
-            };
-            Some(tokio::spawn(crate::http::serve(
-                metrics_listener,
-                crate::http::metrics_router(state),
-                limits,
-                shutdown.clone(),
-            )))
-        }
-        None => None,
+    Ok(())
+}
+
+/// Serves `GET /metrics` on `--metrics-listen` (64 connections at most),
+/// unless it is `off`.
+async fn serve_metrics(
+    args: &ServeArgs,
+    state: std::sync::Arc<crate::http::AppState>,
+    connections: ConnectionLimits,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<std::io::Result<()>>>> {
+    let Some(metrics_address) = args.metrics_listen.0 else {
+        return Ok(None);
     };
-    let _collector = (args.gc_every_minutes > 0).then(|| {
-        crate::mail::gc::spawn_periodic(
-            app.store.clone(),
-            app.blobs.clone(),
-            args.gc.options(),
-            std::time::Duration::from_secs(args.gc_every_minutes * 60),
-        )
-    });
-    // Deliveries a submission left queued (a failure, a restart).
-    let _deliveries = crate::mail::delivery::spawn_periodic(
-        app.store.clone(),
-        app.blobs.clone(),
-        route.clone(),
-        std::time::Duration::from_secs(15),
-    );
+    let metrics_listener = tokio::net::TcpListener::bind(metrics_address)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {metrics_address} for metrics (--metrics-listen off disables it)"
+            )
+        })?;
+    tracing::info!(address = %metrics_listener.local_addr()?, "serving metrics");
+    let limits = ConnectionLimits {
+        max_connections: 64,
+        ..connections
+    };
+    Ok(Some(tokio::spawn(crate::http::serve(
+        metrics_listener,
+        crate::http::metrics_router(state),
+        limits,
+        shutdown,
+    ))))
+}
+
+/// Says on stderr what this instance serves: the upstream it stands in
+/// front of, the relay, the address.
+fn announce(args: &ServeArgs, route: &crate::mail::delivery::Route, address: std::net::SocketAddr) {
     match &args.upstream {
         Some(crate::proxy::UpstreamTarget::Imap(upstream)) => {
             eprintln!("mirroring the IMAP server {upstream}: users log in with its credentials");
@@ -443,7 +473,6 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
     if let Some(relay) = route.relay() {
         eprintln!("mail to other servers goes through the SMTP relay {relay}");
     }
-    let address = listener.local_addr()?;
     tracing::info!(%address, read_levels = ?args.read_levels, fast_view = ?args.fast_view, "serving JMAP");
     match &args.public_url {
         Some(public) => eprintln!(
@@ -452,11 +481,6 @@ pub async fn serve_app(app: &App, args: &ServeArgs) -> anyhow::Result<ExitCode> 
         ),
         None => eprintln!("serving JMAP at http://{address}/.well-known/jmap"),
     }
-    crate::http::serve(listener, router, options.connections, shutdown).await?;
-    if let Some(metrics) = metrics {
-        metrics.await??;
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// File descriptors kept for everything but client connections: the

@@ -31,6 +31,7 @@ use std::panic::AssertUnwindSafe;
 use std::time::Instant;
 
 use futures::FutureExt;
+use serde_json::{Map, Value};
 
 use super::budget::{OverBudget, RequestBudget, server_busy};
 use super::call::{CallContext, error_response};
@@ -38,7 +39,7 @@ use super::error::{MethodError, RequestError};
 use super::mail::{email, mailbox, thread};
 use super::reference::ReferenceError;
 use super::request::{Arguments, CallArguments, Invocation, Request, Response};
-use super::submission::{email_submission, identity};
+use super::submission::{email_submission, identity, submission_query};
 use super::{Jmap, core, reference};
 use crate::metrics::MethodLabel;
 use crate::store::Account;
@@ -113,9 +114,23 @@ async fn call(
         "Email/get" => return Box::pin(email::get::email_get(ctx, arguments)).await,
         _ => arguments.into_map(),
     };
-    let value = match method {
-        "Core/echo" => Ok(core::echo(arguments)),
-        "Blob/copy" => Box::pin(super::copy::blob_copy(ctx, arguments)).await,
+    let value = match method.split_once('/').map(|(data_type, _)| data_type) {
+        Some("Mailbox" | "Email" | "Thread" | "SearchSnippet") => {
+            call_mail(ctx, method, arguments).await
+        }
+        _ => call_other(ctx, method, arguments).await,
+    };
+    value.map(Arguments::Value)
+}
+
+/// The RFC 8621 mail methods (Mailbox, Email, Thread, SearchSnippet) but
+/// Email/get, each future boxed (see [`call`]).
+async fn call_mail(
+    ctx: &mut CallContext<'_>,
+    method: &str,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
+    match method {
         "Mailbox/get" => Box::pin(mailbox::get::mailbox_get(ctx, arguments)).await,
         "Mailbox/changes" => Box::pin(mailbox::changes::mailbox_changes(ctx, arguments)).await,
         "Mailbox/query" => Box::pin(mailbox::query::mailbox_query(ctx, arguments)).await,
@@ -143,6 +158,19 @@ async fn call(
             ))
             .await
         }
+        _ => Err(MethodError::UnknownMethod),
+    }
+}
+
+/// Every other method: core, blobs, quota, submission, vacation.
+async fn call_other(
+    ctx: &mut CallContext<'_>,
+    method: &str,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
+    match method {
+        "Core/echo" => Ok(core::echo(arguments)),
+        "Blob/copy" => Box::pin(super::copy::blob_copy(ctx, arguments)).await,
         "Quota/get" => Box::pin(super::quota::quota_get(ctx, arguments)).await,
         "Quota/changes" => Box::pin(super::quota::quota_changes(ctx, arguments)).await,
         "Identity/get" => Box::pin(identity::identity_get(ctx, arguments)).await,
@@ -153,17 +181,16 @@ async fn call(
             Box::pin(email_submission::submission_changes(ctx, arguments)).await
         }
         "EmailSubmission/query" => {
-            Box::pin(email_submission::submission_query(ctx, arguments)).await
+            Box::pin(submission_query::submission_query(ctx, arguments)).await
         }
         "EmailSubmission/queryChanges" => {
-            Box::pin(email_submission::submission_query_changes(ctx, arguments)).await
+            Box::pin(submission_query::submission_query_changes(ctx, arguments)).await
         }
         "EmailSubmission/set" => Box::pin(email_submission::submission_set(ctx, arguments)).await,
         "VacationResponse/get" => Box::pin(super::vacation::vacation_get(ctx, arguments)).await,
         "VacationResponse/set" => Box::pin(super::vacation::vacation_set(ctx, arguments)).await,
         _ => Err(MethodError::UnknownMethod),
-    };
-    value.map(Arguments::Value)
+    }
 }
 
 /// Runs one method call, turning a panic inside it into `serverFail` for

@@ -28,7 +28,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::identity::{may_send_as, plausible_address};
-use crate::jmap::args::{self, parse_utc_date, utc_date};
+use crate::jmap::args::{self, utc_date};
 use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::ids;
@@ -129,174 +129,6 @@ pub async fn submission_changes(
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct QueryRequest {
-    account_id: String,
-    #[serde(default)]
-    filter: Option<Map<String, Value>>,
-    #[serde(default)]
-    sort: Option<Vec<Map<String, Value>>>,
-    #[serde(default)]
-    position: i64,
-    limit: Option<u64>,
-    #[serde(default)]
-    calculate_total: bool,
-}
-
-/// Whether `row` meets a FilterCondition (RFC 8621 §7.3); operators
-/// (`operator`/`conditions`) nest.
-fn matches(row: &SubmissionRow, filter: &Map<String, Value>) -> Result<bool, MethodError> {
-    let invalid = |what: &str| MethodError::InvalidArguments(format!("filter: {what}"));
-    if let Some(operator) = filter.get("operator") {
-        let conditions = filter
-            .get("conditions")
-            .and_then(Value::as_array)
-            .ok_or_else(|| invalid("an operator needs conditions"))?;
-        let mut results = Vec::with_capacity(conditions.len());
-        for condition in conditions {
-            let condition = condition
-                .as_object()
-                .ok_or_else(|| invalid("not an object"))?;
-            results.push(matches(row, condition)?);
-        }
-        return match operator.as_str() {
-            Some("AND") => Ok(results.iter().all(|r| *r)),
-            Some("OR") => Ok(results.iter().any(|r| *r)),
-            Some("NOT") => Ok(!results.iter().any(|r| *r)),
-            _ => Err(invalid("unknown operator")),
-        };
-    }
-    let id_list =
-        |value: &Value, parse: fn(&str) -> Option<i64>| -> Result<Vec<i64>, MethodError> {
-            let list = value.as_array().ok_or_else(|| invalid("an id list"))?;
-            Ok(list
-                .iter()
-                .filter_map(Value::as_str)
-                .filter_map(parse)
-                .collect())
-        };
-    let date = |value: &Value| {
-        value
-            .as_str()
-            .and_then(parse_utc_date)
-            .ok_or_else(|| invalid("before and after are UTCDates"))
-    };
-    for (name, value) in filter {
-        let ok = match name.as_str() {
-            "identityIds" => id_list(value, ids::parse_identity_id)?.contains(&row.identity_id),
-            "emailIds" => id_list(value, ids::parse_email_id)?.contains(&row.email_id),
-            "threadIds" => id_list(value, ids::parse_thread_id)?.contains(&row.thread_id),
-            "undoStatus" => value.as_str() == Some(row.undo_status.as_str()),
-            "before" => row.send_at < date(value)?,
-            "after" => row.send_at >= date(value)?,
-            _ => return Err(MethodError::UnsupportedFilter(name.clone())),
-        };
-        if !ok {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
-/// Handles one EmailSubmission/query call (RFC 8621 §7.3): filters and
-/// sorts (`emailId`, `threadId`, `sentAt`) over the account's submissions.
-#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
-pub async fn submission_query(
-    ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
-) -> Result<Value, MethodError> {
-    let request: QueryRequest = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.account_id)?;
-    let store = &ctx.jmap.store;
-    let state = store.states(ctx.account.id).await?.email_submission;
-    let mut rows = Vec::new();
-    for row in store.submissions(ctx.account.id).await? {
-        if request
-            .filter
-            .as_ref()
-            .map_or(Ok(true), |f| matches(&row, f))?
-        {
-            rows.push(row);
-        }
-    }
-    let mut keys = Vec::new();
-    for comparator in request.sort.unwrap_or_default() {
-        let ascending = comparator
-            .get("isAscending")
-            .and_then(Value::as_bool)
-            .unwrap_or(true);
-        match comparator.get("property").and_then(Value::as_str) {
-            Some(p @ ("emailId" | "threadId" | "sentAt")) => keys.push((p.to_string(), ascending)),
-            other => {
-                return Err(MethodError::UnsupportedSort(
-                    other.unwrap_or_default().to_string(),
-                ));
-            }
-        }
-    }
-    rows.sort_by(|a, b| {
-        for (property, ascending) in &keys {
-            let order = match property.as_str() {
-                "emailId" => a.email_id.cmp(&b.email_id),
-                "threadId" => a.thread_id.cmp(&b.thread_id),
-                _ => a.send_at.cmp(&b.send_at),
-            };
-            let order = if *ascending { order } else { order.reverse() };
-            if order.is_ne() {
-                return order;
-            }
-        }
-        a.id.cmp(&b.id)
-    });
-    let total = rows.len() as i64;
-    let start = if request.position < 0 {
-        (total + request.position).max(0)
-    } else {
-        request.position.min(total)
-    };
-    let limit = request
-        .limit
-        .unwrap_or(ctx.jmap.limits.max_objects_in_get)
-        .min(ctx.jmap.limits.max_objects_in_get) as usize;
-    let ids: Vec<String> = rows
-        .iter()
-        .skip(start as usize)
-        .take(limit)
-        .map(|row| ids::submission_id(row.id))
-        .collect();
-    let mut response = json!({
-        "accountId": request.account_id,
-        "queryState": state.to_string(),
-        "canCalculateChanges": false,
-        "position": start,
-        "ids": ids,
-    });
-    if request.calculate_total {
-        response["total"] = json!(total);
-    }
-    Ok(response)
-}
-
-/// Handles one EmailSubmission/queryChanges call (RFC 8621 §7.4): this
-/// server keeps no query states for submissions (`canCalculateChanges` is
-/// false in every EmailSubmission/query), so it says it cannot
-/// (`cannotCalculateChanges`, RFC 8620 §5.6) and the client queries anew.
-#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
-pub async fn submission_query_changes(
-    ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
-) -> Result<Value, MethodError> {
-    let account_id = arguments
-        .get("accountId")
-        .and_then(Value::as_str)
-        .ok_or_else(|| MethodError::InvalidArguments("accountId is required".into()))?;
-    args::check_account(ctx.account, account_id)?;
-    Err(MethodError::CannotCalculateChanges(
-        "EmailSubmission queries are not tracked: query again".into(),
-    ))
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
 struct SetRequest {
     account_id: String,
     if_in_state: Option<String>,
@@ -326,132 +158,207 @@ pub async fn submission_set(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,
 ) -> Result<Value, MethodError> {
-    let request: SetRequest = args::parse(arguments)?;
+    let mut request: SetRequest = args::parse(arguments)?;
     args::check_account(ctx.account, &request.account_id)?;
-    let store = ctx.jmap.store.clone();
-    let account = ctx.account.id;
+    let (store, account) = (ctx.jmap.store.clone(), ctx.account.id);
     let old_state = store.states(account).await?.email_submission;
-    let objects = request.create.as_ref().map_or(0, HashMap::len)
-        + request.update.as_ref().map_or(0, HashMap::len)
-        + request.destroy.as_ref().map_or(0, Vec::len);
     let limit = ctx.jmap.limits.max_objects_in_set;
-    check_request(request.if_in_state.as_deref(), old_state, objects, limit)?;
-    let mut outcome = SetOutcome::default();
-    let send_as = SendAs {
-        identities: store.identities(account).await?,
-        aliases: store.aliases(account).await?,
-    };
-    // Submission id (or `#creationId`) → the Email it sent.
-    let mut sent: HashMap<String, i64> = HashMap::new();
-    // What each create sent, for its copy in Sent when the writer keeps one.
-    let mut sent_copies: Vec<(i64, Vec<u8>)> = Vec::new();
-    let mut creates: Vec<_> = request.create.unwrap_or_default().into_iter().collect();
-    creates.sort_by(|a, b| a.0.cmp(&b.0));
-    for (creation_id, object) in creates {
-        let planned = match plan_create(ctx, &send_as, &object).await? {
-            Ok(planned) => planned,
-            Err(error) => {
-                outcome.not_created.push((creation_id, error));
-                continue;
-            }
-        };
-        let message = ctx
-            .jmap
-            .writer
-            .keeps_sent_copies()
-            .then(|| planned.message.clone());
-        let (id, email_id, created) = match send(ctx, planned).await? {
-            Ok(sent) => sent,
-            Err(error) => {
-                outcome.not_created.push((creation_id, error));
-                continue;
-            }
-        };
-        if let Some(message) = message {
-            sent_copies.push((email_id, message));
-        }
-        let jmap_id = ids::submission_id(id);
-        ctx.created_ids.insert(creation_id.clone(), jmap_id.clone());
-        sent.insert(format!("#{creation_id}"), email_id);
-        sent.insert(jmap_id, email_id);
-        outcome.created.insert(creation_id, created);
-    }
+    check_request(
+        request.if_in_state.as_deref(),
+        old_state,
+        request.objects(),
+        limit,
+    )?;
+    let mut set = SubmissionSet::default();
+    set.create(ctx, request.create.take().unwrap_or_default())
+        .await?;
     let rows = store.submissions(account).await?;
-    let known = |id: &str| {
-        let id = match id.strip_prefix('#') {
-            Some(creation) => ctx.created_ids.get(creation).cloned()?,
-            None => id.to_string(),
-        };
-        let id = ids::parse_submission_id(&id)?;
-        rows.iter().find(|row| row.id == id)
-    };
-    for (id, patch) in request.update.unwrap_or_default() {
-        let Some(row) = known(&id) else {
-            outcome.not_updated.push((id, SetError::not_found()));
-            continue;
-        };
-        let error = match patch.get("undoStatus").and_then(Value::as_str) {
-            _ if patch.keys().any(|key| key != "undoStatus") => Some(SetError::invalid_properties(
-                &["undoStatus"],
-                "only undoStatus may change",
-            )),
-            Some(status) if status == row.undo_status => None,
-            Some("canceled") => Some(SetError::new(
-                "cannotUnsend",
-                "the message was sent at once and cannot be recalled",
-            )),
-            _ => Some(SetError::invalid_properties(
-                &["undoStatus"],
-                "undoStatus may only become \"canceled\"",
-            )),
-        };
-        match error {
-            Some(error) => outcome.not_updated.push((id, error)),
-            None => {
-                sent.insert(id.clone(), row.email_id);
-                outcome.updated.insert(id, Value::Null);
-            }
-        }
-    }
-    for id in request.destroy.unwrap_or_default() {
-        let Some(row) = known(&id) else {
-            outcome.not_destroyed.push((id, SetError::not_found()));
-            continue;
-        };
-        match store.destroy_submission(account, row.id).await {
-            Ok(()) => {
-                sent.insert(id.clone(), row.email_id);
-                outcome.destroyed.push(id);
-            }
-            Err(StoreError::NotFound) => outcome.not_destroyed.push((id, SetError::not_found())),
-            Err(error) => return Err(error.into()),
-        }
-    }
+    set.update(ctx, &rows, request.update.take().unwrap_or_default());
+    set.destroy(ctx, &rows, request.destroy.take().unwrap_or_default())
+        .await?;
     let new_state = store.states(account).await?.email_submission;
-    let response = outcome.into_response(request.account_id.clone(), old_state, new_state);
+    let response = set
+        .outcome
+        .into_response(request.account_id.clone(), old_state, new_state);
     let implicit = implicit_email_set(
         &request.account_id,
-        &sent,
+        &set.sent,
         request.on_success_update_email,
         request.on_success_destroy_email,
     );
     if let Some(arguments) = implicit {
-        let follow_up = match email::set::email_set(ctx, arguments).await {
-            Ok(response) => ("Email/set".to_string(), response),
-            Err(error) => (
-                "error".to_string(),
-                crate::jmap::call::error_response("Email/set", "implicit", &error),
-            ),
-        };
-        ctx.follow_ups.push(follow_up);
+        follow_up_email_set(ctx, arguments).await;
     }
-    for (email, message) in sent_copies {
+    for (email, message) in set.sent_copies {
         ctx.jmap
             .writer
             .keep_sent_copy(account, email, message)
             .await;
     }
     Ok(response)
+}
+
+impl SetRequest {
+    /// How many objects the call creates, updates and destroys.
+    fn objects(&self) -> usize {
+        self.create.as_ref().map_or(0, HashMap::len)
+            + self.update.as_ref().map_or(0, HashMap::len)
+            + self.destroy.as_ref().map_or(0, Vec::len)
+    }
+}
+
+/// What an EmailSubmission/set has done so far.
+#[derive(Default)]
+struct SubmissionSet {
+    outcome: SetOutcome,
+    /// Submission id (or `#creationId`) → the Email it sent.
+    sent: HashMap<String, i64>,
+    /// What each create sent, for its copy in Sent when the writer keeps one.
+    sent_copies: Vec<(i64, Vec<u8>)>,
+}
+
+impl SubmissionSet {
+    /// Plans and sends each create, in creation-id order.
+    async fn create(
+        &mut self,
+        ctx: &mut CallContext<'_>,
+        creates: HashMap<String, Map<String, Value>>,
+    ) -> Result<(), MethodError> {
+        let (store, account) = (&ctx.jmap.store, ctx.account.id);
+        let send_as = SendAs {
+            identities: store.identities(account).await?,
+            aliases: store.aliases(account).await?,
+        };
+        let mut creates: Vec<_> = creates.into_iter().collect();
+        creates.sort_by(|a, b| a.0.cmp(&b.0));
+        for (creation_id, object) in creates {
+            let planned = match plan_create(ctx, &send_as, &object).await? {
+                Ok(planned) => planned,
+                Err(error) => {
+                    self.outcome.not_created.push((creation_id, error));
+                    continue;
+                }
+            };
+            let keeps_copy = ctx.jmap.writer.keeps_sent_copies();
+            let message = keeps_copy.then(|| planned.message.clone());
+            let (id, email_id, created) = match send(ctx, planned).await? {
+                Ok(sent) => sent,
+                Err(error) => {
+                    self.outcome.not_created.push((creation_id, error));
+                    continue;
+                }
+            };
+            if let Some(message) = message {
+                self.sent_copies.push((email_id, message));
+            }
+            let jmap_id = ids::submission_id(id);
+            ctx.created_ids.insert(creation_id.clone(), jmap_id.clone());
+            self.sent.insert(format!("#{creation_id}"), email_id);
+            self.sent.insert(jmap_id, email_id);
+            self.outcome.created.insert(creation_id, created);
+        }
+        Ok(())
+    }
+
+    /// Updates: only `undoStatus`, which cannot change once final.
+    fn update(
+        &mut self,
+        ctx: &CallContext<'_>,
+        rows: &[SubmissionRow],
+        updates: HashMap<String, Map<String, Value>>,
+    ) {
+        for (id, patch) in updates {
+            let Some(row) = known_row(rows, ctx.created_ids, &id) else {
+                self.outcome.not_updated.push((id, SetError::not_found()));
+                continue;
+            };
+            match undo_status_error(row, &patch) {
+                Some(error) => self.outcome.not_updated.push((id, error)),
+                None => {
+                    self.sent.insert(id.clone(), row.email_id);
+                    self.outcome.updated.insert(id, Value::Null);
+                }
+            }
+        }
+    }
+
+    /// Destroys the records (deliveries go on).
+    async fn destroy(
+        &mut self,
+        ctx: &CallContext<'_>,
+        rows: &[SubmissionRow],
+        destroy: Vec<String>,
+    ) -> Result<(), MethodError> {
+        for id in destroy {
+            let Some(row) = known_row(rows, ctx.created_ids, &id) else {
+                self.outcome.not_destroyed.push((id, SetError::not_found()));
+                continue;
+            };
+            match ctx
+                .jmap
+                .store
+                .destroy_submission(ctx.account.id, row.id)
+                .await
+            {
+                Ok(()) => {
+                    self.sent.insert(id.clone(), row.email_id);
+                    self.outcome.destroyed.push(id);
+                }
+                Err(StoreError::NotFound) => {
+                    self.outcome.not_destroyed.push((id, SetError::not_found()))
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The submission an id or `#creationId` names among `rows`.
+fn known_row<'r>(
+    rows: &'r [SubmissionRow],
+    created_ids: &HashMap<String, String>,
+    id: &str,
+) -> Option<&'r SubmissionRow> {
+    let id = match id.strip_prefix('#') {
+        Some(creation) => created_ids.get(creation).cloned()?,
+        None => id.to_string(),
+    };
+    let id = ids::parse_submission_id(&id)?;
+    rows.iter().find(|row| row.id == id)
+}
+
+/// Why a patch of `row` is refused, if it is: only `undoStatus` may change,
+/// and only to `canceled`, which a message sent at once cannot become.
+fn undo_status_error(row: &SubmissionRow, patch: &Map<String, Value>) -> Option<SetError> {
+    match patch.get("undoStatus").and_then(Value::as_str) {
+        _ if patch.keys().any(|key| key != "undoStatus") => Some(SetError::invalid_properties(
+            &["undoStatus"],
+            "only undoStatus may change",
+        )),
+        Some(status) if status == row.undo_status => None,
+        Some("canceled") => Some(SetError::new(
+            "cannotUnsend",
+            "the message was sent at once and cannot be recalled",
+        )),
+        _ => Some(SetError::invalid_properties(
+            &["undoStatus"],
+            "undoStatus may only become \"canceled\"",
+        )),
+    }
+}
+
+/// Runs the implicit Email/set and adds its response (or its error) after
+/// this call's, as RFC 8621 §7.5 says.
+async fn follow_up_email_set(ctx: &mut CallContext<'_>, arguments: Map<String, Value>) {
+    let follow_up = match email::set::email_set(ctx, arguments).await {
+        Ok(response) => ("Email/set".to_string(), response),
+        Err(error) => (
+            "error".to_string(),
+            crate::jmap::call::error_response("Email/set", "implicit", &error),
+        ),
+    };
+    ctx.follow_ups.push(follow_up);
 }
 
 /// The arguments of the implicit Email/set (RFC 8621 §7.5), or `None` when
@@ -503,32 +410,12 @@ async fn plan_create(
     send_as: &SendAs,
     object: &Map<String, Value>,
 ) -> Result<Result<Planned, SetError>, MethodError> {
-    let invalid =
-        |property: &str, why: &str| Ok(Err(SetError::invalid_properties(&[property], why)));
     if let Err(error) = check_properties(object) {
         return Ok(Err(error));
     }
-    let reference = |name: &str| {
-        let id = object.get(name)?.as_str()?;
-        match id.strip_prefix('#') {
-            Some(creation) => ctx.created_ids.get(creation).cloned(),
-            None => Some(id.to_string()),
-        }
-    };
-    let store = &ctx.jmap.store;
-    let account = ctx.account.id;
-    let identity = reference("identityId")
-        .and_then(|id| ids::parse_identity_id(&id))
-        .and_then(|id| send_as.identities.iter().find(|row| row.id == id));
-    let Some(identity) = identity else {
-        return invalid("identityId", "no such identity");
-    };
-    let email = match reference("emailId").and_then(|id| ids::parse_email_id(&id)) {
-        Some(id) => store.email_meta(account, &[id]).await?.into_iter().next(),
-        None => None,
-    };
-    let Some(email) = email else {
-        return invalid("emailId", "no such email");
+    let (identity, email) = match identity_and_email(ctx, send_as, object).await? {
+        Ok(found) => found,
+        Err(error) => return Ok(Err(error)),
     };
     let aliases = &send_as.aliases;
     let own = &ctx.account.email;
@@ -564,6 +451,48 @@ async fn plan_create(
         local,
         remote,
     }))
+}
+
+/// The identity and the Email a create names (`identityId`, `emailId`,
+/// either a `#creationId`), or `invalidProperties` for the one not found.
+async fn identity_and_email<'s>(
+    ctx: &CallContext<'_>,
+    send_as: &'s SendAs,
+    object: &Map<String, Value>,
+) -> Result<Result<(&'s IdentityRow, EmailMeta), SetError>, MethodError> {
+    let reference = |name: &str| {
+        let id = object.get(name)?.as_str()?;
+        match id.strip_prefix('#') {
+            Some(creation) => ctx.created_ids.get(creation).cloned(),
+            None => Some(id.to_string()),
+        }
+    };
+    let identity = reference("identityId")
+        .and_then(|id| ids::parse_identity_id(&id))
+        .and_then(|id| send_as.identities.iter().find(|row| row.id == id));
+    let Some(identity) = identity else {
+        return Ok(Err(SetError::invalid_properties(
+            &["identityId"],
+            "no such identity",
+        )));
+    };
+    let email = match reference("emailId").and_then(|id| ids::parse_email_id(&id)) {
+        Some(id) => ctx
+            .jmap
+            .store
+            .email_meta(ctx.account.id, &[id])
+            .await?
+            .into_iter()
+            .next(),
+        None => None,
+    };
+    match email {
+        Some(email) => Ok(Ok((identity, email))),
+        None => Ok(Err(SetError::invalid_properties(
+            &["emailId"],
+            "no such email",
+        ))),
+    }
 }
 
 /// `invalidProperties` for a property a client may not give: a server-set
@@ -797,6 +726,62 @@ fn send_limit_error(hit: SendLimitHit) -> SetError {
     }
 }
 
+/// The deliveries of a planned submission: one for the accounts here and
+/// one for the others, each marked whether it is remote (to the relay or
+/// the account's own server).
+fn deliveries_of(account: i64, blob_id: &str, planned: &Planned) -> (Vec<bool>, Vec<Delivery>) {
+    [(false, &planned.local), (true, &planned.remote)]
+        .into_iter()
+        .filter(|(_, recipients)| !recipients.is_empty())
+        .map(|(remote, recipients)| {
+            (
+                remote,
+                Delivery {
+                    id: 0,
+                    submission_id: 0,
+                    account_id: account,
+                    blob_id: blob_id.to_string(),
+                    mail_from: planned.mail_from.clone(),
+                    recipients: serde_json::to_string(recipients).unwrap_or_default(),
+                    send_at: planned.row.send_at,
+                    attempts: 0,
+                    lease: 0,
+                },
+            )
+        })
+        .unzip()
+}
+
+/// Delivers each of submission `id`'s deliveries at once: a local one
+/// before the call answers, a remote one for at most `submit_wait`, after
+/// which it goes on without the call. A failure leaves it queued, and
+/// `serve` retries it.
+async fn deliver_now(
+    ctx: &CallContext<'_>,
+    id: i64,
+    deliveries: impl Iterator<Item = (bool, Delivery)>,
+) {
+    let now = chrono::Utc::now().timestamp();
+    for (remote, delivery) in deliveries {
+        let (store, blobs) = (ctx.jmap.store.clone(), ctx.jmap.blobs.clone());
+        let route = ctx.jmap.route.clone();
+        let work = async move {
+            let (outbound, host) = (route.outbound(), delivery::HOST);
+            if let Err(error) =
+                delivery::deliver_through(store.as_ref(), &blobs, outbound, host, &delivery, now)
+                    .await
+            {
+                tracing::warn!(submission = id, %error, "delivery left for a retry");
+            }
+        };
+        if remote {
+            let _ = tokio::time::timeout(ctx.jmap.limits.submit_wait, tokio::spawn(work)).await;
+        } else {
+            work.await;
+        }
+    }
+}
+
 /// Stores the message as it leaves and the submission with its deliveries
 /// (local recipients, the others), within the hourly send limits, then
 /// delivers: the local recipients at once, the others for at most
@@ -806,36 +791,15 @@ fn send_limit_error(hit: SendLimitHit) -> SetError {
 /// send limit.
 async fn send(
     ctx: &CallContext<'_>,
-    planned: Planned,
+    mut planned: Planned,
 ) -> Result<Result<(i64, i64, Value), SetError>, MethodError> {
     let (store, blobs) = (&ctx.jmap.store, &ctx.jmap.blobs);
     let account = ctx.account.id;
     let blob_id = blobs
-        .put(planned.message)
+        .put(std::mem::take(&mut planned.message))
         .await
         .map_err(|error| MethodError::server_fail("storing a message to send", error))?;
-    // (whether it goes to the relay or the account's own server, the delivery)
-    let (remote, deliveries): (Vec<bool>, Vec<Delivery>) =
-        [(false, planned.local), (true, planned.remote)]
-            .into_iter()
-            .filter(|(_, recipients)| !recipients.is_empty())
-            .map(|(remote, recipients)| {
-                (
-                    remote,
-                    Delivery {
-                        id: 0,
-                        submission_id: 0,
-                        account_id: account,
-                        blob_id: blob_id.clone(),
-                        mail_from: planned.mail_from.clone(),
-                        recipients: serde_json::to_string(&recipients).unwrap_or_default(),
-                        send_at: planned.row.send_at,
-                        attempts: 0,
-                        lease: 0,
-                    },
-                )
-            })
-            .unzip();
+    let (remote, deliveries) = deliveries_of(account, &blob_id, &planned);
     let optional = |limit: u64| (limit > 0).then(|| i64::try_from(limit).unwrap_or(i64::MAX));
     let limits = &ctx.jmap.limits;
     let send_limits = SendLimits {
@@ -851,27 +815,7 @@ async fn send(
         Err(StoreError::SendLimit(hit)) => return Ok(Err(send_limit_error(hit))),
         Err(error) => return Err(error.into()),
     };
-    let now = chrono::Utc::now().timestamp();
-    for (remote, delivery) in remote.into_iter().zip(deliveries) {
-        let (store, blobs) = (store.clone(), blobs.clone());
-        let route = ctx.jmap.route.clone();
-        let work = async move {
-            let (outbound, host) = (route.outbound(), delivery::HOST);
-            // A failure here leaves the delivery queued: `serve` retries it.
-            if let Err(error) =
-                delivery::deliver_through(store.as_ref(), &blobs, outbound, host, &delivery, now)
-                    .await
-            {
-                tracing::warn!(submission = id, %error, "delivery left for a retry");
-            }
-        };
-        if remote {
-            // Past the wait the delivery goes on without the call.
-            let _ = tokio::time::timeout(limits.submit_wait, tokio::spawn(work)).await;
-        } else {
-            work.await;
-        }
-    }
+    deliver_now(ctx, id, remote.into_iter().zip(deliveries)).await;
     let row = store.submission(account, id).await?;
     let delivery_status = row
         .as_ref()

@@ -3,3 +3,4 @@
 
 pub mod email_submission;
 pub mod identity;
+pub mod submission_query;
