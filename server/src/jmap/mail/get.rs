@@ -1,5 +1,6 @@
-//! Foo/get (RFC 8620 §5.1) scaffolding shared by Mailbox/get, Email/get
-//! and Thread/get (and Email/parse, whose `blobIds` behave like `ids`):
+//! Foo/get (RFC 8620 §5.1) scaffolding shared by Mailbox/get, Email/get,
+//! Thread/get, Identity/get, EmailSubmission/get (and Email/parse, whose
+//! `blobIds` behave like `ids`): [`ListGet`] for a type read as one list,
 //! the requested ids, the split into found and `notFound`, the response.
 
 use rustc_hash::FxHashSet;
@@ -7,6 +8,8 @@ use rustc_hash::FxHashSet;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::jmap::args;
+use crate::jmap::call::CallContext;
 use crate::jmap::error::MethodError;
 
 /// The arguments of a Foo/get (RFC 8620 §5.1) with no others: `ids` and
@@ -17,6 +20,66 @@ pub struct GetArgs {
     pub account_id: String,
     pub ids: Option<Vec<String>>,
     pub properties: Option<Vec<String>>,
+}
+
+/// A Foo/get over objects read as one list (Mailbox, Identity,
+/// EmailSubmission, VacationResponse): the account, the properties asked
+/// for (all of `all` when null), and the ids (`None`: all).
+pub struct ListGet {
+    pub account_id: String,
+    pub properties: Vec<&'static str>,
+    pub requested: Option<Vec<String>>,
+}
+
+impl ListGet {
+    /// Reads a Foo/get's arguments for the account of `ctx`:
+    /// `invalidArguments`, `accountNotFound`, `requestTooLarge` as RFC 8620
+    /// §5.1 names them.
+    pub fn read(
+        ctx: &CallContext<'_>,
+        arguments: Map<String, Value>,
+        all: &'static [&'static str],
+    ) -> Result<Self, MethodError> {
+        let request: GetArgs = args::parse(arguments)?;
+        args::check_account(ctx.account, &request.account_id)?;
+        let properties = named_properties(request.properties.as_deref(), all)?;
+        let limit = ctx.jmap.limits.max_objects_in_get;
+        let requested = request
+            .ids
+            .map(|ids| requested_ids(ids, limit))
+            .transpose()?;
+        Ok(Self {
+            account_id: request.account_id,
+            properties,
+            requested,
+        })
+    }
+
+    /// The response over `rows` (all the account has) at `state`: every
+    /// row when no ids were asked for, else the rows whose id (`id_of`)
+    /// each requested id parses to (`parse`), in request order.
+    pub fn respond<R>(
+        self,
+        state: i64,
+        rows: &[R],
+        parse: impl Fn(&str) -> Option<i64>,
+        id_of: impl Fn(&R) -> i64,
+        render: impl Fn(&R, &[&'static str]) -> Value,
+    ) -> Value {
+        let properties = &self.properties;
+        let (list, not_found) = match &self.requested {
+            None => (
+                rows.iter().map(|row| render(row, properties)).collect(),
+                Vec::new(),
+            ),
+            Some(requested) => found(requested, |id| {
+                let id = parse(id)?;
+                let row = rows.iter().find(|row| id_of(row) == id)?;
+                Some(render(row, properties))
+            }),
+        };
+        get_response(self.account_id, state, list, not_found)
+    }
 }
 
 /// The ids of a Foo/get in request order without repeats:

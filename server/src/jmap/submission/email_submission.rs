@@ -34,7 +34,7 @@ use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::ids;
 use crate::jmap::mail::changes::changes;
 use crate::jmap::mail::email;
-use crate::jmap::mail::get::{GetArgs, found, get_response, named_properties, requested_ids};
+use crate::jmap::mail::get::ListGet;
 use crate::jmap::mail::set::{SetOutcome, check_request};
 use crate::mail::delivery;
 use crate::mail::header::HeaderFields;
@@ -89,26 +89,18 @@ pub async fn submission_get(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,
 ) -> Result<Value, MethodError> {
-    let request: GetArgs = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.account_id)?;
-    let properties = named_properties(request.properties.as_deref(), PROPERTIES)?;
-    let limit = ctx.jmap.limits.max_objects_in_get;
-    let requested = request
-        .ids
-        .map(|ids| requested_ids(ids, limit))
-        .transpose()?;
+    let plan = ListGet::read(ctx, arguments, PROPERTIES)?;
     let store = &ctx.jmap.store;
     let state = store.states(ctx.account.id).await?.email_submission;
     let rows = store.submissions(ctx.account.id).await?;
-    let render = |row: &SubmissionRow| submission_json(row, &properties);
-    let (list, not_found) = match requested {
-        None => (rows.iter().map(render).collect(), Vec::new()),
-        Some(requested) => found(&requested, |id| {
-            let id = ids::parse_submission_id(id)?;
-            rows.iter().find(|row| row.id == id).map(render)
-        }),
-    };
-    Ok(get_response(request.account_id, state, list, not_found))
+    let id_of = |row: &SubmissionRow| row.id;
+    Ok(plan.respond(
+        state,
+        &rows,
+        ids::parse_submission_id,
+        id_of,
+        submission_json,
+    ))
 }
 
 /// Handles one EmailSubmission/changes call.

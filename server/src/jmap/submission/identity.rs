@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::mail::changes::changes;
-use crate::jmap::mail::get::{GetArgs, found, get_response, named_properties, requested_ids};
+use crate::jmap::mail::get::ListGet;
 use crate::jmap::mail::set::{SetOutcome, check_request};
 use crate::jmap::{args, ids};
 use crate::store::{ChangeType, IdentityPatch, IdentityRow, StoreError};
@@ -61,29 +61,18 @@ pub async fn identity_get(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,
 ) -> Result<Value, MethodError> {
-    let request: GetArgs = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.account_id)?;
-    // Plan.
-    let properties = named_properties(request.properties.as_deref(), PROPERTIES)?;
-    let limit = ctx.jmap.limits.max_objects_in_get;
-    let requested = request
-        .ids
-        .map(|ids| requested_ids(ids, limit))
-        .transpose()?;
-    // Load.
+    let plan = ListGet::read(ctx, arguments, PROPERTIES)?;
     let store = &ctx.jmap.store;
     let state = store.states(ctx.account.id).await?.identity;
     let identities = store.identities(ctx.account.id).await?;
-    // Render.
-    let render = |row: &IdentityRow| identity_json(row, &properties);
-    let (list, not_found) = match requested {
-        None => (identities.iter().map(render).collect(), Vec::new()),
-        Some(requested) => found(&requested, |id| {
-            let id = ids::parse_identity_id(id)?;
-            identities.iter().find(|row| row.id == id).map(render)
-        }),
-    };
-    Ok(get_response(request.account_id, state, list, not_found))
+    let id_of = |row: &IdentityRow| row.id;
+    Ok(plan.respond(
+        state,
+        &identities,
+        ids::parse_identity_id,
+        id_of,
+        identity_json,
+    ))
 }
 
 /// Handles one Identity/changes call.
