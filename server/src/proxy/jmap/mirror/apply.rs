@@ -58,35 +58,61 @@ impl Sync<'_> {
         mailboxes: &mut HashMap<String, i64>,
         listed: Vec<Listed>,
     ) -> Result<(usize, u64), UpstreamError> {
-        // A mailbox made since this sync read them is read now: an email
-        // in it must not lose that membership.
+        self.read_new_mailboxes(mailboxes, &listed).await?;
+        let mailboxes = &*mailboxes;
+        let mapped = self.mapped(&listed).await?;
+        let (known, new): (Vec<&Listed>, Vec<&Listed>) =
+            listed.iter().partition(|l| mapped.contains_key(&l.id));
+        self.update_known(mailboxes, &mapped, &known).await?;
+        let mut stored = (0, 0u64);
+        for batch in new.chunks(STORE_BATCH) {
+            let (count, octets) = self.store_new(mailboxes, batch).await?;
+            stored = (stored.0 + count, stored.1 + octets);
+        }
+        Ok(stored)
+    }
+
+    /// A mailbox made since this sync read them is read now: an email in
+    /// it must not lose that membership.
+    async fn read_new_mailboxes(
+        &self,
+        mailboxes: &mut HashMap<String, i64>,
+        listed: &[Listed],
+    ) -> Result<(), UpstreamError> {
         if listed
             .iter()
             .any(|l| l.mailbox_ids.iter().any(|m| !mailboxes.contains_key(m)))
         {
             *mailboxes = self.mailboxes().await?.0;
         }
-        let mailboxes = &*mailboxes;
-        let store = &self.mirror.store;
-        let local_mailboxes = |listed: &Listed| -> Vec<i64> {
-            let mut ids: Vec<i64> = listed
-                .mailbox_ids
-                .iter()
-                .filter_map(|m| mailboxes.get(m).copied())
-                .collect();
-            ids.sort_unstable();
-            ids
-        };
+        Ok(())
+    }
+
+    /// The local email id of each of `listed` the mirror maps, by upstream
+    /// id.
+    async fn mapped(&self, listed: &[Listed]) -> Result<HashMap<String, i64>, UpstreamError> {
         let upstream_ids: Vec<&str> = listed.iter().map(|l| l.id.as_str()).collect();
         let mut mapped: HashMap<String, i64> = HashMap::new();
         for chunk in upstream_ids.chunks(1000) {
-            for m in store.mirror_emails(self.account, None, Some(chunk)).await? {
+            for m in (self.mirror.store)
+                .mirror_emails(self.account, None, Some(chunk))
+                .await?
+            {
                 mapped.insert(m.upstream_id, m.email_id);
             }
         }
-        let (known, new): (Vec<&Listed>, Vec<&Listed>) =
-            listed.iter().partition(|l| mapped.contains_key(&l.id));
-        // Known ones: keywords and mailboxIds set to the upstream's.
+        Ok(mapped)
+    }
+
+    /// Known ones (`mapped`): keywords and mailboxIds set to the upstream's
+    /// where they differ.
+    async fn update_known(
+        &self,
+        mailboxes: &HashMap<String, i64>,
+        mapped: &HashMap<String, i64>,
+        known: &[&Listed],
+    ) -> Result<(), UpstreamError> {
+        let store = &self.mirror.store;
         let wanted: BTreeMap<i64, &Listed> = known.iter().map(|l| (mapped[&l.id], *l)).collect();
         let ids: Vec<i64> = wanted.keys().copied().collect();
         let mut updates = Vec::new();
@@ -95,7 +121,7 @@ impl Sync<'_> {
                 let Some(listed) = wanted.get(&meta.id) else {
                     continue;
                 };
-                let mailbox_ids = local_mailboxes(listed);
+                let mailbox_ids = local_mailboxes(mailboxes, listed);
                 if mailbox_ids != meta.mailbox_ids || listed.keywords != meta.keywords {
                     updates.push(EmailUpdate::replace(
                         meta.id,
@@ -108,81 +134,121 @@ impl Sync<'_> {
         if !updates.is_empty() {
             store.update_emails(self.account, &updates).await?;
         }
-        // New ones: downloaded, stored through ingest, mapped.
-        let mut stored = (0, 0u64);
-        for batch in new.chunks(STORE_BATCH) {
-            let mut upstream_parts = self.parts(batch).await?;
-            let mut raws = Vec::with_capacity(batch.len());
-            let mut fetched = Vec::with_capacity(batch.len());
-            for listed in batch {
-                let raw = match self
-                    .mirror
-                    .upstream
-                    .message(
-                        self.session,
-                        self.authorization,
-                        self.upstream_id,
-                        &listed.blob_id,
-                        self.mirror.max_message,
-                    )
-                    .await
-                {
-                    Ok(raw) => raw,
-                    // One message the upstream will not give (or one over
-                    // maxSizeUpload) stays unmirrored: calls naming it are
-                    // forwarded. Anything else ends the sync.
-                    Err(UpstreamError::Refused(reason)) => {
-                        tracing::warn!(account = %self.upstream_id, email = %listed.id, %reason, "not mirrored");
-                        continue;
-                    }
-                    Err(other) => return Err(other),
-                };
-                fetched.push(*listed);
-                stored.1 += raw.len() as u64;
-                raws.push((
-                    raw,
-                    local_mailboxes(listed),
-                    listed.keywords.clone(),
-                    listed.received_at,
-                ));
-            }
-            let prepared = tokio::task::spawn_blocking(move || {
-                raws.into_iter()
-                    .map(|(raw, mailboxes, keywords, at)| {
-                        let part_ids = body::part_ids(&parse_message(&raw));
-                        (ingest::prepare(raw, mailboxes, keywords, |_| at), part_ids)
-                    })
-                    .unzip::<_, _, Vec<_>, Vec<_>>()
-            })
-            .await
-            .map_err(|error| UpstreamError::Refused(format!("preparing messages: {error}")))?;
-            let (prepared, local_part_ids) = prepared;
-            let inserted =
-                ingest::store_batch(store.as_ref(), &self.mirror.blobs, self.account, prepared)
-                    .await?;
-            let names: Vec<MirroredEmail> = fetched
-                .iter()
-                .zip(inserted)
-                .zip(local_part_ids)
-                .map(|((listed, inserted), local_part_ids)| {
-                    let (Inserted::New(email_id) | Inserted::Duplicate(email_id)) = inserted;
-                    let parts = upstream_parts
-                        .remove(&listed.id)
-                        .and_then(|parts| part_map(&local_part_ids, &parts));
-                    MirroredEmail {
-                        email_id,
-                        upstream_id: listed.id.clone(),
-                        blob_id: listed.blob_id.clone(),
-                        thread_id: listed.thread_id.clone(),
-                        parts,
-                    }
-                })
-                .collect();
-            store.put_mirror_emails(self.account, &names).await?;
-            stored.0 += fetched.len();
-        }
-        Ok(stored)
+        Ok(())
     }
+
+    /// New ones, a batch: downloaded, stored through ingest, mapped.
+    /// Returns (messages stored, octets downloaded).
+    async fn store_new(
+        &self,
+        mailboxes: &HashMap<String, i64>,
+        batch: &[&Listed],
+    ) -> Result<(usize, u64), UpstreamError> {
+        let mut upstream_parts = self.parts(batch).await?;
+        let (fetched, raws, octets) = self.download(mailboxes, batch).await?;
+        let (prepared, local_part_ids) = prepare(raws).await?;
+        let store = &self.mirror.store;
+        let inserted =
+            ingest::store_batch(store.as_ref(), &self.mirror.blobs, self.account, prepared).await?;
+        let names: Vec<MirroredEmail> = fetched
+            .iter()
+            .zip(inserted)
+            .zip(local_part_ids)
+            .map(|((listed, inserted), local_part_ids)| {
+                let (Inserted::New(email_id) | Inserted::Duplicate(email_id)) = inserted;
+                let parts = upstream_parts
+                    .remove(&listed.id)
+                    .and_then(|parts| part_map(&local_part_ids, &parts));
+                MirroredEmail {
+                    email_id,
+                    upstream_id: listed.id.clone(),
+                    blob_id: listed.blob_id.clone(),
+                    thread_id: listed.thread_id.clone(),
+                    parts,
+                }
+            })
+            .collect();
+        store.put_mirror_emails(self.account, &names).await?;
+        Ok((fetched.len(), octets))
+    }
+
+    /// The messages of `batch` from the upstream, each with the local
+    /// mailboxes, keywords and receivedAt it is stored with; returns the
+    /// ones fetched, their messages and the octets downloaded.
+    async fn download<'l>(
+        &self,
+        mailboxes: &HashMap<String, i64>,
+        batch: &[&'l Listed],
+    ) -> Result<(Vec<&'l Listed>, Vec<Fetched>, u64), UpstreamError> {
+        let mut raws = Vec::with_capacity(batch.len());
+        let mut fetched = Vec::with_capacity(batch.len());
+        let mut octets = 0u64;
+        for listed in batch {
+            let raw = match self
+                .mirror
+                .upstream
+                .message(
+                    self.session,
+                    self.authorization,
+                    self.upstream_id,
+                    &listed.blob_id,
+                    self.mirror.max_message,
+                )
+                .await
+            {
+                Ok(raw) => raw,
+                // One message the upstream will not give (or one over
+                // maxSizeUpload) stays unmirrored: calls naming it are
+                // forwarded. Anything else ends the sync.
+                Err(UpstreamError::Refused(reason)) => {
+                    tracing::warn!(account = %self.upstream_id, email = %listed.id, %reason, "not mirrored");
+                    continue;
+                }
+                Err(other) => return Err(other),
+            };
+            fetched.push(*listed);
+            octets += raw.len() as u64;
+            raws.push((
+                raw,
+                local_mailboxes(mailboxes, listed),
+                listed.keywords.clone(),
+                listed.received_at,
+            ));
+        }
+        Ok((fetched, raws, octets))
+    }
+}
+
+/// A downloaded message and the local mailboxIds, keywords and receivedAt
+/// it is stored with.
+type Fetched = (Vec<u8>, Vec<i64>, Vec<String>, i64);
+
+/// `raws` prepared for ingest, each with its local partIds, off the async
+/// threads (parsing is CPU work).
+async fn prepare(
+    raws: Vec<Fetched>,
+) -> Result<(Vec<ingest::PreparedEmail>, Vec<Vec<Option<String>>>), UpstreamError> {
+    tokio::task::spawn_blocking(move || {
+        raws.into_iter()
+            .map(|(raw, mailboxes, keywords, at)| {
+                let part_ids = body::part_ids(&parse_message(&raw));
+                (ingest::prepare(raw, mailboxes, keywords, |_| at), part_ids)
+            })
+            .unzip::<_, _, Vec<_>, Vec<_>>()
+    })
+    .await
+    .map_err(|error| UpstreamError::Refused(format!("preparing messages: {error}")))
+}
+
+/// The local mailbox ids of `listed`'s upstream mailboxIds, sorted.
+fn local_mailboxes(mailboxes: &HashMap<String, i64>, listed: &Listed) -> Vec<i64> {
+    let mut ids: Vec<i64> = listed
+        .mailbox_ids
+        .iter()
+        .filter_map(|m| mailboxes.get(m).copied())
+        .collect();
+    ids.sort_unstable();
+    ids
 }
 
 /// The upstream's part blobIds by partId (a JSON object), when its
