@@ -34,6 +34,15 @@
 //! (Thread/get, Email/query) are answered only then, and only in a shape
 //! the mirror has once answered exactly as the upstream did
 //! ([`Mirror::verified`]).
+//!
+//! # Layout
+//!
+//! `mirrored.rs` holds the types the others share (`Mirror`, one account's
+//! `Mirrored`, `MirrorState`, `Census`); `answers.rs` says when the mirror
+//! may be answered from; `registry.rs` makes an account's mirror on first
+//! use and runs the syncs a request asks for; `follow.rs` is the account
+//! task; `sync.rs` is one sync, `census.rs` the census after it, `apply.rs`
+//! what a sync listed made local.
 
 mod answers;
 mod apply;

@@ -37,7 +37,7 @@ pub struct MirrorState {
 }
 
 /// What the upstream said of an account right after a sync, in one request
-/// (module doc).
+/// (the module doc of `mirror.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Census {
     /// The upstream Email state the answer was given at (the census counts

@@ -25,8 +25,8 @@ const METADATA: [&str; 6] = [
 ];
 
 impl Mirror {
-    /// One sync of the account under its `syncing` guard (module doc); the
-    /// mirror is answered from only after one succeeds.
+    /// One sync of the account under its `syncing` guard (the module doc of
+    /// `mirror.rs`); the mirror is answered from only after one succeeds.
     pub(super) async fn sync_locked(
         &self,
         mirrored: &Mirrored,
