@@ -18,7 +18,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use super::connection::{Connection, ListedMailbox, MessageFlags, Selected};
+use super::connection::{Connection, FetchedMessage, ListedMailbox, MessageFlags, Selected};
 use super::{flag_of_keyword, keywords_of_flags, utf7};
 use crate::blob::BlobStore;
 use crate::mail::ingest::{self, PreparedEmail};
@@ -195,30 +195,14 @@ async fn sync_mailbox(
         touched.extend(copies.into_iter().map(|copy| copy.email_id));
         store.forget_upstream_uids(mailbox.mailbox_id, None).await?;
     }
-    let mut local: HashMap<u32, UpstreamCopy> = store
-        .upstream_uids(mailbox.mailbox_id)
-        .await?
-        .into_iter()
-        .filter_map(|copy| Some((u32::try_from(copy.uid).ok()?, copy)))
-        .collect();
+    let mut local = local_copies(store, mailbox.mailbox_id).await?;
     let upstream = match (highest_modseq.and(mailbox.highest_modseq), uid_validity) {
         (Some(since), same) if same == mailbox.uid_validity => {
             upstream_since(connection, &selected, since, &local).await?
         }
         _ => connection.flags(&selected).await?,
     };
-    let on_upstream: HashSet<u32> = upstream.iter().map(|m| m.uid).collect();
-    let gone: Vec<i64> = local
-        .iter()
-        .filter(|(uid, _)| !on_upstream.contains(uid))
-        .map(|(uid, copy)| {
-            touched.insert(copy.email_id);
-            i64::from(*uid)
-        })
-        .collect();
-    store
-        .forget_upstream_uids(mailbox.mailbox_id, Some(&gone))
-        .await?;
+    forget_gone(store, mailbox.mailbox_id, &upstream, &local, touched).await?;
     let new: Vec<u32> = upstream
         .iter()
         .map(|m| m.uid)
@@ -228,50 +212,114 @@ async fn sync_mailbox(
         let fetched = connection.fetch(batch).await?;
         report.fetched += fetched.len();
         report.fetched_octets += fetched.iter().map(|m| m.raw.len() as u64).sum::<u64>();
-        let heads: Vec<(u32, Vec<String>)> = fetched
-            .iter()
-            .map(|m| (m.uid, keywords_of_flags(m.flags.iter().map(String::as_str))))
-            .collect();
-        let mailbox_id = mailbox.mailbox_id;
-        let prepared: Vec<PreparedEmail> = tokio::task::spawn_blocking(move || {
-            fetched
-                .into_iter()
-                .map(|message| {
-                    let keywords = keywords_of_flags(message.flags.iter().map(String::as_str));
-                    // INTERNALDATE is receivedAt; a server that gives none: now.
-                    let received_at = message
-                        .internal_date
-                        .unwrap_or_else(|| chrono::Utc::now().timestamp());
-                    ingest::prepare(message.raw, vec![mailbox_id], keywords, |_| received_at)
-                })
-                .collect()
-        })
-        .await
-        .map_err(|error| UpstreamError::Refused(format!("preparing messages: {error}")))?;
-        let stored: Vec<String> = prepared.iter().map(|p| p.email.blob_id.clone()).collect();
-        let inserted = ingest::store_batch(store, blobs, account, prepared).await?;
-        // A message read again is in the cache again, evicted or not before.
-        let stored: Vec<&str> = stored.iter().map(String::as_str).collect();
-        store.unmark_evicted(&stored).await?;
-        let recorded: Vec<UpstreamCopy> = heads
-            .into_iter()
-            .zip(&inserted)
-            .map(|((uid, keywords), outcome)| UpstreamCopy {
-                uid: i64::from(uid),
-                email_id: match outcome {
-                    Inserted::New(id) | Inserted::Duplicate(id) => *id,
-                },
-                keywords,
-            })
-            .collect();
-        store
-            .record_upstream_uids(mailbox.mailbox_id, &recorded)
-            .await?;
+        let recorded = store_fetched(store, blobs, account, mailbox.mailbox_id, fetched).await?;
         for copy in recorded {
             touched.insert(copy.email_id);
             local.insert(copy.uid as u32, copy);
         }
     }
+    record_changed_flags(store, mailbox.mailbox_id, &upstream, &local, touched).await?;
+    let read = UpstreamMailbox {
+        uid_validity,
+        highest_modseq,
+        ..mailbox.clone()
+    };
+    store.put_upstream_mailbox(account, &read).await?;
+    Ok((selected, report))
+}
+
+/// The copies of mailbox `mailbox_id` the store has mapped, by UID.
+async fn local_copies(
+    store: &dyn Store,
+    mailbox_id: i64,
+) -> Result<HashMap<u32, UpstreamCopy>, UpstreamError> {
+    Ok(store
+        .upstream_uids(mailbox_id)
+        .await?
+        .into_iter()
+        .filter_map(|copy| Some((u32::try_from(copy.uid).ok()?, copy)))
+        .collect())
+}
+
+/// Forgets the UIDs of `local` the upstream no longer lists, their emails
+/// `touched`.
+async fn forget_gone(
+    store: &dyn Store,
+    mailbox_id: i64,
+    upstream: &[MessageFlags],
+    local: &HashMap<u32, UpstreamCopy>,
+    touched: &mut HashSet<i64>,
+) -> Result<(), UpstreamError> {
+    let on_upstream: HashSet<u32> = upstream.iter().map(|m| m.uid).collect();
+    let gone: Vec<i64> = local
+        .iter()
+        .filter(|(uid, _)| !on_upstream.contains(uid))
+        .map(|(uid, copy)| {
+            touched.insert(copy.email_id);
+            i64::from(*uid)
+        })
+        .collect();
+    store.forget_upstream_uids(mailbox_id, Some(&gone)).await?;
+    Ok(())
+}
+
+/// Stores a batch of messages fetched from mailbox `mailbox_id` through
+/// ingest and records their UIDs; the copies recorded.
+async fn store_fetched(
+    store: &dyn Store,
+    blobs: &Arc<BlobStore>,
+    account: i64,
+    mailbox_id: i64,
+    fetched: Vec<FetchedMessage>,
+) -> Result<Vec<UpstreamCopy>, UpstreamError> {
+    let heads: Vec<(u32, Vec<String>)> = fetched
+        .iter()
+        .map(|m| (m.uid, keywords_of_flags(m.flags.iter().map(String::as_str))))
+        .collect();
+    let prepared: Vec<PreparedEmail> = tokio::task::spawn_blocking(move || {
+        fetched
+            .into_iter()
+            .map(|message| {
+                let keywords = keywords_of_flags(message.flags.iter().map(String::as_str));
+                // INTERNALDATE is receivedAt; a server that gives none: now.
+                let received_at = message
+                    .internal_date
+                    .unwrap_or_else(|| chrono::Utc::now().timestamp());
+                ingest::prepare(message.raw, vec![mailbox_id], keywords, |_| received_at)
+            })
+            .collect()
+    })
+    .await
+    .map_err(|error| UpstreamError::Refused(format!("preparing messages: {error}")))?;
+    let stored: Vec<String> = prepared.iter().map(|p| p.email.blob_id.clone()).collect();
+    let inserted = ingest::store_batch(store, blobs, account, prepared).await?;
+    // A message read again is in the cache again, evicted or not before.
+    let stored: Vec<&str> = stored.iter().map(String::as_str).collect();
+    store.unmark_evicted(&stored).await?;
+    let recorded: Vec<UpstreamCopy> = heads
+        .into_iter()
+        .zip(&inserted)
+        .map(|((uid, keywords), outcome)| UpstreamCopy {
+            uid: i64::from(uid),
+            email_id: match outcome {
+                Inserted::New(id) | Inserted::Duplicate(id) => *id,
+            },
+            keywords,
+        })
+        .collect();
+    store.record_upstream_uids(mailbox_id, &recorded).await?;
+    Ok(recorded)
+}
+
+/// Records the keywords of each copy in `local` whose upstream flags
+/// changed, their emails `touched`.
+async fn record_changed_flags(
+    store: &dyn Store,
+    mailbox_id: i64,
+    upstream: &[MessageFlags],
+    local: &HashMap<u32, UpstreamCopy>,
+    touched: &mut HashSet<i64>,
+) -> Result<(), UpstreamError> {
     let changed: Vec<UpstreamCopy> = upstream
         .iter()
         .filter_map(|message| {
@@ -284,16 +332,8 @@ async fn sync_mailbox(
         })
         .collect();
     touched.extend(changed.iter().map(|copy| copy.email_id));
-    store
-        .record_upstream_uids(mailbox.mailbox_id, &changed)
-        .await?;
-    let read = UpstreamMailbox {
-        uid_validity,
-        highest_modseq,
-        ..mailbox.clone()
-    };
-    store.put_upstream_mailbox(account, &read).await?;
-    Ok((selected, report))
+    store.record_upstream_uids(mailbox_id, &changed).await?;
+    Ok(())
 }
 
 /// The UIDs and flags of the open mailbox from what changed since

@@ -527,80 +527,62 @@ impl Proxied<'_> {
         let Some(account_id) = arguments.get("accountId").and_then(Value::as_str) else {
             return Ok(None);
         };
-        let known = arguments.keys().all(|key| {
-            matches!(
-                key.as_str(),
-                "accountId"
-                    | "filter"
-                    | "sort"
-                    | "position"
-                    | "anchor"
-                    | "anchorOffset"
-                    | "limit"
-                    | "calculateTotal"
-                    | "collapseThreads"
-            )
-        });
-        // Only `true` collapses here; anything but a boolean (`null`
-        // included) is the upstream's to judge.
-        let collapsed = match arguments.get("collapseThreads") {
-            None | Some(Value::Bool(false)) => false,
-            Some(Value::Bool(true)) => true,
-            Some(_) => return Ok(None),
-        };
-        let sorted_here = match arguments.get("sort") {
-            None | Some(Value::Null) => true,
-            Some(Value::Array(sort)) => sort.iter().all(|comparator| {
-                comparator
-                    .get("property")
-                    .and_then(Value::as_str)
-                    .is_some_and(|p| LOCAL_SORT_PROPERTIES.contains(&p))
-            }),
-            Some(_) => false,
-        };
-        if !known || !sorted_here {
+        let Some(collapsed) = query_collapses_here(arguments) else {
             return Ok(None);
-        }
+        };
         let Some((ready, census, _held)) = self.complete_at(account_id, seen).await else {
             return Ok(None);
         };
-        let local_of: HashMap<&str, i64> = ready
-            .mailboxes
-            .iter()
-            .map(|(local, upstream)| (upstream.as_str(), *local))
-            .collect();
-        let mut local_arguments = arguments.clone();
-        local_arguments.insert(
-            "accountId".into(),
-            Value::String(ids::account_id(ready.account.id)),
-        );
-        match arguments.get("filter") {
-            None | Some(Value::Null) => {}
-            Some(filter) => match local_filter(filter, &local_of) {
-                Some(local) => {
-                    local_arguments.insert("filter".into(), local);
-                }
-                None => return Ok(None),
-            },
-        }
-        if collapsed {
-            let Some(paging) = CollapsedPaging::of(arguments) else {
-                return Ok(None);
-            };
-            let max_limit = self.jmap.limits.max_objects_in_get;
-            let need = paging.needs(max_limit);
-            let Some(collapsed) = self
-                .collapsed_matches(&ready, local_arguments, call_id, need)
-                .await?
-            else {
-                return Ok(None);
-            };
-            return Ok(paging.answer(collapsed, max_limit).map(|mut answer| {
-                answer["accountId"] = Value::String(account_id.into());
-                answer["queryState"] = Value::String(census.email_state.clone());
-                answer
-            }));
-        }
+        let Some(local_arguments) = local_query_arguments(arguments, &ready) else {
+            return Ok(None);
+        };
+        let answer = if collapsed {
+            (self.collapsed_query(arguments, &ready, local_arguments, call_id)).await?
+        } else {
+            (self.uncollapsed_query(arguments, &ready, local_arguments, call_id)).await?
+        };
+        Ok(answer.map(|mut answer| {
+            answer["accountId"] = Value::String(account_id.into());
+            answer["queryState"] = Value::String(census.email_state.clone());
+            answer
+        }))
+    }
+
+    /// An Email/query with `collapseThreads` answered from the mirror with
+    /// `local_arguments` (its filter local), in upstream ids; `None` when
+    /// its paging or matches are not the mirror's to answer.
+    async fn collapsed_query(
+        &self,
+        arguments: &Map<String, Value>,
+        ready: &MirrorState,
+        local_arguments: Map<String, Value>,
+        call_id: &str,
+    ) -> Result<Option<Value>, UpstreamError> {
+        let Some(paging) = CollapsedPaging::of(arguments) else {
+            return Ok(None);
+        };
+        let max_limit = self.jmap.limits.max_objects_in_get;
+        let need = paging.needs(max_limit);
+        let Some(collapsed) = self
+            .collapsed_matches(ready, local_arguments, call_id, need)
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(paging.answer(collapsed, max_limit))
+    }
+
+    /// An Email/query without `collapseThreads` run on the local account
+    /// with `local_arguments` (its filter local, its anchor mapped here),
+    /// its ids the upstream's; `None` when an anchor or a match is not
+    /// mapped.
+    async fn uncollapsed_query(
+        &self,
+        arguments: &Map<String, Value>,
+        ready: &MirrorState,
+        mut local_arguments: Map<String, Value>,
+        call_id: &str,
+    ) -> Result<Option<Value>, UpstreamError> {
         let store = &*self.jmap.store;
         let account = ready.account.id;
         let names = &self.mirror.names;
@@ -643,8 +625,6 @@ impl Proxied<'_> {
             return Ok(None);
         };
         answer["ids"] = Value::Array(upstream_ids);
-        answer["accountId"] = Value::String(account_id.into());
-        answer["queryState"] = Value::String(census.email_state.clone());
         Ok(Some(answer))
     }
 
@@ -780,3 +760,29 @@ impl Proxied<'_> {
 
 #[cfg(test)]
 mod tests;
+
+/// An Email/query's arguments for the local account of `ready`: its
+/// accountId and its filter's mailboxes local; `None` when the filter is
+/// not one the mirror answers or names a mailbox it does not map.
+fn local_query_arguments(
+    arguments: &Map<String, Value>,
+    ready: &MirrorState,
+) -> Option<Map<String, Value>> {
+    let local_of: HashMap<&str, i64> = ready
+        .mailboxes
+        .iter()
+        .map(|(local, upstream)| (upstream.as_str(), *local))
+        .collect();
+    let mut local_arguments = arguments.clone();
+    local_arguments.insert(
+        "accountId".into(),
+        Value::String(ids::account_id(ready.account.id)),
+    );
+    match arguments.get("filter") {
+        None | Some(Value::Null) => {}
+        Some(filter) => {
+            local_arguments.insert("filter".into(), local_filter(filter, &local_of)?);
+        }
+    }
+    Some(local_arguments)
+}

@@ -57,6 +57,43 @@ pub(super) const LOCAL_FILTER_CONDITIONS: [&str; 8] = [
 /// The Email/query sort properties answered from the mirror.
 pub(super) const LOCAL_SORT_PROPERTIES: [&str; 3] = ["receivedAt", "size", "hasKeyword"];
 
+/// Whether an Email/query's arguments are all ones the mirror answers
+/// (its sort by [`LOCAL_SORT_PROPERTIES`]), and then whether it collapses
+/// threads; `None` otherwise. Only `true` collapses here; anything but a
+/// boolean (`null` included) is the upstream's to judge.
+pub(super) fn query_collapses_here(arguments: &Map<String, Value>) -> Option<bool> {
+    let known = arguments.keys().all(|key| {
+        matches!(
+            key.as_str(),
+            "accountId"
+                | "filter"
+                | "sort"
+                | "position"
+                | "anchor"
+                | "anchorOffset"
+                | "limit"
+                | "calculateTotal"
+                | "collapseThreads"
+        )
+    });
+    let collapsed = match arguments.get("collapseThreads") {
+        None | Some(Value::Bool(false)) => false,
+        Some(Value::Bool(true)) => true,
+        Some(_) => return None,
+    };
+    let sorted_here = match arguments.get("sort") {
+        None | Some(Value::Null) => true,
+        Some(Value::Array(sort)) => sort.iter().all(|comparator| {
+            comparator
+                .get("property")
+                .and_then(Value::as_str)
+                .is_some_and(|p| LOCAL_SORT_PROPERTIES.contains(&p))
+        }),
+        Some(_) => false,
+    };
+    (known && sorted_here).then_some(collapsed)
+}
+
 /// The most pages of `maxObjectsInGet` matches a collapsed Email/query
 /// reads from the mirror (10,000 emails at the default 1,000): each page is
 /// a local query over every match, and the account's calls are held off

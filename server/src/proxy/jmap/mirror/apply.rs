@@ -1,0 +1,297 @@
+//! Applying what a sync listed: new emails downloaded, stored through
+//! ingest and mapped to the upstream's ids; known ones given the
+//! upstream's keywords and mailboxIds.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::{Value, json};
+
+use crate::mail::body;
+use crate::mail::ingest;
+use crate::mail::message::parse_message;
+use crate::proxy::jmap::mirror::sync::{Listed, Sync};
+use crate::proxy::upstream::UpstreamError;
+use crate::store::{EmailUpdate, Inserted, MirroredEmail};
+
+/// The most messages downloaded and stored in one batch.
+const STORE_BATCH: usize = 64;
+
+impl Sync<'_> {
+    /// The upstream's `bodyStructure` of each of `batch`: Email id →
+    /// (partId, blobId) of each part in document order.
+    async fn parts(
+        &self,
+        batch: &[&Listed],
+    ) -> Result<HashMap<String, Vec<(Option<String>, Option<String>)>>, UpstreamError> {
+        let ids: Vec<&str> = batch.iter().map(|l| l.id.as_str()).collect();
+        let calls = json!([["Email/get", {"accountId": self.upstream_id, "ids": ids,
+            "properties": ["id", "bodyStructure"], "bodyProperties": ["partId", "blobId", "subParts"]}, "p"]]);
+        let responses = self.call(calls).await?.unwrap_or_default();
+        let list = responses
+            .first()
+            .and_then(|r| r[1]["list"].as_array())
+            .cloned()
+            .unwrap_or_default();
+        Ok(list
+            .iter()
+            .filter_map(|email| {
+                let id = email["id"].as_str()?.to_string();
+                let mut parts = Vec::new();
+                let mut stack = vec![&email["bodyStructure"]];
+                while let Some(part) = stack.pop() {
+                    let part_id = part["partId"].as_str().map(str::to_string);
+                    parts.push((part_id, part["blobId"].as_str().map(str::to_string)));
+                    if let Some(children) = part["subParts"].as_array() {
+                        stack.extend(children.iter().rev());
+                    }
+                }
+                Some((id, parts))
+            })
+            .collect())
+    }
+
+    /// Makes the mirror hold `listed` as the upstream does: new emails
+    /// downloaded and stored, mapped ones given the upstream's keywords and
+    /// mailboxIds. Returns (messages stored, octets downloaded).
+    pub(super) async fn apply(
+        &self,
+        mailboxes: &mut HashMap<String, i64>,
+        listed: Vec<Listed>,
+    ) -> Result<(usize, u64), UpstreamError> {
+        self.read_new_mailboxes(mailboxes, &listed).await?;
+        let mailboxes = &*mailboxes;
+        let mapped = self.mapped(&listed).await?;
+        let (known, new): (Vec<&Listed>, Vec<&Listed>) =
+            listed.iter().partition(|l| mapped.contains_key(&l.id));
+        self.update_known(mailboxes, &mapped, &known).await?;
+        let mut stored = (0, 0u64);
+        for batch in new.chunks(STORE_BATCH) {
+            let (count, octets) = self.store_new(mailboxes, batch).await?;
+            stored = (stored.0 + count, stored.1 + octets);
+        }
+        Ok(stored)
+    }
+
+    /// A mailbox made since this sync read them is read now: an email in
+    /// it must not lose that membership.
+    async fn read_new_mailboxes(
+        &self,
+        mailboxes: &mut HashMap<String, i64>,
+        listed: &[Listed],
+    ) -> Result<(), UpstreamError> {
+        if listed
+            .iter()
+            .any(|l| l.mailbox_ids.iter().any(|m| !mailboxes.contains_key(m)))
+        {
+            *mailboxes = self.mailboxes().await?.0;
+        }
+        Ok(())
+    }
+
+    /// The local email id of each of `listed` the mirror maps, by upstream
+    /// id.
+    async fn mapped(&self, listed: &[Listed]) -> Result<HashMap<String, i64>, UpstreamError> {
+        let upstream_ids: Vec<&str> = listed.iter().map(|l| l.id.as_str()).collect();
+        let mut mapped: HashMap<String, i64> = HashMap::new();
+        for chunk in upstream_ids.chunks(1000) {
+            for m in (self.mirror.store)
+                .mirror_emails(self.account, None, Some(chunk))
+                .await?
+            {
+                mapped.insert(m.upstream_id, m.email_id);
+            }
+        }
+        Ok(mapped)
+    }
+
+    /// Known ones (`mapped`): keywords and mailboxIds set to the upstream's
+    /// where they differ.
+    async fn update_known(
+        &self,
+        mailboxes: &HashMap<String, i64>,
+        mapped: &HashMap<String, i64>,
+        known: &[&Listed],
+    ) -> Result<(), UpstreamError> {
+        let store = &self.mirror.store;
+        let wanted: BTreeMap<i64, &Listed> = known.iter().map(|l| (mapped[&l.id], *l)).collect();
+        let ids: Vec<i64> = wanted.keys().copied().collect();
+        let mut updates = Vec::new();
+        for chunk in ids.chunks(1000) {
+            for meta in store.email_meta(self.account, chunk).await? {
+                let Some(listed) = wanted.get(&meta.id) else {
+                    continue;
+                };
+                let mailbox_ids = local_mailboxes(mailboxes, listed);
+                if mailbox_ids != meta.mailbox_ids || listed.keywords != meta.keywords {
+                    updates.push(EmailUpdate::replace(
+                        meta.id,
+                        Some(listed.keywords.clone()),
+                        Some(mailbox_ids),
+                    ));
+                }
+            }
+        }
+        if !updates.is_empty() {
+            store.update_emails(self.account, &updates).await?;
+        }
+        Ok(())
+    }
+
+    /// New ones, a batch: downloaded, stored through ingest, mapped.
+    /// Returns (messages stored, octets downloaded).
+    async fn store_new(
+        &self,
+        mailboxes: &HashMap<String, i64>,
+        batch: &[&Listed],
+    ) -> Result<(usize, u64), UpstreamError> {
+        let mut upstream_parts = self.parts(batch).await?;
+        let (fetched, raws, octets) = self.download(mailboxes, batch).await?;
+        let (prepared, local_part_ids) = prepare(raws).await?;
+        let store = &self.mirror.store;
+        let inserted =
+            ingest::store_batch(store.as_ref(), &self.mirror.blobs, self.account, prepared).await?;
+        let names: Vec<MirroredEmail> = fetched
+            .iter()
+            .zip(inserted)
+            .zip(local_part_ids)
+            .map(|((listed, inserted), local_part_ids)| {
+                let (Inserted::New(email_id) | Inserted::Duplicate(email_id)) = inserted;
+                let parts = upstream_parts
+                    .remove(&listed.id)
+                    .and_then(|parts| part_map(&local_part_ids, &parts));
+                MirroredEmail {
+                    email_id,
+                    upstream_id: listed.id.clone(),
+                    blob_id: listed.blob_id.clone(),
+                    thread_id: listed.thread_id.clone(),
+                    parts,
+                }
+            })
+            .collect();
+        store.put_mirror_emails(self.account, &names).await?;
+        Ok((fetched.len(), octets))
+    }
+
+    /// The messages of `batch` from the upstream, each with the local
+    /// mailboxes, keywords and receivedAt it is stored with; returns the
+    /// ones fetched, their messages and the octets downloaded.
+    async fn download<'l>(
+        &self,
+        mailboxes: &HashMap<String, i64>,
+        batch: &[&'l Listed],
+    ) -> Result<(Vec<&'l Listed>, Vec<Fetched>, u64), UpstreamError> {
+        let mut raws = Vec::with_capacity(batch.len());
+        let mut fetched = Vec::with_capacity(batch.len());
+        let mut octets = 0u64;
+        for listed in batch {
+            let raw = match self
+                .mirror
+                .upstream
+                .message(
+                    self.session,
+                    self.authorization,
+                    self.upstream_id,
+                    &listed.blob_id,
+                    self.mirror.max_message,
+                )
+                .await
+            {
+                Ok(raw) => raw,
+                // One message the upstream will not give (or one over
+                // maxSizeUpload) stays unmirrored: calls naming it are
+                // forwarded. Anything else ends the sync.
+                Err(UpstreamError::Refused(reason)) => {
+                    tracing::warn!(account = %self.upstream_id, email = %listed.id, %reason, "not mirrored");
+                    continue;
+                }
+                Err(other) => return Err(other),
+            };
+            fetched.push(*listed);
+            octets += raw.len() as u64;
+            raws.push((
+                raw,
+                local_mailboxes(mailboxes, listed),
+                listed.keywords.clone(),
+                listed.received_at,
+            ));
+        }
+        Ok((fetched, raws, octets))
+    }
+}
+
+/// A downloaded message and the local mailboxIds, keywords and receivedAt
+/// it is stored with.
+type Fetched = (Vec<u8>, Vec<i64>, Vec<String>, i64);
+
+/// `raws` prepared for ingest, each with its local partIds, off the async
+/// threads (parsing is CPU work).
+async fn prepare(
+    raws: Vec<Fetched>,
+) -> Result<(Vec<ingest::PreparedEmail>, Vec<Vec<Option<String>>>), UpstreamError> {
+    tokio::task::spawn_blocking(move || {
+        raws.into_iter()
+            .map(|(raw, mailboxes, keywords, at)| {
+                let part_ids = body::part_ids(&parse_message(&raw));
+                (ingest::prepare(raw, mailboxes, keywords, |_| at), part_ids)
+            })
+            .unzip::<_, _, Vec<_>, Vec<_>>()
+    })
+    .await
+    .map_err(|error| UpstreamError::Refused(format!("preparing messages: {error}")))
+}
+
+/// The local mailbox ids of `listed`'s upstream mailboxIds, sorted.
+fn local_mailboxes(mailboxes: &HashMap<String, i64>, listed: &Listed) -> Vec<i64> {
+    let mut ids: Vec<i64> = listed
+        .mailbox_ids
+        .iter()
+        .filter_map(|m| mailboxes.get(m).copied())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// The upstream's part blobIds by partId (a JSON object), when its
+/// partIds are `local`'s in the same order; `None` otherwise (mail the two
+/// servers split differently is the upstream's to answer about).
+fn part_map(
+    local: &[Option<String>],
+    upstream: &[(Option<String>, Option<String>)],
+) -> Option<String> {
+    let same = local.len() == upstream.len()
+        && local
+            .iter()
+            .zip(upstream)
+            .all(|(local, (upstream, _))| local == upstream);
+    if !same {
+        return None;
+    }
+    let map: serde_json::Map<String, Value> = upstream
+        .iter()
+        .filter_map(|(part, blob)| Some((part.clone()?, Value::String(blob.clone()?))))
+        .collect();
+    Some(Value::Object(map).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::part_map;
+
+    #[test]
+    fn part_blob_ids_are_kept_only_for_mail_split_alike() {
+        let some = |id: &str| Some(id.to_string());
+        let local = vec![None, some("1"), some("2")];
+        let upstream = vec![
+            (None, None),
+            (some("1"), some("B1")),
+            (some("2"), some("B2")),
+        ];
+        assert_eq!(
+            part_map(&local, &upstream).as_deref(),
+            Some(r#"{"1":"B1","2":"B2"}"#)
+        );
+        let numbered_otherwise = vec![(None, None), (some("0"), some("B")), (some("1"), some("C"))];
+        assert_eq!(part_map(&local, &numbered_otherwise), None);
+        assert_eq!(part_map(&local, &upstream[..2]), None);
+    }
+}
