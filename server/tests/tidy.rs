@@ -10,6 +10,9 @@
 //!   axum in `http/` (and the JMAP proxy's edge), sqlx and rusqlite in
 //!   `store/`, reqwest in `proxy/jmap/`, async-imap in the IMAP proxy's
 //!   connection, lettre in `mail/relay.rs`, hyper in `http/`.
+//! - Sizes: no function over [`MAX_FUNCTION_LINES`], no method handler over
+//!   [`MAX_HANDLER_LINES`], no file over [`MAX_FILE_LINES`], no trait over
+//!   [`MAX_TRAIT_METHODS`] methods.
 //! - The proxy wing: only the assembly (and `cli`) names `crate::proxy`
 //!   ([`LAYERS`]): the local handlers do not know whether an upstream exists.
 //! - Every file under `src/` opens with a `//!` module doc.
@@ -266,6 +269,173 @@ fn no_file_level_import_cycles() {
         violations.push(message);
     }
     assert_clean("file-level import cycles", violations);
+}
+
+/// The longest a function under `src/` may be, in lines from `fn` to its
+/// closing brace (server/ARCHITECTURE.md).
+const MAX_FUNCTION_LINES: usize = 100;
+/// The longest a JMAP method handler (a function taking the `CallContext`)
+/// may be.
+const MAX_HANDLER_LINES: usize = 60;
+/// The longest a file under `src/` may be, in lines.
+const MAX_FILE_LINES: usize = 1_000;
+/// The most methods one trait may declare.
+const MAX_TRAIT_METHODS: usize = 40;
+
+/// No function over [`MAX_FUNCTION_LINES`], no method handler over
+/// [`MAX_HANDLER_LINES`]: a long function is cut into named steps.
+#[test]
+fn functions_and_handlers_are_short() {
+    let mut violations = Vec::new();
+    for file in source_files() {
+        for function in functions(&tokens(&file.text)) {
+            let limit = if function.is_handler {
+                MAX_HANDLER_LINES
+            } else {
+                MAX_FUNCTION_LINES
+            };
+            if function.lines > limit {
+                violations.push(format!(
+                    "{}:{}: `{}` is {} lines; a {} is at most {limit} (cut it into named steps)",
+                    file.display,
+                    function.line,
+                    function.name,
+                    function.lines,
+                    if function.is_handler {
+                        "method handler"
+                    } else {
+                        "function"
+                    },
+                ));
+            }
+        }
+    }
+    assert_clean("functions too long", violations);
+}
+
+/// No file under `src/` over [`MAX_FILE_LINES`] lines.
+#[test]
+fn files_are_at_most_a_thousand_lines() {
+    let violations: Vec<String> = source_files()
+        .into_iter()
+        .filter(|file| file.text.lines().count() > MAX_FILE_LINES)
+        .map(|file| {
+            format!(
+                "{}: {} lines; a file is at most {MAX_FILE_LINES} (cut it by concern)",
+                file.display,
+                file.text.lines().count()
+            )
+        })
+        .collect();
+    assert_clean("files too long", violations);
+}
+
+/// No trait declares more than [`MAX_TRAIT_METHODS`] methods.
+#[test]
+fn traits_are_at_most_forty_methods() {
+    let mut violations = Vec::new();
+    for file in source_files() {
+        let tokens = tokens(&file.text);
+        for (at, token) in tokens.iter().enumerate() {
+            if token.text != "trait" || !tokens.get(at + 1).is_some_and(|t| is_identifier(&t.text))
+            {
+                continue;
+            }
+            let Some(open) =
+                (at..tokens.len()).find(|&i| matches!(tokens[i].text.as_str(), "{" | ";"))
+            else {
+                continue;
+            };
+            if tokens[open].text != "{" {
+                continue;
+            }
+            let (mut depth, mut methods) = (0usize, 0usize);
+            for token in &tokens[open..] {
+                match token.text.as_str() {
+                    "{" => depth += 1,
+                    "}" => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    "fn" if depth == 1 => methods += 1,
+                    _ => {}
+                }
+            }
+            if methods > MAX_TRAIT_METHODS {
+                violations.push(format!(
+                    "{}:{}: trait `{}` declares {methods} methods; a trait is at most {MAX_TRAIT_METHODS} (split it by concern)",
+                    file.display, token.line, tokens[at + 1].text
+                ));
+            }
+        }
+    }
+    assert_clean("traits too wide", violations);
+}
+
+/// A function's name, first line, length in lines and whether it is a
+/// JMAP method handler (its parameters name `CallContext`).
+struct Function {
+    name: String,
+    line: usize,
+    lines: usize,
+    is_handler: bool,
+}
+
+/// Every function with a body in a token stream, nested ones too (a nested
+/// function's lines also count in its outer one's).
+fn functions(tokens: &[Token]) -> Vec<Function> {
+    let mut out = Vec::new();
+    for (at, token) in tokens.iter().enumerate() {
+        if token.text != "fn" || !tokens.get(at + 1).is_some_and(|t| is_identifier(&t.text)) {
+            continue;
+        }
+        // The signature runs to the first `{` or `;` outside brackets.
+        let mut nesting = 0i32;
+        let mut body = None;
+        let mut is_handler = false;
+        for (i, t) in tokens.iter().enumerate().skip(at + 2) {
+            match t.text.as_str() {
+                "(" | "[" => nesting += 1,
+                ")" | "]" => nesting -= 1,
+                "CallContext" => is_handler = true,
+                ";" if nesting == 0 => break,
+                "{" if nesting == 0 => {
+                    body = Some(i);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let Some(open) = body else { continue };
+        let mut depth = 0usize;
+        for t in &tokens[open..] {
+            match t.text.as_str() {
+                "{" => depth += 1,
+                "}" => {
+                    depth -= 1;
+                    if depth == 0 {
+                        out.push(Function {
+                            name: tokens[at + 1].text.clone(),
+                            line: token.line,
+                            lines: t.line - token.line + 1,
+                            is_handler,
+                        });
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+fn is_identifier(text: &str) -> bool {
+    text.chars()
+        .next()
+        .is_some_and(|c| c.is_alphabetic() || c == '_')
 }
 
 /// The strongly connected components of a graph given as adjacency lists
