@@ -366,13 +366,7 @@ async fn multiparts_nested_a_thousand_deep_are_served() {
         "{}/jmap/download/{}/{blob}/t.txt",
         app.base, user.account_id
     );
-    let response = app
-        .client
-        .get(&url)
-        .basic_auth(&user.email, Some(PASSWORD))
-        .send()
-        .await
-        .unwrap();
+    let response = app.get_as(&url, &user.email, PASSWORD).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.text().await.unwrap(), "the innermost text");
 }
@@ -414,24 +408,13 @@ async fn a_hundred_megabyte_attachment_is_imported_and_served() {
     }
     raw.extend_from_slice(b"--b--\r\n");
     let raw_len = raw.len();
-    let uploaded: Value = app
-        .client
-        .post(format!("{}/jmap/upload/{}/", app.base, user.account_id))
-        .basic_auth(&user.email, Some(PASSWORD))
-        .header("Content-Type", "message/rfc822")
-        .body(raw)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let uploaded: Value = app.upload_typed(&user, "message/rfc822", raw).await;
     assert_eq!(uploaded["size"], json!(raw_len));
     let imported = app
-        .call1(
+        .call_in(
             &user,
             "Email/import",
-            json!({"accountId": user.account_id, "emails": {"big": {
+            json!({"emails": {"big": {
             "blobId": uploaded["blobId"], "mailboxIds": {user.inbox.clone(): true}}}}),
         )
         .await;

@@ -60,10 +60,10 @@ async fn blobs_of_destroyed_emails_go_and_blobs_another_account_holds_stay() {
     assert!(!present(&app, &own).await);
     assert!(present(&app, &shared).await, "bob still holds it");
     let got = app
-        .call1(
+        .call_in(
             &bob,
             "Email/get",
-            json!({"accountId": bob.account_id, "ids": bob_ids,
+            json!({"ids": bob_ids,
             "properties": ["bodyValues"], "fetchAllBodyValues": true}),
         )
         .await;
@@ -107,10 +107,10 @@ async fn account_remove_deletes_its_mail_and_the_blobs_only_it_held() {
     let counts = app.app.store.raw_counts(Some(ann.id)).await.unwrap();
     assert_eq!((counts.emails, counts.account_blobs), (0, 0), "{counts:?}");
     let got = app
-        .call1(
+        .call_in(
             &bob,
             "Email/get",
-            json!({"accountId": bob.account_id, "ids": bob_ids,
+            json!({"ids": bob_ids,
             "properties": ["bodyValues"], "fetchAllBodyValues": true}),
         )
         .await;
@@ -126,10 +126,10 @@ async fn unused_uploads_expire_after_their_ttl_and_imported_ones_stay() {
     assert_eq!(upload(&app, &ann, unused.clone()).await.0, 201);
     let (_, uploaded) = upload(&app, &ann, imported.clone()).await;
     let import = app
-        .call1(
+        .call_in(
             &ann,
             "Email/import",
-            json!({"accountId": ann.account_id, "emails": {"i": {
+            json!({"emails": {"i": {
             "blobId": uploaded["blobId"], "mailboxIds": {ann.inbox.clone(): true}}}}),
         )
         .await;
@@ -148,17 +148,17 @@ async fn unused_uploads_expire_after_their_ttl_and_imported_ones_stay() {
     assert!(!present(&app, &unused).await);
     assert!(present(&app, &imported).await);
     let download = app
-        .client
-        .get(format!(
-            "{}/jmap/download/{}/{}/x",
-            app.base,
-            ann.account_id,
-            blob_id_of(&unused)
-        ))
-        .basic_auth(&ann.email, Some(crate::support::PASSWORD))
-        .send()
-        .await
-        .unwrap();
+        .get_as(
+            format!(
+                "{}/jmap/download/{}/{}/x",
+                app.base,
+                ann.account_id,
+                blob_id_of(&unused)
+            ),
+            &ann.email,
+            crate::support::PASSWORD,
+        )
+        .await;
     assert_eq!(download.status(), 404);
 }
 

@@ -72,10 +72,10 @@ async fn a_corrupt_or_missing_blob_is_refused_where_read_whole_and_the_right_byt
         .await
         .remove(0);
     let got = app
-        .call1(
+        .call_in(
             &user,
             "Email/get",
-            json!({"accountId": user.account_id, "ids": [email_id], "properties": ["blobId"]}),
+            json!({"ids": [email_id], "properties": ["blobId"]}),
         )
         .await;
     let blob_id = got["list"][0]["blobId"].as_str().unwrap().to_string();

@@ -214,10 +214,7 @@ async fn another_accounts_list_view_completes_while_heavy_requests_run() {
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
     let list_view = app
-        .call1(
-            &light,
-            "Email/get",
-            json!({"accountId": light.account_id, "ids": light_ids,
+        .call_in(&light, "Email/get", json!({"ids": light_ids,
                    "properties": ["subject", "from", "receivedAt", "preview", "hasAttachment", "keywords"]}),
         )
         .await;
@@ -315,11 +312,7 @@ async fn an_account_whose_requests_hold_their_share_gets_server_unavailable_and_
     );
     // A light call of hers (under 1,000 octets held) still runs.
     let light = app
-        .call1(
-            &ann,
-            "Email/get",
-            json!({"accountId": ann.account_id, "ids": [], "properties": ["id"]}),
-        )
+        .call_in(&ann, "Email/get", json!({"ids": [], "properties": ["id"]}))
         .await;
     assert_eq!(light["list"], json!([]));
     // Bob is served whole.

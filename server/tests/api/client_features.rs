@@ -31,10 +31,10 @@ async fn a_multipart_body_structure_carries_its_sub_parts_with_the_default_body_
     let (app, user, ids) = demo().await;
     // 05-inline-image.eml: related(alternative(plain, html), png).
     let email = app
-        .call1(
+        .call_in(
             &user,
             "Email/get",
-            json!({"accountId": user.account_id, "ids": [ids[4]], "properties": ["bodyStructure"]}),
+            json!({"ids": [ids[4]], "properties": ["bodyStructure"]}),
         )
         .await;
     let structure = &email["list"][0]["bodyStructure"];
@@ -55,10 +55,10 @@ async fn a_multipart_body_structure_carries_its_sub_parts_with_the_default_body_
     assert_eq!(png["partId"], "4");
     // A single-part message is one leaf.
     let plain = app
-        .call1(
+        .call_in(
             &user,
             "Email/get",
-            json!({"accountId": user.account_id, "ids": [ids[7]], "properties": ["bodyStructure"]}),
+            json!({"ids": [ids[7]], "properties": ["bodyStructure"]}),
         )
         .await;
     assert!(plain["list"][0]["bodyStructure"].get("subParts").is_none());
@@ -78,10 +78,10 @@ async fn email_import_defaults_received_at_to_the_top_received_header_and_names_
     let (_, bare_upload) = app.upload(&user, bare).await;
     let before = chrono::Utc::now().timestamp();
     let response = app
-        .call1(
+        .call_in(
             &user,
             "Email/import",
-            json!({"accountId": user.account_id, "emails": {
+            json!({"emails": {
                 "r": {"blobId": uploaded["blobId"], "mailboxIds": {(user.inbox.clone()): true}},
                 "b": {"blobId": bare_upload["blobId"], "mailboxIds": {(user.inbox.clone()): true}},
                 "x": {"blobId": "Gffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff",
@@ -99,10 +99,10 @@ async fn email_import_defaults_received_at_to_the_top_received_header_and_names_
         &response["created"]["b"]["id"],
     );
     let got = app
-        .call1(
+        .call_in(
             &user,
             "Email/get",
-            json!({"accountId": user.account_id, "ids": [r, b], "properties": ["receivedAt"]}),
+            json!({"ids": [r, b], "properties": ["receivedAt"]}),
         )
         .await;
     assert_eq!(got["list"][0]["receivedAt"], "2024-03-11T15:02:13Z");
@@ -145,9 +145,7 @@ async fn a_query_without_limit_returns_the_limit_it_was_clamped_to() {
         assert!(under.get("limit").is_none(), "{method}: {under}");
         assert_eq!(under["ids"].as_array().unwrap().len(), 2);
     }
-    let all = app
-        .call1(&user, "Email/query", json!({"accountId": user.account_id}))
-        .await;
+    let all = app.call_in(&user, "Email/query", json!({})).await;
     assert_eq!(all["ids"].as_array().unwrap().len(), ids.len());
 }
 
@@ -156,7 +154,11 @@ async fn keyword_sorts_and_thread_keyword_filters_follow_rfc8621_section_4_4() {
     let (app, user, ids) = demo().await;
     // The thread of 08..11 (ids[7..11]); flag one of its emails, and 01.
     let thread = app
-        .call1(&user, "Email/get", json!({"accountId": user.account_id, "ids": [ids[7], ids[8], ids[9], ids[10]], "properties": ["threadId"]}))
+        .call_in(
+            &user,
+            "Email/get",
+            json!({"ids": [ids[7], ids[8], ids[9], ids[10]], "properties": ["threadId"]}),
+        )
         .await;
     let thread_ids: Vec<&Value> = thread["list"]
         .as_array()
@@ -169,10 +171,10 @@ async fn keyword_sorts_and_thread_keyword_filters_follow_rfc8621_section_4_4() {
         "one thread: {thread}"
     );
     let set = app
-        .call1(
+        .call_in(
             &user,
             "Email/set",
-            json!({"accountId": user.account_id, "update": {
+            json!({"update": {
                 (ids[8].clone()): {"keywords/$flagged": true},
                 (ids[0].clone()): {"keywords/$flagged": true},
             }}),
@@ -244,10 +246,18 @@ async fn keyword_sorts_and_thread_keyword_filters_follow_rfc8621_section_4_4() {
         json!([{"property": "hasKeyword", "keyword": "$flagged", "isAscending": false}, received]);
     let before = query(json!(null), flagged_sort.clone()).await;
     assert_eq!(before["canCalculateChanges"], true);
-    app.call1(&user, "Email/set", json!({"accountId": user.account_id, "update": {(ids[5].clone()): {"keywords/$flagged": true}}}))
-        .await;
+    app.call_in(
+        &user,
+        "Email/set",
+        json!({"update": {(ids[5].clone()): {"keywords/$flagged": true}}}),
+    )
+    .await;
     let changes = app
-        .call1(&user, "Email/queryChanges", json!({"accountId": user.account_id, "sort": flagged_sort, "sinceQueryState": before["queryState"]}))
+        .call_in(
+            &user,
+            "Email/queryChanges",
+            json!({"sort": flagged_sort, "sinceQueryState": before["queryState"]}),
+        )
         .await;
     assert_eq!(changes["removed"], json!([ids[5]]), "{changes}");
     assert_eq!(changes["added"], json!([{"id": ids[5], "index": 1}]));
@@ -300,10 +310,10 @@ async fn a_blob_that_is_no_message_and_a_duplicate_mailbox_name_are_refused_by_n
     let user = app.account("ann@example.com").await;
     let (_, upload) = app.upload(&user, b"this is not an email".to_vec()).await;
     let response = app
-        .call1(
+        .call_in(
             &user,
             "Email/import",
-            json!({"accountId": user.account_id, "emails": {
+            json!({"emails": {
                 "bad": {"blobId": upload["blobId"], "mailboxIds": {(user.inbox.clone()): true}}}}),
         )
         .await;
@@ -313,27 +323,23 @@ async fn a_blob_that_is_no_message_and_a_duplicate_mailbox_name_are_refused_by_n
     );
     assert_eq!(response["created"], Value::Null);
     let parsed = app
-        .call1(
-            &user,
-            "Email/parse",
-            json!({"accountId": user.account_id, "blobIds": [upload["blobId"]]}),
-        )
+        .call_in(&user, "Email/parse", json!({"blobIds": [upload["blobId"]]}))
         .await;
     assert_eq!(parsed["notParsable"], json!([upload["blobId"]]));
 
     let created = app
-        .call1(
+        .call_in(
             &user,
             "Mailbox/set",
-            json!({"accountId": user.account_id, "create": {"a": {"name": "Projects"}}}),
+            json!({"create": {"a": {"name": "Projects"}}}),
         )
         .await;
     let first = created["created"]["a"]["id"].clone();
     let again = app
-        .call1(
+        .call_in(
             &user,
             "Mailbox/set",
-            json!({"accountId": user.account_id, "create": {"b": {"name": "projects"}}}),
+            json!({"create": {"b": {"name": "projects"}}}),
         )
         .await;
     assert_eq!(again["notCreated"]["b"]["type"], "alreadyExists", "{again}");

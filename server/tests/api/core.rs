@@ -10,12 +10,12 @@ async fn session_advertises_limits_urls_and_the_account() {
     let app = spawn_app().await;
     let user = app.account("ann@example.com").await;
     let session: Value = app
-        .client
-        .get(format!("{}/.well-known/jmap", app.base))
-        .basic_auth(&user.email, Some(PASSWORD))
-        .send()
+        .get_as(
+            format!("{}/.well-known/jmap", app.base),
+            &user.email,
+            PASSWORD,
+        )
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
@@ -186,17 +186,8 @@ async fn upload_and_download_round_trip_byte_identical_and_stay_private() {
     let other = app.account("bob@example.com").await;
     let bytes: Vec<u8> = (0..=255u8).cycle().take(100_000).collect();
     let uploaded: Value = app
-        .client
-        .post(format!("{}/jmap/upload/{}/", app.base, user.account_id))
-        .basic_auth(&user.email, Some(PASSWORD))
-        .header("Content-Type", "application/octet-stream")
-        .body(bytes.clone())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .upload_typed(&user, "application/octet-stream", bytes.clone())
+        .await;
     assert_eq!(uploaded["size"], json!(100_000));
     assert_eq!(uploaded["type"], json!("application/octet-stream"));
     let blob_id = uploaded["blobId"].as_str().unwrap();
@@ -204,13 +195,7 @@ async fn upload_and_download_round_trip_byte_identical_and_stay_private() {
         "{}/jmap/download/{}/{blob_id}/data.bin?type=image/png",
         app.base, user.account_id
     );
-    let response = app
-        .client
-        .get(&url)
-        .basic_auth(&user.email, Some(PASSWORD))
-        .send()
-        .await
-        .unwrap();
+    let response = app.get_as(&url, &user.email, PASSWORD).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], "image/png");
     assert!(
@@ -226,13 +211,7 @@ async fn upload_and_download_round_trip_byte_identical_and_stay_private() {
         app.base, other.account_id
     );
     for url in [theirs, url] {
-        let response = app
-            .client
-            .get(&url)
-            .basic_auth(&other.email, Some(PASSWORD))
-            .send()
-            .await
-            .unwrap();
+        let response = app.get_as(&url, &other.email, PASSWORD).await;
         assert_eq!(response.status(), 404);
     }
 }

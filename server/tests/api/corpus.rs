@@ -43,7 +43,11 @@ async fn the_whole_corpus_imports_with_no_failure_and_byte_identical_blobs() {
     assert_eq!(imported + duplicates, 11_640, "{last}");
 
     let query = app
-        .call1(&user, "Email/query", json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox}, "calculateTotal": true, "limit": 0}))
+        .call_in(
+            &user,
+            "Email/query",
+            json!({"filter": {"inMailbox": user.inbox}, "calculateTotal": true, "limit": 0}),
+        )
         .await;
     assert_eq!(query["total"], json!(imported));
 
@@ -53,10 +57,10 @@ async fn the_whole_corpus_imports_with_no_failure_and_byte_identical_blobs() {
     let mut ids = Vec::new();
     while (ids.len() as u64) < imported {
         let page = app
-            .call1(
+            .call_in(
                 &user,
                 "Email/query",
-                json!({"accountId": user.account_id, "position": ids.len(), "limit": 1000}),
+                json!({"position": ids.len(), "limit": 1000}),
             )
             .await;
         let page = page["ids"].as_array().unwrap().clone();
@@ -145,13 +149,7 @@ async fn the_whole_corpus_imports_with_no_failure_and_byte_identical_blobs() {
             "{}/jmap/download/{}/{blob_id}/m.eml",
             app.base, user.account_id
         );
-        let response = app
-            .client
-            .get(&url)
-            .basic_auth(&user.email, Some(PASSWORD))
-            .send()
-            .await
-            .unwrap();
+        let response = app.get_as(&url, &user.email, PASSWORD).await;
         assert_eq!(response.status(), 200, "{}", file.display());
         assert_eq!(
             response.bytes().await.unwrap().to_vec(),

@@ -56,7 +56,11 @@ async fn kill_9_during_import_loses_nothing_and_the_next_import_completes() {
     assert!(output.status.success());
     check_consistent(&app, &user).await;
     let total = app
-        .call1(&user, "Email/query", json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox}, "calculateTotal": true, "limit": 0}))
+        .call_in(
+            &user,
+            "Email/query",
+            json!({"filter": {"inMailbox": user.inbox}, "calculateTotal": true, "limit": 0}),
+        )
         .await["total"]
         .clone();
     assert_eq!(total, json!(MESSAGES));
@@ -202,10 +206,10 @@ async fn kill_9_between_queue_and_send_neither_loses_nor_doubles() {
         let user = user.clone();
         let app = &app;
         async move {
-            app.call1(
+            app.call_in(
                 &user,
                 "Email/query",
-                json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox},
+                json!({"filter": {"inMailbox": user.inbox},
                     "calculateTotal": true}),
             )
             .await["total"]

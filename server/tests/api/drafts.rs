@@ -61,10 +61,10 @@ async fn drafted() -> (TestApp, TestAccount, Value) {
         upload(&app, &user, PDF).await,
     );
     let response = app
-        .call1(
+        .call_in(
             &user,
             "Email/set",
-            json!({"accountId": user.account_id, "create": {"d": draft(&user, &png, &pdf)}}),
+            json!({"create": {"d": draft(&user, &png, &pdf)}}),
         )
         .await;
     assert_eq!(response["notCreated"], Value::Null, "{response}");
@@ -337,10 +337,10 @@ async fn a_draft_without_date_or_message_id_gets_both() {
     let app = spawn_app().await;
     let user = app.account("ann@example.com").await;
     let response = app
-        .call1(
+        .call_in(
             &user,
             "Email/set",
-            json!({"accountId": user.account_id, "create": {"d": {
+            json!({"create": {"d": {
                 "mailboxIds": {user.inbox.clone(): true},
                 "from": [{"email": "ann@example.com"}],
                 "bodyValues": {"1": {"value": "short"}},
@@ -372,7 +372,7 @@ async fn invalid_drafts_name_each_offending_property() {
     let user = app.account("ann@example.com").await;
     let inbox = || json!({user.inbox.clone(): true});
     let response = app
-        .call1(&user, "Email/set", json!({"accountId": user.account_id, "create": {
+        .call_in(&user, "Email/set", json!({"create": {
             "serverSet": {"mailboxIds": inbox(), "id": "e1", "threadId": "t1", "preview": "x"},
             "headers": {"mailboxIds": inbox(), "headers": [{"name": "Subject", "value": "x"}]},
             "twice": {"mailboxIds": inbox(), "subject": "a", "header:Subject:asText": "b"},
@@ -419,9 +419,7 @@ async fn invalid_drafts_name_each_offending_property() {
     assert_eq!(properties("notUtc"), json!(["receivedAt"]));
     assert_eq!(response["created"], Value::Null);
     // Nothing was stored.
-    let query = app
-        .call1(&user, "Email/query", json!({"accountId": user.account_id}))
-        .await;
+    let query = app.call_in(&user, "Email/query", json!({})).await;
     assert_eq!(query["ids"], json!([]));
 }
 
@@ -434,10 +432,10 @@ async fn blobs_not_found_are_listed() {
     let mine = upload(&app, &user, PDF).await;
     let missing = "0".repeat(64);
     let response = app
-        .call1(
+        .call_in(
             &user,
             "Email/set",
-            json!({"accountId": user.account_id, "create": {"d": {
+            json!({"create": {"d": {
                 "mailboxIds": {user.inbox.clone(): true},
                 "attachments": [
                     {"blobId": mine, "type": "application/pdf"},
@@ -462,7 +460,7 @@ async fn blobs_not_found_are_listed() {
     // With those fixed, a part of a stored message is found: the PDF,
     // decoded, as the part of a message of the account.
     let pdf_only = app
-        .call1(&user, "Email/set", json!({"accountId": user.account_id, "create": {"d": {
+        .call_in(&user, "Email/set", json!({"create": {"d": {
             "mailboxIds": {user.inbox.clone(): true},
             "attachments": [{"blobId": mine, "type": "application/pdf", "name": "a.pdf", "disposition": "attachment"}],
         }}}))
@@ -471,7 +469,7 @@ async fn blobs_not_found_are_listed() {
     let part_blob = format!("{blob}_1");
     assert_eq!(download(&app, &user, &part_blob).await, PDF);
     let forwarded = app
-        .call1(&user, "Email/set", json!({"accountId": user.account_id, "create": {"f": {
+        .call_in(&user, "Email/set", json!({"create": {"f": {
             "mailboxIds": {user.inbox.clone(): true},
             "attachments": [{"blobId": part_blob, "disposition": "attachment", "name": "again.pdf"},
                             {"blobId": format!("{blob}_9")}],
@@ -501,7 +499,7 @@ async fn a_draft_over_max_size_upload_is_too_large() {
         .map(|i| json!({"blobId": format!("{i:064x}")}))
         .collect();
     let response = app
-        .call1(&user, "Email/set", json!({"accountId": user.account_id, "create": {
+        .call_in(&user, "Email/set", json!({"create": {
             // 5 KiB of octets is 6.8 KiB of base64: twice is over 8 KiB.
             "blobs": {"mailboxIds": inbox, "attachments": [{"blobId": blob}, {"blobId": blob, "name": "copy"}]},
             // One blob fits; its base64 and a 2 KiB text do not.
@@ -539,29 +537,25 @@ async fn replacing_a_draft_is_create_and_destroy_in_one_call() {
                "subject": "Draft", "bodyValues": {"1": {"value": text}}, "textBody": [{"partId": "1"}]})
     };
     let first = app
-        .call1(
+        .call_in(
             &user,
             "Email/set",
-            json!({"accountId": user.account_id, "create": {"v1": version("first")}}),
+            json!({"create": {"v1": version("first")}}),
         )
         .await;
     let v1 = first["created"]["v1"]["id"].clone();
     let second = app
-        .call1(
-            &user,
-            "Email/set",
-            json!({"accountId": user.account_id,
-            "ifInState": first["newState"], "create": {"v2": version("second")}, "destroy": [v1]}),
+        .call_in(&user, "Email/set", json!({"ifInState": first["newState"], "create": {"v2": version("second")}, "destroy": [v1]}),
         )
         .await;
     let v2 = second["created"]["v2"]["id"].clone();
     assert_eq!(second["destroyed"], json!([v1]), "{second}");
     assert_eq!(second["oldState"], first["newState"]);
     let got = app
-        .call1(
+        .call_in(
             &user,
             "Email/get",
-            json!({"accountId": user.account_id, "ids": [v1, v2], "properties": ["preview"]}),
+            json!({"ids": [v1, v2], "properties": ["preview"]}),
         )
         .await;
     assert_eq!(got["list"], json!([{"id": v2, "preview": "second"}]));
@@ -673,11 +667,7 @@ async fn a_body_structure_and_every_header_form_round_trip() {
         create[key] = value.clone();
     }
     let response = app
-        .call1(
-            &user,
-            "Email/set",
-            json!({"accountId": user.account_id, "create": {"s": create}}),
-        )
+        .call_in(&user, "Email/set", json!({"create": {"s": create}}))
         .await;
     let id = &response["created"]["s"]["id"];
     assert!(id.is_string(), "{response}");

@@ -340,12 +340,12 @@ async fn login_names_are_compared_in_one_normalised_form() {
     assert!(account_add(&app, "kim@example.com"));
     assert!(!account_add(&app, "\u{212A}im@example.com"));
     let session: Value = app
-        .client
-        .get(format!("{}/.well-known/jmap", app.base))
-        .basic_auth("\u{212A}im@example.com", Some(PASSWORD))
-        .send()
+        .get_as(
+            format!("{}/.well-known/jmap", app.base),
+            "\u{212A}im@example.com",
+            PASSWORD,
+        )
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();

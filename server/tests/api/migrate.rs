@@ -92,7 +92,7 @@ async fn migrate_store_copies_sqlite_into_postgres_and_resumes() {
     // Mailboxes (a child created before its parent is re-parented), keywords,
     // moves, an upload imported as an email, a destroyed email.
     let created = source
-        .call1(&ann, "Mailbox/set", json!({"accountId": ann.account_id, "create": {
+        .call_in(&ann, "Mailbox/set", json!({"create": {
             "child": {"name": "Child"}, "parent": {"name": "Projects", "sortOrder": 3, "isSubscribed": false}}}))
         .await;
     let (child, parent) = (
@@ -100,15 +100,14 @@ async fn migrate_store_copies_sqlite_into_postgres_and_resumes() {
         created["created"]["parent"]["id"].clone(),
     );
     source
-        .call1(
+        .call_in(
             &ann,
             "Mailbox/set",
-            json!({"accountId": ann.account_id,
-            "update": {child.as_str().unwrap(): {"parentId": parent}}}),
+            json!({"update": {child.as_str().unwrap(): {"parentId": parent}}}),
         )
         .await;
     source
-        .call1(&ann, "Email/set", json!({"accountId": ann.account_id, "update": {
+        .call_in(&ann, "Email/set", json!({"update": {
             ids[0].clone(): {"keywords": {"$seen": true, "$flagged": true}},
             ids[1].clone(): {"mailboxIds": {child.as_str().unwrap(): true}},
             ids[2].clone(): {"mailboxIds": {ann.inbox.clone(): true, parent.as_str().unwrap(): true}},
@@ -122,10 +121,10 @@ async fn migrate_store_copies_sqlite_into_postgres_and_resumes() {
     )
     .await;
     let imported = source
-        .call1(
+        .call_in(
             &ann,
             "Email/import",
-            json!({"accountId": ann.account_id, "emails": {
+            json!({"emails": {
             "u": {"blobId": uploaded["blobId"], "mailboxIds": {ann.inbox.clone(): true},
                   "keywords": {"$seen": true}, "receivedAt": "2024-05-01T10:00:00Z"}}}),
         )
@@ -201,10 +200,10 @@ async fn migrate_store_copies_sqlite_into_postgres_and_resumes() {
 
     // New rows on the copy get fresh ids: the sequences moved past the copy.
     let more = target
-        .call1(
+        .call_in(
             &ann,
             "Mailbox/set",
-            json!({"accountId": ann.account_id, "create": {"m": {"name": "After"}}}),
+            json!({"create": {"m": {"name": "After"}}}),
         )
         .await;
     let new_mailbox = more["created"]["m"]["id"].clone();
@@ -223,10 +222,10 @@ async fn migrate_store_copies_sqlite_into_postgres_and_resumes() {
     )
     .await;
     let imported = target
-        .call1(
+        .call_in(
             &ann,
             "Email/import",
-            json!({"accountId": ann.account_id, "emails": {
+            json!({"emails": {
             "n": {"blobId": fresh["blobId"], "mailboxIds": {ann.inbox.clone(): true}}}}),
         )
         .await;

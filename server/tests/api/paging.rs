@@ -57,10 +57,10 @@ async fn anchor_offsets_and_positions_at_the_ends_of_i64_saturate() {
 
     // Mailbox/query pages the same way, anchor included.
     let mailboxes = app
-        .call1(
+        .call_in(
             &ann,
             "Mailbox/query",
-            json!({"accountId": ann.account_id, "sort": [{"property": "name"}]}),
+            json!({"sort": [{"property": "name"}]}),
         )
         .await;
     let mailbox_ids = mailboxes["ids"].as_array().unwrap().clone();

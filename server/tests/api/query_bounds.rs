@@ -202,10 +202,10 @@ async fn another_account_is_served_while_header_filters_run() {
     let found = query(&app, &light, json!({"subject": "a"})).await;
     assert!(ids(&found) > 0, "{found}");
     let list = app
-        .call1(
+        .call_in(
             &light,
             "Email/get",
-            json!({"accountId": light.account_id, "ids": light_ids, "properties": ["subject"]}),
+            json!({"ids": light_ids, "properties": ["subject"]}),
         )
         .await;
     assert_eq!(list["list"].as_array().unwrap().len(), light_ids.len());

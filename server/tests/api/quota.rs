@@ -206,10 +206,10 @@ async fn uploads_and_imports_over_quota_are_refused_and_keep_nothing() {
     assert_eq!(status, 201, "{uploaded}");
     set_quota(&app, &user.email, "1K");
     let import = app
-        .call1(
+        .call_in(
             &user,
             "Email/import",
-            json!({"accountId": user.account_id, "emails": {"i": {
+            json!({"emails": {"i": {
             "blobId": uploaded["blobId"], "mailboxIds": {user.inbox.clone(): true}}}}),
         )
         .await;
@@ -229,10 +229,10 @@ async fn uploads_and_imports_over_quota_are_refused_and_keep_nothing() {
     // Lifted: the import goes through.
     set_quota(&app, &user.email, "none");
     let import = app
-        .call1(
+        .call_in(
             &user,
             "Email/import",
-            json!({"accountId": user.account_id, "emails": {"i": {
+            json!({"emails": {"i": {
             "blobId": uploaded["blobId"], "mailboxIds": {user.inbox.clone(): true}}}}),
         )
         .await;

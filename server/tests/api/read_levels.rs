@@ -143,11 +143,10 @@ async fn metadata_snapshots_serve_only_the_current_email_state() {
     // every snapshot of the account are passed over, the next call reads
     // the store.
     let set = app
-        .call1(
+        .call_in(
             &user,
             "Email/set",
-            json!({"accountId": user.account_id,
-            "update": {ids[7].clone(): {"keywords/$seen": true}}}),
+            json!({"update": {ids[7].clone(): {"keywords/$seen": true}}}),
         )
         .await;
     assert_eq!(set["updated"], json!({ids[7].clone(): null}), "{set}");
@@ -272,10 +271,10 @@ async fn structure_level_reads_the_stored_tree_and_no_blob() {
     );
     // Part headers need the header block (the root part's header), still no blob.
     let response = app
-        .call1(
+        .call_in(
             &user,
             "Email/get",
-            json!({"accountId": user.account_id, "ids": &ids[..2],
+            json!({"ids": &ids[..2],
                 "properties": ["bodyStructure"], "bodyProperties": ["partId", "headers"]}),
         )
         .await;
@@ -317,10 +316,10 @@ async fn body_values_read_only_the_ranges_of_the_parts_asked() {
     assert!(raw.len() > 10_000_000);
     let ids = app.ingest(&user, &[raw], 1_700_000_000).await;
     let response = app
-        .call1(
+        .call_in(
             &user,
             "Email/get",
-            json!({"accountId": user.account_id, "ids": ids,
+            json!({"ids": ids,
                 "properties": ["bodyValues", "textBody", "attachments"],
                 "fetchTextBodyValues": true}),
         )
@@ -420,20 +419,20 @@ async fn switches_off_give_byte_identical_json() {
     // Mailbox ids and keywords whose order as text is not their order as
     // numbers or as given: m11 before m2, `$flagged` before `work`.
     let created = app
-        .call1(
+        .call_in(
             &user,
             "Mailbox/set",
-            json!({"accountId": user.account_id, "create":
+            json!({"create":
             (1..=5).map(|n| (format!("n{n}"), json!({"name": format!("Folder {n}")})))
                 .collect::<serde_json::Map<_, _>>()}),
         )
         .await;
     let last = created["created"]["n5"]["id"].as_str().unwrap().to_string();
     let updated = app
-        .call1(
+        .call_in(
             &user,
             "Email/set",
-            json!({"accountId": user.account_id, "update": {
+            json!({"update": {
             ids[0].clone(): {"mailboxIds": {user.inbox.clone(): true, last.clone(): true},
                 "keywords": {"work": true, "$flagged": true, "$seen": true}}}}),
         )
@@ -610,10 +609,10 @@ async fn kept_list_texts_take_each_calls_mailbox_ids_and_keywords() {
     // Keywords and mailboxes change: the kept texts take the new ones.
     let folder = create_folder(&app, &user).await;
     let set = app
-        .call1(
+        .call_in(
             &user,
             "Email/set",
-            json!({"accountId": user.account_id, "update": {ids[3].clone(): {
+            json!({"update": {ids[3].clone(): {
                 "keywords": {"$seen": true, "Work": true},
                 "mailboxIds": {user.inbox.clone(): true, folder.clone(): true}}}}),
         )
@@ -674,10 +673,10 @@ async fn kept_metadata_texts_are_right_for_their_state_alone() {
     .enumerate()
     {
         let set = app
-            .call1(
+            .call_in(
                 &user,
                 "Email/set",
-                json!({"accountId": user.account_id, "update": {ids[n].clone(): update}}),
+                json!({"update": {ids[n].clone(): update}}),
             )
             .await;
         assert_eq!(set["updated"].as_object().unwrap().len(), 1, "{set}");

@@ -192,17 +192,17 @@ async fn remote_recipients_go_through_the_relay_with_retries_and_bounces() {
 
     // The refused recipient came back to Ann as a delivery status report.
     let inbox = app
-        .call1(
+        .call_in(
             &ann,
             "Email/query",
-            json!({"accountId": ann.account_id, "filter": {"inMailbox": ann.inbox}}),
+            json!({"filter": {"inMailbox": ann.inbox}}),
         )
         .await;
     let got = app
-        .call1(
+        .call_in(
             &ann,
             "Email/get",
-            json!({"accountId": ann.account_id, "ids": inbox["ids"],
+            json!({"ids": inbox["ids"],
                 "properties": ["subject", "header:Content-Type", "header:Auto-Submitted:asText"]}),
         )
         .await;
@@ -216,10 +216,10 @@ async fn remote_recipients_go_through_the_relay_with_retries_and_bounces() {
         "auto-replied"
     );
     let bob_inbox = app
-        .call1(
+        .call_in(
             &bob,
             "Email/query",
-            json!({"accountId": bob.account_id, "filter": {"inMailbox": bob.inbox}}),
+            json!({"filter": {"inMailbox": bob.inbox}}),
         )
         .await;
     assert_eq!(bob_inbox["ids"].as_array().unwrap().len(), 1);

@@ -43,10 +43,10 @@ async fn the_api_round_trip_runs_on_the_s3_blob_store() {
     assert_eq!(s3.get(&blob_id).await.unwrap(), Some(raw.clone()));
 
     let imported = app
-        .call1(
+        .call_in(
             &user,
             "Email/import",
-            json!({"accountId": user.account_id, "emails": {
+            json!({"emails": {
             "m": {"blobId": blob_id, "mailboxIds": {user.inbox.clone(): true}}}}),
         )
         .await;
@@ -54,7 +54,7 @@ async fn the_api_round_trip_runs_on_the_s3_blob_store() {
     assert!(id.is_string(), "{imported}");
     let reads = app.metric("fastview_blob_reads_total").await;
     let got = app
-        .call1(&user, "Email/get", json!({"accountId": user.account_id, "ids": [id],
+        .call_in(&user, "Email/get", json!({"ids": [id],
             "properties": ["subject", "bodyValues", "attachments", "preview"], "fetchAllBodyValues": true}))
         .await;
     let email = &got["list"][0];

@@ -36,11 +36,10 @@ async fn two_nodes_on_one_database_see_each_others_changes_at_once() {
 
     // Keywords through node 1.
     first
-        .call1(
+        .call_in(
             &user,
             "Email/set",
-            json!({"accountId": user.account_id,
-            "update": {ids[0].clone(): {"keywords": {"$seen": true, "$flagged": true}}}}),
+            json!({"update": {ids[0].clone(): {"keywords": {"$seen": true, "$flagged": true}}}}),
         )
         .await;
     let after_keywords = assert_same(&first, &second, &user).await;
@@ -57,10 +56,10 @@ async fn two_nodes_on_one_database_see_each_others_changes_at_once() {
     let raw = b"From: Bob <bob@example.org>\r\nTo: ann@example.com\r\nSubject: Via node two\r\n\r\nSecond node body\r\n".to_vec();
     let uploaded = upload(&second, &user, raw.clone()).await;
     let imported = second
-        .call1(
+        .call_in(
             &user,
             "Email/import",
-            json!({"accountId": user.account_id, "emails": {
+            json!({"emails": {
             "n": {"blobId": uploaded["blobId"], "mailboxIds": {user.inbox.clone(): true}}}}),
         )
         .await;
@@ -70,10 +69,10 @@ async fn two_nodes_on_one_database_see_each_others_changes_at_once() {
     assert_eq!(after_import["inbox"]["total"], json!(6));
     assert_eq!(after_import["inbox"]["ids"][0], new_id);
     let body = first
-        .call1(
+        .call_in(
             &user,
             "Email/get",
-            json!({"accountId": user.account_id, "ids": [new_id],
+            json!({"ids": [new_id],
             "properties": ["bodyValues"], "fetchAllBodyValues": true}),
         )
         .await;
@@ -85,21 +84,19 @@ async fn two_nodes_on_one_database_see_each_others_changes_at_once() {
 
     // Mailboxes through node 1: create, then rename through node 2.
     let created = first
-        .call1(
+        .call_in(
             &user,
             "Mailbox/set",
-            json!({"accountId": user.account_id,
-            "create": {"p": {"name": "Projects"}}}),
+            json!({"create": {"p": {"name": "Projects"}}}),
         )
         .await;
     let mailbox = created["created"]["p"]["id"].as_str().unwrap().to_string();
     assert_same(&first, &second, &user).await;
     second
-        .call1(
+        .call_in(
             &user,
             "Mailbox/set",
-            json!({"accountId": user.account_id,
-            "update": {mailbox.clone(): {"name": "Work"}}}),
+            json!({"update": {mailbox.clone(): {"name": "Work"}}}),
         )
         .await;
     let after_mailboxes = assert_same(&first, &second, &user).await;
@@ -117,11 +114,10 @@ async fn two_nodes_on_one_database_see_each_others_changes_at_once() {
 
     // Moving an email through node 2 changes both counts and memberships on node 1.
     second
-        .call1(
+        .call_in(
             &user,
             "Email/set",
-            json!({"accountId": user.account_id,
-            "update": {ids[1].clone(): {"mailboxIds": {mailbox.clone(): true}}}}),
+            json!({"update": {ids[1].clone(): {"mailboxIds": {mailbox.clone(): true}}}}),
         )
         .await;
     let moved = assert_same(&first, &second, &user).await;

@@ -439,11 +439,10 @@ async fn corpus_words_find_the_messages_that_hold_them() {
             };
             for scope in ["text", "body"] {
                 let response = app
-                    .call1(
+                    .call_in(
                         &user,
                         "Email/query",
-                        json!({"accountId": user.account_id,
-                            "filter": pinned(json!({scope: word}), BASE, i)}),
+                        json!({"filter": pinned(json!({scope: word}), BASE, i)}),
                     )
                     .await;
                 assert_eq!(response["ids"], json!([ids[i]]), "{scope} {word}");
@@ -454,10 +453,10 @@ async fn corpus_words_find_the_messages_that_hold_them() {
         // first word of each of at least 4 characters.
         for (chunk_ids, offset) in ids.chunks(500).zip((0..).step_by(500)) {
             let got = app
-                .call1(
+                .call_in(
                     &user,
                     "Email/get",
-                    json!({"accountId": user.account_id, "ids": chunk_ids,
+                    json!({"ids": chunk_ids,
                         "properties": ["from", "attachments"], "bodyProperties": ["name"]}),
                 )
                 .await;
@@ -483,11 +482,10 @@ async fn corpus_words_find_the_messages_that_hold_them() {
                     }
                     let i = offset + k;
                     let response = app
-                        .call1(
+                        .call_in(
                             &user,
                             "Email/query",
-                            json!({"accountId": user.account_id,
-                                "filter": pinned(json!({"text": word}), BASE, i)}),
+                            json!({"filter": pinned(json!({"text": word}), BASE, i)}),
                         )
                         .await;
                     assert_eq!(response["ids"], json!([ids[i]]), "text {word}");

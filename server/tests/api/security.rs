@@ -11,7 +11,11 @@ async fn another_accounts_ids_are_never_served_or_changed() {
     let bob = app.account("bob@example.com").await;
     let bob_ids = app.ingest(&bob, &demo_messages(), 1_700_000_000).await;
     let bob_email = app
-        .call1(&bob, "Email/get", json!({"accountId": bob.account_id, "ids": [bob_ids[0]], "properties": ["threadId", "blobId"]}))
+        .call_in(
+            &bob,
+            "Email/get",
+            json!({"ids": [bob_ids[0]], "properties": ["threadId", "blobId"]}),
+        )
         .await["list"][0]
         .clone();
     let responses = app
@@ -64,7 +68,11 @@ async fn another_accounts_ids_are_never_served_or_changed() {
     );
     // Bob's mail is untouched.
     let bob_view = app
-        .call1(&bob, "Email/get", json!({"accountId": bob.account_id, "ids": [bob_ids[0], bob_ids[1]], "properties": ["keywords"]}))
+        .call_in(
+            &bob,
+            "Email/get",
+            json!({"ids": [bob_ids[0], bob_ids[1]], "properties": ["keywords"]}),
+        )
         .await;
     assert_eq!(bob_view["list"].as_array().unwrap().len(), 2);
     assert_eq!(bob_view["list"][0]["keywords"], json!({}));
@@ -75,13 +83,7 @@ async fn another_accounts_ids_are_never_served_or_changed() {
         format!("{}/jmap/download/{}/{blob}/m.eml", app.base, ann.account_id),
         format!("{}/jmap/download/{}/{blob}_1/p", app.base, ann.account_id),
     ] {
-        let response = app
-            .client
-            .get(&url)
-            .basic_auth(&ann.email, Some(PASSWORD))
-            .send()
-            .await
-            .unwrap();
+        let response = app.get_as(&url, &ann.email, PASSWORD).await;
         assert_eq!(response.status(), 404, "{url}");
     }
     let upload = app

@@ -85,14 +85,7 @@ async fn a_draft_is_sent_to_a_local_account_and_filed_in_sent() {
     )
     .await[0][1]["state"]
         .clone();
-    let bob_before = app
-        .call1(
-            &bob,
-            "Email/get",
-            json!({"accountId": bob.account_id, "ids": []}),
-        )
-        .await["state"]
-        .clone();
+    let bob_before = app.state(&bob, "Email").await;
 
     let responses = calls(
         &app,
@@ -129,10 +122,10 @@ async fn a_draft_is_sent_to_a_local_account_and_filed_in_sent() {
     assert_eq!(responses[2][1]["updated"], json!({email_id.clone(): null}));
 
     let got = app
-        .call1(
+        .call_in(
             &ann,
             "Email/get",
-            json!({"accountId": ann.account_id, "ids": [email_id],
+            json!({"ids": [email_id],
                 "properties": ["mailboxIds", "keywords"]}),
         )
         .await;
@@ -144,19 +137,12 @@ async fn a_draft_is_sent_to_a_local_account_and_filed_in_sent() {
     // address is in no copy): a Received field on top, no Bcc, the rest as
     // Ann wrote it.
     let changes = app
-        .call1(
-            &bob,
-            "Email/changes",
-            json!({"accountId": bob.account_id, "sinceState": bob_before}),
-        )
+        .call_in(&bob, "Email/changes", json!({"sinceState": bob_before}))
         .await;
     let arrived = changes["created"].as_array().unwrap().clone();
     assert_eq!(arrived.len(), 1, "{changes}");
     let got = app
-        .call1(
-            &bob,
-            "Email/get",
-            json!({"accountId": bob.account_id, "ids": arrived,
+        .call_in(&bob, "Email/get", json!({"ids": arrived,
                 "properties": ["subject", "mailboxIds", "from", "bcc", "blobId", "header:Received"]}),
         )
         .await;
@@ -422,10 +408,10 @@ async fn a_failed_delivery_is_retried_from_the_queue_and_delivered_once() {
     .unwrap();
     assert_eq!(status["bob@example.com"]["delivered"], "yes");
     let inbox = app
-        .call1(
+        .call_in(
             &bob,
             "Email/query",
-            json!({"accountId": bob.account_id, "filter": {"inMailbox": bob.inbox}}),
+            json!({"filter": {"inMailbox": bob.inbox}}),
         )
         .await;
     assert_eq!(inbox["ids"].as_array().unwrap().len(), 1, "{inbox}");
@@ -479,17 +465,17 @@ async fn a_vacation_response_answers_each_sender_once_and_never_a_list() {
         let app = &app;
         async move {
             let found = app
-                .call1(
+                .call_in(
                     &user,
                     "Email/query",
-                    json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox}}),
+                    json!({"filter": {"inMailbox": user.inbox}}),
                 )
                 .await;
             let got = app
-                .call1(
+                .call_in(
                     &user,
                     "Email/get",
-                    json!({"accountId": user.account_id, "ids": found["ids"],
+                    json!({"ids": found["ids"],
                         "properties": ["subject", "from", "header:Auto-Submitted:asText",
                             "inReplyTo", "preview"]}),
                 )
@@ -611,25 +597,25 @@ async fn local_copies_are_stored_once_charged_to_each_recipient_and_bounced_when
     // Eve got nothing and was charged nothing; Ann got the bounce.
     assert_eq!(store.quota(eve.id).await.unwrap().used, 0);
     let eve_inbox = app
-        .call1(
+        .call_in(
             &eve,
             "Email/query",
-            json!({"accountId": eve.account_id, "filter": {"inMailbox": eve.inbox}}),
+            json!({"filter": {"inMailbox": eve.inbox}}),
         )
         .await;
     assert_eq!(eve_inbox["ids"], json!([]));
     let ann_inbox = app
-        .call1(
+        .call_in(
             &ann,
             "Email/query",
-            json!({"accountId": ann.account_id, "filter": {"inMailbox": ann.inbox}}),
+            json!({"filter": {"inMailbox": ann.inbox}}),
         )
         .await;
     let got = app
-        .call1(
+        .call_in(
             &ann,
             "Email/get",
-            json!({"accountId": ann.account_id, "ids": ann_inbox["ids"],
+            json!({"ids": ann_inbox["ids"],
                 "properties": ["subject"]}),
         )
         .await;
@@ -699,10 +685,10 @@ async fn sending_is_bounded_per_account_per_hour() {
     assert_eq!(fourth["notCreated"]["s"]["type"], "overQuota", "{fourth}");
     // Bob got the two that were sent, no more.
     let inbox = app
-        .call1(
+        .call_in(
             &bob,
             "Email/query",
-            json!({"accountId": bob.account_id, "filter": {"inMailbox": bob.inbox}}),
+            json!({"filter": {"inMailbox": bob.inbox}}),
         )
         .await;
     assert_eq!(inbox["ids"].as_array().unwrap().len(), 2, "{inbox}");

@@ -337,6 +337,42 @@ impl TestApp {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
+    /// Uploads `bytes` as `account` with `content_type`; returns the upload
+    /// object, asserting HTTP 201 (RFC 8620 §6.1).
+    pub async fn upload_typed(
+        &self,
+        account: &TestAccount,
+        content_type: &str,
+        bytes: impl Into<reqwest::Body>,
+    ) -> Value {
+        let response = self
+            .client
+            .post(format!("{}/jmap/upload/{}/", self.base, account.account_id))
+            .basic_auth(&account.email, Some(PASSWORD))
+            .header("Content-Type", content_type)
+            .body(bytes)
+            .send()
+            .await
+            .expect("upload");
+        assert_eq!(response.status(), 201);
+        response.json().await.expect("upload JSON")
+    }
+
+    /// `GET url` with Basic credentials: the response, whatever its status.
+    pub async fn get_as(
+        &self,
+        url: impl reqwest::IntoUrl,
+        login: &str,
+        password: &str,
+    ) -> reqwest::Response {
+        self.client
+            .get(url)
+            .basic_auth(login, Some(password))
+            .send()
+            .await
+            .expect("GET")
+    }
+
     /// The Session object `account` is given (RFC 8620 §2).
     pub async fn session(&self, account: &TestAccount) -> Value {
         self.client
@@ -417,6 +453,28 @@ impl TestApp {
         let responses = self.call(account, json!([[method, arguments]])).await;
         assert_eq!(responses[0][0], method, "{}", responses[0]);
         responses[0][1].clone()
+    }
+
+    /// [`TestApp::call1`] on `account`'s own account: `"accountId"` is
+    /// added to `arguments` (which must not name one).
+    pub async fn call_in(
+        &self,
+        account: &TestAccount,
+        method: &str,
+        mut arguments: Value,
+    ) -> Value {
+        let object = arguments.as_object_mut().expect("arguments object");
+        assert!(!object.contains_key("accountId"), "{arguments}");
+        object.insert("accountId".into(), json!(account.account_id));
+        self.call1(account, method, arguments).await
+    }
+
+    /// The `state` a `{type}/get` of no ids answers in `account` (e.g.
+    /// `"Email"`, `"Mailbox"`).
+    pub async fn state(&self, account: &TestAccount, type_name: &str) -> String {
+        let method = format!("{type_name}/get");
+        let got = self.call_in(account, &method, json!({"ids": []})).await;
+        got["state"].as_str().expect("state").to_string()
     }
 
     /// `GET {downloadUrl}` of `blob_id` as `name`: (status, body).

@@ -174,7 +174,11 @@ async fn a_browser_event_source_opens_with_the_sessions_access_and_stops_with_th
     assert_eq!(stream.status(), 200);
     tokio::time::sleep(Duration::from_millis(200)).await;
     let set = app
-        .call1(&user, "Email/set", json!({"accountId": user.account_id, "update": {(ids[0].clone()): {"keywords/$seen": true}}}))
+        .call_in(
+            &user,
+            "Email/set",
+            json!({"update": {(ids[0].clone()): {"keywords/$seen": true}}}),
+        )
         .await;
     let events = read_events(stream, Duration::from_secs(3), |events| !events.is_empty()).await;
     let data: Value = serde_json::from_str(&events[0].1).unwrap();
@@ -187,13 +191,7 @@ async fn a_browser_event_source_opens_with_the_sessions_access_and_stops_with_th
     altered.push(if last == 'A' { 'B' } else { 'A' });
     assert_eq!(app.client.get(&altered).send().await.unwrap().status(), 401);
     // A wrong Authorization header is not rescued by a valid access.
-    let wrong = app
-        .client
-        .get(&url)
-        .basic_auth(&user.email, Some("wrong"))
-        .send()
-        .await
-        .unwrap();
+    let wrong = app.get_as(&url, &user.email, "wrong").await;
     assert_eq!(wrong.status(), 401);
     // A changed password ends an open stream and the access it was made with.
     let open = app.client.get(&url).send().await.unwrap();
@@ -254,20 +252,20 @@ async fn a_session_fetched_after_a_password_change_carries_a_working_access() {
         .await
         .unwrap();
     let stale = app
-        .client
-        .get(format!("{}/.well-known/jmap", app.base))
-        .basic_auth(&user.email, Some(crate::support::PASSWORD))
-        .send()
-        .await
-        .unwrap();
+        .get_as(
+            format!("{}/.well-known/jmap", app.base),
+            &user.email,
+            crate::support::PASSWORD,
+        )
+        .await;
     assert_eq!(stale.status(), 401);
     let fresh: Value = app
-        .client
-        .get(format!("{}/.well-known/jmap", app.base))
-        .basic_auth(&user.email, Some("the new one"))
-        .send()
+        .get_as(
+            format!("{}/.well-known/jmap", app.base),
+            &user.email,
+            "the new one",
+        )
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
@@ -301,12 +299,12 @@ async fn a_malformed_event_source_query_is_a_problem_json() {
     let app = spawn_app().await;
     let user = app.account("ann@example.com").await;
     let response = app
-        .client
-        .get(format!("{}/jmap/eventsource?types=*&ping=abc", app.base))
-        .basic_auth(&user.email, Some(crate::support::PASSWORD))
-        .send()
-        .await
-        .unwrap();
+        .get_as(
+            format!("{}/jmap/eventsource?types=*&ping=abc", app.base),
+            &user.email,
+            crate::support::PASSWORD,
+        )
+        .await;
     assert_eq!(response.status(), 400);
     assert!(
         response.headers()["content-type"]

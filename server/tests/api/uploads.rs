@@ -72,12 +72,8 @@ async fn a_fifth_concurrent_upload_of_one_account_is_refused_with_the_limit_erro
     let user = app.account("up@example.com").await;
     let other = app.account("other@example.com").await;
     let session: Value = app
-        .client
-        .get(format!("{}/jmap/session", app.base))
-        .basic_auth(&user.email, Some(PASSWORD))
-        .send()
+        .get_as(format!("{}/jmap/session", app.base), &user.email, PASSWORD)
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
@@ -135,15 +131,15 @@ async fn a_large_upload_streams_into_the_store_byte_identical_under_its_sha256()
         .join(&expected_id);
     assert_eq!(std::fs::read(&stored).unwrap(), bytes);
     let downloaded = app
-        .client
-        .get(format!(
-            "{}/jmap/download/{}/{expected_id}/big.bin",
-            app.base, user.account_id
-        ))
-        .basic_auth(&user.email, Some(PASSWORD))
-        .send()
-        .await
-        .unwrap();
+        .get_as(
+            format!(
+                "{}/jmap/download/{}/{expected_id}/big.bin",
+                app.base, user.account_id
+            ),
+            &user.email,
+            PASSWORD,
+        )
+        .await;
     assert_eq!(downloaded.status(), 200);
     assert_eq!(downloaded.bytes().await.unwrap().to_vec(), bytes);
     assert_eq!(staged(&app.app.blobs).await, 0);

@@ -282,12 +282,8 @@ async fn spawn_proxy_options(
 /// credential check).
 async fn session_status(proxy: &TestApp, user: &str, password: &str) -> u16 {
     proxy
-        .client
-        .get(format!("{}/jmap/session", proxy.base))
-        .basic_auth(user, Some(password))
-        .send()
+        .get_as(format!("{}/jmap/session", proxy.base), user, password)
         .await
-        .unwrap()
         .status()
         .as_u16()
 }
@@ -529,14 +525,7 @@ async fn another_clients_changes_reach_jmap_within_two_seconds() {
         .iter()
         .map(|e| e["id"].as_str().unwrap().to_string())
         .collect();
-    let state = proxy
-        .call1(
-            &bob,
-            "Email/get",
-            json!({"accountId": bob.account_id, "ids": []}),
-        )
-        .await["state"]
-        .clone();
+    let state = proxy.state(&bob, "Email").await;
 
     // A flag set by another client.
     dovecot.client(
@@ -549,11 +538,7 @@ async fn another_clients_changes_reach_jmap_within_two_seconds() {
     })
     .await;
     let changes = proxy
-        .call1(
-            &bob,
-            "Email/changes",
-            json!({"accountId": bob.account_id, "sinceState": state}),
-        )
+        .call_in(&bob, "Email/changes", json!({"sinceState": state}))
         .await;
     assert_eq!(changes["updated"], json!([ids[0]]), "{changes}");
 
@@ -713,11 +698,7 @@ async fn jmap_writes_go_to_the_upstream_first() {
     }
     let read_before = proxy.metric("fastview_upstream_mailboxes_read_total").await;
     let set = proxy
-        .call1(
-            &carol,
-            "Email/set",
-            json!({"accountId": carol.account_id,
-            "update": {ids[0].clone(): {"keywords/$flagged": true, "keywords/$seen": true}}}),
+        .call_in(&carol, "Email/set", json!({"update": {ids[0].clone(): {"keywords/$flagged": true, "keywords/$seen": true}}}),
         )
         .await;
     assert_eq!(set["updated"], json!({ids[0].clone(): null}), "{set}");
@@ -733,10 +714,10 @@ async fn jmap_writes_go_to_the_upstream_first() {
         "{flags:?}"
     );
     let got = proxy
-        .call1(
+        .call_in(
             &carol,
             "Email/get",
-            json!({"accountId": carol.account_id, "ids": [ids[0]],
+            json!({"ids": [ids[0]],
             "properties": ["keywords"]}),
         )
         .await;
@@ -747,11 +728,10 @@ async fn jmap_writes_go_to_the_upstream_first() {
 
     // mailboxIds: UID MOVE; the JMAP id stays.
     let set = proxy
-        .call1(
+        .call_in(
             &carol,
             "Email/set",
-            json!({"accountId": carol.account_id,
-            "update": {ids[1].clone(): {"mailboxIds": {archive.clone(): true}}}}),
+            json!({"update": {ids[1].clone(): {"mailboxIds": {archive.clone(): true}}}}),
         )
         .await;
     assert_eq!(set["updated"], json!({ids[1].clone(): null}), "{set}");
@@ -764,10 +744,10 @@ async fn jmap_writes_go_to_the_upstream_first() {
         1
     );
     let got = proxy
-        .call1(
+        .call_in(
             &carol,
             "Email/get",
-            json!({"accountId": carol.account_id, "ids": [ids[1]],
+            json!({"ids": [ids[1]],
             "properties": ["mailboxIds"]}),
         )
         .await;
@@ -775,11 +755,10 @@ async fn jmap_writes_go_to_the_upstream_first() {
 
     // In two mailboxes at once: UID COPY.
     let set = proxy
-        .call1(
+        .call_in(
             &carol,
             "Email/set",
-            json!({"accountId": carol.account_id,
-            "update": {ids[1].clone(): {format!("mailboxIds/{inbox}"): true}}}),
+            json!({"update": {ids[1].clone(): {format!("mailboxIds/{inbox}"): true}}}),
         )
         .await;
     assert_eq!(set["updated"], json!({ids[1].clone(): null}), "{set}");
@@ -790,11 +769,7 @@ async fn jmap_writes_go_to_the_upstream_first() {
 
     // Destroy: \Deleted + UID EXPUNGE of every copy.
     let set = proxy
-        .call1(
-            &carol,
-            "Email/set",
-            json!({"accountId": carol.account_id, "destroy": [ids[1]]}),
-        )
+        .call_in(&carol, "Email/set", json!({"destroy": [ids[1]]}))
         .await;
     assert_eq!(set["destroyed"], json!([ids[1]]), "{set}");
     assert_eq!(
@@ -808,10 +783,10 @@ async fn jmap_writes_go_to_the_upstream_first() {
     let (status, upload) = proxy.upload(&carol, raw).await;
     assert_eq!(status, 201, "{upload}");
     let imported = proxy
-        .call1(
+        .call_in(
             &carol,
             "Email/import",
-            json!({"accountId": carol.account_id, "emails": {"i": {
+            json!({"emails": {"i": {
             "blobId": upload["blobId"], "mailboxIds": {archive.clone(): true},
             "keywords": {"$seen": true}, "receivedAt": "2024-01-02T03:04:05Z"}}}),
         )
@@ -822,10 +797,10 @@ async fn jmap_writes_go_to_the_upstream_first() {
     assert_eq!(flags.len(), 1);
     assert!(flags[0].contains("\\Seen"), "{flags:?}");
     let got = proxy
-        .call1(
+        .call_in(
             &carol,
             "Email/get",
-            json!({"accountId": carol.account_id, "ids": [created["id"]],
+            json!({"ids": [created["id"]],
             "properties": ["receivedAt", "subject", "mailboxIds"]}),
         )
         .await;
@@ -833,22 +808,20 @@ async fn jmap_writes_go_to_the_upstream_first() {
     assert_eq!(got["list"][0]["subject"], "imported");
     // Synced mail is in the local search index.
     let found = proxy
-        .call1(
+        .call_in(
             &carol,
             "Email/query",
-            json!({"accountId": carol.account_id,
-            "filter": {"text": "imported"}}),
+            json!({"filter": {"text": "imported"}}),
         )
         .await;
     assert_eq!(found["ids"], json!([created["id"]]), "{found}");
 
     // Mailbox/set: CREATE, RENAME (the id stays), DELETE; a refusal.
     let made = proxy
-        .call1(
+        .call_in(
             &carol,
             "Mailbox/set",
-            json!({"accountId": carol.account_id,
-            "create": {"l": {"name": "Lists", "parentId": null}, "bad": {"name": "~x"}}}),
+            json!({"create": {"l": {"name": "Lists", "parentId": null}, "bad": {"name": "~x"}}}),
         )
         .await;
     let lists = made["created"]["l"]["id"]
@@ -858,11 +831,10 @@ async fn jmap_writes_go_to_the_upstream_first() {
     assert_eq!(made["notCreated"]["bad"]["type"], "forbidden", "{made}");
     assert!(upstream_mailbox_names(&dovecot, "carol@example.com").contains(&"Lists".to_string()));
     let renamed = proxy
-        .call1(
+        .call_in(
             &carol,
             "Mailbox/set",
-            json!({"accountId": carol.account_id,
-            "update": {lists.clone(): {"name": "Lists ✓", "parentId": archive}}}),
+            json!({"update": {lists.clone(): {"name": "Lists ✓", "parentId": archive}}}),
         )
         .await;
     assert_eq!(
@@ -882,19 +854,15 @@ async fn jmap_writes_go_to_the_upstream_first() {
     assert_eq!(row["isSubscribed"], true, "{row}");
     // A name holding the hierarchy delimiter is refused, not nested.
     let nested = proxy
-        .call1(
+        .call_in(
             &carol,
             "Mailbox/set",
-            json!({"accountId": carol.account_id, "create": {"x": {"name": "x/y"}}}),
+            json!({"create": {"x": {"name": "x/y"}}}),
         )
         .await;
     assert_eq!(nested["notCreated"]["x"]["type"], "forbidden", "{nested}");
     let gone = proxy
-        .call1(
-            &carol,
-            "Mailbox/set",
-            json!({"accountId": carol.account_id, "destroy": [lists]}),
-        )
+        .call_in(&carol, "Mailbox/set", json!({"destroy": [lists]}))
         .await;
     assert_eq!(gone["destroyed"], json!([lists]), "{gone}");
     assert!(
@@ -930,11 +898,10 @@ async fn jmap_writes_go_to_the_upstream_first() {
         .clone();
     let inbox_before = upstream_flags(&dovecot, "carol@example.com", "INBOX").len();
     let set = proxy
-        .call1(
+        .call_in(
             &carol,
             "Email/set",
-            json!({"accountId": carol.account_id,
-            "update": {once.as_str().unwrap(): {"mailboxIds": {archive.clone(): true}}}}),
+            json!({"update": {once.as_str().unwrap(): {"mailboxIds": {archive.clone(): true}}}}),
         )
         .await;
     assert!(
@@ -971,10 +938,10 @@ async fn jmap_writes_go_to_the_upstream_first() {
 
     // A name with quotes and a backslash round-trips (LIST quotes it).
     let odd = proxy
-        .call1(
+        .call_in(
             &carol,
             "Mailbox/set",
-            json!({"accountId": carol.account_id, "create": {"q": {"name": "\"quoted\" back\\slash"}}}),
+            json!({"create": {"q": {"name": "\"quoted\" back\\slash"}}}),
         )
         .await;
     let odd_id = odd["created"]["q"]["id"]
@@ -988,11 +955,10 @@ async fn jmap_writes_go_to_the_upstream_first() {
     // last by name) does not break the next write.
     dovecot.client("carol@example.com", "m.create('Zz')");
     let set = proxy
-        .call1(
+        .call_in(
             &carol,
             "Email/set",
-            json!({"accountId": carol.account_id,
-            "update": {ids[0].clone(): {"keywords/$forwarded": true}}}),
+            json!({"update": {ids[0].clone(): {"keywords/$forwarded": true}}}),
         )
         .await;
     assert!(set["updated"].get(&ids[0]).is_some(), "{set}");
@@ -1001,11 +967,10 @@ async fn jmap_writes_go_to_the_upstream_first() {
         "r = m.delete('Zz')\nassert r[0] == 'OK', r",
     );
     let set = proxy
-        .call1(
+        .call_in(
             &carol,
             "Email/set",
-            json!({"accountId": carol.account_id,
-            "update": {ids[0].clone(): {"keywords/$answered": true}}}),
+            json!({"update": {ids[0].clone(): {"keywords/$answered": true}}}),
         )
         .await;
     assert!(set["updated"].get(&ids[0]).is_some(), "{set}");
@@ -1147,10 +1112,10 @@ async fn evicted_messages_are_read_again_from_the_upstream() {
     assert!(!proxy.app.blobs.exists(&blobs[0]).await.unwrap());
     // The list view reads no blob: they stay evicted.
     let list = proxy
-        .call1(
+        .call_in(
             &erin,
             "Email/get",
-            json!({"accountId": erin.account_id, "ids": ids,
+            json!({"ids": ids,
             "properties": ["subject", "from", "preview", "hasAttachment", "bodyStructure"]}),
         )
         .await;

@@ -262,12 +262,12 @@ async fn an_upstream_that_is_gone_is_503_not_a_refused_login() {
     let upstream = ProxyOptions::Jmap(JmapUpstreamOptions::new(url));
     let proxy = spawn_in_front_of(ServeOptions::default(), Some(upstream)).await;
     let response = proxy
-        .client
-        .get(format!("{}/.well-known/jmap", proxy.base))
-        .basic_auth("ann@example.com", Some(PASSWORD))
-        .send()
-        .await
-        .unwrap();
+        .get_as(
+            format!("{}/.well-known/jmap", proxy.base),
+            "ann@example.com",
+            PASSWORD,
+        )
+        .await;
     assert_eq!(response.status(), 503);
     assert!(response.headers().contains_key("retry-after"));
 }
@@ -294,7 +294,11 @@ async fn the_event_source_streams_the_upstreams_state_changes() {
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
     let set = upstream
-        .call1(&ann, "Email/set", json!({"accountId": ann.account_id, "update": {ids[0].clone(): {"keywords/$flagged": true}}}))
+        .call_in(
+            &ann,
+            "Email/set",
+            json!({"update": {ids[0].clone(): {"keywords/$flagged": true}}}),
+        )
         .await;
     let mut text = String::new();
     let read = tokio::time::timeout(Duration::from_secs(5), async {
@@ -580,15 +584,8 @@ async fn the_mirror_answers_only_accounts_the_credential_may_read() {
     let (upstream, proxy, ann, ids) = upstream_and_proxy().await;
     let bob = upstream.account("bob@example.com").await;
     proxy.session(&ann).await;
-    let state = upstream
-        .call1(
-            &ann,
-            "Email/get",
-            json!({"accountId": ann.account_id, "ids": []}),
-        )
-        .await["state"]
-        .clone();
-    mirror_at(&proxy, &ann.account_id, Some(&state)).await;
+    let state = upstream.state(&ann, "Email").await;
+    mirror_at(&proxy, &ann.account_id, Some(&json!(state))).await;
     // Bob asks for ann's mailbox through the proxy: the upstream's answer
     // (accountNotFound), not the mirror's.
     let body = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
@@ -643,18 +640,15 @@ async fn a_message_the_mirror_cannot_take_is_the_upstreams_and_blocks_nothing() 
     let upstream_options = ProxyOptions::Jmap(JmapUpstreamOptions::new(url));
     let proxy = spawn_in_front_of(options, Some(upstream_options)).await;
     proxy.session(&ann).await;
-    let state = upstream
-        .call1(
-            &ann,
-            "Email/get",
-            json!({"accountId": ann.account_id, "ids": []}),
-        )
-        .await["state"]
-        .clone();
-    mirror_at(&proxy, &ann.account_id, Some(&state)).await;
+    let state = upstream.state(&ann, "Email").await;
+    mirror_at(&proxy, &ann.account_id, Some(&json!(state))).await;
     // A write is answered as the upstream answered it.
     let set = proxy
-        .call1(&ann, "Email/set", json!({"accountId": ann.account_id, "update": {ids[0].clone(): {"keywords/$flagged": true}}}))
+        .call_in(
+            &ann,
+            "Email/set",
+            json!({"update": {ids[0].clone(): {"keywords/$flagged": true}}}),
+        )
         .await;
     assert!(set["updated"].get(&ids[0]).is_some(), "{set}");
     let read = |ids: Value| {
