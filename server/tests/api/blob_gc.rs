@@ -9,7 +9,7 @@ use fastview::blob::{DELETING_PREFIX, blob_id_of};
 use fastview::mail::gc::{GcOptions, collect};
 use serde_json::json;
 
-use crate::support::{TestAccount, TestApp, demo_messages, spawn_app};
+use crate::support::{TestAccount, TestApp, demo_messages, spawn_with_accounts};
 use crate::uploads::upload;
 
 async fn gc(app: &TestApp, options: GcOptions) -> fastview::mail::gc::GcReport {
@@ -40,9 +40,7 @@ async fn present(app: &TestApp, raw: &[u8]) -> bool {
 
 #[tokio::test]
 async fn blobs_of_destroyed_emails_go_and_blobs_another_account_holds_stay() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
-    let bob = app.account("bob@example.com").await;
+    let (app, [ann, bob]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     let messages = demo_messages();
     let (shared, own) = (messages[0].clone(), messages[1].clone());
     let ann_ids = app
@@ -76,9 +74,7 @@ async fn blobs_of_destroyed_emails_go_and_blobs_another_account_holds_stay() {
 
 #[tokio::test]
 async fn account_remove_deletes_its_mail_and_the_blobs_only_it_held() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
-    let bob = app.account("bob@example.com").await;
+    let (app, [ann, bob]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     let messages = demo_messages();
     let (shared, own) = (messages[0].clone(), messages[1].clone());
     app.ingest(&ann, &[shared.clone(), own.clone()], 1_700_000_000)
@@ -119,20 +115,12 @@ async fn account_remove_deletes_its_mail_and_the_blobs_only_it_held() {
 
 #[tokio::test]
 async fn unused_uploads_expire_after_their_ttl_and_imported_ones_stay() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
+    let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
     let messages = demo_messages();
     let (unused, imported) = (messages[0].clone(), messages[1].clone());
     assert_eq!(upload(&app, &ann, unused.clone()).await.0, 201);
     let (_, uploaded) = upload(&app, &ann, imported.clone()).await;
-    let import = app
-        .call_in(
-            &ann,
-            "Email/import",
-            json!({"emails": {"i": {
-            "blobId": uploaded["blobId"], "mailboxIds": {ann.inbox.clone(): true}}}}),
-        )
-        .await;
+    let import = app.import_to_inbox(&ann, &uploaded["blobId"]).await;
     assert!(import["created"]["i"].is_object(), "{import}");
 
     // Younger than the TTL: kept.
@@ -164,9 +152,7 @@ async fn unused_uploads_expire_after_their_ttl_and_imported_ones_stay() {
 
 #[tokio::test]
 async fn a_blob_referred_to_while_the_collector_deletes_it_ends_up_in_place() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
-    let bob = app.account("bob@example.com").await;
+    let (app, [ann, bob]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     let messages = demo_messages();
     let blobs = &app.app.blobs;
     for (i, raw) in messages[..2].iter().enumerate() {

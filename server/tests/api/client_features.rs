@@ -6,12 +6,11 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{TestAccount, TestApp, demo_messages, spawn_app};
+use crate::support::{TestAccount, TestApp, demo_messages, spawn_with_accounts};
 
 /// The demo messages in ann's inbox, ids in file order.
 async fn demo() -> (TestApp, TestAccount, Vec<String>) {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let ids = app.ingest(&user, &demo_messages(), 1_700_000_000).await;
     (app, user, ids)
 }
@@ -30,13 +29,7 @@ fn shape(part: &Value) -> Value {
 async fn a_multipart_body_structure_carries_its_sub_parts_with_the_default_body_properties() {
     let (app, user, ids) = demo().await;
     // 05-inline-image.eml: related(alternative(plain, html), png).
-    let email = app
-        .call_in(
-            &user,
-            "Email/get",
-            json!({"ids": [ids[4]], "properties": ["bodyStructure"]}),
-        )
-        .await;
+    let email = app.email_get(&user, &[&ids[4]], &["bodyStructure"]).await;
     let structure = &email["list"][0]["bodyStructure"];
     assert_eq!(
         shape(structure),
@@ -54,21 +47,14 @@ async fn a_multipart_body_structure_carries_its_sub_parts_with_the_default_body_
     assert_eq!(png["name"], "logo-v2.png");
     assert_eq!(png["partId"], "4");
     // A single-part message is one leaf.
-    let plain = app
-        .call_in(
-            &user,
-            "Email/get",
-            json!({"ids": [ids[7]], "properties": ["bodyStructure"]}),
-        )
-        .await;
+    let plain = app.email_get(&user, &[&ids[7]], &["bodyStructure"]).await;
     assert!(plain["list"][0]["bodyStructure"].get("subParts").is_none());
     assert_eq!(plain["list"][0]["bodyStructure"]["type"], "text/plain");
 }
 
 #[tokio::test]
 async fn email_import_defaults_received_at_to_the_top_received_header_and_names_an_unknown_blob() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let messages = demo_messages();
     // 08-thread-1.eml's top Received header says 15:02:13 UTC.
     let (status, uploaded) = app.upload(&user, messages[7].clone()).await;
@@ -98,13 +84,7 @@ async fn email_import_defaults_received_at_to_the_top_received_header_and_names_
         &response["created"]["r"]["id"],
         &response["created"]["b"]["id"],
     );
-    let got = app
-        .call_in(
-            &user,
-            "Email/get",
-            json!({"ids": [r, b], "properties": ["receivedAt"]}),
-        )
-        .await;
+    let got = app.email_get(&user, &[&r, &b], &["receivedAt"]).await;
     assert_eq!(got["list"][0]["receivedAt"], "2024-03-11T15:02:13Z");
     let bare_time =
         chrono::DateTime::parse_from_rfc3339(got["list"][1]["receivedAt"].as_str().unwrap())
@@ -154,11 +134,7 @@ async fn keyword_sorts_and_thread_keyword_filters_follow_rfc8621_section_4_4() {
     let (app, user, ids) = demo().await;
     // The thread of 08..11 (ids[7..11]); flag one of its emails, and 01.
     let thread = app
-        .call_in(
-            &user,
-            "Email/get",
-            json!({"ids": [ids[7], ids[8], ids[9], ids[10]], "properties": ["threadId"]}),
-        )
+        .email_get(&user, &[&ids[7], &ids[8], &ids[9], &ids[10]], &["threadId"])
         .await;
     let thread_ids: Vec<&Value> = thread["list"]
         .as_array()
@@ -272,9 +248,7 @@ async fn keyword_sorts_and_thread_keyword_filters_follow_rfc8621_section_4_4() {
 /// is `fromAccountNotFound` and another destination `accountNotFound`.
 #[tokio::test]
 async fn copies_name_their_accounts_as_rfc8620_section_5_4_says() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
-    let bob = app.account("bob@example.com").await;
+    let (app, [ann, bob]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     for (method, extra) in [
         (
             "Email/copy",
@@ -306,8 +280,7 @@ async fn copies_name_their_accounts_as_rfc8620_section_5_4_says() {
 /// §5.3: a second sibling mailbox of one name is `alreadyExists` naming the first.
 #[tokio::test]
 async fn a_blob_that_is_no_message_and_a_duplicate_mailbox_name_are_refused_by_name() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let (_, upload) = app.upload(&user, b"this is not an email".to_vec()).await;
     let response = app
         .call_in(
@@ -327,14 +300,7 @@ async fn a_blob_that_is_no_message_and_a_duplicate_mailbox_name_are_refused_by_n
         .await;
     assert_eq!(parsed["notParsable"], json!([upload["blobId"]]));
 
-    let created = app
-        .call_in(
-            &user,
-            "Mailbox/set",
-            json!({"create": {"a": {"name": "Projects"}}}),
-        )
-        .await;
-    let first = created["created"]["a"]["id"].clone();
+    let first = app.create_mailbox(&user, "Projects").await;
     let again = app
         .call_in(
             &user,

@@ -3,12 +3,11 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{PASSWORD, spawn_app};
+use crate::support::{PASSWORD, spawn_app, spawn_with_accounts};
 
 #[tokio::test]
 async fn session_advertises_limits_urls_and_the_account() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let session: Value = app
         .get_as(
             format!("{}/.well-known/jmap", app.base),
@@ -82,8 +81,7 @@ async fn wrong_credentials_get_401_with_a_basic_challenge_and_no_hint() {
 
 #[tokio::test]
 async fn request_level_errors_are_problem_json() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let post = |body: Vec<u8>, content_type: &'static str| {
         app.client
             .post(format!("{}/jmap/api", app.base))
@@ -139,9 +137,7 @@ async fn request_level_errors_are_problem_json() {
 
 #[tokio::test]
 async fn method_errors_fail_only_their_call_and_references_resolve() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
-    let other = app.account("bob@example.com").await;
+    let (app, [user, other]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     let responses = app
         .call(
             &user,
@@ -181,9 +177,7 @@ async fn method_errors_fail_only_their_call_and_references_resolve() {
 
 #[tokio::test]
 async fn upload_and_download_round_trip_byte_identical_and_stay_private() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
-    let other = app.account("bob@example.com").await;
+    let (app, [user, other]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     let bytes: Vec<u8> = (0..=255u8).cycle().take(100_000).collect();
     let uploaded: Value = app
         .upload_typed(&user, "application/octet-stream", bytes.clone())

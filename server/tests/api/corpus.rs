@@ -8,7 +8,9 @@ use std::process::Command;
 
 use serde_json::json;
 
-use crate::support::{PASSWORD, corpus, spawn_full_level_sibling, spawn_sqlite_app};
+use crate::support::{
+    PASSWORD, corpus, email_properties_and, spawn_full_level_sibling, spawn_sqlite_app,
+};
 
 #[tokio::test]
 async fn the_whole_corpus_imports_with_no_failure_and_byte_identical_blobs() {
@@ -68,34 +70,14 @@ async fn the_whole_corpus_imports_with_no_failure_and_byte_identical_blobs() {
         ids.extend(page);
     }
     assert_eq!(ids.len() as u64, imported);
-    let properties = json!([
-        "id",
-        "blobId",
-        "threadId",
-        "mailboxIds",
-        "keywords",
-        "size",
-        "receivedAt",
-        "messageId",
-        "inReplyTo",
-        "references",
-        "sender",
-        "from",
-        "to",
-        "cc",
-        "bcc",
-        "replyTo",
-        "subject",
-        "sentAt",
-        "hasAttachment",
-        "preview",
+    let properties = email_properties_and(&[
         "header:List-Id:asText",
         "header:Received:all",
         "header:X-Mailer",
         "header:Content-Type:asRaw",
         "header:Reply-To:asGroupedAddresses",
         "header:Date:asDate:all",
-        "header:List-Unsubscribe:asURLs"
+        "header:List-Unsubscribe:asURLs",
     ]);
     for page in ids.chunks(500) {
         let request = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::spawn_app;
+use crate::support::spawn_with_accounts;
 
 const MESSAGES: usize = 3000;
 
@@ -28,8 +28,7 @@ fn write_mbox(path: &std::path::Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_during_import_loses_nothing_and_the_next_import_completes() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let dir = tempfile::tempdir().unwrap();
     let mbox = dir.path().join("big.mbox");
     write_mbox(&mbox);
@@ -160,10 +159,8 @@ async fn kill_9_between_queue_and_send_neither_loses_nor_doubles() {
     use fastview::mail::{delivery, submission};
     use fastview::store::{Delivery, SubmissionRow};
 
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
-    let bob = app.account("bob@example.com").await;
-    let carol = app.account("carol@example.com").await;
+    let (app, [ann, bob, carol]) =
+        spawn_with_accounts(["ann@example.com", "bob@example.com", "carol@example.com"]).await;
     let store = app.app.store.as_ref();
     let message =
         b"From: ann@example.com\r\nTo: bob@example.com, carol@example.com\r\nSubject: Queued\r\n\r\nhi\r\n"

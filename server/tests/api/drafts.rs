@@ -6,11 +6,10 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use fastview::app::ServeOptions;
 use fastview::jmap::Limits;
 use serde_json::{Value, json};
 
-use crate::support::{TestAccount, TestApp, spawn_app, spawn_app_with};
+use crate::support::{TestAccount, TestApp, spawn_app_with_limits, spawn_with_accounts};
 
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR inline logo octets \xff\xfe\x00";
 const PDF: &[u8] = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj << >> endobj\n\0binary\n";
@@ -54,8 +53,7 @@ async fn upload(app: &TestApp, user: &TestAccount, bytes: &[u8]) -> String {
 
 /// An account with the draft created: (app, user, the `created` entry).
 async fn drafted() -> (TestApp, TestAccount, Value) {
-    let app = spawn_app().await;
-    let user = app.account("jose@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["jose@example.com"]).await;
     let (png, pdf) = (
         upload(&app, &user, PNG).await,
         upload(&app, &user, PDF).await,
@@ -334,8 +332,7 @@ async fn the_stored_message_parses_in_python_to_the_same_parts() {
 
 #[tokio::test]
 async fn a_draft_without_date_or_message_id_gets_both() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let response = app
         .call_in(
             &user,
@@ -368,8 +365,7 @@ async fn a_draft_without_date_or_message_id_gets_both() {
 
 #[tokio::test]
 async fn invalid_drafts_name_each_offending_property() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let inbox = || json!({user.inbox.clone(): true});
     let response = app
         .call_in(&user, "Email/set", json!({"create": {
@@ -425,9 +421,7 @@ async fn invalid_drafts_name_each_offending_property() {
 
 #[tokio::test]
 async fn blobs_not_found_are_listed() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
-    let other = app.account("bob@example.com").await;
+    let (app, [user, other]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     let theirs = upload(&app, &other, PNG).await;
     let mine = upload(&app, &user, PDF).await;
     let missing = "0".repeat(64);
@@ -483,13 +477,9 @@ async fn blobs_not_found_are_listed() {
 
 #[tokio::test]
 async fn a_draft_over_max_size_upload_is_too_large() {
-    let limits = Limits {
+    let app = spawn_app_with_limits(Limits {
         max_size_upload: 8 << 10,
         ..Limits::default()
-    };
-    let app = spawn_app_with(ServeOptions {
-        limits,
-        ..ServeOptions::default()
     })
     .await;
     let user = app.account("ann@example.com").await;
@@ -530,8 +520,7 @@ async fn a_draft_over_max_size_upload_is_too_large() {
 
 #[tokio::test]
 async fn replacing_a_draft_is_create_and_destroy_in_one_call() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let version = |text: &str| {
         json!({"mailboxIds": {user.inbox.clone(): true}, "keywords": {"$draft": true},
                "subject": "Draft", "bodyValues": {"1": {"value": text}}, "textBody": [{"partId": "1"}]})
@@ -551,13 +540,7 @@ async fn replacing_a_draft_is_create_and_destroy_in_one_call() {
     let v2 = second["created"]["v2"]["id"].clone();
     assert_eq!(second["destroyed"], json!([v1]), "{second}");
     assert_eq!(second["oldState"], first["newState"]);
-    let got = app
-        .call_in(
-            &user,
-            "Email/get",
-            json!({"ids": [v1, v2], "properties": ["preview"]}),
-        )
-        .await;
+    let got = app.email_get(&user, &[&v1, &v2], &["preview"]).await;
     assert_eq!(got["list"], json!([{"id": v2, "preview": "second"}]));
     assert_eq!(got["notFound"], json!([v1]));
     // A stale ifInState changes nothing.
@@ -573,8 +556,7 @@ async fn replacing_a_draft_is_create_and_destroy_in_one_call() {
 
 #[tokio::test]
 async fn a_creation_id_names_the_new_email_in_later_calls() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let responses = app
         .call(&user, json!([
             ["Email/set", {"accountId": user.account_id, "create": {"d": {
@@ -608,8 +590,7 @@ async fn a_creation_id_names_the_new_email_in_later_calls() {
 
 #[tokio::test]
 async fn a_draft_over_the_quota_is_refused_and_leaves_nothing() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let output = app
         .cli()
         .args(["account", "set", &user.email, "--quota", "1K"])
@@ -636,8 +617,7 @@ async fn a_draft_over_the_quota_is_refused_and_leaves_nothing() {
 
 #[tokio::test]
 async fn a_body_structure_and_every_header_form_round_trip() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let pdf = upload(&app, &user, PDF).await;
     let headers = json!({
         "header:X-Raw": " kept  as\r\n  written",

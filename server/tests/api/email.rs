@@ -4,11 +4,10 @@
 use fastview::store::sqlite::SqliteStore;
 use serde_json::{Value, json};
 
-use crate::support::{TestAccount, TestApp, demo_messages, spawn_app};
+use crate::support::{TestAccount, TestApp, demo_messages, spawn_with_accounts};
 
 async fn demo_account() -> (TestApp, TestAccount, Vec<String>) {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let ids = app.ingest(&user, &demo_messages(), 1_700_000_000).await;
     (app, user, ids)
 }
@@ -128,13 +127,7 @@ async fn query_filters_and_sorts() {
         json!([{"property": "size", "isAscending": false}]),
     )
     .await;
-    let sizes = app
-        .call_in(
-            &user,
-            "Email/get",
-            json!({"ids": by_size, "properties": ["size"]}),
-        )
-        .await;
+    let sizes = app.email_get(&user, &by_size, &["size"]).await;
     let sizes: Vec<u64> = sizes["list"]
         .as_array()
         .unwrap()
@@ -211,10 +204,10 @@ async fn email_set_updates_keywords_and_mailboxes_and_advances_states() {
     );
     assert_ne!(response["oldState"], response["newState"]);
     let got = app
-        .call_in(
+        .email_get(
             &user,
-            "Email/get",
-            json!({"ids": [ids[0], ids[1], ids[4]], "properties": ["keywords", "mailboxIds"]}),
+            &[&ids[0], &ids[1], &ids[4]],
+            &["keywords", "mailboxIds"],
         )
         .await;
     assert_eq!(
@@ -308,17 +301,7 @@ async fn list_view_pages_are_kept_until_a_state_moves() {
     );
     // The newest email moved to another mailbox: the Email state moves,
     // both kept pages give way.
-    let created = app
-        .call_in(
-            &user,
-            "Mailbox/set",
-            json!({"create": {"a": {"name": "Later"}}}),
-        )
-        .await;
-    let later = created["created"]["a"]["id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{created}"))
-        .to_string();
+    let later = app.create_mailbox(&user, "Later").await;
     assert_eq!(page(2).await, first, "a new mailbox changes no page");
     app.call_in(
         &user,
@@ -382,7 +365,11 @@ async fn email_import_stores_an_upload_and_threads_join() {
         created["id"]
     );
     let got = app
-        .call_in(&user, "Email/get", json!({"ids": [created["id"]], "properties": ["size", "receivedAt", "keywords", "preview", "threadId"]}))
+        .email_get(
+            &user,
+            &[&created["id"]],
+            &["size", "receivedAt", "keywords", "preview", "threadId"],
+        )
         .await;
     let email = &got["list"][0];
     assert_eq!(email["keywords"], json!({"$seen": true}));
@@ -390,11 +377,7 @@ async fn email_import_stores_an_upload_and_threads_join() {
     assert_eq!(email["preview"], json!("Thanks!"));
     // The reply names the welcome message and shares its base subject: same thread.
     let welcome = app
-        .call_in(
-            &user,
-            "Email/get",
-            json!({"ids": [ids[0]], "properties": ["messageId", "threadId"]}),
-        )
+        .email_get(&user, &[&ids[0]], &["messageId", "threadId"])
         .await;
     assert_eq!(
         welcome["list"][0]["messageId"],
@@ -406,13 +389,7 @@ async fn email_import_stores_an_upload_and_threads_join() {
 #[tokio::test]
 async fn the_demo_thread_is_one_thread_in_order() {
     let (app, user, ids) = demo_account().await;
-    let got = app
-        .call_in(
-            &user,
-            "Email/get",
-            json!({"ids": ids, "properties": ["threadId", "subject"]}),
-        )
-        .await;
+    let got = app.email_get(&user, &ids, &["threadId", "subject"]).await;
     let list = got["list"].as_array().unwrap();
     // 08-thread-1 … 11-thread-4 are one conversation ("Re: Réunion de lundi …").
     let thread_members: Vec<usize> = vec![7, 8, 9, 10];
@@ -504,13 +481,7 @@ async fn mailbox_set_creates_renames_moves_and_destroys() {
         )
         .await;
     assert_eq!(response["destroyed"], json!([clients, work]));
-    let gone = app
-        .call_in(
-            &user,
-            "Email/get",
-            json!({"ids": [ids[0]], "properties": ["id"]}),
-        )
-        .await;
+    let gone = app.email_get(&user, &[&ids[0]], &["id"]).await;
     assert_eq!(gone["notFound"], json!([ids[0].clone()]));
     let listed = app
         .call_in(
@@ -550,13 +521,7 @@ async fn patch_paths_are_json_pointers_depth_is_bounded_and_using_is_honoured() 
         response["notUpdated"][&ids[3]]["type"],
         json!("invalidPatch")
     );
-    let got = app
-        .call_in(
-            &user,
-            "Email/get",
-            json!({"ids": [ids[0]], "properties": ["keywords"]}),
-        )
-        .await;
+    let got = app.email_get(&user, &[&ids[0]], &["keywords"]).await;
     assert_eq!(got["list"][0]["keywords"], json!({"a/b": true}));
 
     // maxMailboxDepth is 10: a chain of 11 stops at the 11th.

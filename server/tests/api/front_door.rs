@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::support::{PASSWORD, TestApp, spawn_app, spawn_app_with};
+use crate::support::{PASSWORD, TestApp, spawn_app, spawn_app_with, spawn_with_accounts};
 
 const VERIFICATIONS: &str = "fastview_login_verifications_total";
 const BRAKED: &str = "fastview_login_refusals_total{reason=\"braked\"}";
@@ -362,8 +362,7 @@ async fn login_names_are_compared_in_one_normalised_form() {
 #[tokio::test]
 async fn event_stream_slots_are_per_credential_and_a_newer_stream_replaces_the_oldest() {
     use fastview::http::stream_slots::{MAX_STREAMS_PER_ACCOUNT, MAX_STREAMS_PER_CREDENTIAL};
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
+    let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
     app.account("bob@example.com").await;
     let session = app.session(&ann).await;
     let leaked = session["eventSourceUrl"]

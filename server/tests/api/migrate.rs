@@ -199,15 +199,7 @@ async fn migrate_store_copies_sqlite_into_postgres_and_resumes() {
     assert_eq!(before.0["mailboxes"]["list"].as_array().unwrap().len(), 8);
 
     // New rows on the copy get fresh ids: the sequences moved past the copy.
-    let more = target
-        .call_in(
-            &ann,
-            "Mailbox/set",
-            json!({"create": {"m": {"name": "After"}}}),
-        )
-        .await;
-    let new_mailbox = more["created"]["m"]["id"].clone();
-    assert!(new_mailbox.is_string(), "{more}");
+    let new_mailbox = target.create_mailbox(&ann, "After").await;
     assert!(
         before.0["mailboxes"]["list"]
             .as_array()
@@ -221,15 +213,8 @@ async fn migrate_store_copies_sqlite_into_postgres_and_resumes() {
         b"From: Dee <dee@example.org>\r\nSubject: After the move\r\n\r\nNew\r\n".to_vec(),
     )
     .await;
-    let imported = target
-        .call_in(
-            &ann,
-            "Email/import",
-            json!({"emails": {
-            "n": {"blobId": fresh["blobId"], "mailboxIds": {ann.inbox.clone(): true}}}}),
-        )
-        .await;
-    let new_id = imported["created"]["n"]["id"].clone();
+    let imported = target.import_to_inbox(&ann, &fresh["blobId"]).await;
+    let new_id = imported["created"]["i"]["id"].clone();
     assert!(new_id.is_string(), "{imported}");
     assert!(
         before.0["emails"]["list"]

@@ -4,12 +4,11 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{demo_messages, spawn_app};
+use crate::support::{demo_messages, spawn_with_accounts};
 
 #[tokio::test]
 async fn anchor_offsets_and_positions_at_the_ends_of_i64_saturate() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
+    let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
     app.ingest(&ann, &demo_messages(), 1_700_000_000).await;
     let sort = json!([{"property": "receivedAt", "isAscending": true}]);
     let email_query = |extra: Value| {

@@ -6,7 +6,9 @@
 use fastview::blob::blob_id_of;
 use serde_json::{Value, json};
 
-use crate::support::{PASSWORD, TestAccount, TestApp, demo_messages, spawn_app};
+use crate::support::{
+    PASSWORD, TestAccount, TestApp, demo_messages, run_ok, spawn_app, spawn_with_accounts,
+};
 use crate::uploads::{staged, upload};
 
 const QUOTA: &str = "urn:ietf:params:jmap:quota";
@@ -35,22 +37,12 @@ async fn quota_get(app: &TestApp, user: &TestAccount) -> Value {
 }
 
 fn set_quota(app: &TestApp, email: &str, quota: &str) {
-    let output = app
-        .cli()
-        .args(["account", "set", email, "--quota", quota])
-        .output()
-        .expect("account set");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    run_ok(app.cli().args(["account", "set", email, "--quota", quota]));
 }
 
 #[tokio::test]
 async fn quota_get_reports_usage_and_limit_and_quota_changes_follow_them() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let session = app.session(&user).await;
     assert_eq!(session["capabilities"][QUOTA], json!({}));
     assert_eq!(
@@ -145,24 +137,15 @@ async fn quota_get_reports_usage_and_limit_and_quota_changes_follow_them() {
 #[tokio::test]
 async fn uploads_and_imports_over_quota_are_refused_and_keep_nothing() {
     let app = spawn_app().await;
-    let output = app
-        .cli()
-        .args([
-            "account",
-            "add",
-            "cap@example.com",
-            "--password",
-            PASSWORD,
-            "--quota",
-            "8K",
-        ])
-        .output()
-        .expect("account add");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    run_ok(app.cli().args([
+        "account",
+        "add",
+        "cap@example.com",
+        "--password",
+        PASSWORD,
+        "--quota",
+        "8K",
+    ]));
     let account = app
         .app
         .store
@@ -205,14 +188,7 @@ async fn uploads_and_imports_over_quota_are_refused_and_keep_nothing() {
     let (status, uploaded) = upload(&app, &user, message.clone()).await;
     assert_eq!(status, 201, "{uploaded}");
     set_quota(&app, &user.email, "1K");
-    let import = app
-        .call_in(
-            &user,
-            "Email/import",
-            json!({"emails": {"i": {
-            "blobId": uploaded["blobId"], "mailboxIds": {user.inbox.clone(): true}}}}),
-        )
-        .await;
+    let import = app.import_to_inbox(&user, &uploaded["blobId"]).await;
     assert_eq!(
         import["notCreated"]["i"]["type"],
         json!("overQuota"),
@@ -228,13 +204,6 @@ async fn uploads_and_imports_over_quota_are_refused_and_keep_nothing() {
     );
     // Lifted: the import goes through.
     set_quota(&app, &user.email, "none");
-    let import = app
-        .call_in(
-            &user,
-            "Email/import",
-            json!({"emails": {"i": {
-            "blobId": uploaded["blobId"], "mailboxIds": {user.inbox.clone(): true}}}}),
-        )
-        .await;
+    let import = app.import_to_inbox(&user, &uploaded["blobId"]).await;
     assert!(import["created"]["i"].is_object(), "{import}");
 }

@@ -7,7 +7,8 @@ use fastview::mail::read_level::ReadSwitches;
 use serde_json::{Value, json};
 
 use crate::support::{
-    TestAccount, TestApp, demo_messages, spawn_app, spawn_full_level_sibling, spawn_sibling,
+    METADATA_PROPERTIES, TestAccount, TestApp, demo_messages, spawn_full_level_sibling,
+    spawn_sibling, spawn_with_accounts,
 };
 
 /// `count` messages written for this test: multipart/mixed with a text body
@@ -34,8 +35,7 @@ fn generated_messages(count: usize) -> Vec<Vec<u8>> {
 }
 
 async fn seeded(count: usize) -> (TestApp, TestAccount, Vec<String>) {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let ids = app
         .ingest(&user, &generated_messages(count), 1_700_000_000)
         .await;
@@ -66,21 +66,7 @@ async fn io(app: &TestApp) -> (f64, f64, f64, f64) {
 #[tokio::test]
 async fn metadata_level_reads_no_blob_and_parses_nothing() {
     let (app, user, ids) = seeded(100).await;
-    let response = get(
-        &app,
-        &user,
-        &ids,
-        json!([
-            "id",
-            "blobId",
-            "threadId",
-            "mailboxIds",
-            "keywords",
-            "size",
-            "receivedAt"
-        ]),
-    )
-    .await;
+    let response = get(&app, &user, &ids, json!(METADATA_PROPERTIES)).await;
     assert_eq!(response["list"].as_array().unwrap().len(), 100);
     assert_eq!(
         response["list"][0]["mailboxIds"],
@@ -310,8 +296,7 @@ fn with_large_attachment() -> Vec<u8> {
 
 #[tokio::test]
 async fn body_values_read_only_the_ranges_of_the_parts_asked() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let raw = with_large_attachment();
     assert!(raw.len() > 10_000_000);
     let ids = app.ingest(&user, &[raw], 1_700_000_000).await;
@@ -399,8 +384,7 @@ async fn a_part_tree_that_does_not_decode_is_recomputed_served_and_written_back(
 
 #[tokio::test]
 async fn switches_off_give_byte_identical_json() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let mut messages = demo_messages();
     messages.extend(generated_messages(10));
     let ids = app.ingest(&user, &messages, 1_700_000_000).await;

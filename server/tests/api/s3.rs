@@ -42,15 +42,8 @@ async fn the_api_round_trip_runs_on_the_s3_blob_store() {
     let s3 = BlobStore::open(&url).unwrap();
     assert_eq!(s3.get(&blob_id).await.unwrap(), Some(raw.clone()));
 
-    let imported = app
-        .call_in(
-            &user,
-            "Email/import",
-            json!({"emails": {
-            "m": {"blobId": blob_id, "mailboxIds": {user.inbox.clone(): true}}}}),
-        )
-        .await;
-    let id = imported["created"]["m"]["id"].clone();
+    let imported = app.import_to_inbox(&user, &blob_id).await;
+    let id = imported["created"]["i"]["id"].clone();
     assert!(id.is_string(), "{imported}");
     let reads = app.metric("fastview_blob_reads_total").await;
     let got = app

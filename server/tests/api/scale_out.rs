@@ -55,15 +55,8 @@ async fn two_nodes_on_one_database_see_each_others_changes_at_once() {
     // A new message through node 2 (uploaded there, read in full on node 1).
     let raw = b"From: Bob <bob@example.org>\r\nTo: ann@example.com\r\nSubject: Via node two\r\n\r\nSecond node body\r\n".to_vec();
     let uploaded = upload(&second, &user, raw.clone()).await;
-    let imported = second
-        .call_in(
-            &user,
-            "Email/import",
-            json!({"emails": {
-            "n": {"blobId": uploaded["blobId"], "mailboxIds": {user.inbox.clone(): true}}}}),
-        )
-        .await;
-    let new_id = imported["created"]["n"]["id"].clone();
+    let imported = second.import_to_inbox(&user, &uploaded["blobId"]).await;
+    let new_id = imported["created"]["i"]["id"].clone();
     assert!(new_id.is_string(), "{imported}");
     let after_import = assert_same(&first, &second, &user).await;
     assert_eq!(after_import["inbox"]["total"], json!(6));
@@ -83,14 +76,7 @@ async fn two_nodes_on_one_database_see_each_others_changes_at_once() {
     );
 
     // Mailboxes through node 1: create, then rename through node 2.
-    let created = first
-        .call_in(
-            &user,
-            "Mailbox/set",
-            json!({"create": {"p": {"name": "Projects"}}}),
-        )
-        .await;
-    let mailbox = created["created"]["p"]["id"].as_str().unwrap().to_string();
+    let mailbox = first.create_mailbox(&user, "Projects").await;
     assert_same(&first, &second, &user).await;
     second
         .call_in(

@@ -72,13 +72,7 @@ async fn import_on_a_full_store_is_server_unavailable_and_recovers_after_deletin
     assert!(imported.len() >= 5, "only {} imports fit", imported.len());
 
     // Reads go on.
-    let got = server
-        .call_in(
-            &ann,
-            "Email/get",
-            json!({"ids": imported, "properties": ["subject"]}),
-        )
-        .await;
+    let got = server.email_get(&ann, &imported, &["subject"]).await;
     assert_eq!(got["list"].as_array().unwrap().len(), imported.len());
 
     // The user deletes half the mail; the same server imports again.

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use fastview::mail::delivery;
 use fastview::store::{Delivery, SubmissionRow};
 
-use crate::support::{TestAccount, TestApp, spawn_app};
+use crate::support::{TestAccount, TestApp, spawn_with_accounts};
 
 const SUBMISSION: &str = "urn:ietf:params:jmap:submission";
 
@@ -58,9 +58,7 @@ fn draft(drafts: &str, from: &str, to: &str, bcc: &str, subject: &str) -> Value 
 
 #[tokio::test]
 async fn a_draft_is_sent_to_a_local_account_and_filed_in_sent() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
-    let bob = app.account("bob@example.com").await;
+    let (app, [ann, bob]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     let output = app
         .cli()
         .args([
@@ -122,12 +120,7 @@ async fn a_draft_is_sent_to_a_local_account_and_filed_in_sent() {
     assert_eq!(responses[2][1]["updated"], json!({email_id.clone(): null}));
 
     let got = app
-        .call_in(
-            &ann,
-            "Email/get",
-            json!({"ids": [email_id],
-                "properties": ["mailboxIds", "keywords"]}),
-        )
+        .email_get(&ann, &[&email_id], &["mailboxIds", "keywords"])
         .await;
     assert_eq!(got["list"][0]["mailboxIds"], json!({sent.clone(): true}));
     assert_eq!(got["list"][0]["keywords"], json!({}));
@@ -142,8 +135,17 @@ async fn a_draft_is_sent_to_a_local_account_and_filed_in_sent() {
     let arrived = changes["created"].as_array().unwrap().clone();
     assert_eq!(arrived.len(), 1, "{changes}");
     let got = app
-        .call_in(&bob, "Email/get", json!({"ids": arrived,
-                "properties": ["subject", "mailboxIds", "from", "bcc", "blobId", "header:Received"]}),
+        .email_get(
+            &bob,
+            &arrived,
+            &[
+                "subject",
+                "mailboxIds",
+                "from",
+                "bcc",
+                "blobId",
+                "header:Received",
+            ],
         )
         .await;
     for email in got["list"].as_array().unwrap() {
@@ -224,8 +226,7 @@ async fn a_draft_is_sent_to_a_local_account_and_filed_in_sent() {
 
 #[tokio::test]
 async fn a_submission_that_cannot_be_sent_says_why() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
+    let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
     app.account("bob@example.com").await;
     let drafts = role(&app, &ann, "drafts").await;
     let identity = own_identity(&app, &ann).await;
@@ -319,9 +320,7 @@ async fn a_submission_that_cannot_be_sent_says_why() {
 
 #[tokio::test]
 async fn a_failed_delivery_is_retried_from_the_queue_and_delivered_once() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
-    let bob = app.account("bob@example.com").await;
+    let (app, [ann, bob]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     let store = app.app.store.as_ref();
     let message =
         b"From: ann@example.com\r\nTo: bob@example.com\r\nSubject: Later\r\n\r\nhi\r\n".to_vec();
@@ -419,10 +418,8 @@ async fn a_failed_delivery_is_retried_from_the_queue_and_delivered_once() {
 
 #[tokio::test]
 async fn a_vacation_response_answers_each_sender_once_and_never_a_list() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
-    let bob = app.account("bob@example.com").await;
-    let carol = app.account("carol@example.com").await;
+    let (app, [ann, bob, carol]) =
+        spawn_with_accounts(["ann@example.com", "bob@example.com", "carol@example.com"]).await;
     let set = app
         .call_using(
             &bob,
@@ -508,8 +505,7 @@ async fn a_vacation_response_answers_each_sender_once_and_never_a_list() {
 /// nothing, is `delivered: "no"`, and the sender gets a bounce.
 #[tokio::test]
 async fn local_copies_are_stored_once_charged_to_each_recipient_and_bounced_when_full() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
+    let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
     let store = app.app.store.clone();
     let mut recipients = Vec::new();
     for name in ["bob", "cat", "dan"] {

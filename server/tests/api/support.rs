@@ -27,6 +27,45 @@ pub use require::require;
 /// The password of every test account.
 pub const PASSWORD: &str = "test-password";
 
+/// The Email properties of the metadata read level: what the rows hold.
+pub const METADATA_PROPERTIES: [&str; 7] = [
+    "id",
+    "blobId",
+    "threadId",
+    "mailboxIds",
+    "keywords",
+    "size",
+    "receivedAt",
+];
+
+/// The Email properties of RFC 8621 §4.1 up to `preview`, in its order
+/// (the metadata, the header convenience properties, the fast view), then
+/// `more`.
+pub fn email_properties_and(more: &[&str]) -> Value {
+    let headers = [
+        "messageId",
+        "inReplyTo",
+        "references",
+        "sender",
+        "from",
+        "to",
+        "cc",
+        "bcc",
+        "replyTo",
+        "subject",
+        "sentAt",
+        "hasAttachment",
+        "preview",
+    ];
+    let all: Vec<&str> = METADATA_PROPERTIES
+        .iter()
+        .chain(&headers)
+        .chain(more)
+        .copied()
+        .collect();
+    json!(all)
+}
+
 /// A running server and what a test needs to talk to it.
 pub struct TestApp {
     pub base: String,
@@ -66,6 +105,27 @@ pub struct TestAccount {
 /// Starts a server with default options.
 pub async fn spawn_app() -> TestApp {
     spawn_app_with(ServeOptions::default()).await
+}
+
+/// Starts a server with default options and one account per address, in
+/// that order.
+pub async fn spawn_with_accounts<const N: usize>(emails: [&str; N]) -> (TestApp, [TestAccount; N]) {
+    let app = spawn_app().await;
+    let mut accounts = Vec::with_capacity(N);
+    for email in emails {
+        accounts.push(app.account(email).await);
+    }
+    let accounts = accounts.try_into().expect("one account per address");
+    (app, accounts)
+}
+
+/// Starts a server whose JMAP limits are `limits`, other options default.
+pub async fn spawn_app_with_limits(limits: fastview::jmap::Limits) -> TestApp {
+    spawn_app_with(ServeOptions {
+        limits,
+        ..ServeOptions::default()
+    })
+    .await
 }
 
 /// Starts a server with the given options: on a fresh PostgreSQL database
@@ -477,6 +537,44 @@ impl TestApp {
         got["state"].as_str().expect("state").to_string()
     }
 
+    /// Email/get of `ids` (a list) with `properties` in `account`; the
+    /// response arguments.
+    pub async fn email_get(
+        &self,
+        account: &TestAccount,
+        ids: &impl serde::Serialize,
+        properties: &[&str],
+    ) -> Value {
+        let arguments = json!({"ids": ids, "properties": properties});
+        self.call_in(account, "Email/get", arguments).await
+    }
+
+    /// Mailbox/set creating a mailbox `name` at the top; its id, asserting
+    /// it was created.
+    pub async fn create_mailbox(&self, account: &TestAccount, name: &str) -> String {
+        let set = self
+            .call_in(
+                account,
+                "Mailbox/set",
+                json!({"create": {"m": {"name": name}}}),
+            )
+            .await;
+        let id = set["created"]["m"]["id"].as_str();
+        id.unwrap_or_else(|| panic!("{set}")).to_string()
+    }
+
+    /// Email/import of the uploaded `blob_id` into `account`'s inbox, as
+    /// creation id `"i"`; the method's response arguments.
+    pub async fn import_to_inbox(
+        &self,
+        account: &TestAccount,
+        blob_id: &impl serde::Serialize,
+    ) -> Value {
+        let email = json!({"blobId": blob_id, "mailboxIds": {account.inbox.clone(): true}});
+        self.call_in(account, "Email/import", json!({"emails": {"i": email}}))
+            .await
+    }
+
     /// `GET {downloadUrl}` of `blob_id` as `name`: (status, body).
     pub async fn download(
         &self,
@@ -517,6 +615,18 @@ impl TestApp {
             .and_then(|value| value.trim().parse().ok())
             .unwrap_or(0.0)
     }
+}
+
+/// Runs `command` to its end, asserting it succeeded (its stderr in the
+/// message); its output.
+pub fn run_ok(command: &mut Command) -> std::process::Output {
+    let output = command.output().expect("run");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
 }
 
 /// The demo messages the project ships (`server/fixtures/demo/*.eml`), sorted by name.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::support::{PASSWORD, TestAccount, TestApp, demo_messages, spawn_app};
+use crate::support::{PASSWORD, TestAccount, TestApp, demo_messages, run_ok, spawn_with_accounts};
 
 /// The properties a client caches of each email.
 const EMAIL_PROPERTIES: &[&str] = &["id", "threadId", "mailboxIds", "keywords", "subject"];
@@ -118,18 +118,12 @@ fn cli_import(app: &TestApp, user: &TestAccount, messages: &[(&str, String)]) {
     for (name, body) in messages {
         std::fs::write(dir.path().join(format!("{name}.eml")), body).unwrap();
     }
-    let output = app
-        .cli()
-        .arg("import")
-        .arg("--account")
-        .arg(&user.email)
-        .arg(dir.path())
-        .output()
-        .expect("run fastview import");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    run_ok(
+        app.cli()
+            .arg("import")
+            .arg("--account")
+            .arg(&user.email)
+            .arg(dir.path()),
     );
 }
 
@@ -146,8 +140,7 @@ fn message(id: &str, subject: &str, reply_to: Option<&str>) -> String {
 
 #[tokio::test]
 async fn a_caching_client_follows_every_kind_of_change() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let ids = app.ingest(&user, &demo_messages(), 1_700_000_000).await;
     let mut emails = fetch(&app, &user, "Email").await;
     let mut mailboxes = fetch(&app, &user, "Mailbox").await;
@@ -179,15 +172,8 @@ async fn a_caching_client_follows_every_kind_of_change() {
     // Email/import: a reply joining a thread.
     let reply = "From: Bob <bob@example.org>\r\nSubject: Re: Welcome to your Fastview demo mailbox\r\nMessage-ID: <sync-1@example.org>\r\nIn-Reply-To: <welcome.20240304083000@example.org>\r\n\r\nThanks\r\n";
     let blob = upload(&app, &user, reply.as_bytes()).await;
-    let imported = app
-        .call_in(
-            &user,
-            "Email/import",
-            json!({"emails": {
-            "r": {"blobId": blob, "mailboxIds": {user.inbox.clone(): true}}}}),
-        )
-        .await;
-    assert!(imported["created"]["r"]["id"].is_string(), "{imported}");
+    let imported = app.import_to_inbox(&user, &blob).await;
+    assert!(imported["created"]["i"]["id"].is_string(), "{imported}");
     // Mailbox/set: create, rename, and a mailbox destroyed with its email.
     let created = app
         .call_in(
@@ -269,8 +255,7 @@ async fn a_caching_client_follows_every_kind_of_change() {
 
 #[tokio::test]
 async fn mailbox_changes_say_when_only_counts_changed_and_bad_states_cannot_be_calculated() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let ids = app
         .ingest(&user, &demo_messages()[..3], 1_700_000_000)
         .await;
@@ -341,8 +326,7 @@ fn apply_query_changes(ids: &mut Vec<String>, changes: &Value) {
 
 #[tokio::test]
 async fn query_changes_bring_cached_queries_up_to_date() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let ids = app.ingest(&user, &demo_messages(), 1_700_000_000).await;
     let archive = mailbox_by_role(&app, &user, "archive").await;
     let queries = [
@@ -474,8 +458,7 @@ async fn query_changes_bring_cached_queries_up_to_date() {
 
 #[tokio::test]
 async fn twenty_concurrent_keyword_patches_all_land() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let ids = app
         .ingest(&user, &demo_messages()[..1], 1_700_000_000)
         .await;
@@ -500,14 +483,8 @@ async fn twenty_concurrent_keyword_patches_all_land() {
         }
     });
     let states = futures::future::join_all(calls).await;
-    let keywords = app
-        .call_in(
-            &user,
-            "Email/get",
-            json!({"ids": [ids[0]], "properties": ["keywords"]}),
-        )
-        .await["list"][0]["keywords"]
-        .clone();
+    let keywords =
+        app.email_get(&user, &[&ids[0]], &["keywords"]).await["list"][0]["keywords"].clone();
     let expected: serde_json::Map<String, Value> =
         (0..20).map(|i| (format!("k{i}"), json!(true))).collect();
     assert_eq!(keywords, Value::Object(expected));
@@ -591,8 +568,7 @@ async fn open_events(
 
 #[tokio::test]
 async fn the_event_source_pushes_state_changes_within_a_second() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let ids = app
         .ingest(&user, &demo_messages()[..2], 1_700_000_000)
         .await;
@@ -670,8 +646,7 @@ async fn the_event_source_pushes_state_changes_within_a_second() {
 
 #[tokio::test]
 async fn email_parse_renders_an_attached_message() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let inner = "From: Dee <dee@example.org>\r\nTo: ann@example.com\r\nSubject: Inner subject\r\nMessage-ID: <inner@example.org>\r\nContent-Type: multipart/mixed; boundary=in\r\n\r\n--in\r\nContent-Type: text/plain\r\n\r\nInner body\r\n--in\r\nContent-Type: text/plain; name=note.txt\r\nContent-Disposition: attachment; filename=note.txt\r\n\r\nnote\r\n--in--\r\n";
     let outer = format!(
         "From: Cy <cy@example.net>\r\nTo: ann@example.com\r\nSubject: Fwd\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=out\r\n\r\n--out\r\nContent-Type: text/plain\r\n\r\nSee attached\r\n--out\r\nContent-Type: message/rfc822\r\n\r\n{inner}\r\n--out--\r\n"
@@ -680,11 +655,7 @@ async fn email_parse_renders_an_attached_message() {
         .ingest(&user, &[outer.into_bytes()], 1_700_000_000)
         .await[0];
     let got = app
-        .call_in(
-            &user,
-            "Email/get",
-            json!({"ids": [id], "properties": ["attachments", "textBody"]}),
-        )
+        .email_get(&user, &[&id], &["attachments", "textBody"])
         .await;
     let attached = got["list"][0]["attachments"]
         .as_array()
@@ -744,8 +715,7 @@ async fn jmap_client_keeps_a_mailbox_in_sync_through_changes_and_push() {
     use jmap_client::client::Client;
     use jmap_client::event_source::PushNotification;
 
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let ids = app
         .ingest(&user, &demo_messages()[..3], 1_700_000_000)
         .await;

@@ -8,28 +8,22 @@ use std::time::Duration;
 use fastview::account::{TOKEN_RECHECK, hash_password};
 use serde_json::{Value, json};
 
-use crate::support::{TestAccount, TestApp, spawn_app};
+use crate::support::{TestAccount, TestApp, run_ok, spawn_with_accounts};
 use crate::sync::read_events;
 
 /// `fastview token create` for `user`: the secret it prints.
 fn create_token(app: &TestApp, user: &TestAccount, extra: &[&str]) -> String {
-    let output = app
-        .cli()
-        .args([
-            "token",
-            "create",
-            "--account",
-            &user.email.to_uppercase(),
-            "--name",
-            "webmail",
-        ])
-        .args(extra)
-        .output()
-        .expect("run fastview token create");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let output = run_ok(
+        app.cli()
+            .args([
+                "token",
+                "create",
+                "--account",
+                &user.email.to_uppercase(),
+                "--name",
+                "webmail",
+            ])
+            .args(extra),
     );
     let secret = String::from_utf8(output.stdout).unwrap().trim().to_string();
     assert!(secret.starts_with("fvt_") && secret.len() == 47, "{secret}");
@@ -66,8 +60,7 @@ async fn past_recheck() {
 
 #[tokio::test]
 async fn a_bearer_token_works_until_it_is_revoked_and_lists_without_its_secret() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let token = create_token(&app, &user, &["--expires-days", "30"]);
     let (status, session) = session_with(&app, &token).await;
     assert_eq!(status, 200);
@@ -123,8 +116,7 @@ async fn a_bearer_token_works_until_it_is_revoked_and_lists_without_its_secret()
 
 #[tokio::test]
 async fn an_expired_token_and_a_removed_accounts_tokens_are_refused() {
-    let app = spawn_app().await;
-    let user = app.account("bob@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["bob@example.com"]).await;
     let secret = fastview::account::new_token_secret();
     let now = chrono::Utc::now().timestamp();
     app.app
@@ -157,8 +149,7 @@ async fn an_expired_token_and_a_removed_accounts_tokens_are_refused() {
 /// changes, and stops when the password changes; an altered access is 401.
 #[tokio::test]
 async fn a_browser_event_source_opens_with_the_sessions_access_and_stops_with_the_password() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let ids = app
         .ingest(&user, &crate::support::demo_messages()[..1], 1_700_000_000)
         .await;
@@ -214,8 +205,7 @@ async fn a_browser_event_source_opens_with_the_sessions_access_and_stops_with_th
 /// revoking it ends the browser's stream.
 #[tokio::test]
 async fn revoking_a_token_ends_the_push_its_session_opened() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let token = create_token(&app, &user, &[]);
     let (_, session) = session_with(&app, &token).await;
     let url = event_url(&session);
@@ -241,8 +231,7 @@ async fn revoking_a_token_ends_the_push_its_session_opened() {
 /// one a session whose access works (found by a new-user trial).
 #[tokio::test]
 async fn a_session_fetched_after_a_password_change_carries_a_working_access() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     // The old password is cached by this server.
     assert_eq!(app.session(&user).await["username"], "ann@example.com");
     let hash = hash_password("the new one").unwrap();
@@ -296,8 +285,7 @@ async fn a_session_fetched_after_a_password_change_carries_a_working_access() {
 /// refusal (it was axum's text/plain; found by a new-user trial).
 #[tokio::test]
 async fn a_malformed_event_source_query_is_a_problem_json() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let response = app
         .get_as(
             format!("{}/jmap/eventsource?types=*&ping=abc", app.base),

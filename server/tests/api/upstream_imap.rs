@@ -17,7 +17,8 @@ use fastview::proxy::{Proxy, ProxyOptions};
 use serde_json::{Value, json};
 
 use crate::support::{
-    PASSWORD, TestAccount, TestApp, corpus, corpus_sample, require, spawn_app, spawn_in_front_of,
+    PASSWORD, TestAccount, TestApp, corpus, corpus_sample, require, run_ok, spawn_app,
+    spawn_in_front_of,
 };
 
 /// A throwaway Dovecot, stopped when dropped.
@@ -579,24 +580,19 @@ async fn another_clients_changes_reach_jmap_within_two_seconds() {
 
     // A UIDVALIDITY reset keeps the ids of unchanged messages.
     let before: Vec<Value> = appended.iter().map(|e| e["id"].clone()).collect();
-    let output = Command::new("doveadm")
-        .arg("-c")
-        .arg(dovecot.config())
-        .args([
-            "mailbox",
-            "update",
-            "-u",
-            "bob@example.com",
-            "--uid-validity",
-            "12345",
-            "INBOX",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    run_ok(
+        Command::new("doveadm")
+            .arg("-c")
+            .arg(dovecot.config())
+            .args([
+                "mailbox",
+                "update",
+                "-u",
+                "bob@example.com",
+                "--uid-validity",
+                "12345",
+                "INBOX",
+            ]),
     );
     // A change to wake the listener after the reset.
     dovecot.client(
@@ -713,14 +709,7 @@ async fn jmap_writes_go_to_the_upstream_first() {
         flags[0].contains("\\Flagged") && flags[0].contains("\\Seen"),
         "{flags:?}"
     );
-    let got = proxy
-        .call_in(
-            &carol,
-            "Email/get",
-            json!({"ids": [ids[0]],
-            "properties": ["keywords"]}),
-        )
-        .await;
+    let got = proxy.email_get(&carol, &[&ids[0]], &["keywords"]).await;
     assert_eq!(
         got["list"][0]["keywords"],
         json!({"$flagged": true, "$seen": true})
@@ -743,14 +732,7 @@ async fn jmap_writes_go_to_the_upstream_first() {
         upstream_flags(&dovecot, "carol@example.com", "Archive").len(),
         1
     );
-    let got = proxy
-        .call_in(
-            &carol,
-            "Email/get",
-            json!({"ids": [ids[1]],
-            "properties": ["mailboxIds"]}),
-        )
-        .await;
+    let got = proxy.email_get(&carol, &[&ids[1]], &["mailboxIds"]).await;
     assert_eq!(got["list"][0]["mailboxIds"], json!({archive.clone(): true}));
 
     // In two mailboxes at once: UID COPY.
@@ -797,11 +779,10 @@ async fn jmap_writes_go_to_the_upstream_first() {
     assert_eq!(flags.len(), 1);
     assert!(flags[0].contains("\\Seen"), "{flags:?}");
     let got = proxy
-        .call_in(
+        .email_get(
             &carol,
-            "Email/get",
-            json!({"ids": [created["id"]],
-            "properties": ["receivedAt", "subject", "mailboxIds"]}),
+            &[&created["id"]],
+            &["receivedAt", "subject", "mailboxIds"],
         )
         .await;
     assert_eq!(got["list"][0]["receivedAt"], "2024-01-02T03:04:05Z");
@@ -937,17 +918,7 @@ async fn jmap_writes_go_to_the_upstream_first() {
     set_mode(&broken, 0o755);
 
     // A name with quotes and a backslash round-trips (LIST quotes it).
-    let odd = proxy
-        .call_in(
-            &carol,
-            "Mailbox/set",
-            json!({"create": {"q": {"name": "\"quoted\" back\\slash"}}}),
-        )
-        .await;
-    let odd_id = odd["created"]["q"]["id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{odd}"))
-        .to_string();
+    let odd_id = proxy.create_mailbox(&carol, "\"quoted\" back\\slash").await;
     let mailboxes = mailbox_ids(&proxy, &carol).await;
     assert_eq!(mailbox_named(&mailboxes, "\"quoted\" back\\slash"), odd_id);
 
@@ -1112,11 +1083,16 @@ async fn evicted_messages_are_read_again_from_the_upstream() {
     assert!(!proxy.app.blobs.exists(&blobs[0]).await.unwrap());
     // The list view reads no blob: they stay evicted.
     let list = proxy
-        .call_in(
+        .email_get(
             &erin,
-            "Email/get",
-            json!({"ids": ids,
-            "properties": ["subject", "from", "preview", "hasAttachment", "bodyStructure"]}),
+            &ids,
+            &[
+                "subject",
+                "from",
+                "preview",
+                "hasAttachment",
+                "bodyStructure",
+            ],
         )
         .await;
     assert_eq!(list["list"].as_array().unwrap().len(), 6);
