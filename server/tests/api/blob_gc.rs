@@ -18,6 +18,19 @@ async fn gc(app: &TestApp, options: GcOptions) -> fastview::mail::gc::GcReport {
         .expect("gc")
 }
 
+/// Asserts an Email/get of `ids` with every body value lists `count` emails
+/// (their blobs are read).
+async fn assert_bodies_read(app: &TestApp, user: &TestAccount, ids: &[String], count: usize) {
+    let got = app
+        .call_in(
+            user,
+            "Email/get",
+            json!({"ids": ids, "properties": ["bodyValues"], "fetchAllBodyValues": true}),
+        )
+        .await;
+    assert_eq!(got["list"].as_array().unwrap().len(), count, "{got}");
+}
+
 async fn destroy(app: &TestApp, user: &TestAccount, ids: &[String]) {
     let set = app
         .call1(
@@ -57,15 +70,7 @@ async fn blobs_of_destroyed_emails_go_and_blobs_another_account_holds_stay() {
     assert_eq!(report.blobs_deleted, 1);
     assert!(!present(&app, &own).await);
     assert!(present(&app, &shared).await, "bob still holds it");
-    let got = app
-        .call_in(
-            &bob,
-            "Email/get",
-            json!({"ids": bob_ids,
-            "properties": ["bodyValues"], "fetchAllBodyValues": true}),
-        )
-        .await;
-    assert_eq!(got["list"].as_array().unwrap().len(), 1, "{got}");
+    assert_bodies_read(&app, &bob, &bob_ids, 1).await;
 
     destroy(&app, &bob, &bob_ids).await;
     assert_eq!(gc(&app, GcOptions::default()).await.blobs_deleted, 1);
@@ -102,15 +107,7 @@ async fn account_remove_deletes_its_mail_and_the_blobs_only_it_held() {
     assert!(present(&app, &shared).await, "bob's copy stays");
     let counts = app.app.store.raw_counts(Some(ann.id)).await.unwrap();
     assert_eq!((counts.emails, counts.account_blobs), (0, 0), "{counts:?}");
-    let got = app
-        .call_in(
-            &bob,
-            "Email/get",
-            json!({"ids": bob_ids,
-            "properties": ["bodyValues"], "fetchAllBodyValues": true}),
-        )
-        .await;
-    assert_eq!(got["list"].as_array().unwrap().len(), 1, "{got}");
+    assert_bodies_read(&app, &bob, &bob_ids, 1).await;
 }
 
 #[tokio::test]

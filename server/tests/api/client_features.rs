@@ -103,25 +103,13 @@ async fn a_query_without_limit_returns_the_limit_it_was_clamped_to() {
         app.session(&user).await["capabilities"]["urn:ietf:params:jmap:core"]["maxObjectsInGet"]
             .clone();
     for method in ["Email/query", "Mailbox/query"] {
-        let unlimited = app
-            .call1(&user, method, json!({"accountId": user.account_id}))
-            .await;
+        let unlimited = app.call_in(&user, method, json!({})).await;
         assert_eq!(unlimited["limit"], max, "{method}");
         let over = app
-            .call1(
-                &user,
-                method,
-                json!({"accountId": user.account_id, "limit": 1_000_000}),
-            )
+            .call_in(&user, method, json!({"limit": 1_000_000}))
             .await;
         assert_eq!(over["limit"], max, "{method}");
-        let under = app
-            .call1(
-                &user,
-                method,
-                json!({"accountId": user.account_id, "limit": 2}),
-            )
-            .await;
+        let under = app.call_in(&user, method, json!({"limit": 2})).await;
         assert!(under.get("limit").is_none(), "{method}: {under}");
         assert_eq!(under["ids"].as_array().unwrap().len(), 2);
     }

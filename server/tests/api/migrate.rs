@@ -200,13 +200,7 @@ async fn migrate_store_copies_sqlite_into_postgres_and_resumes() {
 
     // New rows on the copy get fresh ids: the sequences moved past the copy.
     let new_mailbox = target.create_mailbox(&ann, "After").await;
-    assert!(
-        before.0["mailboxes"]["list"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|m| m["id"] != new_mailbox)
-    );
+    assert!(!lists_id(&before.0["mailboxes"], &new_mailbox));
     let fresh = upload(
         &target,
         &ann,
@@ -216,13 +210,7 @@ async fn migrate_store_copies_sqlite_into_postgres_and_resumes() {
     let imported = target.import_to_inbox(&ann, &fresh["blobId"]).await;
     let new_id = imported["created"]["i"]["id"].clone();
     assert!(new_id.is_string(), "{imported}");
-    assert!(
-        before.0["emails"]["list"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|e| e["id"] != new_id)
-    );
+    assert!(!lists_id(&before.0["emails"], &new_id));
 
     // The copied accounts can send: each has the identity for its address.
     let identities = target
@@ -238,4 +226,10 @@ async fn migrate_store_copies_sqlite_into_postgres_and_resumes() {
     assert_eq!(list[0]["mayDelete"], false);
     drop(target);
     drop(database);
+}
+
+/// Whether a /get response's `list` holds an object with id `id`.
+fn lists_id(got: &Value, id: &impl PartialEq<Value>) -> bool {
+    let list = got["list"].as_array().unwrap();
+    list.iter().any(|object| *id == object["id"])
 }

@@ -24,6 +24,11 @@ async fn quota_call(app: &TestApp, user: &TestAccount, method: &str, arguments: 
     response["methodResponses"][0].clone()
 }
 
+async fn quota_changes(app: &TestApp, user: &TestAccount, since: &impl serde::Serialize) -> Value {
+    let arguments = json!({"accountId": user.account_id, "sinceState": since});
+    quota_call(app, user, "Quota/changes", arguments).await
+}
+
 async fn quota_get(app: &TestApp, user: &TestAccount) -> Value {
     let response = quota_call(
         app,
@@ -70,45 +75,21 @@ async fn quota_get_reports_usage_and_limit_and_quota_changes_follow_them() {
     assert_eq!(quota["hardLimit"], json!(1 << 20));
     assert_eq!(quota["types"], json!(["Email"]));
     let state = got["state"].clone();
-    let changes = quota_call(
-        &app,
-        &user,
-        "Quota/changes",
-        json!({"accountId": user.account_id, "sinceState": none_state}),
-    )
-    .await;
+    let changes = quota_changes(&app, &user, &none_state).await;
     assert_eq!(changes[1]["created"], json!(["octets"]), "{changes}");
 
     // An upload counts: the object changes, and so does the state.
     let extra = b"an upload counts until it expires".to_vec();
     assert_eq!(upload(&app, &user, extra.clone()).await.0, 201);
-    let changes = quota_call(
-        &app,
-        &user,
-        "Quota/changes",
-        json!({"accountId": user.account_id, "sinceState": state}),
-    )
-    .await;
+    let changes = quota_changes(&app, &user, &state).await;
     assert_eq!(changes[1]["updated"], json!(["octets"]), "{changes}");
     assert_eq!(changes[1]["created"], json!([]));
     let got = quota_get(&app, &user).await;
     assert_eq!(got["list"][0]["used"], json!(used + extra.len() as i64));
     assert_eq!(changes[1]["newState"], got["state"]);
-    let unchanged = quota_call(
-        &app,
-        &user,
-        "Quota/changes",
-        json!({"accountId": user.account_id, "sinceState": got["state"]}),
-    )
-    .await;
+    let unchanged = quota_changes(&app, &user, &got["state"]).await;
     assert_eq!(unchanged[1]["updated"], json!([]), "{unchanged}");
-    let bad = quota_call(
-        &app,
-        &user,
-        "Quota/changes",
-        json!({"accountId": user.account_id, "sinceState": "12"}),
-    )
-    .await;
+    let bad = quota_changes(&app, &user, &"12").await;
     assert_eq!(bad[1]["type"], json!("cannotCalculateChanges"), "{bad}");
     // Properties are filtered; ids not there are notFound.
     let some = quota_call(
