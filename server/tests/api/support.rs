@@ -549,6 +549,16 @@ impl TestApp {
         self.call_in(account, "Email/get", arguments).await
     }
 
+    /// Email/set updating email `id` with `patch`; the response arguments,
+    /// asserting `id` is among the updated.
+    pub async fn update_email(&self, account: &TestAccount, id: &str, patch: Value) -> Value {
+        let set = self
+            .call_in(account, "Email/set", json!({"update": {id: patch}}))
+            .await;
+        assert!(set["updated"].get(id).is_some(), "{set}");
+        set
+    }
+
     /// Mailbox/set creating a mailbox `name` at the top; its id, asserting
     /// it was created.
     pub async fn create_mailbox(&self, account: &TestAccount, name: &str) -> String {

@@ -411,14 +411,7 @@ async fn mailboxes_and_messages_read_through_the_proxy_match_an_import() {
         401
     );
     let ann = login(&proxy, "ann@example.com").await;
-    let list = until(
-        &proxy,
-        &ann,
-        Duration::from_secs(30),
-        "the first sync",
-        |list| list.len() == messages.len(),
-    )
-    .await;
+    let list = first_sync(&proxy, &ann, messages.len()).await;
     assert!(
         list.iter()
             .all(|email| email["keywords"] == json!({"$seen": true}))
@@ -500,25 +493,12 @@ async fn mailboxes_and_messages_read_through_the_proxy_match_an_import() {
 
 #[tokio::test]
 async fn another_clients_changes_reach_jmap_within_two_seconds() {
-    let Some(dovecot) = Dovecot::start(&["bob@example.com"]) else {
+    let messages = golden_crlf(4);
+    let Some((dovecot, proxy, bob, first)) =
+        proxy_with_inbox("bob@example.com", &messages, |_| {}).await
+    else {
         return;
     };
-    let messages: Vec<Vec<u8>> = golden_messages()
-        .iter()
-        .take(4)
-        .map(|raw| crlf(raw))
-        .collect();
-    dovecot.append("bob@example.com", "INBOX", &messages, "", 1_700_000_000);
-    let proxy = spawn_proxy(&dovecot).await;
-    let bob = login(&proxy, "bob@example.com").await;
-    let first = until(
-        &proxy,
-        &bob,
-        Duration::from_secs(30),
-        "the first sync",
-        |list| list.len() == 4,
-    )
-    .await;
     let mailboxes = mailbox_ids(&proxy, &bob).await;
     let inbox = mailbox_named(&mailboxes, "INBOX");
     let archive = mailbox_named(&mailboxes, "Archive");
@@ -627,6 +607,56 @@ fn golden_messages() -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Waits (at most 5 s) until an email received at `received_at` shows;
+/// returns the emails.
+async fn until_received(
+    proxy: &TestApp,
+    user: &TestAccount,
+    what: &str,
+    received_at: &str,
+) -> Vec<Value> {
+    let limit = Duration::from_secs(5);
+    until(proxy, user, limit, what, |list| {
+        list.iter().any(|e| e["receivedAt"] == received_at)
+    })
+    .await
+}
+
+/// The first `count` golden messages with CRLF line ends.
+fn golden_crlf(count: usize) -> Vec<Vec<u8>> {
+    golden_messages()
+        .iter()
+        .take(count)
+        .map(|raw| crlf(raw))
+        .collect()
+}
+
+/// Waits (at most 30 s) until the first sync shows `count` emails; returns them.
+async fn first_sync(proxy: &TestApp, user: &TestAccount, count: usize) -> Vec<Value> {
+    let limit = Duration::from_secs(30);
+    until(proxy, user, limit, "the first sync", |list| {
+        list.len() == count
+    })
+    .await
+}
+
+/// A Dovecot whose `user` holds `messages` in INBOX (INTERNALDATE from
+/// 1,700,000,000), a proxy in front of it with its upstream options changed
+/// by `change`, and `user` logged in: (dovecot, proxy, account, the emails
+/// of the first sync); `None` when Dovecot is not installed.
+async fn proxy_with_inbox(
+    user: &str,
+    messages: &[Vec<u8>],
+    change: impl FnOnce(&mut UpstreamOptions),
+) -> Option<(Dovecot, TestApp, TestAccount, Vec<Value>)> {
+    let dovecot = Dovecot::start(&[user])?;
+    dovecot.append(user, "INBOX", messages, "", 1_700_000_000);
+    let proxy = spawn_proxy_options(&dovecot, change).await;
+    let account = login(&proxy, user).await;
+    let first = first_sync(&proxy, &account, messages.len()).await;
+    Some((dovecot, proxy, account, first))
+}
+
 /// What imaplib sees of a mailbox: `UID FLAGS` lines, one per message.
 fn upstream_flags(dovecot: &Dovecot, user: &str, mailbox: &str) -> Vec<String> {
     let out = dovecot.client(
@@ -653,25 +683,12 @@ fn upstream_mailbox_names(dovecot: &Dovecot, user: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn jmap_writes_go_to_the_upstream_first() {
-    let Some(dovecot) = Dovecot::start(&["carol@example.com"]) else {
+    let messages = golden_crlf(3);
+    let Some((dovecot, proxy, carol, first)) =
+        proxy_with_inbox("carol@example.com", &messages, |_| {}).await
+    else {
         return;
     };
-    let messages: Vec<Vec<u8>> = golden_messages()
-        .iter()
-        .take(3)
-        .map(|raw| crlf(raw))
-        .collect();
-    dovecot.append("carol@example.com", "INBOX", &messages, "", 1_700_000_000);
-    let proxy = spawn_proxy(&dovecot).await;
-    let carol = login(&proxy, "carol@example.com").await;
-    let first = until(
-        &proxy,
-        &carol,
-        Duration::from_secs(30),
-        "the first sync",
-        |list| list.len() == 3,
-    )
-    .await;
     let ids: Vec<String> = first
         .iter()
         .map(|e| e["id"].as_str().unwrap().to_string())
@@ -861,34 +878,20 @@ async fn jmap_writes_go_to_the_upstream_first() {
         "",
         1_750_000_000,
     );
-    let listed = until(
-        &proxy,
-        &carol,
-        Duration::from_secs(5),
-        "two copies",
-        |list| {
-            list.iter()
-                .any(|e| e["receivedAt"] == "2025-06-15T15:06:40Z")
-        },
-    )
-    .await;
+    let listed = until_received(&proxy, &carol, "two copies", "2025-06-15T15:06:40Z").await;
     let once = listed
         .iter()
         .find(|e| e["receivedAt"] == "2025-06-15T15:06:40Z")
         .unwrap()["id"]
         .clone();
     let inbox_before = upstream_flags(&dovecot, "carol@example.com", "INBOX").len();
-    let set = proxy
-        .call_in(
+    proxy
+        .update_email(
             &carol,
-            "Email/set",
-            json!({"update": {once.as_str().unwrap(): {"mailboxIds": {archive.clone(): true}}}}),
+            once.as_str().unwrap(),
+            json!({"mailboxIds": {archive.clone(): true}}),
         )
         .await;
-    assert!(
-        set["updated"].get(once.as_str().unwrap()).is_some(),
-        "{set}"
-    );
     assert_eq!(
         upstream_flags(&dovecot, "carol@example.com", "INBOX").len(),
         inbox_before - 2
@@ -904,15 +907,11 @@ async fn jmap_writes_go_to_the_upstream_first() {
     set_mode(&broken, 0o000);
     let late = crlf(b"From: gil@example.com\nTo: carol@example.com\nSubject: late\n\nstill\n");
     dovecot.append("carol@example.com", "INBOX", &[late], "", 1_760_000_000);
-    until(
+    until_received(
         &proxy,
         &carol,
-        Duration::from_secs(5),
         "mail beside a broken mailbox",
-        |list| {
-            list.iter()
-                .any(|e| e["receivedAt"] == "2025-10-09T08:53:20Z")
-        },
+        "2025-10-09T08:53:20Z",
     )
     .await;
     set_mode(&broken, 0o755);
@@ -925,26 +924,16 @@ async fn jmap_writes_go_to_the_upstream_first() {
     // Another client deleting the mailbox a write's sync read last (the
     // last by name) does not break the next write.
     dovecot.client("carol@example.com", "m.create('Zz')");
-    let set = proxy
-        .call_in(
-            &carol,
-            "Email/set",
-            json!({"update": {ids[0].clone(): {"keywords/$forwarded": true}}}),
-        )
+    proxy
+        .update_email(&carol, &ids[0], json!({"keywords/$forwarded": true}))
         .await;
-    assert!(set["updated"].get(&ids[0]).is_some(), "{set}");
     dovecot.client(
         "carol@example.com",
         "r = m.delete('Zz')\nassert r[0] == 'OK', r",
     );
-    let set = proxy
-        .call_in(
-            &carol,
-            "Email/set",
-            json!({"update": {ids[0].clone(): {"keywords/$answered": true}}}),
-        )
+    proxy
+        .update_email(&carol, &ids[0], json!({"keywords/$answered": true}))
         .await;
-    assert!(set["updated"].get(&ids[0]).is_some(), "{set}");
 
     // A password changed upstream stops working here (a fresh check asks).
     // (Dovecot notices a changed passwd-file by its mtime, in seconds.)
@@ -966,11 +955,7 @@ async fn a_master_login_syncs_every_account_without_its_user() {
     else {
         return;
     };
-    let messages: Vec<Vec<u8>> = golden_messages()
-        .iter()
-        .take(2)
-        .map(|raw| crlf(raw))
-        .collect();
+    let messages = golden_crlf(2);
     dovecot.append("dan@example.com", "INBOX", &messages, "", 1_700_000_000);
     let proxy = spawn_proxy_options(&dovecot, |options| {
         options.master = Some(MasterLogin {
@@ -1032,26 +1017,16 @@ async fn a_master_login_syncs_every_account_without_its_user() {
 
 #[tokio::test]
 async fn evicted_messages_are_read_again_from_the_upstream() {
-    let Some(dovecot) = Dovecot::start(&["erin@example.com"]) else {
+    let messages = golden_crlf(6);
+    // A bound of one octet: the eviction pass takes every message.
+    let Some((_dovecot, proxy, erin, listed)) =
+        proxy_with_inbox("erin@example.com", &messages, |options| {
+            options.cache_bytes = 1
+        })
+        .await
+    else {
         return;
     };
-    let messages: Vec<Vec<u8>> = golden_messages()
-        .iter()
-        .take(6)
-        .map(|raw| crlf(raw))
-        .collect();
-    dovecot.append("erin@example.com", "INBOX", &messages, "", 1_700_000_000);
-    // A bound of one octet: the eviction pass takes every message.
-    let proxy = spawn_proxy_options(&dovecot, |options| options.cache_bytes = 1).await;
-    let erin = login(&proxy, "erin@example.com").await;
-    let listed = until(
-        &proxy,
-        &erin,
-        Duration::from_secs(30),
-        "the first sync",
-        |list| list.len() == 6,
-    )
-    .await;
     let ids: Vec<Value> = listed.iter().map(|e| e["id"].clone()).collect();
     let blobs: Vec<String> = listed
         .iter()
@@ -1142,29 +1117,21 @@ async fn evicted_messages_are_read_again_from_the_upstream() {
 
 #[tokio::test]
 async fn mail_is_sent_through_the_upstreams_submission_server_as_the_user() {
-    let Some(dovecot) = Dovecot::start(&["hana@example.com"]) else {
-        return;
-    };
     let outbox = tempfile::tempdir().unwrap();
     let auth = format!("hana@example.com:{PASSWORD}");
     let Some(sink) = crate::relay::start_sink(outbox.path(), &["--auth", &auth]) else {
         return;
     };
     let welcome = crlf(b"From: ivy@example.com\nTo: hana@example.com\nSubject: hi\n\nhello\n");
-    dovecot.append("hana@example.com", "INBOX", &[welcome], "", 1_700_000_000);
-    let proxy = spawn_proxy_options(&dovecot, |options| {
-        options.smtp = Some(format!("smtp://127.0.0.1:{}", sink.port))
-    })
-    .await;
-    let hana = login(&proxy, "hana@example.com").await;
-    until(
-        &proxy,
-        &hana,
-        Duration::from_secs(30),
-        "the first sync",
-        |list| list.len() == 1,
-    )
-    .await;
+    let smtp = format!("smtp://127.0.0.1:{}", sink.port);
+    let Some((dovecot, proxy, hana, _)) =
+        proxy_with_inbox("hana@example.com", &[welcome], |options| {
+            options.smtp = Some(smtp)
+        })
+        .await
+    else {
+        return;
+    };
     let mailboxes = mailbox_ids(&proxy, &hana).await;
     let (drafts, sent) = (
         mailbox_named(&mailboxes, "Drafts"),
