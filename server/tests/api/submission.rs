@@ -7,8 +7,8 @@
 
 use serde_json::{Value, json};
 
+use crate::delivery_queue::{nothing_to_take, queue_delivery};
 use fastview::mail::delivery;
-use fastview::store::{Delivery, SubmissionRow};
 
 use crate::support::{TestAccount, TestApp, spawn_with_accounts};
 
@@ -16,19 +16,6 @@ const SUBMISSION: &str = "urn:ietf:params:jmap:submission";
 
 async fn calls(app: &TestApp, user: &TestAccount, calls: Value) -> Vec<Value> {
     app.call_using(user, &[SUBMISSION], calls).await
-}
-
-async fn role(app: &TestApp, user: &TestAccount, role: &str) -> String {
-    let got = app
-        .call1(user, "Mailbox/get", json!({"accountId": user.account_id}))
-        .await;
-    got["list"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == role)
-        .map(|m| m["id"].as_str().unwrap().to_string())
-        .unwrap()
 }
 
 /// The id of `user`'s own Identity (RFC 8621 §6).
@@ -72,8 +59,8 @@ async fn a_draft_is_sent_to_a_local_account_and_filed_in_sent() {
         .unwrap();
     assert!(output.status.success());
     let (drafts, sent) = (
-        role(&app, &ann, "drafts").await,
-        role(&app, &ann, "sent").await,
+        app.mailbox_with_role(&ann, "drafts").await,
+        app.mailbox_with_role(&ann, "sent").await,
     );
     let identity = own_identity(&app, &ann).await;
     let before = calls(
@@ -228,7 +215,7 @@ async fn a_draft_is_sent_to_a_local_account_and_filed_in_sent() {
 async fn a_submission_that_cannot_be_sent_says_why() {
     let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
     app.account("bob@example.com").await;
-    let drafts = role(&app, &ann, "drafts").await;
+    let drafts = app.mailbox_with_role(&ann, "drafts").await;
     let identity = own_identity(&app, &ann).await;
     let responses = calls(
         &app,
@@ -327,33 +314,16 @@ async fn a_failed_delivery_is_retried_from_the_queue_and_delivered_once() {
     let blob_id = fastview::blob::blob_id_of(&message);
     let send_at = 1_800_000_000;
     // The message is not in the blob store yet: the first attempt fails.
-    let row = SubmissionRow {
-        id: 0,
-        identity_id: 1,
-        email_id: 1,
-        thread_id: 1,
-        envelope: "{}".into(),
+    let (submission, _) = queue_delivery(
+        store,
+        ann.id,
+        blob_id.clone(),
+        &["bob@example.com"],
         send_at,
-        undo_status: "final".into(),
-        delivery_status:
-            json!({"bob@example.com": serde_json::from_str::<Value>(&delivery::queued()).unwrap()})
-                .to_string(),
-    };
-    let queued = Delivery {
-        id: 0,
-        submission_id: 0,
-        account_id: ann.id,
-        blob_id: blob_id.clone(),
-        mail_from: "ann@example.com".into(),
-        recipients: json!(["bob@example.com"]).to_string(),
-        send_at,
-        attempts: 0,
-        lease: 0,
-    };
-    let (submission, _) = store
-        .create_submission(ann.id, &row, &[queued], Default::default())
-        .await
-        .unwrap();
+        json!({"bob@example.com": serde_json::from_str::<Value>(&delivery::queued()).unwrap()})
+            .to_string(),
+    )
+    .await;
     // Held by its maker for ten minutes: not due for anyone else before.
     assert_eq!(
         delivery::deliver_due(store, &app.app.blobs, None, "test", send_at)
@@ -378,13 +348,7 @@ async fn a_failed_delivery_is_retried_from_the_queue_and_delivered_once() {
     .await
     .unwrap();
     // Retried a minute later, not before.
-    assert!(
-        store
-            .take_deliveries(send_at + 640, 60, 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(nothing_to_take(store, send_at + 640, 60).await);
     app.app.blobs.put(message).await.unwrap();
     let done = delivery::deliver_due(store, &app.app.blobs, None, "test", send_at + 662)
         .await
@@ -406,13 +370,7 @@ async fn a_failed_delivery_is_retried_from_the_queue_and_delivered_once() {
     )
     .unwrap();
     assert_eq!(status["bob@example.com"]["delivered"], "yes");
-    let inbox = app
-        .call_in(
-            &bob,
-            "Email/query",
-            json!({"filter": {"inMailbox": bob.inbox}}),
-        )
-        .await;
+    let inbox = app.query_inbox(&bob).await;
     assert_eq!(inbox["ids"].as_array().unwrap().len(), 1, "{inbox}");
 }
 
@@ -432,7 +390,7 @@ async fn a_vacation_response_answers_each_sender_once_and_never_a_list() {
     let send = |user: TestAccount, list: bool, subject: &'static str| {
         let app = &app;
         async move {
-            let drafts = role(app, &user, "drafts").await;
+            let drafts = app.mailbox_with_role(&user, "drafts").await;
             let identity = own_identity(app, &user).await;
             let mut email = draft(
                 &drafts,
@@ -461,20 +419,16 @@ async fn a_vacation_response_answers_each_sender_once_and_never_a_list() {
     let replies = |user: TestAccount| {
         let app = &app;
         async move {
-            let found = app
-                .call_in(
-                    &user,
-                    "Email/query",
-                    json!({"filter": {"inMailbox": user.inbox}}),
-                )
-                .await;
             let got = app
-                .call_in(
+                .inbox_emails(
                     &user,
-                    "Email/get",
-                    json!({"ids": found["ids"],
-                        "properties": ["subject", "from", "header:Auto-Submitted:asText",
-                            "inReplyTo", "preview"]}),
+                    &[
+                        "subject",
+                        "from",
+                        "header:Auto-Submitted:asText",
+                        "inReplyTo",
+                        "preview",
+                    ],
                 )
                 .await;
             got["list"].as_array().unwrap().clone()
@@ -518,7 +472,7 @@ async fn local_copies_are_stored_once_charged_to_each_recipient_and_bounced_when
         .set_quota("eve@example.com", Some(1_000))
         .await
         .unwrap();
-    let drafts = role(&app, &ann, "drafts").await;
+    let drafts = app.mailbox_with_role(&ann, "drafts").await;
     let identity = own_identity(&app, &ann).await;
     let body = "A long letter. ".repeat(4_000);
     let to: Vec<Value> = ["bob", "cat", "dan", "eve"]
@@ -592,29 +546,9 @@ async fn local_copies_are_stored_once_charged_to_each_recipient_and_bounced_when
 
     // Eve got nothing and was charged nothing; Ann got the bounce.
     assert_eq!(store.quota(eve.id).await.unwrap().used, 0);
-    let eve_inbox = app
-        .call_in(
-            &eve,
-            "Email/query",
-            json!({"filter": {"inMailbox": eve.inbox}}),
-        )
-        .await;
+    let eve_inbox = app.query_inbox(&eve).await;
     assert_eq!(eve_inbox["ids"], json!([]));
-    let ann_inbox = app
-        .call_in(
-            &ann,
-            "Email/query",
-            json!({"filter": {"inMailbox": ann.inbox}}),
-        )
-        .await;
-    let got = app
-        .call_in(
-            &ann,
-            "Email/get",
-            json!({"ids": ann_inbox["ids"],
-                "properties": ["subject"]}),
-        )
-        .await;
+    let got = app.inbox_emails(&ann, &["subject"]).await;
     assert_eq!(
         got["list"],
         json!([{"id": got["list"][0]["id"], "subject": "Undelivered Mail Returned to Sender"}]),
@@ -641,7 +575,7 @@ async fn sending_is_bounded_per_account_per_hour() {
     let ann = app.account("ann@example.com").await;
     let bob = app.account("bob@example.com").await;
     app.account("cat@example.com").await;
-    let drafts = role(&app, &ann, "drafts").await;
+    let drafts = app.mailbox_with_role(&ann, "drafts").await;
     let identity = own_identity(&app, &ann).await;
     let send = |to: &'static [&'static str]| {
         let (app, ann, drafts, identity) = (&app, &ann, drafts.clone(), identity.clone());
@@ -680,13 +614,7 @@ async fn sending_is_bounded_per_account_per_hour() {
     let fourth = send(&["bob@example.com"]).await;
     assert_eq!(fourth["notCreated"]["s"]["type"], "overQuota", "{fourth}");
     // Bob got the two that were sent, no more.
-    let inbox = app
-        .call_in(
-            &bob,
-            "Email/query",
-            json!({"filter": {"inMailbox": bob.inbox}}),
-        )
-        .await;
+    let inbox = app.query_inbox(&bob).await;
     assert_eq!(inbox["ids"].as_array().unwrap().len(), 2, "{inbox}");
     let got = calls(
         &app,
@@ -696,7 +624,7 @@ async fn sending_is_bounded_per_account_per_hour() {
     .await;
     assert_eq!(got[0][1]["list"].as_array().unwrap().len(), 2, "{got:?}");
     // Bob's own hour is his.
-    let drafts = role(&app, &bob, "drafts").await;
+    let drafts = app.mailbox_with_role(&bob, "drafts").await;
     let identity = own_identity(&app, &bob).await;
     let responses = calls(
         &app,

@@ -559,6 +559,27 @@ impl TestApp {
         set
     }
 
+    /// The id of `account`'s mailbox with `role`, read by Mailbox/get.
+    pub async fn mailbox_with_role(&self, account: &TestAccount, role: &str) -> String {
+        let got = self.call_in(account, "Mailbox/get", json!({})).await;
+        let list = got["list"].as_array().expect("list");
+        let mailbox = list.iter().find(|m| m["role"] == role).expect("the role");
+        mailbox["id"].as_str().expect("id").to_string()
+    }
+
+    /// Email/query of the emails in `account`'s inbox; the response arguments.
+    pub async fn query_inbox(&self, account: &TestAccount) -> Value {
+        let filter = json!({"filter": {"inMailbox": account.inbox}});
+        self.call_in(account, "Email/query", filter).await
+    }
+
+    /// Email/get of `properties` of every email in `account`'s inbox (after
+    /// [`TestApp::query_inbox`]); the response arguments.
+    pub async fn inbox_emails(&self, account: &TestAccount, properties: &[&str]) -> Value {
+        let found = self.query_inbox(account).await;
+        self.email_get(account, &found["ids"], properties).await
+    }
+
     /// Mailbox/set creating a mailbox `name` at the top; its id, asserting
     /// it was created.
     pub async fn create_mailbox(&self, account: &TestAccount, name: &str) -> String {
