@@ -187,18 +187,27 @@ async fn a_browser_event_source_opens_with_the_sessions_access_and_stops_with_th
     // A changed password ends an open stream and the access it was made with.
     let open = app.client.get(&url).send().await.unwrap();
     assert_eq!(open.status(), 200);
-    let hash = hash_password("a new password").unwrap();
+    change_password(&app, &user, "a new password").await;
+    assert_push_ends(&app, open, &url, "the password changed").await;
+}
+
+/// Sets `user`'s password to `password` in the store, as `fastview account
+/// password` does.
+async fn change_password(app: &TestApp, user: &TestAccount, password: &str) {
+    let hash = hash_password(password).unwrap();
     app.app
         .store
         .set_password(&user.email, &hash)
         .await
         .unwrap();
+}
+
+/// Asserts the `open` event stream ends within three credential rechecks
+/// (after `why`), and that `url` is refused from then on.
+async fn assert_push_ends(app: &TestApp, open: reqwest::Response, url: &str, why: &str) {
     let ended = tokio::time::timeout(TOKEN_RECHECK * 3, open.bytes()).await;
-    assert!(
-        ended.is_ok(),
-        "the stream stayed open after the password changed"
-    );
-    assert_eq!(app.client.get(&url).send().await.unwrap().status(), 401);
+    assert!(ended.is_ok(), "the stream stayed open after {why}");
+    assert_eq!(app.client.get(url).send().await.unwrap().status(), 401);
 }
 
 /// A session fetched with a token carries an access tied to that token:
@@ -217,12 +226,7 @@ async fn revoking_a_token_ends_the_push_its_session_opened() {
         .output()
         .unwrap();
     assert!(revoked.status.success());
-    let ended = tokio::time::timeout(TOKEN_RECHECK * 3, open.bytes()).await;
-    assert!(
-        ended.is_ok(),
-        "the stream stayed open after the token was revoked"
-    );
-    assert_eq!(app.client.get(&url).send().await.unwrap().status(), 401);
+    assert_push_ends(&app, open, &url, "the token was revoked").await;
 }
 
 /// The Session checks its credential against the store, not the credential
@@ -234,12 +238,7 @@ async fn a_session_fetched_after_a_password_change_carries_a_working_access() {
     let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     // The old password is cached by this server.
     assert_eq!(app.session(&user).await["username"], "ann@example.com");
-    let hash = hash_password("the new one").unwrap();
-    app.app
-        .store
-        .set_password(&user.email, &hash)
-        .await
-        .unwrap();
+    change_password(&app, &user, "the new one").await;
     let stale = app
         .get_as(
             format!("{}/.well-known/jmap", app.base),
@@ -263,12 +262,7 @@ async fn a_session_fetched_after_a_password_change_carries_a_working_access() {
     assert_eq!(open.status(), 200);
     drop(open);
     // An access that no longer stands says what to do.
-    let third = hash_password("third").unwrap();
-    app.app
-        .store
-        .set_password(&user.email, &third)
-        .await
-        .unwrap();
+    change_password(&app, &user, "third").await;
     let refused = app.client.get(&url).send().await.unwrap();
     assert_eq!(refused.status(), 401);
     let problem: Value = refused.json().await.unwrap();
