@@ -247,12 +247,8 @@ async fn mailbox_counts_are_kept_until_a_state_moves() {
         1.0
     );
     // A keyword: the Email state moves, the Mailbox counts follow.
-    app.call_in(
-        &user,
-        "Email/set",
-        json!({"update": {ids[0].clone(): {"keywords/$seen": true}}}),
-    )
-    .await;
+    app.update_email(&user, &ids[0], json!({"keywords/$seen": true}))
+        .await;
     let seen = get().await;
     assert_eq!(seen["list"][0]["unreadEmails"], json!(ids.len() - 1));
     assert_eq!(seen["list"][0]["totalEmails"], json!(ids.len()));

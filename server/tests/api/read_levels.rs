@@ -129,11 +129,7 @@ async fn metadata_snapshots_serve_only_the_current_email_state() {
     // every snapshot of the account are passed over, the next call reads
     // the store.
     let set = app
-        .call_in(
-            &user,
-            "Email/set",
-            json!({"update": {ids[7].clone(): {"keywords/$seen": true}}}),
-        )
+        .update_email(&user, &ids[7], json!({"keywords/$seen": true}))
         .await;
     assert_eq!(set["updated"], json!({ids[7].clone(): null}), "{set}");
     let after = get(&app, &user, &ids, properties.clone()).await;

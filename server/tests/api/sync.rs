@@ -260,12 +260,8 @@ async fn mailbox_changes_say_when_only_counts_changed_and_bad_states_cannot_be_c
         .ingest(&user, &demo_messages()[..3], 1_700_000_000)
         .await;
     let state = app.state(&user, "Mailbox").await;
-    app.call_in(
-        &user,
-        "Email/set",
-        json!({"update": {ids[0].clone(): {"keywords/$seen": true}}}),
-    )
-    .await;
+    app.update_email(&user, &ids[0], json!({"keywords/$seen": true}))
+        .await;
     let changes = app
         .call_in(&user, "Mailbox/changes", json!({"sinceState": state}))
         .await;
@@ -575,11 +571,7 @@ async fn the_event_source_pushes_state_changes_within_a_second() {
     let events = open_events(&app, &user, "types=*&closeafter=no&ping=0", None).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let set = app
-        .call_in(
-            &user,
-            "Email/set",
-            json!({"update": {ids[0].clone(): {"keywords/$seen": true}}}),
-        )
+        .update_email(&user, &ids[0], json!({"keywords/$seen": true}))
         .await;
     let changed_at = Instant::now();
     let new_state = set["newState"].clone();
@@ -600,12 +592,8 @@ async fn the_event_source_pushes_state_changes_within_a_second() {
     // Only the types asked for; closeafter=state ends the response.
     let events = open_events(&app, &user, "types=Mailbox&closeafter=state&ping=0", None).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    app.call_in(
-        &user,
-        "Email/set",
-        json!({"update": {ids[1].clone(): {"keywords/$flagged": true}}}),
-    )
-    .await;
+    app.update_email(&user, &ids[1], json!({"keywords/$flagged": true}))
+        .await;
     app.call_in(
         &user,
         "Mailbox/set",
@@ -737,12 +725,8 @@ async fn jmap_client_keeps_a_mailbox_in_sync_through_changes_and_push() {
         .expect("event source");
     tokio::time::sleep(Duration::from_millis(100)).await;
     // Another client reads a message and imports one via the CLI.
-    app.call_in(
-        &user,
-        "Email/set",
-        json!({"update": {ids[0].clone(): {"keywords/$seen": true}}}),
-    )
-    .await;
+    app.update_email(&user, &ids[0], json!({"keywords/$seen": true}))
+        .await;
     let notification = tokio::time::timeout(Duration::from_secs(3), stream.next())
         .await
         .expect("pushed in time")

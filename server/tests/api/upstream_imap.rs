@@ -711,7 +711,10 @@ async fn jmap_writes_go_to_the_upstream_first() {
     }
     let read_before = proxy.metric("fastview_upstream_mailboxes_read_total").await;
     let set = proxy
-        .call_in(&carol, "Email/set", json!({"update": {ids[0].clone(): {"keywords/$flagged": true, "keywords/$seen": true}}}),
+        .update_email(
+            &carol,
+            &ids[0],
+            json!({"keywords/$flagged": true, "keywords/$seen": true}),
         )
         .await;
     assert_eq!(set["updated"], json!({ids[0].clone(): null}), "{set}");

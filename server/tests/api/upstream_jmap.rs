@@ -294,11 +294,7 @@ async fn the_event_source_streams_the_upstreams_state_changes() {
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
     let set = upstream
-        .call_in(
-            &ann,
-            "Email/set",
-            json!({"update": {ids[0].clone(): {"keywords/$flagged": true}}}),
-        )
+        .update_email(&ann, &ids[0], json!({"keywords/$flagged": true}))
         .await;
     let mut text = String::new();
     let read = tokio::time::timeout(Duration::from_secs(5), async {
