@@ -7,7 +7,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::{PASSWORD, TestAccount, TestApp, demo_messages, spawn_with_accounts};
+use crate::support::{
+    PASSWORD, TestAccount, TestApp, demo_messages, spawn_with_accounts, spawn_with_messages,
+};
 
 const USING: &str = r#""using":["urn:ietf:params:jmap:core","urn:ietf:params:jmap:mail"]"#;
 
@@ -439,8 +441,7 @@ async fn limits_on_calls_and_objects_are_enforced() {
 
 #[tokio::test]
 async fn invalid_forward_and_cyclic_result_references_are_invalid_result_references() {
-    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
-    app.ingest(&user, &demo_messages(), 1_700_000_000).await;
+    let (app, user, _) = spawn_with_messages(&demo_messages()).await;
     let a = &user.account_id;
     let reference = |result_of: &str, name: &str, path: &str| json!({"resultOf": result_of, "name": name, "path": path});
     let responses = app

@@ -4,11 +4,10 @@
 use fastview::store::sqlite::SqliteStore;
 use serde_json::{Value, json};
 
-use crate::support::{TestAccount, TestApp, demo_messages, spawn_with_accounts};
+use crate::support::{TestAccount, TestApp, demo_messages, spawn_with_messages};
 
 async fn demo_account() -> (TestApp, TestAccount, Vec<String>) {
-    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
-    let ids = app.ingest(&user, &demo_messages(), 1_700_000_000).await;
+    let (app, user, ids) = spawn_with_messages(&demo_messages()).await;
     (app, user, ids)
 }
 

@@ -4,12 +4,11 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{demo_messages, spawn_with_accounts};
+use crate::support::{demo_messages, spawn_with_messages};
 
 #[tokio::test]
 async fn anchor_offsets_and_positions_at_the_ends_of_i64_saturate() {
-    let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
-    app.ingest(&ann, &demo_messages(), 1_700_000_000).await;
+    let (app, ann, _) = spawn_with_messages(&demo_messages()).await;
     let sort = json!([{"property": "receivedAt", "isAscending": true}]);
     let email_query = |extra: Value| {
         let base = json!({"accountId": ann.account_id, "sort": sort, "calculateTotal": true});

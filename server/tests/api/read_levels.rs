@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::support::{
     METADATA_PROPERTIES, TestAccount, TestApp, demo_messages, spawn_full_level_sibling,
-    spawn_sibling, spawn_with_accounts,
+    spawn_sibling, spawn_with_accounts, spawn_with_messages,
 };
 
 /// `count` messages written for this test: multipart/mixed with a text body
@@ -35,10 +35,7 @@ fn generated_messages(count: usize) -> Vec<Vec<u8>> {
 }
 
 async fn seeded(count: usize) -> (TestApp, TestAccount, Vec<String>) {
-    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
-    let ids = app
-        .ingest(&user, &generated_messages(count), 1_700_000_000)
-        .await;
+    let (app, user, ids) = spawn_with_messages(&generated_messages(count)).await;
     (app, user, ids)
 }
 

@@ -119,6 +119,15 @@ pub async fn spawn_with_accounts<const N: usize>(emails: [&str; N]) -> (TestApp,
     (app, accounts)
 }
 
+/// Starts a server with default options and one account, ann@example.com,
+/// holding `messages` in its inbox (receivedAt from 1,700,000,000 on):
+/// (server, account, email ids).
+pub async fn spawn_with_messages(messages: &[Vec<u8>]) -> (TestApp, TestAccount, Vec<String>) {
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
+    let ids = app.ingest(&user, messages, 1_700_000_000).await;
+    (app, user, ids)
+}
+
 /// Starts a server whose JMAP limits are `limits`, other options default.
 pub async fn spawn_app_with_limits(limits: fastview::jmap::Limits) -> TestApp {
     spawn_app_with(ServeOptions {

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::support::{PASSWORD, TestAccount, TestApp, demo_messages, run_ok, spawn_with_accounts};
+use crate::support::{
+    PASSWORD, TestAccount, TestApp, demo_messages, run_ok, spawn_with_accounts, spawn_with_messages,
+};
 
 /// The properties a client caches of each email.
 const EMAIL_PROPERTIES: &[&str] = &["id", "threadId", "mailboxIds", "keywords", "subject"];
@@ -38,15 +40,31 @@ async fn get_all(
     )
 }
 
-async fn fetch(app: &TestApp, user: &TestAccount, kind: &str) -> Cache {
-    let (state, list) = get_all(app, user, &format!("{kind}/get"), None).await;
-    Cache {
-        state,
-        objects: list
+impl Cache {
+    /// A cache holding `list` (objects with an `id`) at `state`.
+    fn of(state: String, list: Vec<Value>) -> Self {
+        let objects = list
             .into_iter()
             .map(|o| (o["id"].as_str().unwrap().to_string(), o))
-            .collect(),
+            .collect();
+        Cache { state, objects }
     }
+}
+
+async fn fetch(app: &TestApp, user: &TestAccount, kind: &str) -> Cache {
+    let (state, list) = get_all(app, user, &format!("{kind}/get"), None).await;
+    Cache::of(state, list)
+}
+
+/// A cache of the threads of the emails in `emails`, by Thread/get.
+async fn fetch_threads(app: &TestApp, user: &TestAccount, emails: &Cache) -> Cache {
+    let thread_ids: Vec<String> = emails
+        .objects
+        .values()
+        .map(|e| e["threadId"].as_str().unwrap().to_string())
+        .collect();
+    let (state, list) = get_all(app, user, "Thread/get", Some(thread_ids)).await;
+    Cache::of(state, list)
 }
 
 /// Brings a cache up to date with `{kind}/changes` pages of `max` ids;
@@ -140,23 +158,10 @@ fn message(id: &str, subject: &str, reply_to: Option<&str>) -> String {
 
 #[tokio::test]
 async fn a_caching_client_follows_every_kind_of_change() {
-    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
-    let ids = app.ingest(&user, &demo_messages(), 1_700_000_000).await;
+    let (app, user, ids) = spawn_with_messages(&demo_messages()).await;
     let mut emails = fetch(&app, &user, "Email").await;
     let mut mailboxes = fetch(&app, &user, "Mailbox").await;
-    let thread_ids: Vec<String> = emails
-        .objects
-        .values()
-        .map(|e| e["threadId"].as_str().unwrap().to_string())
-        .collect();
-    let (thread_state, thread_list) = get_all(&app, &user, "Thread/get", Some(thread_ids)).await;
-    let mut threads = Cache {
-        state: thread_state,
-        objects: thread_list
-            .into_iter()
-            .map(|t| (t["id"].as_str().unwrap().to_string(), t))
-            .collect(),
-    };
+    let mut threads = fetch_threads(&app, &user, &emails).await;
     let archive = mailbox_by_role(&app, &user, "archive").await;
 
     // Email/set: read, flag, move, destroy.
@@ -225,19 +230,7 @@ async fn a_caching_client_follows_every_kind_of_change() {
     );
     assert_eq!(emails, fetch(&app, &user, "Email").await);
     assert_eq!(mailboxes, fetch(&app, &user, "Mailbox").await);
-    let fresh_threads: Vec<String> = emails
-        .objects
-        .values()
-        .map(|e| e["threadId"].as_str().unwrap().to_string())
-        .collect();
-    let (state, list) = get_all(&app, &user, "Thread/get", Some(fresh_threads)).await;
-    let fresh = Cache {
-        state,
-        objects: list
-            .into_iter()
-            .map(|t| (t["id"].as_str().unwrap().to_string(), t))
-            .collect(),
-    };
+    let fresh = fetch_threads(&app, &user, &emails).await;
     assert_eq!(threads, fresh);
     assert!(!mailboxes.objects.contains_key(&temp));
     assert_eq!(mailboxes.objects[&work]["name"], json!("Projects"));
@@ -255,10 +248,7 @@ async fn a_caching_client_follows_every_kind_of_change() {
 
 #[tokio::test]
 async fn mailbox_changes_say_when_only_counts_changed_and_bad_states_cannot_be_calculated() {
-    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
-    let ids = app
-        .ingest(&user, &demo_messages()[..3], 1_700_000_000)
-        .await;
+    let (app, user, ids) = spawn_with_messages(&demo_messages()[..3]).await;
     let state = app.state(&user, "Mailbox").await;
     app.update_email(&user, &ids[0], json!({"keywords/$seen": true}))
         .await;
@@ -322,8 +312,7 @@ fn apply_query_changes(ids: &mut Vec<String>, changes: &Value) {
 
 #[tokio::test]
 async fn query_changes_bring_cached_queries_up_to_date() {
-    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
-    let ids = app.ingest(&user, &demo_messages(), 1_700_000_000).await;
+    let (app, user, ids) = spawn_with_messages(&demo_messages()).await;
     let archive = mailbox_by_role(&app, &user, "archive").await;
     let queries = [
         (
@@ -454,10 +443,7 @@ async fn query_changes_bring_cached_queries_up_to_date() {
 
 #[tokio::test]
 async fn twenty_concurrent_keyword_patches_all_land() {
-    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
-    let ids = app
-        .ingest(&user, &demo_messages()[..1], 1_700_000_000)
-        .await;
+    let (app, user, ids) = spawn_with_messages(&demo_messages()[..1]).await;
     let before: i64 = app.state(&user, "Email").await.parse().unwrap();
     let calls = (0..20).map(|i| {
         let (app, user, id) = (&app, &user, ids[0].clone());
@@ -564,10 +550,7 @@ async fn open_events(
 
 #[tokio::test]
 async fn the_event_source_pushes_state_changes_within_a_second() {
-    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
-    let ids = app
-        .ingest(&user, &demo_messages()[..2], 1_700_000_000)
-        .await;
+    let (app, user, ids) = spawn_with_messages(&demo_messages()[..2]).await;
     let events = open_events(&app, &user, "types=*&closeafter=no&ping=0", None).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let set = app
@@ -703,10 +686,7 @@ async fn jmap_client_keeps_a_mailbox_in_sync_through_changes_and_push() {
     use jmap_client::client::Client;
     use jmap_client::event_source::PushNotification;
 
-    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
-    let ids = app
-        .ingest(&user, &demo_messages()[..3], 1_700_000_000)
-        .await;
+    let (app, user, ids) = spawn_with_messages(&demo_messages()[..3]).await;
     let client = Client::new()
         .credentials((user.email.as_str(), PASSWORD))
         .connect(&app.base)
