@@ -179,29 +179,13 @@ async fn another_accounts_list_view_completes_while_heavy_requests_run() {
         .ingest(&light, &crate::support::demo_messages(), 1_700_000_000)
         .await;
     let pool = app.state.jmap.work.clone();
-    let base = app.base.clone();
     let flood: Vec<_> = (0..3)
         .map(|_| {
             let body = json!({"using": [CORE, MAIL], "methodCalls": [["Email/get", {
                 "accountId": heavy.account_id, "ids": heavy_ids,
                 "properties": ["header:X-Line:all", "header:X-Line:asText:all"],
             }, "g"]]});
-            let (client, url, email) = (
-                app.client.clone(),
-                format!("{base}/jmap/api"),
-                heavy.email.clone(),
-            );
-            tokio::spawn(async move {
-                let response = client
-                    .post(url)
-                    .basic_auth(email, Some(crate::support::PASSWORD))
-                    .json(&body)
-                    .send()
-                    .await
-                    .unwrap();
-                let status = response.status().as_u16();
-                (status, response.json::<Value>().await.unwrap())
-            })
+            app.api_raw_spawned(&heavy, body)
         })
         .collect();
     // Wait until the heavy work is on the pool (were it run in place, the

@@ -170,22 +170,7 @@ async fn another_account_is_served_while_header_filters_run() {
                 "accountId": heavy.account_id,
                 "filter": {"header": ["X-Line", "no such line"]},
             }, "q"]]});
-            let (client, url, email) = (
-                app.client.clone(),
-                format!("{}/jmap/api", app.base),
-                heavy.email.clone(),
-            );
-            tokio::spawn(async move {
-                let response = client
-                    .post(url)
-                    .basic_auth(email, Some(crate::support::PASSWORD))
-                    .json(&body)
-                    .send()
-                    .await
-                    .unwrap();
-                let status = response.status().as_u16();
-                (status, response.json::<Value>().await.unwrap())
-            })
+            app.api_raw_spawned(&heavy, body)
         })
         .collect();
     // Wait until the filters are on the pool (were they evaluated in place,

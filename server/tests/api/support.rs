@@ -463,6 +463,25 @@ impl TestApp {
         (status, body)
     }
 
+    /// POSTs a JMAP request as `account` on a task of its own, so the
+    /// caller goes on while it runs; its (status, body).
+    pub fn api_raw_spawned(
+        &self,
+        account: &TestAccount,
+        body: Value,
+    ) -> tokio::task::JoinHandle<(u16, Value)> {
+        let request = self
+            .client
+            .post(format!("{}/jmap/api", self.base))
+            .basic_auth(&account.email, Some(PASSWORD))
+            .json(&body);
+        tokio::spawn(async move {
+            let response = request.send().await.expect("send");
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.expect("JSON"))
+        })
+    }
+
     /// POSTs a JMAP request as `account`; returns the body's octets as
     /// text, asserting HTTP 200 (for comparing servers' octets).
     pub async fn api_text(&self, account: &TestAccount, body: &Value) -> String {
