@@ -312,6 +312,25 @@ async fn the_event_source_streams_the_upstreams_state_changes() {
 }
 
 /// The proxy's count of Email/get calls it forwarded to the upstream.
+/// Asserts the upstream answers `read` (an Email/get) with `id` not found,
+/// that the proxy gives the same answer, and that it asked the upstream
+/// (`forwarded` Email/gets forwarded so far; `why` if not).
+async fn assert_upstream_says_not_found(
+    upstream: &TestApp,
+    proxy: &TestApp,
+    user: &TestAccount,
+    read: &Value,
+    id: &str,
+    forwarded: f64,
+    why: &str,
+) {
+    let direct = post(upstream, user, read).await;
+    let not_found = &direct.1["methodResponses"][0][1]["notFound"];
+    assert_eq!(*not_found, json!([id]));
+    assert_eq!(post(proxy, user, read).await, direct);
+    assert_eq!(forwarded_email_gets(proxy).await, forwarded, "{why}");
+}
+
 async fn forwarded_email_gets(proxy: &TestApp) -> f64 {
     proxy
         .metric("fastview_upstream_round_trips_total{method=\"Email/get\",command=\"api\"}")
@@ -544,17 +563,16 @@ async fn kept_names_answer_as_the_mirror_does() {
             .await,
         0.0
     );
-    let direct = post(&upstream, &ann, &read).await;
-    assert_eq!(
-        direct.1["methodResponses"][0][1]["notFound"],
-        json!([ids[0]])
-    );
-    assert_eq!(post(&proxy, &ann, &read).await, direct);
-    assert_eq!(
-        forwarded_email_gets(&proxy).await,
+    assert_upstream_says_not_found(
+        &upstream,
+        &proxy,
+        &ann,
+        &read,
+        &ids[0],
         forwarded + 1.0,
-        "an id the mirror no longer maps is the upstream's to answer"
-    );
+        "an id the mirror no longer maps is the upstream's to answer",
+    )
+    .await;
     // Another account asking for the same upstream ids: its own mirror
     // holds none of them.
     let bob = upstream.account("bob@example.com").await;
@@ -562,17 +580,16 @@ async fn kept_names_answer_as_the_mirror_does() {
         "methodCalls": [["Email/get", {"accountId": bob.account_id, "ids": [ids[1]],
             "properties": ["threadId", "subject"]}, "0"]]});
     mirror_synced(&upstream, &proxy, &bob).await;
-    let direct = post(&upstream, &bob, &theirs).await;
-    assert_eq!(
-        direct.1["methodResponses"][0][1]["notFound"],
-        json!([ids[1]])
-    );
-    assert_eq!(post(&proxy, &bob, &theirs).await, direct);
-    assert_eq!(
-        forwarded_email_gets(&proxy).await,
+    assert_upstream_says_not_found(
+        &upstream,
+        &proxy,
+        &bob,
+        &theirs,
+        &ids[1],
         forwarded + 2.0,
-        "bob's mirror names no such email: the upstream's to answer"
-    );
+        "bob's mirror names no such email: the upstream's to answer",
+    )
+    .await;
 }
 
 #[tokio::test]
