@@ -7,7 +7,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::{PASSWORD, TestAccount, TestApp, demo_messages, spawn_app};
+use crate::support::{
+    PASSWORD, TestAccount, TestApp, demo_messages, spawn_with_accounts, spawn_with_messages,
+};
 
 const USING: &str = r#""using":["urn:ietf:params:jmap:core","urn:ietf:params:jmap:mail"]"#;
 
@@ -87,8 +89,7 @@ fn method_error(kind: &str) -> (String, String) {
 
 #[tokio::test]
 async fn bodies_that_are_not_json_are_not_json() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let valid = format!(r#"{{{USING},"methodCalls":[["Core/echo",{{}},"c"]]}}"#);
     let json = Some("application/json");
     // Not JSON at all.
@@ -172,8 +173,7 @@ async fn bodies_that_are_not_json_are_not_json() {
 
 #[tokio::test]
 async fn json_of_the_wrong_shape_is_not_a_request() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let json = Some("application/json");
     for body in [
         "[]",
@@ -229,9 +229,7 @@ async fn json_of_the_wrong_shape_is_not_a_request() {
 
 #[tokio::test]
 async fn wrong_arguments_fail_only_their_call_for_every_method() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
-    let bob = app.account("bob@example.com").await;
+    let (app, [ann, bob]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     let me = &ann.account_id;
     let theirs = &bob.account_id;
     // (method, arguments that are fine but for the account)
@@ -396,8 +394,7 @@ async fn wrong_arguments_fail_only_their_call_for_every_method() {
 
 #[tokio::test]
 async fn limits_on_calls_and_objects_are_enforced() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let echo = |n: usize| {
         (0..n)
             .map(|i| format!(r#"["Core/echo",{{}},"{i}"]"#))
@@ -444,9 +441,7 @@ async fn limits_on_calls_and_objects_are_enforced() {
 
 #[tokio::test]
 async fn invalid_forward_and_cyclic_result_references_are_invalid_result_references() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
-    app.ingest(&user, &demo_messages(), 1_700_000_000).await;
+    let (app, user, _) = spawn_with_messages(&demo_messages()).await;
     let a = &user.account_id;
     let reference = |result_of: &str, name: &str, path: &str| json!({"resultOf": result_of, "name": name, "path": path});
     let responses = app
@@ -503,8 +498,7 @@ async fn invalid_forward_and_cyclic_result_references_are_invalid_result_referen
 
 #[tokio::test]
 async fn huge_strings_are_answered_without_failing_the_request() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let a = &user.account_id;
     // 5 MiB, one per request (maxSizeRequest is 10 MiB).
     let huge = "p".repeat(5 << 20);
@@ -576,8 +570,7 @@ async fn huge_strings_are_answered_without_failing_the_request() {
 
 #[tokio::test]
 async fn bodies_over_max_size_request_are_rejected_while_streaming() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     // A chunked body without Content-Length that never ends: the 413 must
     // arrive while the client is still sending.
     let address = app.base.trim_start_matches("http://").to_string();

@@ -5,35 +5,17 @@
 
 use std::time::{Duration, Instant};
 
-use fastview::app::ServeOptions;
 use fastview::jmap::Limits;
 use serde_json::{Value, json};
 
-use crate::support::{PASSWORD, TestAccount, TestApp, spawn_app, spawn_app_with};
+use crate::support::{
+    PASSWORD, TestAccount, TestApp, email_properties_and, spawn_app_with_limits,
+    spawn_with_accounts,
+};
 
 /// Every Email property (RFC 8621 §4.1) and every EmailBodyPart property.
 fn all_properties() -> (Value, Value) {
-    let properties = json!([
-        "id",
-        "blobId",
-        "threadId",
-        "mailboxIds",
-        "keywords",
-        "size",
-        "receivedAt",
-        "messageId",
-        "inReplyTo",
-        "references",
-        "sender",
-        "from",
-        "to",
-        "cc",
-        "bcc",
-        "replyTo",
-        "subject",
-        "sentAt",
-        "hasAttachment",
-        "preview",
+    let properties = email_properties_and(&[
         "bodyValues",
         "textBody",
         "htmlBody",
@@ -178,8 +160,7 @@ fn check_common(email: &Value, raw_len: usize) {
 
 #[tokio::test]
 async fn unreadable_messages_are_stored_and_served() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let header_only =
         b"From: Ann <ann@example.com>\r\nSubject: Only a header\r\nMessage-ID: <h@example.com>"
             .to_vec();
@@ -231,8 +212,7 @@ async fn unreadable_messages_are_stored_and_served() {
 
 #[tokio::test]
 async fn long_lines_and_bad_encodings_are_served() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let long = "x".repeat(1 << 20);
     let long_lines = format!(
         "From: ann@example.com\r\nSubject: {long}\r\nX-Long: {long}\r\nContent-Type: text/plain\r\n\r\n{long}\r\n{long}"
@@ -292,8 +272,7 @@ async fn long_lines_and_bad_encodings_are_served() {
 
 #[tokio::test]
 async fn ten_thousand_parts_are_all_rendered_quickly() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let mut raw = String::from(
         "From: ann@example.com\r\nSubject: many parts\r\nContent-Type: multipart/mixed; boundary=\"sep\"\r\n\r\n",
     );
@@ -322,8 +301,7 @@ async fn ten_thousand_parts_are_all_rendered_quickly() {
 
 #[tokio::test]
 async fn multiparts_nested_a_thousand_deep_are_served() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     const DEPTH: usize = 1000;
     // Each level: the next level, then a text leaf of its own.
     let mut inner = String::from("Content-Type: text/plain\r\n\r\nthe innermost text\r\n");
@@ -366,26 +344,16 @@ async fn multiparts_nested_a_thousand_deep_are_served() {
         "{}/jmap/download/{}/{blob}/t.txt",
         app.base, user.account_id
     );
-    let response = app
-        .client
-        .get(&url)
-        .basic_auth(&user.email, Some(PASSWORD))
-        .send()
-        .await
-        .unwrap();
+    let response = app.get_as(&url, &user.email, PASSWORD).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.text().await.unwrap(), "the innermost text");
 }
 
 #[tokio::test]
 async fn a_hundred_megabyte_attachment_is_imported_and_served() {
-    let limits = Limits {
+    let app = spawn_app_with_limits(Limits {
         max_size_upload: 200 << 20,
         ..Limits::default()
-    };
-    let app = spawn_app_with(ServeOptions {
-        limits,
-        ..ServeOptions::default()
     })
     .await;
     let user = app.account("ann@example.com").await;
@@ -414,32 +382,14 @@ async fn a_hundred_megabyte_attachment_is_imported_and_served() {
     }
     raw.extend_from_slice(b"--b--\r\n");
     let raw_len = raw.len();
-    let uploaded: Value = app
-        .client
-        .post(format!("{}/jmap/upload/{}/", app.base, user.account_id))
-        .basic_auth(&user.email, Some(PASSWORD))
-        .header("Content-Type", "message/rfc822")
-        .body(raw)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let uploaded: Value = app.upload_typed(&user, "message/rfc822", raw).await;
     assert_eq!(uploaded["size"], json!(raw_len));
-    let imported = app
-        .call1(
-            &user,
-            "Email/import",
-            json!({"accountId": user.account_id, "emails": {"big": {
-            "blobId": uploaded["blobId"], "mailboxIds": {user.inbox.clone(): true}}}}),
-        )
-        .await;
-    let id = imported["created"]["big"]["id"]
+    let imported = app.import_to_inbox(&user, &uploaded["blobId"]).await;
+    let id = imported["created"]["i"]["id"]
         .as_str()
         .expect("imported")
         .to_string();
-    assert_eq!(imported["created"]["big"]["size"], json!(raw_len));
+    assert_eq!(imported["created"]["i"]["size"], json!(raw_len));
     let email = get_everything(&app, &user, &id, Duration::from_secs(120)).await;
     check_common(&email, raw_len);
     assert_eq!(email["hasAttachment"], json!(true));

@@ -9,13 +9,26 @@ use fastview::blob::{DELETING_PREFIX, blob_id_of};
 use fastview::mail::gc::{GcOptions, collect};
 use serde_json::json;
 
-use crate::support::{TestAccount, TestApp, demo_messages, spawn_app};
+use crate::support::{TestAccount, TestApp, demo_messages, spawn_with_accounts};
 use crate::uploads::upload;
 
 async fn gc(app: &TestApp, options: GcOptions) -> fastview::mail::gc::GcReport {
     collect(app.app.store.as_ref(), &app.app.blobs, options)
         .await
         .expect("gc")
+}
+
+/// Asserts an Email/get of `ids` with every body value lists `count` emails
+/// (their blobs are read).
+async fn assert_bodies_read(app: &TestApp, user: &TestAccount, ids: &[String], count: usize) {
+    let got = app
+        .call_in(
+            user,
+            "Email/get",
+            json!({"ids": ids, "properties": ["bodyValues"], "fetchAllBodyValues": true}),
+        )
+        .await;
+    assert_eq!(got["list"].as_array().unwrap().len(), count, "{got}");
 }
 
 async fn destroy(app: &TestApp, user: &TestAccount, ids: &[String]) {
@@ -40,9 +53,7 @@ async fn present(app: &TestApp, raw: &[u8]) -> bool {
 
 #[tokio::test]
 async fn blobs_of_destroyed_emails_go_and_blobs_another_account_holds_stay() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
-    let bob = app.account("bob@example.com").await;
+    let (app, [ann, bob]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     let messages = demo_messages();
     let (shared, own) = (messages[0].clone(), messages[1].clone());
     let ann_ids = app
@@ -59,15 +70,7 @@ async fn blobs_of_destroyed_emails_go_and_blobs_another_account_holds_stay() {
     assert_eq!(report.blobs_deleted, 1);
     assert!(!present(&app, &own).await);
     assert!(present(&app, &shared).await, "bob still holds it");
-    let got = app
-        .call1(
-            &bob,
-            "Email/get",
-            json!({"accountId": bob.account_id, "ids": bob_ids,
-            "properties": ["bodyValues"], "fetchAllBodyValues": true}),
-        )
-        .await;
-    assert_eq!(got["list"].as_array().unwrap().len(), 1, "{got}");
+    assert_bodies_read(&app, &bob, &bob_ids, 1).await;
 
     destroy(&app, &bob, &bob_ids).await;
     assert_eq!(gc(&app, GcOptions::default()).await.blobs_deleted, 1);
@@ -76,9 +79,7 @@ async fn blobs_of_destroyed_emails_go_and_blobs_another_account_holds_stay() {
 
 #[tokio::test]
 async fn account_remove_deletes_its_mail_and_the_blobs_only_it_held() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
-    let bob = app.account("bob@example.com").await;
+    let (app, [ann, bob]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     let messages = demo_messages();
     let (shared, own) = (messages[0].clone(), messages[1].clone());
     app.ingest(&ann, &[shared.clone(), own.clone()], 1_700_000_000)
@@ -106,33 +107,17 @@ async fn account_remove_deletes_its_mail_and_the_blobs_only_it_held() {
     assert!(present(&app, &shared).await, "bob's copy stays");
     let counts = app.app.store.raw_counts(Some(ann.id)).await.unwrap();
     assert_eq!((counts.emails, counts.account_blobs), (0, 0), "{counts:?}");
-    let got = app
-        .call1(
-            &bob,
-            "Email/get",
-            json!({"accountId": bob.account_id, "ids": bob_ids,
-            "properties": ["bodyValues"], "fetchAllBodyValues": true}),
-        )
-        .await;
-    assert_eq!(got["list"].as_array().unwrap().len(), 1, "{got}");
+    assert_bodies_read(&app, &bob, &bob_ids, 1).await;
 }
 
 #[tokio::test]
 async fn unused_uploads_expire_after_their_ttl_and_imported_ones_stay() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
+    let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
     let messages = demo_messages();
     let (unused, imported) = (messages[0].clone(), messages[1].clone());
     assert_eq!(upload(&app, &ann, unused.clone()).await.0, 201);
     let (_, uploaded) = upload(&app, &ann, imported.clone()).await;
-    let import = app
-        .call1(
-            &ann,
-            "Email/import",
-            json!({"accountId": ann.account_id, "emails": {"i": {
-            "blobId": uploaded["blobId"], "mailboxIds": {ann.inbox.clone(): true}}}}),
-        )
-        .await;
+    let import = app.import_to_inbox(&ann, &uploaded["blobId"]).await;
     assert!(import["created"]["i"].is_object(), "{import}");
 
     // Younger than the TTL: kept.
@@ -148,25 +133,23 @@ async fn unused_uploads_expire_after_their_ttl_and_imported_ones_stay() {
     assert!(!present(&app, &unused).await);
     assert!(present(&app, &imported).await);
     let download = app
-        .client
-        .get(format!(
-            "{}/jmap/download/{}/{}/x",
-            app.base,
-            ann.account_id,
-            blob_id_of(&unused)
-        ))
-        .basic_auth(&ann.email, Some(crate::support::PASSWORD))
-        .send()
-        .await
-        .unwrap();
+        .get_as(
+            format!(
+                "{}/jmap/download/{}/{}/x",
+                app.base,
+                ann.account_id,
+                blob_id_of(&unused)
+            ),
+            &ann.email,
+            crate::support::PASSWORD,
+        )
+        .await;
     assert_eq!(download.status(), 404);
 }
 
 #[tokio::test]
 async fn a_blob_referred_to_while_the_collector_deletes_it_ends_up_in_place() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
-    let bob = app.account("bob@example.com").await;
+    let (app, [ann, bob]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     let messages = demo_messages();
     let blobs = &app.app.blobs;
     for (i, raw) in messages[..2].iter().enumerate() {

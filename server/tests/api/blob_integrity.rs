@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use crate::support::{TestAccount, TestApp, demo_messages, spawn_app};
+use crate::support::{TestAccount, TestApp, demo_messages, spawn_with_accounts};
 use crate::uploads::{blob_root, upload};
 
 /// The file of a blob in a test server's local blob store.
@@ -64,20 +64,13 @@ fn fsck(app: &TestApp) -> (i32, String) {
 
 #[tokio::test]
 async fn a_corrupt_or_missing_blob_is_refused_where_read_whole_and_the_right_bytes_repair_it() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let raw = demo_messages().remove(0);
     let email_id = app
         .ingest(&user, std::slice::from_ref(&raw), 1_700_000_000)
         .await
         .remove(0);
-    let got = app
-        .call1(
-            &user,
-            "Email/get",
-            json!({"accountId": user.account_id, "ids": [email_id], "properties": ["blobId"]}),
-        )
-        .await;
+    let got = app.email_get(&user, &[&email_id], &["blobId"]).await;
     let blob_id = got["list"][0]["blobId"].as_str().unwrap().to_string();
     assert_eq!(download(&app, &user, &blob_id).await, (200, raw.clone()));
     assert_eq!(fsck(&app).0, 0);

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{TestAccount, TestApp, spawn_app};
+use crate::support::{TestAccount, TestApp, spawn_with_accounts};
 
 const CORE: &str = "urn:ietf:params:jmap:core";
 const MAIL: &str = "urn:ietf:params:jmap:mail";
@@ -34,8 +34,7 @@ async fn request(app: &TestApp, user: &TestAccount, calls: Vec<Value>) -> (u16, 
 
 #[tokio::test]
 async fn result_references_that_amplify_a_request_get_the_limit_error_and_the_next_request_works() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
+    let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
     let calls = amplifying_calls();
     let size = serde_json::to_vec(&calls).unwrap().len();
     assert!(size < 8 << 10, "a small request: {size} octets");
@@ -69,8 +68,7 @@ async fn result_references_that_amplify_a_request_get_the_limit_error_and_the_ne
 
 #[tokio::test]
 async fn after_a_write_calls_over_the_budget_get_request_too_large_and_the_write_is_answered() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
+    let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
     let mut calls = vec![json!([
         "Mailbox/set",
         {"accountId": ann.account_id, "create": {"k": {"name": "Kept"}}},
@@ -127,8 +125,7 @@ fn many_header_lines(lines: usize) -> Vec<u8> {
 
 #[tokio::test]
 async fn thirty_thousand_header_all_properties_of_a_huge_header_get_request_too_large() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
+    let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
     let ids = app
         .ingest(&ann, &[many_header_lines(100_000)], 1_700_000_000)
         .await;
@@ -173,9 +170,8 @@ async fn thirty_thousand_header_all_properties_of_a_huge_header_get_request_too_
 async fn another_accounts_list_view_completes_while_heavy_requests_run() {
     // One async worker: were the heavy work on it, nothing else would run
     // until it ended.
-    let app = spawn_app().await;
-    let heavy = app.account("heavy@example.com").await;
-    let light = app.account("light@example.com").await;
+    let (app, [heavy, light]) =
+        spawn_with_accounts(["heavy@example.com", "light@example.com"]).await;
     let heavy_ids = app
         .ingest(&heavy, &[many_header_lines(100_000)], 1_700_000_000)
         .await;
@@ -183,29 +179,13 @@ async fn another_accounts_list_view_completes_while_heavy_requests_run() {
         .ingest(&light, &crate::support::demo_messages(), 1_700_000_000)
         .await;
     let pool = app.state.jmap.work.clone();
-    let base = app.base.clone();
     let flood: Vec<_> = (0..3)
         .map(|_| {
             let body = json!({"using": [CORE, MAIL], "methodCalls": [["Email/get", {
                 "accountId": heavy.account_id, "ids": heavy_ids,
                 "properties": ["header:X-Line:all", "header:X-Line:asText:all"],
             }, "g"]]});
-            let (client, url, email) = (
-                app.client.clone(),
-                format!("{base}/jmap/api"),
-                heavy.email.clone(),
-            );
-            tokio::spawn(async move {
-                let response = client
-                    .post(url)
-                    .basic_auth(email, Some(crate::support::PASSWORD))
-                    .json(&body)
-                    .send()
-                    .await
-                    .unwrap();
-                let status = response.status().as_u16();
-                (status, response.json::<Value>().await.unwrap())
-            })
+            app.api_raw_spawned(&heavy, body)
         })
         .collect();
     // Wait until the heavy work is on the pool (were it run in place, the
@@ -214,11 +194,17 @@ async fn another_accounts_list_view_completes_while_heavy_requests_run() {
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
     let list_view = app
-        .call1(
+        .email_get(
             &light,
-            "Email/get",
-            json!({"accountId": light.account_id, "ids": light_ids,
-                   "properties": ["subject", "from", "receivedAt", "preview", "hasAttachment", "keywords"]}),
+            &light_ids,
+            &[
+                "subject",
+                "from",
+                "receivedAt",
+                "preview",
+                "hasAttachment",
+                "keywords",
+            ],
         )
         .await;
     assert_eq!(list_view["list"].as_array().unwrap().len(), light_ids.len());
@@ -288,9 +274,7 @@ async fn a_full_read_over_the_parse_budget_is_refused_before_any_blob_is_read() 
 /// and once they end the same call is answered.
 #[tokio::test]
 async fn an_account_whose_requests_hold_their_share_gets_server_unavailable_and_others_go_on() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
-    let bob = app.account("bob@example.com").await;
+    let (app, [ann, bob]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     let messages = crate::support::demo_messages();
     let ann_ids = app.ingest(&ann, &messages, 1_700_000_000).await;
     let bob_ids = app.ingest(&bob, &messages, 1_700_000_000).await;
@@ -315,11 +299,7 @@ async fn an_account_whose_requests_hold_their_share_gets_server_unavailable_and_
     );
     // A light call of hers (under 1,000 octets held) still runs.
     let light = app
-        .call1(
-            &ann,
-            "Email/get",
-            json!({"accountId": ann.account_id, "ids": [], "properties": ["id"]}),
-        )
+        .call_in(&ann, "Email/get", json!({"ids": [], "properties": ["id"]}))
         .await;
     assert_eq!(light["list"], json!([]));
     // Bob is served whole.
@@ -348,8 +328,7 @@ async fn an_account_whose_requests_hold_their_share_gets_server_unavailable_and_
 #[tokio::test]
 async fn a_client_that_hangs_up_mid_render_leaves_nothing_held() {
     use tokio::io::AsyncWriteExt;
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
+    let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
     let big = format!(
         "From: a@example.com\r\nSubject: big\r\n\r\n{}\r\n",
         "many words in a long body\r\n".repeat(120_000)

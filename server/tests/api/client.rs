@@ -7,12 +7,11 @@ use jmap_client::core::query::Filter;
 use jmap_client::email;
 use jmap_client::mailbox::{self, Role};
 
-use crate::support::{PASSWORD, demo_messages, spawn_app};
+use crate::support::{PASSWORD, demo_messages, spawn_with_accounts};
 
 #[tokio::test]
 async fn jmap_client_lists_reads_flags_and_downloads() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let messages = demo_messages();
     let ids = app.ingest(&user, &messages, 1_700_000_000).await;
     let client = Client::new()

@@ -6,13 +6,13 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{TestAccount, TestApp, demo_messages, spawn_app};
+use crate::support::{
+    TestAccount, TestApp, demo_messages, spawn_with_accounts, spawn_with_messages,
+};
 
 /// The demo messages in ann's inbox, ids in file order.
 async fn demo() -> (TestApp, TestAccount, Vec<String>) {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
-    let ids = app.ingest(&user, &demo_messages(), 1_700_000_000).await;
+    let (app, user, ids) = spawn_with_messages(&demo_messages()).await;
     (app, user, ids)
 }
 
@@ -30,13 +30,7 @@ fn shape(part: &Value) -> Value {
 async fn a_multipart_body_structure_carries_its_sub_parts_with_the_default_body_properties() {
     let (app, user, ids) = demo().await;
     // 05-inline-image.eml: related(alternative(plain, html), png).
-    let email = app
-        .call1(
-            &user,
-            "Email/get",
-            json!({"accountId": user.account_id, "ids": [ids[4]], "properties": ["bodyStructure"]}),
-        )
-        .await;
+    let email = app.email_get(&user, &[&ids[4]], &["bodyStructure"]).await;
     let structure = &email["list"][0]["bodyStructure"];
     assert_eq!(
         shape(structure),
@@ -54,21 +48,14 @@ async fn a_multipart_body_structure_carries_its_sub_parts_with_the_default_body_
     assert_eq!(png["name"], "logo-v2.png");
     assert_eq!(png["partId"], "4");
     // A single-part message is one leaf.
-    let plain = app
-        .call1(
-            &user,
-            "Email/get",
-            json!({"accountId": user.account_id, "ids": [ids[7]], "properties": ["bodyStructure"]}),
-        )
-        .await;
+    let plain = app.email_get(&user, &[&ids[7]], &["bodyStructure"]).await;
     assert!(plain["list"][0]["bodyStructure"].get("subParts").is_none());
     assert_eq!(plain["list"][0]["bodyStructure"]["type"], "text/plain");
 }
 
 #[tokio::test]
 async fn email_import_defaults_received_at_to_the_top_received_header_and_names_an_unknown_blob() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let messages = demo_messages();
     // 08-thread-1.eml's top Received header says 15:02:13 UTC.
     let (status, uploaded) = app.upload(&user, messages[7].clone()).await;
@@ -78,10 +65,10 @@ async fn email_import_defaults_received_at_to_the_top_received_header_and_names_
     let (_, bare_upload) = app.upload(&user, bare).await;
     let before = chrono::Utc::now().timestamp();
     let response = app
-        .call1(
+        .call_in(
             &user,
             "Email/import",
-            json!({"accountId": user.account_id, "emails": {
+            json!({"emails": {
                 "r": {"blobId": uploaded["blobId"], "mailboxIds": {(user.inbox.clone()): true}},
                 "b": {"blobId": bare_upload["blobId"], "mailboxIds": {(user.inbox.clone()): true}},
                 "x": {"blobId": "Gffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff",
@@ -98,13 +85,7 @@ async fn email_import_defaults_received_at_to_the_top_received_header_and_names_
         &response["created"]["r"]["id"],
         &response["created"]["b"]["id"],
     );
-    let got = app
-        .call1(
-            &user,
-            "Email/get",
-            json!({"accountId": user.account_id, "ids": [r, b], "properties": ["receivedAt"]}),
-        )
-        .await;
+    let got = app.email_get(&user, &[&r, &b], &["receivedAt"]).await;
     assert_eq!(got["list"][0]["receivedAt"], "2024-03-11T15:02:13Z");
     let bare_time =
         chrono::DateTime::parse_from_rfc3339(got["list"][1]["receivedAt"].as_str().unwrap())
@@ -123,31 +104,17 @@ async fn a_query_without_limit_returns_the_limit_it_was_clamped_to() {
         app.session(&user).await["capabilities"]["urn:ietf:params:jmap:core"]["maxObjectsInGet"]
             .clone();
     for method in ["Email/query", "Mailbox/query"] {
-        let unlimited = app
-            .call1(&user, method, json!({"accountId": user.account_id}))
-            .await;
+        let unlimited = app.call_in(&user, method, json!({})).await;
         assert_eq!(unlimited["limit"], max, "{method}");
         let over = app
-            .call1(
-                &user,
-                method,
-                json!({"accountId": user.account_id, "limit": 1_000_000}),
-            )
+            .call_in(&user, method, json!({"limit": 1_000_000}))
             .await;
         assert_eq!(over["limit"], max, "{method}");
-        let under = app
-            .call1(
-                &user,
-                method,
-                json!({"accountId": user.account_id, "limit": 2}),
-            )
-            .await;
+        let under = app.call_in(&user, method, json!({"limit": 2})).await;
         assert!(under.get("limit").is_none(), "{method}: {under}");
         assert_eq!(under["ids"].as_array().unwrap().len(), 2);
     }
-    let all = app
-        .call1(&user, "Email/query", json!({"accountId": user.account_id}))
-        .await;
+    let all = app.call_in(&user, "Email/query", json!({})).await;
     assert_eq!(all["ids"].as_array().unwrap().len(), ids.len());
 }
 
@@ -156,7 +123,7 @@ async fn keyword_sorts_and_thread_keyword_filters_follow_rfc8621_section_4_4() {
     let (app, user, ids) = demo().await;
     // The thread of 08..11 (ids[7..11]); flag one of its emails, and 01.
     let thread = app
-        .call1(&user, "Email/get", json!({"accountId": user.account_id, "ids": [ids[7], ids[8], ids[9], ids[10]], "properties": ["threadId"]}))
+        .email_get(&user, &[&ids[7], &ids[8], &ids[9], &ids[10]], &["threadId"])
         .await;
     let thread_ids: Vec<&Value> = thread["list"]
         .as_array()
@@ -169,10 +136,10 @@ async fn keyword_sorts_and_thread_keyword_filters_follow_rfc8621_section_4_4() {
         "one thread: {thread}"
     );
     let set = app
-        .call1(
+        .call_in(
             &user,
             "Email/set",
-            json!({"accountId": user.account_id, "update": {
+            json!({"update": {
                 (ids[8].clone()): {"keywords/$flagged": true},
                 (ids[0].clone()): {"keywords/$flagged": true},
             }}),
@@ -244,10 +211,18 @@ async fn keyword_sorts_and_thread_keyword_filters_follow_rfc8621_section_4_4() {
         json!([{"property": "hasKeyword", "keyword": "$flagged", "isAscending": false}, received]);
     let before = query(json!(null), flagged_sort.clone()).await;
     assert_eq!(before["canCalculateChanges"], true);
-    app.call1(&user, "Email/set", json!({"accountId": user.account_id, "update": {(ids[5].clone()): {"keywords/$flagged": true}}}))
-        .await;
+    app.call_in(
+        &user,
+        "Email/set",
+        json!({"update": {(ids[5].clone()): {"keywords/$flagged": true}}}),
+    )
+    .await;
     let changes = app
-        .call1(&user, "Email/queryChanges", json!({"accountId": user.account_id, "sort": flagged_sort, "sinceQueryState": before["queryState"]}))
+        .call_in(
+            &user,
+            "Email/queryChanges",
+            json!({"sort": flagged_sort, "sinceQueryState": before["queryState"]}),
+        )
         .await;
     assert_eq!(changes["removed"], json!([ids[5]]), "{changes}");
     assert_eq!(changes["added"], json!([{"id": ids[5], "index": 1}]));
@@ -262,9 +237,7 @@ async fn keyword_sorts_and_thread_keyword_filters_follow_rfc8621_section_4_4() {
 /// is `fromAccountNotFound` and another destination `accountNotFound`.
 #[tokio::test]
 async fn copies_name_their_accounts_as_rfc8620_section_5_4_says() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
-    let bob = app.account("bob@example.com").await;
+    let (app, [ann, bob]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     for (method, extra) in [
         (
             "Email/copy",
@@ -296,14 +269,13 @@ async fn copies_name_their_accounts_as_rfc8620_section_5_4_says() {
 /// §5.3: a second sibling mailbox of one name is `alreadyExists` naming the first.
 #[tokio::test]
 async fn a_blob_that_is_no_message_and_a_duplicate_mailbox_name_are_refused_by_name() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let (_, upload) = app.upload(&user, b"this is not an email".to_vec()).await;
     let response = app
-        .call1(
+        .call_in(
             &user,
             "Email/import",
-            json!({"accountId": user.account_id, "emails": {
+            json!({"emails": {
                 "bad": {"blobId": upload["blobId"], "mailboxIds": {(user.inbox.clone()): true}}}}),
         )
         .await;
@@ -313,27 +285,16 @@ async fn a_blob_that_is_no_message_and_a_duplicate_mailbox_name_are_refused_by_n
     );
     assert_eq!(response["created"], Value::Null);
     let parsed = app
-        .call1(
-            &user,
-            "Email/parse",
-            json!({"accountId": user.account_id, "blobIds": [upload["blobId"]]}),
-        )
+        .call_in(&user, "Email/parse", json!({"blobIds": [upload["blobId"]]}))
         .await;
     assert_eq!(parsed["notParsable"], json!([upload["blobId"]]));
 
-    let created = app
-        .call1(
-            &user,
-            "Mailbox/set",
-            json!({"accountId": user.account_id, "create": {"a": {"name": "Projects"}}}),
-        )
-        .await;
-    let first = created["created"]["a"]["id"].clone();
+    let first = app.create_mailbox(&user, "Projects").await;
     let again = app
-        .call1(
+        .call_in(
             &user,
             "Mailbox/set",
-            json!({"accountId": user.account_id, "create": {"b": {"name": "projects"}}}),
+            json!({"create": {"b": {"name": "projects"}}}),
         )
         .await;
     assert_eq!(again["notCreated"]["b"]["type"], "alreadyExists", "{again}");

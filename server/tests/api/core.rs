@@ -3,19 +3,18 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{PASSWORD, spawn_app};
+use crate::support::{PASSWORD, spawn_app, spawn_with_accounts};
 
 #[tokio::test]
 async fn session_advertises_limits_urls_and_the_account() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let session: Value = app
-        .client
-        .get(format!("{}/.well-known/jmap", app.base))
-        .basic_auth(&user.email, Some(PASSWORD))
-        .send()
+        .get_as(
+            format!("{}/.well-known/jmap", app.base),
+            &user.email,
+            PASSWORD,
+        )
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
@@ -82,8 +81,7 @@ async fn wrong_credentials_get_401_with_a_basic_challenge_and_no_hint() {
 
 #[tokio::test]
 async fn request_level_errors_are_problem_json() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let post = |body: Vec<u8>, content_type: &'static str| {
         app.client
             .post(format!("{}/jmap/api", app.base))
@@ -139,9 +137,7 @@ async fn request_level_errors_are_problem_json() {
 
 #[tokio::test]
 async fn method_errors_fail_only_their_call_and_references_resolve() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
-    let other = app.account("bob@example.com").await;
+    let (app, [user, other]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     let responses = app
         .call(
             &user,
@@ -181,22 +177,11 @@ async fn method_errors_fail_only_their_call_and_references_resolve() {
 
 #[tokio::test]
 async fn upload_and_download_round_trip_byte_identical_and_stay_private() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
-    let other = app.account("bob@example.com").await;
+    let (app, [user, other]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     let bytes: Vec<u8> = (0..=255u8).cycle().take(100_000).collect();
     let uploaded: Value = app
-        .client
-        .post(format!("{}/jmap/upload/{}/", app.base, user.account_id))
-        .basic_auth(&user.email, Some(PASSWORD))
-        .header("Content-Type", "application/octet-stream")
-        .body(bytes.clone())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .upload_typed(&user, "application/octet-stream", bytes.clone())
+        .await;
     assert_eq!(uploaded["size"], json!(100_000));
     assert_eq!(uploaded["type"], json!("application/octet-stream"));
     let blob_id = uploaded["blobId"].as_str().unwrap();
@@ -204,13 +189,7 @@ async fn upload_and_download_round_trip_byte_identical_and_stay_private() {
         "{}/jmap/download/{}/{blob_id}/data.bin?type=image/png",
         app.base, user.account_id
     );
-    let response = app
-        .client
-        .get(&url)
-        .basic_auth(&user.email, Some(PASSWORD))
-        .send()
-        .await
-        .unwrap();
+    let response = app.get_as(&url, &user.email, PASSWORD).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], "image/png");
     assert!(
@@ -226,13 +205,7 @@ async fn upload_and_download_round_trip_byte_identical_and_stay_private() {
         app.base, other.account_id
     );
     for url in [theirs, url] {
-        let response = app
-            .client
-            .get(&url)
-            .basic_auth(&other.email, Some(PASSWORD))
-            .send()
-            .await
-            .unwrap();
+        let response = app.get_as(&url, &other.email, PASSWORD).await;
         assert_eq!(response.status(), 404);
     }
 }

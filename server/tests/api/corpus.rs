@@ -8,7 +8,9 @@ use std::process::Command;
 
 use serde_json::json;
 
-use crate::support::{PASSWORD, corpus, spawn_full_level_sibling, spawn_sqlite_app};
+use crate::support::{
+    PASSWORD, corpus, email_properties_and, spawn_full_level_sibling, spawn_sqlite_app,
+};
 
 #[tokio::test]
 async fn the_whole_corpus_imports_with_no_failure_and_byte_identical_blobs() {
@@ -43,7 +45,11 @@ async fn the_whole_corpus_imports_with_no_failure_and_byte_identical_blobs() {
     assert_eq!(imported + duplicates, 11_640, "{last}");
 
     let query = app
-        .call1(&user, "Email/query", json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox}, "calculateTotal": true, "limit": 0}))
+        .call_in(
+            &user,
+            "Email/query",
+            json!({"filter": {"inMailbox": user.inbox}, "calculateTotal": true, "limit": 0}),
+        )
         .await;
     assert_eq!(query["total"], json!(imported));
 
@@ -53,10 +59,10 @@ async fn the_whole_corpus_imports_with_no_failure_and_byte_identical_blobs() {
     let mut ids = Vec::new();
     while (ids.len() as u64) < imported {
         let page = app
-            .call1(
+            .call_in(
                 &user,
                 "Email/query",
-                json!({"accountId": user.account_id, "position": ids.len(), "limit": 1000}),
+                json!({"position": ids.len(), "limit": 1000}),
             )
             .await;
         let page = page["ids"].as_array().unwrap().clone();
@@ -64,34 +70,14 @@ async fn the_whole_corpus_imports_with_no_failure_and_byte_identical_blobs() {
         ids.extend(page);
     }
     assert_eq!(ids.len() as u64, imported);
-    let properties = json!([
-        "id",
-        "blobId",
-        "threadId",
-        "mailboxIds",
-        "keywords",
-        "size",
-        "receivedAt",
-        "messageId",
-        "inReplyTo",
-        "references",
-        "sender",
-        "from",
-        "to",
-        "cc",
-        "bcc",
-        "replyTo",
-        "subject",
-        "sentAt",
-        "hasAttachment",
-        "preview",
+    let properties = email_properties_and(&[
         "header:List-Id:asText",
         "header:Received:all",
         "header:X-Mailer",
         "header:Content-Type:asRaw",
         "header:Reply-To:asGroupedAddresses",
         "header:Date:asDate:all",
-        "header:List-Unsubscribe:asURLs"
+        "header:List-Unsubscribe:asURLs",
     ]);
     for page in ids.chunks(500) {
         let request = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
@@ -145,13 +131,7 @@ async fn the_whole_corpus_imports_with_no_failure_and_byte_identical_blobs() {
             "{}/jmap/download/{}/{blob_id}/m.eml",
             app.base, user.account_id
         );
-        let response = app
-            .client
-            .get(&url)
-            .basic_auth(&user.email, Some(PASSWORD))
-            .send()
-            .await
-            .unwrap();
+        let response = app.get_as(&url, &user.email, PASSWORD).await;
         assert_eq!(response.status(), 200, "{}", file.display());
         assert_eq!(
             response.bytes().await.unwrap().to_vec(),

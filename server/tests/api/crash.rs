@@ -6,9 +6,9 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::support::spawn_app;
+use crate::support::spawn_with_accounts;
 
 const MESSAGES: usize = 3000;
 
@@ -28,8 +28,7 @@ fn write_mbox(path: &std::path::Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_during_import_loses_nothing_and_the_next_import_completes() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let dir = tempfile::tempdir().unwrap();
     let mbox = dir.path().join("big.mbox");
     write_mbox(&mbox);
@@ -56,7 +55,11 @@ async fn kill_9_during_import_loses_nothing_and_the_next_import_completes() {
     assert!(output.status.success());
     check_consistent(&app, &user).await;
     let total = app
-        .call1(&user, "Email/query", json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox}, "calculateTotal": true, "limit": 0}))
+        .call_in(
+            &user,
+            "Email/query",
+            json!({"filter": {"inMailbox": user.inbox}, "calculateTotal": true, "limit": 0}),
+        )
         .await["total"]
         .clone();
     assert_eq!(total, json!(MESSAGES));
@@ -153,13 +156,11 @@ fn processes_started_together_on_a_new_data_dir_all_start() {
 /// nothing again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_between_queue_and_send_neither_loses_nor_doubles() {
+    use crate::delivery_queue::{first_delivery_status, nothing_to_take, queue_delivery};
     use fastview::mail::{delivery, submission};
-    use fastview::store::{Delivery, SubmissionRow};
 
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
-    let bob = app.account("bob@example.com").await;
-    let carol = app.account("carol@example.com").await;
+    let (app, [ann, bob, carol]) =
+        spawn_with_accounts(["ann@example.com", "bob@example.com", "carol@example.com"]).await;
     let store = app.app.store.as_ref();
     let message =
         b"From: ann@example.com\r\nTo: bob@example.com, carol@example.com\r\nSubject: Queued\r\n\r\nhi\r\n"
@@ -168,31 +169,15 @@ async fn kill_9_between_queue_and_send_neither_loses_nor_doubles() {
     // Sent a quarter of an hour ago: the lease of the node that crashed
     // ran out.
     let send_at = chrono::Utc::now().timestamp() - 900;
-    let row = SubmissionRow {
-        id: 0,
-        identity_id: 1,
-        email_id: 1,
-        thread_id: 1,
-        envelope: "{}".into(),
-        send_at,
-        undo_status: "final".into(),
-        delivery_status: "{}".into(),
-    };
-    let queued = Delivery {
-        id: 0,
-        submission_id: 0,
-        account_id: ann.id,
+    let (submission, _) = queue_delivery(
+        store,
+        ann.id,
         blob_id,
-        mail_from: "ann@example.com".into(),
-        recipients: json!(["bob@example.com", "carol@example.com"]).to_string(),
+        &["bob@example.com", "carol@example.com"],
         send_at,
-        attempts: 0,
-        lease: 0,
-    };
-    let (submission, _) = store
-        .create_submission(ann.id, &row, &[queued], Default::default())
-        .await
-        .unwrap();
+        "{}".into(),
+    )
+    .await;
     // Carol's copy was stored before the crash; the record of it was not.
     let copy =
         submission::received_copy(&message, delivery::HOST, &submission.to_string(), send_at);
@@ -202,10 +187,10 @@ async fn kill_9_between_queue_and_send_neither_loses_nor_doubles() {
         let user = user.clone();
         let app = &app;
         async move {
-            app.call1(
+            app.call_in(
                 &user,
                 "Email/query",
-                json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox},
+                json!({"filter": {"inMailbox": user.inbox},
                     "calculateTotal": true}),
             )
             .await["total"]
@@ -247,15 +232,8 @@ async fn kill_9_between_queue_and_send_neither_loses_nor_doubles() {
     assert_eq!(inbox_count(&bob).await, 1);
     assert_eq!(inbox_count(&carol).await, 1);
     let now = chrono::Utc::now().timestamp();
-    assert!(
-        store
-            .take_deliveries(now + 3_600, 60, 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    let rows = store.submissions(ann.id).await.unwrap();
-    let status: Value = serde_json::from_str(&rows[0].delivery_status).unwrap();
+    assert!(nothing_to_take(store, now + 3_600, 60).await);
+    let status = first_delivery_status(store, ann.id).await;
     assert_eq!(status["bob@example.com"]["delivered"], "yes");
     assert_eq!(status["carol@example.com"]["delivered"], "yes");
 }

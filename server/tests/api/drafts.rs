@@ -6,11 +6,10 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use fastview::app::ServeOptions;
 use fastview::jmap::Limits;
 use serde_json::{Value, json};
 
-use crate::support::{TestAccount, TestApp, spawn_app, spawn_app_with};
+use crate::support::{TestAccount, TestApp, spawn_app_with_limits, spawn_with_accounts};
 
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR inline logo octets \xff\xfe\x00";
 const PDF: &[u8] = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj << >> endobj\n\0binary\n";
@@ -54,17 +53,16 @@ async fn upload(app: &TestApp, user: &TestAccount, bytes: &[u8]) -> String {
 
 /// An account with the draft created: (app, user, the `created` entry).
 async fn drafted() -> (TestApp, TestAccount, Value) {
-    let app = spawn_app().await;
-    let user = app.account("jose@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["jose@example.com"]).await;
     let (png, pdf) = (
         upload(&app, &user, PNG).await,
         upload(&app, &user, PDF).await,
     );
     let response = app
-        .call1(
+        .call_in(
             &user,
             "Email/set",
-            json!({"accountId": user.account_id, "create": {"d": draft(&user, &png, &pdf)}}),
+            json!({"create": {"d": draft(&user, &png, &pdf)}}),
         )
         .await;
     assert_eq!(response["notCreated"], Value::Null, "{response}");
@@ -334,13 +332,12 @@ async fn the_stored_message_parses_in_python_to_the_same_parts() {
 
 #[tokio::test]
 async fn a_draft_without_date_or_message_id_gets_both() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let response = app
-        .call1(
+        .call_in(
             &user,
             "Email/set",
-            json!({"accountId": user.account_id, "create": {"d": {
+            json!({"create": {"d": {
                 "mailboxIds": {user.inbox.clone(): true},
                 "from": [{"email": "ann@example.com"}],
                 "bodyValues": {"1": {"value": "short"}},
@@ -368,11 +365,10 @@ async fn a_draft_without_date_or_message_id_gets_both() {
 
 #[tokio::test]
 async fn invalid_drafts_name_each_offending_property() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let inbox = || json!({user.inbox.clone(): true});
     let response = app
-        .call1(&user, "Email/set", json!({"accountId": user.account_id, "create": {
+        .call_in(&user, "Email/set", json!({"create": {
             "serverSet": {"mailboxIds": inbox(), "id": "e1", "threadId": "t1", "preview": "x"},
             "headers": {"mailboxIds": inbox(), "headers": [{"name": "Subject", "value": "x"}]},
             "twice": {"mailboxIds": inbox(), "subject": "a", "header:Subject:asText": "b"},
@@ -419,25 +415,21 @@ async fn invalid_drafts_name_each_offending_property() {
     assert_eq!(properties("notUtc"), json!(["receivedAt"]));
     assert_eq!(response["created"], Value::Null);
     // Nothing was stored.
-    let query = app
-        .call1(&user, "Email/query", json!({"accountId": user.account_id}))
-        .await;
+    let query = app.call_in(&user, "Email/query", json!({})).await;
     assert_eq!(query["ids"], json!([]));
 }
 
 #[tokio::test]
 async fn blobs_not_found_are_listed() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
-    let other = app.account("bob@example.com").await;
+    let (app, [user, other]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     let theirs = upload(&app, &other, PNG).await;
     let mine = upload(&app, &user, PDF).await;
     let missing = "0".repeat(64);
     let response = app
-        .call1(
+        .call_in(
             &user,
             "Email/set",
-            json!({"accountId": user.account_id, "create": {"d": {
+            json!({"create": {"d": {
                 "mailboxIds": {user.inbox.clone(): true},
                 "attachments": [
                     {"blobId": mine, "type": "application/pdf"},
@@ -462,7 +454,7 @@ async fn blobs_not_found_are_listed() {
     // With those fixed, a part of a stored message is found: the PDF,
     // decoded, as the part of a message of the account.
     let pdf_only = app
-        .call1(&user, "Email/set", json!({"accountId": user.account_id, "create": {"d": {
+        .call_in(&user, "Email/set", json!({"create": {"d": {
             "mailboxIds": {user.inbox.clone(): true},
             "attachments": [{"blobId": mine, "type": "application/pdf", "name": "a.pdf", "disposition": "attachment"}],
         }}}))
@@ -471,7 +463,7 @@ async fn blobs_not_found_are_listed() {
     let part_blob = format!("{blob}_1");
     assert_eq!(download(&app, &user, &part_blob).await, PDF);
     let forwarded = app
-        .call1(&user, "Email/set", json!({"accountId": user.account_id, "create": {"f": {
+        .call_in(&user, "Email/set", json!({"create": {"f": {
             "mailboxIds": {user.inbox.clone(): true},
             "attachments": [{"blobId": part_blob, "disposition": "attachment", "name": "again.pdf"},
                             {"blobId": format!("{blob}_9")}],
@@ -485,13 +477,9 @@ async fn blobs_not_found_are_listed() {
 
 #[tokio::test]
 async fn a_draft_over_max_size_upload_is_too_large() {
-    let limits = Limits {
+    let app = spawn_app_with_limits(Limits {
         max_size_upload: 8 << 10,
         ..Limits::default()
-    };
-    let app = spawn_app_with(ServeOptions {
-        limits,
-        ..ServeOptions::default()
     })
     .await;
     let user = app.account("ann@example.com").await;
@@ -501,7 +489,7 @@ async fn a_draft_over_max_size_upload_is_too_large() {
         .map(|i| json!({"blobId": format!("{i:064x}")}))
         .collect();
     let response = app
-        .call1(&user, "Email/set", json!({"accountId": user.account_id, "create": {
+        .call_in(&user, "Email/set", json!({"create": {
             // 5 KiB of octets is 6.8 KiB of base64: twice is over 8 KiB.
             "blobs": {"mailboxIds": inbox, "attachments": [{"blobId": blob}, {"blobId": blob, "name": "copy"}]},
             // One blob fits; its base64 and a 2 KiB text do not.
@@ -532,38 +520,27 @@ async fn a_draft_over_max_size_upload_is_too_large() {
 
 #[tokio::test]
 async fn replacing_a_draft_is_create_and_destroy_in_one_call() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let version = |text: &str| {
         json!({"mailboxIds": {user.inbox.clone(): true}, "keywords": {"$draft": true},
                "subject": "Draft", "bodyValues": {"1": {"value": text}}, "textBody": [{"partId": "1"}]})
     };
     let first = app
-        .call1(
+        .call_in(
             &user,
             "Email/set",
-            json!({"accountId": user.account_id, "create": {"v1": version("first")}}),
+            json!({"create": {"v1": version("first")}}),
         )
         .await;
     let v1 = first["created"]["v1"]["id"].clone();
     let second = app
-        .call1(
-            &user,
-            "Email/set",
-            json!({"accountId": user.account_id,
-            "ifInState": first["newState"], "create": {"v2": version("second")}, "destroy": [v1]}),
+        .call_in(&user, "Email/set", json!({"ifInState": first["newState"], "create": {"v2": version("second")}, "destroy": [v1]}),
         )
         .await;
     let v2 = second["created"]["v2"]["id"].clone();
     assert_eq!(second["destroyed"], json!([v1]), "{second}");
     assert_eq!(second["oldState"], first["newState"]);
-    let got = app
-        .call1(
-            &user,
-            "Email/get",
-            json!({"accountId": user.account_id, "ids": [v1, v2], "properties": ["preview"]}),
-        )
-        .await;
+    let got = app.email_get(&user, &[&v1, &v2], &["preview"]).await;
     assert_eq!(got["list"], json!([{"id": v2, "preview": "second"}]));
     assert_eq!(got["notFound"], json!([v1]));
     // A stale ifInState changes nothing.
@@ -579,8 +556,7 @@ async fn replacing_a_draft_is_create_and_destroy_in_one_call() {
 
 #[tokio::test]
 async fn a_creation_id_names_the_new_email_in_later_calls() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let responses = app
         .call(&user, json!([
             ["Email/set", {"accountId": user.account_id, "create": {"d": {
@@ -614,8 +590,7 @@ async fn a_creation_id_names_the_new_email_in_later_calls() {
 
 #[tokio::test]
 async fn a_draft_over_the_quota_is_refused_and_leaves_nothing() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let output = app
         .cli()
         .args(["account", "set", &user.email, "--quota", "1K"])
@@ -642,8 +617,7 @@ async fn a_draft_over_the_quota_is_refused_and_leaves_nothing() {
 
 #[tokio::test]
 async fn a_body_structure_and_every_header_form_round_trip() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let pdf = upload(&app, &user, PDF).await;
     let headers = json!({
         "header:X-Raw": " kept  as\r\n  written",
@@ -673,11 +647,7 @@ async fn a_body_structure_and_every_header_form_round_trip() {
         create[key] = value.clone();
     }
     let response = app
-        .call1(
-            &user,
-            "Email/set",
-            json!({"accountId": user.account_id, "create": {"s": create}}),
-        )
+        .call_in(&user, "Email/set", json!({"create": {"s": create}}))
         .await;
     let id = &response["created"]["s"]["id"];
     assert!(id.is_string(), "{response}");

@@ -4,12 +4,10 @@
 use fastview::store::sqlite::SqliteStore;
 use serde_json::{Value, json};
 
-use crate::support::{PASSWORD, TestAccount, TestApp, demo_messages, spawn_app};
+use crate::support::{TestAccount, TestApp, demo_messages, spawn_with_messages};
 
 async fn demo_account() -> (TestApp, TestAccount, Vec<String>) {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
-    let ids = app.ingest(&user, &demo_messages(), 1_700_000_000).await;
+    let (app, user, ids) = spawn_with_messages(&demo_messages()).await;
     (app, user, ids)
 }
 
@@ -36,20 +34,20 @@ async fn inbox_listing_is_served_from_the_mailbox_received_index() {
     expected.reverse();
     assert_eq!(newest_first, expected);
     let page = app
-        .call1(
+        .call_in(
             &user,
             "Email/query",
-            json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox},
+            json!({"filter": {"inMailbox": user.inbox},
             "sort": [{"property": "receivedAt", "isAscending": true}], "position": 2, "limit": 3}),
         )
         .await;
     assert_eq!(page["ids"], json!(ids[2..5]));
     assert_eq!(page["position"], json!(2));
     let tail = app
-        .call1(
+        .call_in(
             &user,
             "Email/query",
-            json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox},
+            json!({"filter": {"inMailbox": user.inbox},
             "sort": [{"property": "receivedAt", "isAscending": true}], "position": -2, "limit": 5}),
         )
         .await;
@@ -128,13 +126,7 @@ async fn query_filters_and_sorts() {
         json!([{"property": "size", "isAscending": false}]),
     )
     .await;
-    let sizes = app
-        .call1(
-            &user,
-            "Email/get",
-            json!({"accountId": user.account_id, "ids": by_size, "properties": ["size"]}),
-        )
-        .await;
+    let sizes = app.email_get(&user, &by_size, &["size"]).await;
     let sizes: Vec<u64> = sizes["list"]
         .as_array()
         .unwrap()
@@ -143,10 +135,10 @@ async fn query_filters_and_sorts() {
         .collect();
     assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "{sizes:?}");
     let collapsed = app
-        .call1(
+        .call_in(
             &user,
             "Email/query",
-            json!({"accountId": user.account_id, "collapseThreads": true, "calculateTotal": true}),
+            json!({"collapseThreads": true, "calculateTotal": true}),
         )
         .await;
     assert_eq!(
@@ -158,7 +150,7 @@ async fn query_filters_and_sorts() {
         subjects(query(&app, &user, json!({"header": ["List-Id"]}), none.clone()).await).await;
     assert_eq!(by_subject.len(), 1, "{by_subject:?}");
     let anchored = app
-        .call1(&user, "Email/query", json!({"accountId": user.account_id, "sort": [{"property": "receivedAt"}], "anchor": ids[4], "anchorOffset": -1, "limit": 2}))
+        .call_in(&user, "Email/query", json!({"sort": [{"property": "receivedAt"}], "anchor": ids[4], "anchorOffset": -1, "limit": 2}))
         .await;
     assert_eq!(anchored["ids"], json!(ids[3..5]));
     let missing = app
@@ -171,23 +163,19 @@ async fn query_filters_and_sorts() {
 async fn email_set_updates_keywords_and_mailboxes_and_advances_states() {
     let (app, user, ids) = demo_account().await;
     let before = app
-        .call1(
-            &user,
-            "Mailbox/get",
-            json!({"accountId": user.account_id, "ids": [user.inbox]}),
-        )
+        .call_in(&user, "Mailbox/get", json!({"ids": [user.inbox]}))
         .await;
     assert_eq!(before["list"][0]["unreadEmails"], json!(ids.len()));
     let archive = app
-        .call1(
+        .call_in(
             &user,
             "Mailbox/query",
-            json!({"accountId": user.account_id, "filter": {"role": "archive"}}),
+            json!({"filter": {"role": "archive"}}),
         )
         .await["ids"][0]
         .clone();
     let response = app
-        .call1(&user, "Email/set", json!({"accountId": user.account_id, "update": {
+        .call_in(&user, "Email/set", json!({"update": {
             ids[0].clone(): {"keywords/$seen": true, "keywords/$Flagged": true},
             ids[1].clone(): {"keywords": {"$seen": true}, "mailboxIds": {archive.as_str().unwrap(): true}},
             ids[2].clone(): {"mailboxIds": {}},
@@ -215,7 +203,11 @@ async fn email_set_updates_keywords_and_mailboxes_and_advances_states() {
     );
     assert_ne!(response["oldState"], response["newState"]);
     let got = app
-        .call1(&user, "Email/get", json!({"accountId": user.account_id, "ids": [ids[0], ids[1], ids[4]], "properties": ["keywords", "mailboxIds"]}))
+        .email_get(
+            &user,
+            &[&ids[0], &ids[1], &ids[4]],
+            &["keywords", "mailboxIds"],
+        )
         .await;
     assert_eq!(
         got["list"][0]["keywords"],
@@ -227,11 +219,7 @@ async fn email_set_updates_keywords_and_mailboxes_and_advances_states() {
     );
     assert_eq!(got["notFound"], json!([ids[4].clone()]));
     let after = app
-        .call1(
-            &user,
-            "Mailbox/get",
-            json!({"accountId": user.account_id, "ids": [user.inbox]}),
-        )
+        .call_in(&user, "Mailbox/get", json!({"ids": [user.inbox]}))
         .await;
     assert_eq!(after["list"][0]["totalEmails"], json!(ids.len() - 2));
     assert_eq!(after["list"][0]["unreadEmails"], json!(ids.len() - 3));
@@ -246,10 +234,7 @@ async fn mailbox_counts_are_kept_until_a_state_moves() {
     let (app, user, ids) = demo_account().await;
     let inbox = user.inbox.clone();
     let get = || {
-        app.call1(
-            &user,
-            "Mailbox/get",
-            json!({"accountId": user.account_id, "ids": [inbox], "properties": ["name", "totalEmails", "unreadEmails", "totalThreads", "unreadThreads"]}),
+        app.call_in(&user, "Mailbox/get", json!({"ids": [inbox], "properties": ["name", "totalEmails", "unreadEmails", "totalThreads", "unreadThreads"]}),
         )
     };
     let first = get().await;
@@ -261,42 +246,27 @@ async fn mailbox_counts_are_kept_until_a_state_moves() {
         1.0
     );
     // A keyword: the Email state moves, the Mailbox counts follow.
-    app.call1(
-        &user,
-        "Email/set",
-        json!({"accountId": user.account_id,
-        "update": {ids[0].clone(): {"keywords/$seen": true}}}),
-    )
-    .await;
+    app.update_email(&user, &ids[0], json!({"keywords/$seen": true}))
+        .await;
     let seen = get().await;
     assert_eq!(seen["list"][0]["unreadEmails"], json!(ids.len() - 1));
     assert_eq!(seen["list"][0]["totalEmails"], json!(ids.len()));
     // A rename: the Mailbox state moves.
-    app.call1(
+    app.call_in(
         &user,
         "Mailbox/set",
-        json!({"accountId": user.account_id,
-        "update": {inbox.clone(): {"name": "Post"}}}),
+        json!({"update": {inbox.clone(): {"name": "Post"}}}),
     )
     .await;
     let renamed = get().await;
     assert_eq!(renamed["list"][0]["name"], json!("Post"));
     assert_eq!(renamed["list"][0]["unreadEmails"], json!(ids.len() - 1));
     // An email destroyed, then Mailbox/query by the kept rows' counts.
-    app.call1(
-        &user,
-        "Email/set",
-        json!({"accountId": user.account_id, "destroy": [ids[1].clone()]}),
-    )
-    .await;
+    app.call_in(&user, "Email/set", json!({"destroy": [ids[1].clone()]}))
+        .await;
     assert_eq!(get().await["list"][0]["totalEmails"], json!(ids.len() - 1));
     let sorted = app
-        .call1(
-            &user,
-            "Mailbox/query",
-            json!({"accountId": user.account_id,
-            "filter": {"name": "Post"}}),
-        )
+        .call_in(&user, "Mailbox/query", json!({"filter": {"name": "Post"}}))
         .await;
     assert_eq!(sorted["ids"], json!([inbox]));
 }
@@ -307,10 +277,10 @@ async fn list_view_pages_are_kept_until_a_state_moves() {
     assert!(ids.len() >= 4, "the demo messages: {}", ids.len());
     let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
     let page = |limit: usize| {
-        app.call1(
+        app.call_in(
             &user,
             "Email/query",
-            json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox},
+            json!({"filter": {"inMailbox": user.inbox},
                 "sort": [{"property": "receivedAt", "isAscending": false}],
                 "limit": limit, "calculateTotal": true}),
         )
@@ -326,23 +296,12 @@ async fn list_view_pages_are_kept_until_a_state_moves() {
     );
     // The newest email moved to another mailbox: the Email state moves,
     // both kept pages give way.
-    let created = app
-        .call1(
-            &user,
-            "Mailbox/set",
-            json!({"accountId": user.account_id, "create": {"a": {"name": "Later"}}}),
-        )
-        .await;
-    let later = created["created"]["a"]["id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{created}"))
-        .to_string();
+    let later = app.create_mailbox(&user, "Later").await;
     assert_eq!(page(2).await, first, "a new mailbox changes no page");
-    app.call1(
+    app.call_in(
         &user,
         "Email/set",
-        json!({"accountId": user.account_id,
-            "update": {newest_first[0].clone(): {"mailboxIds": {later.clone(): true}}}}),
+        json!({"update": {newest_first[0].clone(): {"mailboxIds": {later.clone(): true}}}}),
     )
     .await;
     let moved = page(2).await;
@@ -350,24 +309,17 @@ async fn list_view_pages_are_kept_until_a_state_moves() {
     assert_eq!(moved["total"], json!(ids.len() - 1));
     assert_eq!(page(3).await["ids"], json!(newest_first[1..4]));
     // An email destroyed.
-    app.call1(
+    app.call_in(
         &user,
         "Email/set",
-        json!({"accountId": user.account_id, "destroy": [newest_first[1].clone()]}),
+        json!({"destroy": [newest_first[1].clone()]}),
     )
     .await;
     let destroyed = page(2).await;
     assert_eq!(destroyed["ids"], json!(newest_first[2..4]));
     assert_eq!(destroyed["total"], json!(ids.len() - 2));
     // Each answer names the state it is of.
-    let state = app
-        .call1(
-            &user,
-            "Email/get",
-            json!({"accountId": user.account_id, "ids": []}),
-        )
-        .await["state"]
-        .clone();
+    let state = app.state(&user, "Email").await;
     assert_eq!(destroyed["queryState"], state);
     assert_ne!(first["queryState"], state);
 }
@@ -378,17 +330,8 @@ async fn email_import_stores_an_upload_and_threads_join() {
     let reply = b"From: Bob <bob@example.org>\r\nTo: ann@example.com\r\nSubject: Re: Welcome to your Fastview demo mailbox\r\n\
         Message-ID: <reply-1@example.org>\r\nIn-Reply-To: <welcome.20240304083000@example.org>\r\n\r\nThanks!\r\n".to_vec();
     let uploaded: Value = app
-        .client
-        .post(format!("{}/jmap/upload/{}/", app.base, user.account_id))
-        .basic_auth(&user.email, Some(PASSWORD))
-        .header("Content-Type", "message/rfc822")
-        .body(reply.clone())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .upload_typed(&user, "message/rfc822", reply.clone())
+        .await;
     let responses = app
         .call(&user, json!([
             ["Email/import", {"accountId": user.account_id, "emails": {
@@ -417,7 +360,11 @@ async fn email_import_stores_an_upload_and_threads_join() {
         created["id"]
     );
     let got = app
-        .call1(&user, "Email/get", json!({"accountId": user.account_id, "ids": [created["id"]], "properties": ["size", "receivedAt", "keywords", "preview", "threadId"]}))
+        .email_get(
+            &user,
+            &[&created["id"]],
+            &["size", "receivedAt", "keywords", "preview", "threadId"],
+        )
         .await;
     let email = &got["list"][0];
     assert_eq!(email["keywords"], json!({"$seen": true}));
@@ -425,7 +372,7 @@ async fn email_import_stores_an_upload_and_threads_join() {
     assert_eq!(email["preview"], json!("Thanks!"));
     // The reply names the welcome message and shares its base subject: same thread.
     let welcome = app
-        .call1(&user, "Email/get", json!({"accountId": user.account_id, "ids": [ids[0]], "properties": ["messageId", "threadId"]}))
+        .email_get(&user, &[&ids[0]], &["messageId", "threadId"])
         .await;
     assert_eq!(
         welcome["list"][0]["messageId"],
@@ -437,9 +384,7 @@ async fn email_import_stores_an_upload_and_threads_join() {
 #[tokio::test]
 async fn the_demo_thread_is_one_thread_in_order() {
     let (app, user, ids) = demo_account().await;
-    let got = app
-        .call1(&user, "Email/get", json!({"accountId": user.account_id, "ids": ids, "properties": ["threadId", "subject"]}))
-        .await;
+    let got = app.email_get(&user, &ids, &["threadId", "subject"]).await;
     let list = got["list"].as_array().unwrap();
     // 08-thread-1 … 11-thread-4 are one conversation ("Re: Réunion de lundi …").
     let thread_members: Vec<usize> = vec![7, 8, 9, 10];
@@ -455,11 +400,7 @@ async fn the_demo_thread_is_one_thread_in_order() {
         list.iter().map(|e| e["threadId"].to_string()).collect();
     assert_eq!(distinct.len(), list.len() - 3);
     let threads = app
-        .call1(
-            &user,
-            "Thread/get",
-            json!({"accountId": user.account_id, "ids": [thread_id, "t999999"]}),
-        )
+        .call_in(&user, "Thread/get", json!({"ids": [thread_id, "t999999"]}))
         .await;
     let expected: Vec<String> = thread_members.iter().map(|i| ids[*i].clone()).collect();
     assert_eq!(threads["list"][0]["emailIds"], json!(expected));
@@ -470,10 +411,10 @@ async fn the_demo_thread_is_one_thread_in_order() {
 async fn mailbox_set_creates_renames_moves_and_destroys() {
     let (app, user, ids) = demo_account().await;
     let response = app
-        .call1(
+        .call_in(
             &user,
             "Mailbox/set",
-            json!({"accountId": user.account_id, "create": {
+            json!({"create": {
                 "work": {"name": "Work"},
                 "clients": {"name": "Clients", "parentId": "#work"},
                 "dup": {"name": "inbox"},
@@ -503,12 +444,15 @@ async fn mailbox_set_creates_renames_moves_and_destroys() {
         .unwrap()
         .to_string();
     let moved = app
-        .call1(&user, "Email/set", json!({"accountId": user.account_id, "update": {ids[0].clone(): {"mailboxIds": {clients.clone(): true}}}}))
+        .call_in(
+            &user,
+            "Email/set",
+            json!({"update": {ids[0].clone(): {"mailboxIds": {clients.clone(): true}}}}),
+        )
         .await;
     assert_eq!(moved["updated"], json!({ids[0].clone(): null}));
     let response = app
-        .call1(&user, "Mailbox/set", json!({"accountId": user.account_id,
-            "update": {clients.clone(): {"name": "Customers", "parentId": null}, work.clone(): {"parentId": work}},
+        .call_in(&user, "Mailbox/set", json!({"update": {clients.clone(): {"name": "Customers", "parentId": null}, work.clone(): {"parentId": work}},
             "destroy": [clients.clone(), user.inbox.clone()]}))
         .await;
     assert_eq!(response["updated"], json!({clients.clone(): null}));
@@ -525,19 +469,21 @@ async fn mailbox_set_creates_renames_moves_and_destroys() {
         json!("forbidden")
     );
     let response = app
-        .call1(&user, "Mailbox/set", json!({"accountId": user.account_id, "destroy": [clients.clone(), work.clone()], "onDestroyRemoveEmails": true}))
-        .await;
-    assert_eq!(response["destroyed"], json!([clients, work]));
-    let gone = app
-        .call1(
+        .call_in(
             &user,
-            "Email/get",
-            json!({"accountId": user.account_id, "ids": [ids[0]], "properties": ["id"]}),
+            "Mailbox/set",
+            json!({"destroy": [clients.clone(), work.clone()], "onDestroyRemoveEmails": true}),
         )
         .await;
+    assert_eq!(response["destroyed"], json!([clients, work]));
+    let gone = app.email_get(&user, &[&ids[0]], &["id"]).await;
     assert_eq!(gone["notFound"], json!([ids[0].clone()]));
     let listed = app
-        .call1(&user, "Mailbox/query", json!({"accountId": user.account_id, "sort": [{"property": "sortOrder"}], "calculateTotal": true}))
+        .call_in(
+            &user,
+            "Mailbox/query",
+            json!({"sort": [{"property": "sortOrder"}], "calculateTotal": true}),
+        )
         .await;
     assert_eq!(listed["total"], json!(6));
 }
@@ -546,10 +492,10 @@ async fn mailbox_set_creates_renames_moves_and_destroys() {
 async fn patch_paths_are_json_pointers_depth_is_bounded_and_using_is_honoured() {
     let (app, user, ids) = demo_account().await;
     let response = app
-        .call1(
+        .call_in(
             &user,
             "Email/set",
-            json!({"accountId": user.account_id, "update": {
+            json!({"update": {
                 ids[0].clone(): {"keywords/a~1b": true},
                 ids[1].clone(): {"keywords/$seen/x": true},
                 ids[2].clone(): {"keywords/$seen": false},
@@ -570,13 +516,7 @@ async fn patch_paths_are_json_pointers_depth_is_bounded_and_using_is_honoured() 
         response["notUpdated"][&ids[3]]["type"],
         json!("invalidPatch")
     );
-    let got = app
-        .call1(
-            &user,
-            "Email/get",
-            json!({"accountId": user.account_id, "ids": [ids[0]], "properties": ["keywords"]}),
-        )
-        .await;
+    let got = app.email_get(&user, &[&ids[0]], &["keywords"]).await;
     assert_eq!(got["list"][0]["keywords"], json!({"a/b": true}));
 
     // maxMailboxDepth is 10: a chain of 11 stops at the 11th.
@@ -589,11 +529,7 @@ async fn patch_paths_are_json_pointers_depth_is_bounded_and_using_is_honoured() 
         create.insert(format!("n{i}"), mailbox);
     }
     let response = app
-        .call1(
-            &user,
-            "Mailbox/set",
-            json!({"accountId": user.account_id, "create": create}),
-        )
+        .call_in(&user, "Mailbox/set", json!({"create": create}))
         .await;
     assert_eq!(response["created"].as_object().unwrap().len(), 10);
     assert_eq!(

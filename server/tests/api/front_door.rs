@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::support::{PASSWORD, TestApp, spawn_app, spawn_app_with};
+use crate::support::{PASSWORD, TestApp, spawn_app, spawn_app_with, spawn_with_accounts};
 
 const VERIFICATIONS: &str = "fastview_login_verifications_total";
 const BRAKED: &str = "fastview_login_refusals_total{reason=\"braked\"}";
@@ -42,11 +42,29 @@ async fn concurrent_wrong_guesses(app: &TestApp, user: &str, n: usize) -> (usize
     (count(401), count(429), n - count(401) - count(429))
 }
 
-fn options_with(connections: ConnectionLimits) -> ServeOptions {
-    ServeOptions {
+/// A server with these connection timeouts and cap, other limits default.
+async fn spawn_with_timeouts(
+    header_read_timeout: Duration,
+    idle_timeout: Duration,
+    max_connections: usize,
+) -> TestApp {
+    let connections = ConnectionLimits {
+        header_read_timeout,
+        idle_timeout,
+        max_connections,
+        ..ConnectionLimits::default()
+    };
+    spawn_app_with(ServeOptions {
         connections,
         ..ServeOptions::default()
-    }
+    })
+    .await
+}
+
+/// A raw TCP connection to the API port.
+async fn connect(app: &TestApp) -> TcpStream {
+    let address = app.base.trim_start_matches("http://");
+    TcpStream::connect(address).await.expect("connect")
 }
 
 #[tokio::test]
@@ -199,31 +217,15 @@ const NEVER: Duration = Duration::from_secs(600);
 
 #[tokio::test]
 async fn a_connection_that_sends_nothing_is_closed_after_the_idle_timeout() {
-    let app = spawn_app_with(options_with(ConnectionLimits {
-        header_read_timeout: NEVER,
-        idle_timeout: Duration::from_secs(1),
-        max_connections: 16,
-        ..ConnectionLimits::default()
-    }))
-    .await;
-    let mut silent = TcpStream::connect(app.base.trim_start_matches("http://"))
-        .await
-        .unwrap();
+    let app = spawn_with_timeouts(NEVER, Duration::from_secs(1), 16).await;
+    let mut silent = connect(&app).await;
     assert!(read_until_closed(&mut silent).await.is_empty());
 }
 
 #[tokio::test]
 async fn a_kept_alive_connection_is_closed_after_the_idle_timeout() {
-    let app = spawn_app_with(options_with(ConnectionLimits {
-        header_read_timeout: NEVER,
-        idle_timeout: Duration::from_secs(1),
-        max_connections: 16,
-        ..ConnectionLimits::default()
-    }))
-    .await;
-    let mut stream = TcpStream::connect(app.base.trim_start_matches("http://"))
-        .await
-        .unwrap();
+    let app = spawn_with_timeouts(NEVER, Duration::from_secs(1), 16).await;
+    let mut stream = connect(&app).await;
     stream
         .write_all(b"GET /.well-known/jmap HTTP/1.1\r\nHost: a\r\n\r\n")
         .await
@@ -238,16 +240,8 @@ async fn a_kept_alive_connection_is_closed_after_the_idle_timeout() {
 
 #[tokio::test]
 async fn half_a_header_is_closed_after_the_header_read_timeout() {
-    let app = spawn_app_with(options_with(ConnectionLimits {
-        header_read_timeout: Duration::from_secs(1),
-        idle_timeout: NEVER,
-        max_connections: 16,
-        ..ConnectionLimits::default()
-    }))
-    .await;
-    let mut stream = TcpStream::connect(app.base.trim_start_matches("http://"))
-        .await
-        .unwrap();
+    let app = spawn_with_timeouts(Duration::from_secs(1), NEVER, 16).await;
+    let mut stream = connect(&app).await;
     stream
         .write_all(b"GET /.well-known/jmap HTTP/1.1\r\nHost: a\r\nAccept:")
         .await
@@ -263,13 +257,7 @@ async fn half_a_header_is_closed_after_the_header_read_timeout() {
 
 #[tokio::test]
 async fn at_the_connection_cap_the_longest_idle_connection_is_shed_for_a_new_client() {
-    let app = spawn_app_with(options_with(ConnectionLimits {
-        header_read_timeout: NEVER,
-        idle_timeout: NEVER,
-        max_connections: 3,
-        ..ConnectionLimits::default()
-    }))
-    .await;
+    let app = spawn_with_timeouts(NEVER, NEVER, 3).await;
     let address = app.base.trim_start_matches("http://").to_string();
     let mut idle = Vec::new();
     for _ in 0..3 {
@@ -340,12 +328,12 @@ async fn login_names_are_compared_in_one_normalised_form() {
     assert!(account_add(&app, "kim@example.com"));
     assert!(!account_add(&app, "\u{212A}im@example.com"));
     let session: Value = app
-        .client
-        .get(format!("{}/.well-known/jmap", app.base))
-        .basic_auth("\u{212A}im@example.com", Some(PASSWORD))
-        .send()
+        .get_as(
+            format!("{}/.well-known/jmap", app.base),
+            "\u{212A}im@example.com",
+            PASSWORD,
+        )
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
@@ -362,8 +350,7 @@ async fn login_names_are_compared_in_one_normalised_form() {
 #[tokio::test]
 async fn event_stream_slots_are_per_credential_and_a_newer_stream_replaces_the_oldest() {
     use fastview::http::stream_slots::{MAX_STREAMS_PER_ACCOUNT, MAX_STREAMS_PER_CREDENTIAL};
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
+    let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
     app.account("bob@example.com").await;
     let session = app.session(&ann).await;
     let leaked = session["eventSourceUrl"]
@@ -448,17 +435,9 @@ async fn event_stream_slots_are_per_credential_and_a_newer_stream_replaces_the_o
 /// header-read timeout to arrive, then 408 and the connection closes.
 #[tokio::test]
 async fn an_api_body_that_trickles_in_gets_408_after_the_body_deadline() {
-    let app = spawn_app_with(options_with(ConnectionLimits {
-        header_read_timeout: Duration::from_secs(1),
-        idle_timeout: NEVER,
-        max_connections: 16,
-        ..ConnectionLimits::default()
-    }))
-    .await;
+    let app = spawn_with_timeouts(Duration::from_secs(1), NEVER, 16).await;
     app.account("ann@example.com").await;
-    let mut stream = TcpStream::connect(app.base.trim_start_matches("http://"))
-        .await
-        .unwrap();
+    let mut stream = connect(&app).await;
     let auth = base64::Engine::encode(
         &base64::engine::general_purpose::STANDARD,
         format!("ann@example.com:{PASSWORD}"),
@@ -534,13 +513,7 @@ async fn every_account_subcommand_takes_the_address_in_any_case() {
 /// stops reading is cut off after twice the header-read timeout.
 #[tokio::test]
 async fn a_slow_reader_gets_the_whole_response_and_a_stalled_one_is_cut_off() {
-    let app = spawn_app_with(options_with(ConnectionLimits {
-        header_read_timeout: Duration::from_secs(2),
-        idle_timeout: Duration::from_secs(1),
-        max_connections: 16,
-        ..ConnectionLimits::default()
-    }))
-    .await;
+    let app = spawn_with_timeouts(Duration::from_secs(2), Duration::from_secs(1), 16).await;
     app.account("ann@example.com").await;
     let auth = base64::Engine::encode(
         &base64::engine::general_purpose::STANDARD,

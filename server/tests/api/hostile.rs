@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::spawn_app;
+use crate::support::{spawn_app, spawn_with_accounts};
 
 /// `fastview serve` started under `ulimit` (`limits`, shell words such as
 /// `-Sn 300`): the lines it logged until it served, and its open-file
@@ -88,8 +88,7 @@ async fn serve_raises_its_open_file_limit_and_caps_connections_under_it() {
 /// (issue 43 item 10).
 #[tokio::test]
 async fn a_request_of_too_many_values_says_which_bound_it_passed() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
+    let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
     let values = "0,".repeat(fastview::jmap::request::MAX_JSON_VALUES);
     let body = format!(
         r#"{{"using": ["urn:ietf:params:jmap:core"], "methodCalls": [["Core/echo", {{"v": [{values}0]}}, "0"]]}}"#
@@ -205,8 +204,7 @@ async fn unread_downloads_hold_the_accounts_share_and_no_more() {
 async fn an_account_holds_a_bounded_number_of_mailboxes() {
     use fastview::jmap::mail::mailbox::set::MAX_MAILBOXES_PER_ACCOUNT;
     use fastview::store::NewMailbox;
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
+    let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
     let store = app.app.store.clone();
     let new = |parent_id, name: String| NewMailbox {
         parent_id,

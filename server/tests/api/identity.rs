@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{TestAccount, TestApp, spawn_app};
+use crate::support::{TestAccount, TestApp, spawn_with_accounts};
 
 const SUBMISSION: &str = "urn:ietf:params:jmap:submission";
 const VACATION: &str = "urn:ietf:params:jmap:vacationresponse";
@@ -35,9 +35,7 @@ fn alias(app: &TestApp, args: &[&str]) -> (bool, String) {
 
 #[tokio::test]
 async fn identities_follow_what_the_account_may_send_as() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
-    let bob = app.account("bob@example.com").await;
+    let (app, [ann, bob]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
 
     let session = app.session(&ann).await;
     assert_eq!(
@@ -216,8 +214,7 @@ async fn identities_follow_what_the_account_may_send_as() {
 
 #[tokio::test]
 async fn the_vacation_response_is_one_object_disabled_until_set() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
+    let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
     let got = call(
         &app,
         &ann,

@@ -13,6 +13,7 @@ mod client_features;
 mod core;
 mod corpus;
 mod crash;
+mod delivery_queue;
 mod drafts;
 mod email;
 mod front_door;

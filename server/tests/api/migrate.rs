@@ -92,7 +92,7 @@ async fn migrate_store_copies_sqlite_into_postgres_and_resumes() {
     // Mailboxes (a child created before its parent is re-parented), keywords,
     // moves, an upload imported as an email, a destroyed email.
     let created = source
-        .call1(&ann, "Mailbox/set", json!({"accountId": ann.account_id, "create": {
+        .call_in(&ann, "Mailbox/set", json!({"create": {
             "child": {"name": "Child"}, "parent": {"name": "Projects", "sortOrder": 3, "isSubscribed": false}}}))
         .await;
     let (child, parent) = (
@@ -100,15 +100,14 @@ async fn migrate_store_copies_sqlite_into_postgres_and_resumes() {
         created["created"]["parent"]["id"].clone(),
     );
     source
-        .call1(
+        .call_in(
             &ann,
             "Mailbox/set",
-            json!({"accountId": ann.account_id,
-            "update": {child.as_str().unwrap(): {"parentId": parent}}}),
+            json!({"update": {child.as_str().unwrap(): {"parentId": parent}}}),
         )
         .await;
     source
-        .call1(&ann, "Email/set", json!({"accountId": ann.account_id, "update": {
+        .call_in(&ann, "Email/set", json!({"update": {
             ids[0].clone(): {"keywords": {"$seen": true, "$flagged": true}},
             ids[1].clone(): {"mailboxIds": {child.as_str().unwrap(): true}},
             ids[2].clone(): {"mailboxIds": {ann.inbox.clone(): true, parent.as_str().unwrap(): true}},
@@ -122,10 +121,10 @@ async fn migrate_store_copies_sqlite_into_postgres_and_resumes() {
     )
     .await;
     let imported = source
-        .call1(
+        .call_in(
             &ann,
             "Email/import",
-            json!({"accountId": ann.account_id, "emails": {
+            json!({"emails": {
             "u": {"blobId": uploaded["blobId"], "mailboxIds": {ann.inbox.clone(): true},
                   "keywords": {"$seen": true}, "receivedAt": "2024-05-01T10:00:00Z"}}}),
         )
@@ -200,45 +199,18 @@ async fn migrate_store_copies_sqlite_into_postgres_and_resumes() {
     assert_eq!(before.0["mailboxes"]["list"].as_array().unwrap().len(), 8);
 
     // New rows on the copy get fresh ids: the sequences moved past the copy.
-    let more = target
-        .call1(
-            &ann,
-            "Mailbox/set",
-            json!({"accountId": ann.account_id, "create": {"m": {"name": "After"}}}),
-        )
-        .await;
-    let new_mailbox = more["created"]["m"]["id"].clone();
-    assert!(new_mailbox.is_string(), "{more}");
-    assert!(
-        before.0["mailboxes"]["list"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|m| m["id"] != new_mailbox)
-    );
+    let new_mailbox = target.create_mailbox(&ann, "After").await;
+    assert!(!lists_id(&before.0["mailboxes"], &new_mailbox));
     let fresh = upload(
         &target,
         &ann,
         b"From: Dee <dee@example.org>\r\nSubject: After the move\r\n\r\nNew\r\n".to_vec(),
     )
     .await;
-    let imported = target
-        .call1(
-            &ann,
-            "Email/import",
-            json!({"accountId": ann.account_id, "emails": {
-            "n": {"blobId": fresh["blobId"], "mailboxIds": {ann.inbox.clone(): true}}}}),
-        )
-        .await;
-    let new_id = imported["created"]["n"]["id"].clone();
+    let imported = target.import_to_inbox(&ann, &fresh["blobId"]).await;
+    let new_id = imported["created"]["i"]["id"].clone();
     assert!(new_id.is_string(), "{imported}");
-    assert!(
-        before.0["emails"]["list"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|e| e["id"] != new_id)
-    );
+    assert!(!lists_id(&before.0["emails"], &new_id));
 
     // The copied accounts can send: each has the identity for its address.
     let identities = target
@@ -254,4 +226,10 @@ async fn migrate_store_copies_sqlite_into_postgres_and_resumes() {
     assert_eq!(list[0]["mayDelete"], false);
     drop(target);
     drop(database);
+}
+
+/// Whether a /get response's `list` holds an object with id `id`.
+fn lists_id(got: &Value, id: &impl PartialEq<Value>) -> bool {
+    let list = got["list"].as_array().unwrap();
+    list.iter().any(|object| *id == object["id"])
 }

@@ -14,7 +14,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::bad_input::base64_basic;
-use crate::support::{PASSWORD, TestAccount, TestApp, spawn_app, spawn_app_with};
+use crate::support::{
+    PASSWORD, TestAccount, TestApp, spawn_app_with, spawn_app_with_limits, spawn_with_accounts,
+};
 
 /// Opens a connection and sends an API request whose chunked body never
 /// finishes; the server holds the request's slots until it is dropped.
@@ -112,9 +114,7 @@ fn assert_shed(got: &(u16, Option<String>, Value)) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_32_requests_per_account_are_served_and_the_33rd_is_shed() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
-    let bob = app.account("bob@example.com").await;
+    let (app, [ann, bob]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     assert_eq!(Limits::default().max_concurrent_requests, 32);
     // Warm the credential cache so the stalled requests authenticate at once.
     assert_eq!(echo(&app, &ann).await.0, 200);
@@ -129,13 +129,9 @@ async fn the_default_32_requests_per_account_are_served_and_the_33rd_is_shed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_beyond_max_concurrent_requests_gets_429_or_200_never_500() {
-    let limits = Limits {
+    let app = spawn_app_with_limits(Limits {
         max_concurrent_requests: 2,
         ..Limits::default()
-    };
-    let app = spawn_app_with(ServeOptions {
-        limits,
-        ..ServeOptions::default()
     })
     .await;
     let ann = app.account("ann@example.com").await;

@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{TestAccount, TestApp, spawn_app, spawn_sqlite_app};
+use crate::support::{TestAccount, TestApp, spawn_app, spawn_sqlite_app, spawn_with_accounts};
 
 const CORE: &str = "urn:ietf:params:jmap:core";
 const MAIL: &str = "urn:ietf:params:jmap:mail";
@@ -53,8 +53,7 @@ fn many_header_lines(n: usize, lines: usize) -> Vec<u8> {
 
 #[tokio::test]
 async fn header_filter_values_past_the_bound_are_invalid_arguments() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
+    let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
     app.ingest(&ann, &crate::support::demo_messages(), 1_700_000_000)
         .await;
     let at_bound = "a".repeat(MAX_VALUE_OCTETS);
@@ -85,8 +84,7 @@ async fn header_filter_values_past_the_bound_are_invalid_arguments() {
 
 #[tokio::test]
 async fn a_filter_of_more_than_128_conditions_and_operators_is_unsupported_filter() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
+    let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
     let stored = app
         .ingest(&ann, &crate::support::demo_messages(), 1_700_000_000)
         .await;
@@ -136,8 +134,7 @@ async fn heavy_mail(app: &TestApp, user: &TestAccount, count: usize) -> Vec<Stri
 
 #[tokio::test]
 async fn a_header_filter_over_the_render_work_budget_gets_request_too_large() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
+    let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
     heavy_mail(&app, &ann, 100).await;
     // 100 emails × 2,001 units (the condition and its 2,000 field values):
     // within the request's 250,000.
@@ -160,9 +157,8 @@ async fn a_header_filter_over_the_render_work_budget_gets_request_too_large() {
 async fn another_account_is_served_while_header_filters_run() {
     // One async worker: were the filters evaluated on it, nothing else
     // would run until they ended.
-    let app = spawn_app().await;
-    let heavy = app.account("heavy@example.com").await;
-    let light = app.account("light@example.com").await;
+    let (app, [heavy, light]) =
+        spawn_with_accounts(["heavy@example.com", "light@example.com"]).await;
     heavy_mail(&app, &heavy, 100).await;
     let light_ids = app
         .ingest(&light, &crate::support::demo_messages(), 1_700_000_000)
@@ -174,22 +170,7 @@ async fn another_account_is_served_while_header_filters_run() {
                 "accountId": heavy.account_id,
                 "filter": {"header": ["X-Line", "no such line"]},
             }, "q"]]});
-            let (client, url, email) = (
-                app.client.clone(),
-                format!("{}/jmap/api", app.base),
-                heavy.email.clone(),
-            );
-            tokio::spawn(async move {
-                let response = client
-                    .post(url)
-                    .basic_auth(email, Some(crate::support::PASSWORD))
-                    .json(&body)
-                    .send()
-                    .await
-                    .unwrap();
-                let status = response.status().as_u16();
-                (status, response.json::<Value>().await.unwrap())
-            })
+            app.api_raw_spawned(&heavy, body)
         })
         .collect();
     // Wait until the filters are on the pool (were they evaluated in place,
@@ -201,13 +182,7 @@ async fn another_account_is_served_while_header_filters_run() {
     assert!(session["accounts"][&light.account_id].is_object());
     let found = query(&app, &light, json!({"subject": "a"})).await;
     assert!(ids(&found) > 0, "{found}");
-    let list = app
-        .call1(
-            &light,
-            "Email/get",
-            json!({"accountId": light.account_id, "ids": light_ids, "properties": ["subject"]}),
-        )
-        .await;
+    let list = app.email_get(&light, &light_ids, &["subject"]).await;
     assert_eq!(list["list"].as_array().unwrap().len(), light_ids.len());
     let unfinished = flood.iter().filter(|task| !task.is_finished()).count();
     assert!(

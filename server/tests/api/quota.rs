@@ -6,7 +6,9 @@
 use fastview::blob::blob_id_of;
 use serde_json::{Value, json};
 
-use crate::support::{PASSWORD, TestAccount, TestApp, demo_messages, spawn_app};
+use crate::support::{
+    PASSWORD, TestAccount, TestApp, demo_messages, run_ok, spawn_app, spawn_with_accounts,
+};
 use crate::uploads::{staged, upload};
 
 const QUOTA: &str = "urn:ietf:params:jmap:quota";
@@ -22,6 +24,11 @@ async fn quota_call(app: &TestApp, user: &TestAccount, method: &str, arguments: 
     response["methodResponses"][0].clone()
 }
 
+async fn quota_changes(app: &TestApp, user: &TestAccount, since: &impl serde::Serialize) -> Value {
+    let arguments = json!({"accountId": user.account_id, "sinceState": since});
+    quota_call(app, user, "Quota/changes", arguments).await
+}
+
 async fn quota_get(app: &TestApp, user: &TestAccount) -> Value {
     let response = quota_call(
         app,
@@ -35,22 +42,12 @@ async fn quota_get(app: &TestApp, user: &TestAccount) -> Value {
 }
 
 fn set_quota(app: &TestApp, email: &str, quota: &str) {
-    let output = app
-        .cli()
-        .args(["account", "set", email, "--quota", quota])
-        .output()
-        .expect("account set");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    run_ok(app.cli().args(["account", "set", email, "--quota", quota]));
 }
 
 #[tokio::test]
 async fn quota_get_reports_usage_and_limit_and_quota_changes_follow_them() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let session = app.session(&user).await;
     assert_eq!(session["capabilities"][QUOTA], json!({}));
     assert_eq!(
@@ -78,45 +75,21 @@ async fn quota_get_reports_usage_and_limit_and_quota_changes_follow_them() {
     assert_eq!(quota["hardLimit"], json!(1 << 20));
     assert_eq!(quota["types"], json!(["Email"]));
     let state = got["state"].clone();
-    let changes = quota_call(
-        &app,
-        &user,
-        "Quota/changes",
-        json!({"accountId": user.account_id, "sinceState": none_state}),
-    )
-    .await;
+    let changes = quota_changes(&app, &user, &none_state).await;
     assert_eq!(changes[1]["created"], json!(["octets"]), "{changes}");
 
     // An upload counts: the object changes, and so does the state.
     let extra = b"an upload counts until it expires".to_vec();
     assert_eq!(upload(&app, &user, extra.clone()).await.0, 201);
-    let changes = quota_call(
-        &app,
-        &user,
-        "Quota/changes",
-        json!({"accountId": user.account_id, "sinceState": state}),
-    )
-    .await;
+    let changes = quota_changes(&app, &user, &state).await;
     assert_eq!(changes[1]["updated"], json!(["octets"]), "{changes}");
     assert_eq!(changes[1]["created"], json!([]));
     let got = quota_get(&app, &user).await;
     assert_eq!(got["list"][0]["used"], json!(used + extra.len() as i64));
     assert_eq!(changes[1]["newState"], got["state"]);
-    let unchanged = quota_call(
-        &app,
-        &user,
-        "Quota/changes",
-        json!({"accountId": user.account_id, "sinceState": got["state"]}),
-    )
-    .await;
+    let unchanged = quota_changes(&app, &user, &got["state"]).await;
     assert_eq!(unchanged[1]["updated"], json!([]), "{unchanged}");
-    let bad = quota_call(
-        &app,
-        &user,
-        "Quota/changes",
-        json!({"accountId": user.account_id, "sinceState": "12"}),
-    )
-    .await;
+    let bad = quota_changes(&app, &user, &"12").await;
     assert_eq!(bad[1]["type"], json!("cannotCalculateChanges"), "{bad}");
     // Properties are filtered; ids not there are notFound.
     let some = quota_call(
@@ -145,24 +118,15 @@ async fn quota_get_reports_usage_and_limit_and_quota_changes_follow_them() {
 #[tokio::test]
 async fn uploads_and_imports_over_quota_are_refused_and_keep_nothing() {
     let app = spawn_app().await;
-    let output = app
-        .cli()
-        .args([
-            "account",
-            "add",
-            "cap@example.com",
-            "--password",
-            PASSWORD,
-            "--quota",
-            "8K",
-        ])
-        .output()
-        .expect("account add");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    run_ok(app.cli().args([
+        "account",
+        "add",
+        "cap@example.com",
+        "--password",
+        PASSWORD,
+        "--quota",
+        "8K",
+    ]));
     let account = app
         .app
         .store
@@ -205,14 +169,7 @@ async fn uploads_and_imports_over_quota_are_refused_and_keep_nothing() {
     let (status, uploaded) = upload(&app, &user, message.clone()).await;
     assert_eq!(status, 201, "{uploaded}");
     set_quota(&app, &user.email, "1K");
-    let import = app
-        .call1(
-            &user,
-            "Email/import",
-            json!({"accountId": user.account_id, "emails": {"i": {
-            "blobId": uploaded["blobId"], "mailboxIds": {user.inbox.clone(): true}}}}),
-        )
-        .await;
+    let import = app.import_to_inbox(&user, &uploaded["blobId"]).await;
     assert_eq!(
         import["notCreated"]["i"]["type"],
         json!("overQuota"),
@@ -228,13 +185,6 @@ async fn uploads_and_imports_over_quota_are_refused_and_keep_nothing() {
     );
     // Lifted: the import goes through.
     set_quota(&app, &user.email, "none");
-    let import = app
-        .call1(
-            &user,
-            "Email/import",
-            json!({"accountId": user.account_id, "emails": {"i": {
-            "blobId": uploaded["blobId"], "mailboxIds": {user.inbox.clone(): true}}}}),
-        )
-        .await;
+    let import = app.import_to_inbox(&user, &uploaded["blobId"]).await;
     assert!(import["created"]["i"].is_object(), "{import}");
 }

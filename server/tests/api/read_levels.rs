@@ -7,7 +7,8 @@ use fastview::mail::read_level::ReadSwitches;
 use serde_json::{Value, json};
 
 use crate::support::{
-    TestAccount, TestApp, demo_messages, spawn_app, spawn_full_level_sibling, spawn_sibling,
+    METADATA_PROPERTIES, TestAccount, TestApp, demo_messages, spawn_full_level_sibling,
+    spawn_sibling, spawn_with_accounts, spawn_with_messages,
 };
 
 /// `count` messages written for this test: multipart/mixed with a text body
@@ -34,11 +35,7 @@ fn generated_messages(count: usize) -> Vec<Vec<u8>> {
 }
 
 async fn seeded(count: usize) -> (TestApp, TestAccount, Vec<String>) {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
-    let ids = app
-        .ingest(&user, &generated_messages(count), 1_700_000_000)
-        .await;
+    let (app, user, ids) = spawn_with_messages(&generated_messages(count)).await;
     (app, user, ids)
 }
 
@@ -66,21 +63,7 @@ async fn io(app: &TestApp) -> (f64, f64, f64, f64) {
 #[tokio::test]
 async fn metadata_level_reads_no_blob_and_parses_nothing() {
     let (app, user, ids) = seeded(100).await;
-    let response = get(
-        &app,
-        &user,
-        &ids,
-        json!([
-            "id",
-            "blobId",
-            "threadId",
-            "mailboxIds",
-            "keywords",
-            "size",
-            "receivedAt"
-        ]),
-    )
-    .await;
+    let response = get(&app, &user, &ids, json!(METADATA_PROPERTIES)).await;
     assert_eq!(response["list"].as_array().unwrap().len(), 100);
     assert_eq!(
         response["list"][0]["mailboxIds"],
@@ -143,12 +126,7 @@ async fn metadata_snapshots_serve_only_the_current_email_state() {
     // every snapshot of the account are passed over, the next call reads
     // the store.
     let set = app
-        .call1(
-            &user,
-            "Email/set",
-            json!({"accountId": user.account_id,
-            "update": {ids[7].clone(): {"keywords/$seen": true}}}),
-        )
+        .update_email(&user, &ids[7], json!({"keywords/$seen": true}))
         .await;
     assert_eq!(set["updated"], json!({ids[7].clone(): null}), "{set}");
     let after = get(&app, &user, &ids, properties.clone()).await;
@@ -272,10 +250,10 @@ async fn structure_level_reads_the_stored_tree_and_no_blob() {
     );
     // Part headers need the header block (the root part's header), still no blob.
     let response = app
-        .call1(
+        .call_in(
             &user,
             "Email/get",
-            json!({"accountId": user.account_id, "ids": &ids[..2],
+            json!({"ids": &ids[..2],
                 "properties": ["bodyStructure"], "bodyProperties": ["partId", "headers"]}),
         )
         .await;
@@ -311,16 +289,15 @@ fn with_large_attachment() -> Vec<u8> {
 
 #[tokio::test]
 async fn body_values_read_only_the_ranges_of_the_parts_asked() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let raw = with_large_attachment();
     assert!(raw.len() > 10_000_000);
     let ids = app.ingest(&user, &[raw], 1_700_000_000).await;
     let response = app
-        .call1(
+        .call_in(
             &user,
             "Email/get",
-            json!({"accountId": user.account_id, "ids": ids,
+            json!({"ids": ids,
                 "properties": ["bodyValues", "textBody", "attachments"],
                 "fetchTextBodyValues": true}),
         )
@@ -400,8 +377,7 @@ async fn a_part_tree_that_does_not_decode_is_recomputed_served_and_written_back(
 
 #[tokio::test]
 async fn switches_off_give_byte_identical_json() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let mut messages = demo_messages();
     messages.extend(generated_messages(10));
     let ids = app.ingest(&user, &messages, 1_700_000_000).await;
@@ -420,20 +396,20 @@ async fn switches_off_give_byte_identical_json() {
     // Mailbox ids and keywords whose order as text is not their order as
     // numbers or as given: m11 before m2, `$flagged` before `work`.
     let created = app
-        .call1(
+        .call_in(
             &user,
             "Mailbox/set",
-            json!({"accountId": user.account_id, "create":
+            json!({"create":
             (1..=5).map(|n| (format!("n{n}"), json!({"name": format!("Folder {n}")})))
                 .collect::<serde_json::Map<_, _>>()}),
         )
         .await;
     let last = created["created"]["n5"]["id"].as_str().unwrap().to_string();
     let updated = app
-        .call1(
+        .call_in(
             &user,
             "Email/set",
-            json!({"accountId": user.account_id, "update": {
+            json!({"update": {
             ids[0].clone(): {"mailboxIds": {user.inbox.clone(): true, last.clone(): true},
                 "keywords": {"work": true, "$flagged": true, "$seen": true}}}}),
         )
@@ -610,10 +586,10 @@ async fn kept_list_texts_take_each_calls_mailbox_ids_and_keywords() {
     // Keywords and mailboxes change: the kept texts take the new ones.
     let folder = create_folder(&app, &user).await;
     let set = app
-        .call1(
+        .call_in(
             &user,
             "Email/set",
-            json!({"accountId": user.account_id, "update": {ids[3].clone(): {
+            json!({"update": {ids[3].clone(): {
                 "keywords": {"$seen": true, "Work": true},
                 "mailboxIds": {user.inbox.clone(): true, folder.clone(): true}}}}),
         )
@@ -674,10 +650,10 @@ async fn kept_metadata_texts_are_right_for_their_state_alone() {
     .enumerate()
     {
         let set = app
-            .call1(
+            .call_in(
                 &user,
                 "Email/set",
-                json!({"accountId": user.account_id, "update": {ids[n].clone(): update}}),
+                json!({"update": {ids[n].clone(): update}}),
             )
             .await;
         assert_eq!(set["updated"].as_object().unwrap().len(), 1, "{set}");

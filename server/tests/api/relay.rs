@@ -73,19 +73,6 @@ async fn app_with_relay(port: u16) -> (TestApp, Arc<Relay>) {
     (app, relay)
 }
 
-async fn role(app: &TestApp, user: &crate::support::TestAccount, role: &str) -> String {
-    let got = app
-        .call1(user, "Mailbox/get", json!({"accountId": user.account_id}))
-        .await;
-    got["list"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == role)
-        .map(|m| m["id"].as_str().unwrap().to_string())
-        .unwrap()
-}
-
 #[tokio::test]
 async fn remote_recipients_go_through_the_relay_with_retries_and_bounces() {
     let dir = tempfile::tempdir().unwrap();
@@ -98,7 +85,7 @@ async fn remote_recipients_go_through_the_relay_with_retries_and_bounces() {
     let (app, relay) = app_with_relay(sink.port).await;
     let ann = app.account("ann@example.com").await;
     let bob = app.account("bob@example.com").await;
-    let drafts = role(&app, &ann, "drafts").await;
+    let drafts = app.mailbox_with_role(&ann, "drafts").await;
     let identity = own_identity(&app, &ann).await;
     let responses = app
         .call_using(
@@ -191,19 +178,14 @@ async fn remote_recipients_go_through_the_relay_with_retries_and_bounces() {
     );
 
     // The refused recipient came back to Ann as a delivery status report.
-    let inbox = app
-        .call1(
-            &ann,
-            "Email/query",
-            json!({"accountId": ann.account_id, "filter": {"inMailbox": ann.inbox}}),
-        )
-        .await;
     let got = app
-        .call1(
+        .inbox_emails(
             &ann,
-            "Email/get",
-            json!({"accountId": ann.account_id, "ids": inbox["ids"],
-                "properties": ["subject", "header:Content-Type", "header:Auto-Submitted:asText"]}),
+            &[
+                "subject",
+                "header:Content-Type",
+                "header:Auto-Submitted:asText",
+            ],
         )
         .await;
     assert_eq!(got["list"].as_array().unwrap().len(), 1, "{got}");
@@ -215,13 +197,7 @@ async fn remote_recipients_go_through_the_relay_with_retries_and_bounces() {
         got["list"][0]["header:Auto-Submitted:asText"],
         "auto-replied"
     );
-    let bob_inbox = app
-        .call1(
-            &bob,
-            "Email/query",
-            json!({"accountId": bob.account_id, "filter": {"inMailbox": bob.inbox}}),
-        )
-        .await;
+    let bob_inbox = app.query_inbox(&bob).await;
     assert_eq!(bob_inbox["ids"].as_array().unwrap().len(), 1);
 }
 
@@ -537,7 +513,7 @@ async fn a_silent_relay_does_not_hold_email_submission_set() {
     let (app, _relay) = app_with_relay(port).await;
     let ann = app.account("ann@example.com").await;
     app.account("bob@example.com").await;
-    let drafts = role(&app, &ann, "drafts").await;
+    let drafts = app.mailbox_with_role(&ann, "drafts").await;
     let identity = own_identity(&app, &ann).await;
     let call = app.call_using(
         &ann,
@@ -580,7 +556,7 @@ async fn recipients_of_one_relay_share_a_connection() {
     };
     let (app, relay) = app_with_relay(sink.port).await;
     let ann = app.account("ann@example.com").await;
-    let drafts = role(&app, &ann, "drafts").await;
+    let drafts = app.mailbox_with_role(&ann, "drafts").await;
     let identity = own_identity(&app, &ann).await;
     for (n, to) in [
         vec!["a@far.example", "b@far.example", "c@far.example"],
@@ -648,7 +624,7 @@ async fn recipients_of_one_relay_share_a_connection() {
 /// sends it once and records it.
 #[tokio::test]
 async fn a_delivery_taken_over_is_sent_by_its_new_holder_only() {
-    use fastview::store::{Delivery, SubmissionRow};
+    use crate::delivery_queue::{first_delivery_status, nothing_to_take, queue_delivery};
     let dir = tempfile::tempdir().unwrap();
     let Some(sink) = start_sink(dir.path(), &[]) else {
         return;
@@ -660,31 +636,15 @@ async fn a_delivery_taken_over_is_sent_by_its_new_holder_only() {
     let message = b"From: ann@example.com\r\nTo: zed@far.example\r\nSubject: Once\r\n\r\nhi\r\n";
     let blob_id = app.app.blobs.put(message.to_vec()).await.unwrap();
     let send_at = chrono::Utc::now().timestamp() - 900;
-    let row = SubmissionRow {
-        id: 0,
-        identity_id: 1,
-        email_id: 1,
-        thread_id: 1,
-        envelope: "{}".into(),
-        send_at,
-        undo_status: "final".into(),
-        delivery_status: json!({"zed@far.example": {"delivered": "queued"}}).to_string(),
-    };
-    let queued = Delivery {
-        id: 0,
-        submission_id: 0,
-        account_id: ann.id,
+    let (submission, made) = queue_delivery(
+        store,
+        ann.id,
         blob_id,
-        mail_from: "ann@example.com".into(),
-        recipients: json!(["zed@far.example"]).to_string(),
+        &["zed@far.example"],
         send_at,
-        attempts: 0,
-        lease: 0,
-    };
-    let (submission, made) = store
-        .create_submission(ann.id, &row, &[queued], Default::default())
-        .await
-        .unwrap();
+        json!({"zed@far.example": {"delivered": "queued"}}).to_string(),
+    )
+    .await;
     // The maker's lease ran out; another node took the delivery.
     let now = chrono::Utc::now().timestamp();
     let taken = store.take_deliveries(now, 600, 10).await.unwrap();
@@ -706,16 +666,9 @@ async fn a_delivery_taken_over_is_sent_by_its_new_holder_only() {
         .unwrap();
     assert!(dir.path().join("1.eml").exists());
     assert!(!dir.path().join("2.eml").exists());
-    let rows = store.submissions(ann.id).await.unwrap();
-    let status: Value = serde_json::from_str(&rows[0].delivery_status).unwrap();
+    let status = first_delivery_status(store, ann.id).await;
     assert_eq!(status["zed@far.example"]["delivered"], "unknown");
-    assert!(
-        store
-            .take_deliveries(now + 100_000, 600, 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(nothing_to_take(store, now + 100_000, 600).await);
 }
 
 /// Issue 43: a delivery in flight is not taken by another node while its
@@ -726,8 +679,8 @@ async fn a_delivery_taken_over_is_sent_by_its_new_holder_only() {
 /// retry.
 #[tokio::test]
 async fn a_delivery_in_flight_is_held_while_the_relay_stalls() {
+    use crate::delivery_queue::{first_delivery_status, queue_delivery};
     use fastview::mail::relay::RelayTimeouts;
-    use fastview::store::{Delivery, SubmissionRow};
     let port = stalling_relay("dot").await;
     let relay = Relay::from_url(&format!("smtp://127.0.0.1:{port}"))
         .unwrap()
@@ -743,31 +696,15 @@ async fn a_delivery_in_flight_is_held_while_the_relay_stalls() {
     let blob_id = app.app.blobs.put(message.to_vec()).await.unwrap();
     // Queued ten minutes ago: its maker's first hold is over.
     let send_at = chrono::Utc::now().timestamp() - 600;
-    let row = SubmissionRow {
-        id: 0,
-        identity_id: 1,
-        email_id: 1,
-        thread_id: 1,
-        envelope: "{}".into(),
-        send_at,
-        undo_status: "final".into(),
-        delivery_status: "{}".into(),
-    };
-    let queued = Delivery {
-        id: 0,
-        submission_id: 0,
-        account_id: ann.id,
+    let (_, made) = queue_delivery(
+        store.as_ref(),
+        ann.id,
         blob_id,
-        mail_from: "ann@example.com".into(),
-        recipients: json!(["zed@far.example"]).to_string(),
+        &["zed@far.example"],
         send_at,
-        attempts: 0,
-        lease: 0,
-    };
-    let (_, made) = store
-        .create_submission(ann.id, &row, &[queued], Default::default())
-        .await
-        .unwrap();
+        "{}".into(),
+    )
+    .await;
     let worker = {
         let (store, blobs, made) = (store.clone(), app.app.blobs.clone(), made[0].clone());
         tokio::spawn(async move {
@@ -801,8 +738,7 @@ async fn a_delivery_in_flight_is_held_while_the_relay_stalls() {
         .expect("the attempt ended at the step's deadline")
         .unwrap()
         .unwrap();
-    let rows = store.submissions(ann.id).await.unwrap();
-    let status: Value = serde_json::from_str(&rows[0].delivery_status).unwrap();
+    let status = first_delivery_status(store.as_ref(), ann.id).await;
     assert_eq!(status["zed@far.example"]["delivered"], "queued", "{status}");
     assert!(
         status["zed@far.example"]["smtpReply"]

@@ -3,13 +3,11 @@
 
 use serde_json::json;
 
-use crate::support::{demo_messages, spawn_app};
+use crate::support::{demo_messages, run_ok, spawn_with_messages};
 
 #[tokio::test]
 async fn reproject_rebuilds_resumes_and_is_idempotent() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
-    let ids = app.ingest(&user, &demo_messages(), 1_700_000_000).await;
+    let (app, user, ids) = spawn_with_messages(&demo_messages()).await;
     let fast_view = json!({"accountId": user.account_id, "ids": ids, "properties": ["preview", "hasAttachment"]});
     let before = app.call1(&user, "Email/get", fast_view.clone()).await;
     let store = &app.app.store;
@@ -21,15 +19,9 @@ async fn reproject_rebuilds_resumes_and_is_idempotent() {
             .len()
     };
     let reproject = || {
-        let output = app
-            .cli()
-            .args(["reproject", "--account", "ann@example.com"])
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
+        let output = run_ok(
+            app.cli()
+                .args(["reproject", "--account", "ann@example.com"]),
         );
         String::from_utf8(output.stdout).unwrap()
     };

@@ -11,21 +11,29 @@ use serde_json::json;
 use crate::migrate::upload;
 use crate::support::{PASSWORD, require, spawn_app_with_blob_url, spawn_second_node};
 
-#[tokio::test]
-async fn the_api_round_trip_runs_on_the_s3_blob_store() {
+/// A prefix no other run uses under `FASTVIEW_TEST_S3_URL`; `None` (after
+/// [`require`]) when that is not set.
+fn fresh_s3_prefix() -> Option<String> {
     let Some(base) = std::env::var("FASTVIEW_TEST_S3_URL")
         .ok()
         .filter(|u| !u.is_empty())
     else {
         require("s3", "FASTVIEW_TEST_S3_URL is not set");
-        return;
+        return None;
     };
-    let url = format!(
+    Some(format!(
         "{}/t-{}-{:08x}",
         base.trim_end_matches('/'),
         std::process::id(),
         rand::random::<u32>()
-    );
+    ))
+}
+
+#[tokio::test]
+async fn the_api_round_trip_runs_on_the_s3_blob_store() {
+    let Some(url) = fresh_s3_prefix() else {
+        return;
+    };
     let app = spawn_app_with_blob_url(&url).await;
     assert!(app.app.blobs.url().starts_with("s3://"));
     let user = app.account("ann@example.com").await;
@@ -42,19 +50,12 @@ async fn the_api_round_trip_runs_on_the_s3_blob_store() {
     let s3 = BlobStore::open(&url).unwrap();
     assert_eq!(s3.get(&blob_id).await.unwrap(), Some(raw.clone()));
 
-    let imported = app
-        .call1(
-            &user,
-            "Email/import",
-            json!({"accountId": user.account_id, "emails": {
-            "m": {"blobId": blob_id, "mailboxIds": {user.inbox.clone(): true}}}}),
-        )
-        .await;
-    let id = imported["created"]["m"]["id"].clone();
+    let imported = app.import_to_inbox(&user, &blob_id).await;
+    let id = imported["created"]["i"]["id"].clone();
     assert!(id.is_string(), "{imported}");
     let reads = app.metric("fastview_blob_reads_total").await;
     let got = app
-        .call1(&user, "Email/get", json!({"accountId": user.account_id, "ids": [id],
+        .call_in(&user, "Email/get", json!({"ids": [id],
             "properties": ["subject", "bodyValues", "attachments", "preview"], "fetchAllBodyValues": true}))
         .await;
     let email = &got["list"][0];
@@ -101,19 +102,9 @@ async fn the_api_round_trip_runs_on_the_s3_blob_store() {
 
 #[tokio::test]
 async fn uploads_stream_in_parts_and_the_collector_deletes_on_the_s3_blob_store() {
-    let Some(base) = std::env::var("FASTVIEW_TEST_S3_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-    else {
-        require("s3", "FASTVIEW_TEST_S3_URL is not set");
+    let Some(url) = fresh_s3_prefix() else {
         return;
     };
-    let url = format!(
-        "{}/t-{}-{:08x}",
-        base.trim_end_matches('/'),
-        std::process::id(),
-        rand::random::<u32>()
-    );
     let app = spawn_app_with_blob_url(&url).await;
     let user = app.account("big@example.com").await;
     // Three multipart parts (5 MiB each on S3), renamed into place.

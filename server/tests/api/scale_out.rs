@@ -36,11 +36,10 @@ async fn two_nodes_on_one_database_see_each_others_changes_at_once() {
 
     // Keywords through node 1.
     first
-        .call1(
+        .call_in(
             &user,
             "Email/set",
-            json!({"accountId": user.account_id,
-            "update": {ids[0].clone(): {"keywords": {"$seen": true, "$flagged": true}}}}),
+            json!({"update": {ids[0].clone(): {"keywords": {"$seen": true, "$flagged": true}}}}),
         )
         .await;
     let after_keywords = assert_same(&first, &second, &user).await;
@@ -56,24 +55,17 @@ async fn two_nodes_on_one_database_see_each_others_changes_at_once() {
     // A new message through node 2 (uploaded there, read in full on node 1).
     let raw = b"From: Bob <bob@example.org>\r\nTo: ann@example.com\r\nSubject: Via node two\r\n\r\nSecond node body\r\n".to_vec();
     let uploaded = upload(&second, &user, raw.clone()).await;
-    let imported = second
-        .call1(
-            &user,
-            "Email/import",
-            json!({"accountId": user.account_id, "emails": {
-            "n": {"blobId": uploaded["blobId"], "mailboxIds": {user.inbox.clone(): true}}}}),
-        )
-        .await;
-    let new_id = imported["created"]["n"]["id"].clone();
+    let imported = second.import_to_inbox(&user, &uploaded["blobId"]).await;
+    let new_id = imported["created"]["i"]["id"].clone();
     assert!(new_id.is_string(), "{imported}");
     let after_import = assert_same(&first, &second, &user).await;
     assert_eq!(after_import["inbox"]["total"], json!(6));
     assert_eq!(after_import["inbox"]["ids"][0], new_id);
     let body = first
-        .call1(
+        .call_in(
             &user,
             "Email/get",
-            json!({"accountId": user.account_id, "ids": [new_id],
+            json!({"ids": [new_id],
             "properties": ["bodyValues"], "fetchAllBodyValues": true}),
         )
         .await;
@@ -84,22 +76,13 @@ async fn two_nodes_on_one_database_see_each_others_changes_at_once() {
     );
 
     // Mailboxes through node 1: create, then rename through node 2.
-    let created = first
-        .call1(
-            &user,
-            "Mailbox/set",
-            json!({"accountId": user.account_id,
-            "create": {"p": {"name": "Projects"}}}),
-        )
-        .await;
-    let mailbox = created["created"]["p"]["id"].as_str().unwrap().to_string();
+    let mailbox = first.create_mailbox(&user, "Projects").await;
     assert_same(&first, &second, &user).await;
     second
-        .call1(
+        .call_in(
             &user,
             "Mailbox/set",
-            json!({"accountId": user.account_id,
-            "update": {mailbox.clone(): {"name": "Work"}}}),
+            json!({"update": {mailbox.clone(): {"name": "Work"}}}),
         )
         .await;
     let after_mailboxes = assert_same(&first, &second, &user).await;
@@ -117,11 +100,10 @@ async fn two_nodes_on_one_database_see_each_others_changes_at_once() {
 
     // Moving an email through node 2 changes both counts and memberships on node 1.
     second
-        .call1(
+        .call_in(
             &user,
             "Email/set",
-            json!({"accountId": user.account_id,
-            "update": {ids[1].clone(): {"mailboxIds": {mailbox.clone(): true}}}}),
+            json!({"update": {ids[1].clone(): {"mailboxIds": {mailbox.clone(): true}}}}),
         )
         .await;
     let moved = assert_same(&first, &second, &user).await;

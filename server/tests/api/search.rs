@@ -75,6 +75,11 @@ impl Fixture {
         Self { app, user, ids }
     }
 
+    /// Asserts an Email/query with `filter` finds the messages named `expected`.
+    async fn check(&self, filter: Value, expected: &[&'static str]) {
+        assert_eq!(self.query(filter.clone()).await, set(expected), "{filter}");
+    }
+
     /// The names of the messages an Email/query with `filter` finds.
     async fn query(&self, filter: Value) -> BTreeSet<&'static str> {
         let response = self
@@ -91,6 +96,13 @@ impl Fixture {
             .iter()
             .map(|id| self.name(id.as_str().unwrap()))
             .collect()
+    }
+
+    /// SearchSnippet/get of `email_ids` with `filter`; the response arguments.
+    async fn snippets(&self, filter: Value, email_ids: Value) -> Value {
+        let arguments = json!({"filter": filter, "emailIds": email_ids});
+        let user = &self.user;
+        self.app.call_in(user, "SearchSnippet/get", arguments).await
     }
 
     fn name(&self, id: &str) -> &'static str {
@@ -110,70 +122,41 @@ fn set(names: &[&'static str]) -> BTreeSet<&'static str> {
 async fn check_rules(app: TestApp) {
     let f = Fixture::new(app).await;
     // A word only in a body, only in an attachment name, only in a display name.
-    assert_eq!(
-        f.query(json!({"text": "xylophone"})).await,
-        set(&["xylophone"])
-    );
-    assert_eq!(
-        f.query(json!({"body": "xylophone"})).await,
-        set(&["xylophone"])
-    );
-    assert_eq!(
-        f.query(json!({"text": "forecast"})).await,
-        set(&["xylophone"])
-    );
-    assert_eq!(
-        f.query(json!({"text": "quetzalcoatl"})).await,
-        set(&["name_only"])
-    );
-    assert_eq!(f.query(json!({"body": "quetzalcoatl"})).await, set(&[]));
-    assert_eq!(
-        f.query(json!({"text": "xq@example.com"})).await,
-        set(&["name_only"])
-    );
+    f.check(json!({"text": "xylophone"}), &["xylophone"]).await;
+    f.check(json!({"body": "xylophone"}), &["xylophone"]).await;
+    f.check(json!({"text": "forecast"}), &["xylophone"]).await;
+    f.check(json!({"text": "quetzalcoatl"}), &["name_only"])
+        .await;
+    f.check(json!({"body": "quetzalcoatl"}), &[]).await;
+    f.check(json!({"text": "xq@example.com"}), &["name_only"])
+        .await;
     // Case and diacritics folded, both ways.
-    assert_eq!(f.query(json!({"text": "ZOË"})).await, set(&["xylophone"]));
-    assert_eq!(
-        f.query(json!({"text": "muller"})).await,
-        set(&["xylophone"])
-    );
-    assert_eq!(f.query(json!({"text": "CAFE"})).await, set(&["cafe"]));
-    assert_eq!(f.query(json!({"body": "café"})).await, set(&["cafe"]));
+    f.check(json!({"text": "ZOË"}), &["xylophone"]).await;
+    f.check(json!({"text": "muller"}), &["xylophone"]).await;
+    f.check(json!({"text": "CAFE"}), &["cafe"]).await;
+    f.check(json!({"body": "café"}), &["cafe"]).await;
     // Words are prefixes; every word must be found, in any field.
-    assert_eq!(f.query(json!({"text": "conf"})).await, set(&["xylophone"]));
+    f.check(json!({"text": "conf"}), &["xylophone"]).await;
     // A word of fewer than four characters matches whole words only: "the"
     // is not a prefix of "there" (name_only), "ther" is.
-    assert_eq!(
-        f.query(json!({"text": "the"})).await,
-        set(&["xylophone", "cafe"])
-    );
-    assert_eq!(f.query(json!({"text": "ther"})).await, set(&["name_only"]));
-    assert_eq!(
-        f.query(json!({"text": "zoe xylophone"})).await,
-        set(&["xylophone"])
-    );
-    assert_eq!(
-        f.query(json!({"text": "zoe nothinglikethis"})).await,
-        set(&[])
-    );
+    f.check(json!({"text": "the"}), &["xylophone", "cafe"])
+        .await;
+    f.check(json!({"text": "ther"}), &["name_only"]).await;
+    f.check(json!({"text": "zoe xylophone"}), &["xylophone"])
+        .await;
+    f.check(json!({"text": "zoe nothinglikethis"}), &[]).await;
     // A phrase matches its words in order, next to each other.
-    assert_eq!(
-        f.query(json!({"text": "project alpha"})).await,
-        set(&["cafe", "status"])
-    );
-    assert_eq!(
-        f.query(json!({"text": "\"project alpha\""})).await,
-        set(&["cafe"])
-    );
-    assert_eq!(
-        f.query(json!({"text": "\"alpha project\""})).await,
-        set(&["status"])
-    );
+    f.check(json!({"text": "project alpha"}), &["cafe", "status"])
+        .await;
+    f.check(json!({"text": "\"project alpha\""}), &["cafe"])
+        .await;
+    f.check(json!({"text": "\"alpha project\""}), &["status"])
+        .await;
     // Japanese: found as a run of characters, in the subject and the body.
-    assert_eq!(f.query(json!({"text": "東京"})).await, set(&["japanese"]));
-    assert_eq!(f.query(json!({"text": "京東"})).await, set(&[]));
-    assert_eq!(f.query(json!({"text": "会議"})).await, set(&["japanese"]));
-    assert_eq!(f.query(json!({"body": "会議"})).await, set(&["japanese"]));
+    f.check(json!({"text": "東京"}), &["japanese"]).await;
+    f.check(json!({"text": "京東"}), &[]).await;
+    f.check(json!({"text": "会議"}), &["japanese"]).await;
+    f.check(json!({"body": "会議"}), &["japanese"]).await;
     // The search's list view (found, sorted and counted by the database)
     // and the general evaluation (here forced by an anchor) agree.
     let page = |extra: Value| {
@@ -209,7 +192,7 @@ async fn check_rules(app: TestApp) {
     // An empty text is no condition; one with no word finds nothing; a
     // value of too many words is refused.
     assert_eq!(f.query(json!({"text": "  "})).await.len(), 5);
-    assert_eq!(f.query(json!({"text": "🎉 --- \"\""})).await, set(&[]));
+    f.check(json!({"text": "🎉 --- \"\""}), &[]).await;
     let refused = f
         .app
         .call(
@@ -245,33 +228,29 @@ async fn check_rules(app: TestApp) {
         .await;
     assert_eq!(moved["notUpdated"], Value::Null, "{moved}");
     let in_mailbox = |mailbox: &str| json!({"operator": "AND", "conditions": [{"text": "project"}, {"inMailbox": mailbox}]});
-    assert_eq!(f.query(in_mailbox(&archive)).await, set(&["status"]));
-    assert_eq!(f.query(in_mailbox(&f.user.inbox)).await, set(&["cafe"]));
-    assert_eq!(
-        f.query(json!({"text": "project", "inMailbox": f.user.inbox}))
-            .await,
-        set(&["cafe"])
-    );
-    assert_eq!(
-        f.query(json!({"operator": "NOT", "conditions": [{"text": "project"}]}))
-            .await,
-        set(&["xylophone", "japanese", "name_only"])
-    );
-    assert_eq!(
-        f.query(json!({"operator": "OR", "conditions": [{"text": "東京"}, {"body": "xylophone"}]}))
-            .await,
-        set(&["xylophone", "japanese"])
-    );
+    f.check(in_mailbox(&archive), &["status"]).await;
+    f.check(in_mailbox(&f.user.inbox), &["cafe"]).await;
+    f.check(
+        json!({"text": "project", "inMailbox": f.user.inbox}),
+        &["cafe"],
+    )
+    .await;
+    f.check(
+        json!({"operator": "NOT", "conditions": [{"text": "project"}]}),
+        &["xylophone", "japanese", "name_only"],
+    )
+    .await;
+    f.check(
+        json!({"operator": "OR", "conditions": [{"text": "東京"}, {"body": "xylophone"}]}),
+        &["xylophone", "japanese"],
+    )
+    .await;
 
     // SearchSnippet/get: marks, escaping, null where nothing matches, notFound.
     let snippets = f
-        .app
-        .call1(
-            &f.user,
-            "SearchSnippet/get",
-            json!({"accountId": f.user.account_id,
-                "filter": {"text": "xylophone conference"},
-                "emailIds": [f.ids["xylophone"], f.ids["name_only"], "Mnope"]}),
+        .snippets(
+            json!({"text": "xylophone conference"}),
+            json!([f.ids["xylophone"], f.ids["name_only"], "Mnope"]),
         )
         .await;
     assert_eq!(snippets["notFound"], json!(["Mnope"]));
@@ -286,13 +265,7 @@ async fn check_rules(app: TestApp) {
         json!({"emailId": f.ids["name_only"], "subject": null, "preview": null})
     );
     let snippets = f
-        .app
-        .call1(
-            &f.user,
-            "SearchSnippet/get",
-            json!({"accountId": f.user.account_id, "filter": {"text": "cafe"},
-                "emailIds": [f.ids["cafe"]]}),
-        )
+        .snippets(json!({"text": "cafe"}), json!([f.ids["cafe"]]))
         .await;
     assert_eq!(snippets["notFound"], Value::Null);
     assert_eq!(
@@ -304,13 +277,7 @@ async fn check_rules(app: TestApp) {
         json!("Lunch at the <mark>café</mark> near the Project Alpha office &amp; more")
     );
     let snippets = f
-        .app
-        .call1(
-            &f.user,
-            "SearchSnippet/get",
-            json!({"accountId": f.user.account_id, "filter": {"body": "東京"},
-                "emailIds": [f.ids["japanese"]]}),
-        )
+        .snippets(json!({"body": "東京"}), json!([f.ids["japanese"]]))
         .await;
     assert_eq!(snippets["list"][0]["subject"], Value::Null, "body scope");
     assert_eq!(
@@ -439,11 +406,10 @@ async fn corpus_words_find_the_messages_that_hold_them() {
             };
             for scope in ["text", "body"] {
                 let response = app
-                    .call1(
+                    .call_in(
                         &user,
                         "Email/query",
-                        json!({"accountId": user.account_id,
-                            "filter": pinned(json!({scope: word}), BASE, i)}),
+                        json!({"filter": pinned(json!({scope: word}), BASE, i)}),
                     )
                     .await;
                 assert_eq!(response["ids"], json!([ids[i]]), "{scope} {word}");
@@ -454,10 +420,10 @@ async fn corpus_words_find_the_messages_that_hold_them() {
         // first word of each of at least 4 characters.
         for (chunk_ids, offset) in ids.chunks(500).zip((0..).step_by(500)) {
             let got = app
-                .call1(
+                .call_in(
                     &user,
                     "Email/get",
-                    json!({"accountId": user.account_id, "ids": chunk_ids,
+                    json!({"ids": chunk_ids,
                         "properties": ["from", "attachments"], "bodyProperties": ["name"]}),
                 )
                 .await;
@@ -483,11 +449,10 @@ async fn corpus_words_find_the_messages_that_hold_them() {
                     }
                     let i = offset + k;
                     let response = app
-                        .call1(
+                        .call_in(
                             &user,
                             "Email/query",
-                            json!({"accountId": user.account_id,
-                                "filter": pinned(json!({"text": word}), BASE, i)}),
+                            json!({"filter": pinned(json!({"text": word}), BASE, i)}),
                         )
                         .await;
                     assert_eq!(response["ids"], json!([ids[i]]), "text {word}");

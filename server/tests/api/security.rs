@@ -2,16 +2,14 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{PASSWORD, demo_messages, spawn_app};
+use crate::support::{PASSWORD, demo_messages, spawn_with_accounts};
 
 #[tokio::test]
 async fn another_accounts_ids_are_never_served_or_changed() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
-    let bob = app.account("bob@example.com").await;
+    let (app, [ann, bob]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     let bob_ids = app.ingest(&bob, &demo_messages(), 1_700_000_000).await;
     let bob_email = app
-        .call1(&bob, "Email/get", json!({"accountId": bob.account_id, "ids": [bob_ids[0]], "properties": ["threadId", "blobId"]}))
+        .email_get(&bob, &[&bob_ids[0]], &["threadId", "blobId"])
         .await["list"][0]
         .clone();
     let responses = app
@@ -64,7 +62,7 @@ async fn another_accounts_ids_are_never_served_or_changed() {
     );
     // Bob's mail is untouched.
     let bob_view = app
-        .call1(&bob, "Email/get", json!({"accountId": bob.account_id, "ids": [bob_ids[0], bob_ids[1]], "properties": ["keywords"]}))
+        .email_get(&bob, &[&bob_ids[0], &bob_ids[1]], &["keywords"])
         .await;
     assert_eq!(bob_view["list"].as_array().unwrap().len(), 2);
     assert_eq!(bob_view["list"][0]["keywords"], json!({}));
@@ -75,13 +73,7 @@ async fn another_accounts_ids_are_never_served_or_changed() {
         format!("{}/jmap/download/{}/{blob}/m.eml", app.base, ann.account_id),
         format!("{}/jmap/download/{}/{blob}_1/p", app.base, ann.account_id),
     ] {
-        let response = app
-            .client
-            .get(&url)
-            .basic_auth(&ann.email, Some(PASSWORD))
-            .send()
-            .await
-            .unwrap();
+        let response = app.get_as(&url, &ann.email, PASSWORD).await;
         assert_eq!(response.status(), 404, "{url}");
     }
     let upload = app
@@ -97,8 +89,7 @@ async fn another_accounts_ids_are_never_served_or_changed() {
 
 #[tokio::test]
 async fn repeated_failed_logins_are_braked_but_valid_ones_are_not() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
+    let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
     app.account("bob@example.com").await;
     let session = |user: &str, password: &str| {
         app.client

@@ -72,23 +72,13 @@ async fn import_on_a_full_store_is_server_unavailable_and_recovers_after_deletin
     assert!(imported.len() >= 5, "only {} imports fit", imported.len());
 
     // Reads go on.
-    let got = server
-        .call1(
-            &ann,
-            "Email/get",
-            json!({"accountId": ann.account_id, "ids": imported, "properties": ["subject"]}),
-        )
-        .await;
+    let got = server.email_get(&ann, &imported, &["subject"]).await;
     assert_eq!(got["list"].as_array().unwrap().len(), imported.len());
 
     // The user deletes half the mail; the same server imports again.
     let gone: Vec<Value> = imported[..imported.len() / 2].to_vec();
     let set = server
-        .call1(
-            &ann,
-            "Email/set",
-            json!({"accountId": ann.account_id, "destroy": gone}),
-        )
+        .call_in(&ann, "Email/set", json!({"destroy": gone}))
         .await;
     assert_eq!(
         set["destroyed"].as_array().unwrap().len(),
@@ -96,10 +86,10 @@ async fn import_on_a_full_store_is_server_unavailable_and_recovers_after_deletin
         "{set}"
     );
     let again = server
-        .call1(
+        .call_in(
             &ann,
             "Email/import",
-            json!({"accountId": ann.account_id, "emails": import(&blobs[blobs.len() - 1], &ann.inbox)}),
+            json!({"emails": import(&blobs[blobs.len() - 1], &ann.inbox)}),
         )
         .await;
     assert!(again["created"]["m"]["id"].is_string(), "{again}");

@@ -7,28 +7,15 @@
 
 use serde_json::{Value, json};
 
+use crate::delivery_queue::{nothing_to_take, queue_delivery};
 use fastview::mail::delivery;
-use fastview::store::{Delivery, SubmissionRow};
 
-use crate::support::{TestAccount, TestApp, spawn_app};
+use crate::support::{TestAccount, TestApp, spawn_with_accounts};
 
 const SUBMISSION: &str = "urn:ietf:params:jmap:submission";
 
 async fn calls(app: &TestApp, user: &TestAccount, calls: Value) -> Vec<Value> {
     app.call_using(user, &[SUBMISSION], calls).await
-}
-
-async fn role(app: &TestApp, user: &TestAccount, role: &str) -> String {
-    let got = app
-        .call1(user, "Mailbox/get", json!({"accountId": user.account_id}))
-        .await;
-    got["list"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == role)
-        .map(|m| m["id"].as_str().unwrap().to_string())
-        .unwrap()
 }
 
 /// The id of `user`'s own Identity (RFC 8621 §6).
@@ -58,9 +45,7 @@ fn draft(drafts: &str, from: &str, to: &str, bcc: &str, subject: &str) -> Value 
 
 #[tokio::test]
 async fn a_draft_is_sent_to_a_local_account_and_filed_in_sent() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
-    let bob = app.account("bob@example.com").await;
+    let (app, [ann, bob]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     let output = app
         .cli()
         .args([
@@ -74,8 +59,8 @@ async fn a_draft_is_sent_to_a_local_account_and_filed_in_sent() {
         .unwrap();
     assert!(output.status.success());
     let (drafts, sent) = (
-        role(&app, &ann, "drafts").await,
-        role(&app, &ann, "sent").await,
+        app.mailbox_with_role(&ann, "drafts").await,
+        app.mailbox_with_role(&ann, "sent").await,
     );
     let identity = own_identity(&app, &ann).await;
     let before = calls(
@@ -85,14 +70,7 @@ async fn a_draft_is_sent_to_a_local_account_and_filed_in_sent() {
     )
     .await[0][1]["state"]
         .clone();
-    let bob_before = app
-        .call1(
-            &bob,
-            "Email/get",
-            json!({"accountId": bob.account_id, "ids": []}),
-        )
-        .await["state"]
-        .clone();
+    let bob_before = app.state(&bob, "Email").await;
 
     let responses = calls(
         &app,
@@ -129,12 +107,7 @@ async fn a_draft_is_sent_to_a_local_account_and_filed_in_sent() {
     assert_eq!(responses[2][1]["updated"], json!({email_id.clone(): null}));
 
     let got = app
-        .call1(
-            &ann,
-            "Email/get",
-            json!({"accountId": ann.account_id, "ids": [email_id],
-                "properties": ["mailboxIds", "keywords"]}),
-        )
+        .email_get(&ann, &[&email_id], &["mailboxIds", "keywords"])
         .await;
     assert_eq!(got["list"][0]["mailboxIds"], json!({sent.clone(): true}));
     assert_eq!(got["list"][0]["keywords"], json!({}));
@@ -144,20 +117,22 @@ async fn a_draft_is_sent_to_a_local_account_and_filed_in_sent() {
     // address is in no copy): a Received field on top, no Bcc, the rest as
     // Ann wrote it.
     let changes = app
-        .call1(
-            &bob,
-            "Email/changes",
-            json!({"accountId": bob.account_id, "sinceState": bob_before}),
-        )
+        .call_in(&bob, "Email/changes", json!({"sinceState": bob_before}))
         .await;
     let arrived = changes["created"].as_array().unwrap().clone();
     assert_eq!(arrived.len(), 1, "{changes}");
     let got = app
-        .call1(
+        .email_get(
             &bob,
-            "Email/get",
-            json!({"accountId": bob.account_id, "ids": arrived,
-                "properties": ["subject", "mailboxIds", "from", "bcc", "blobId", "header:Received"]}),
+            &arrived,
+            &[
+                "subject",
+                "mailboxIds",
+                "from",
+                "bcc",
+                "blobId",
+                "header:Received",
+            ],
         )
         .await;
     for email in got["list"].as_array().unwrap() {
@@ -238,10 +213,9 @@ async fn a_draft_is_sent_to_a_local_account_and_filed_in_sent() {
 
 #[tokio::test]
 async fn a_submission_that_cannot_be_sent_says_why() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
+    let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
     app.account("bob@example.com").await;
-    let drafts = role(&app, &ann, "drafts").await;
+    let drafts = app.mailbox_with_role(&ann, "drafts").await;
     let identity = own_identity(&app, &ann).await;
     let responses = calls(
         &app,
@@ -333,42 +307,23 @@ async fn a_submission_that_cannot_be_sent_says_why() {
 
 #[tokio::test]
 async fn a_failed_delivery_is_retried_from_the_queue_and_delivered_once() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
-    let bob = app.account("bob@example.com").await;
+    let (app, [ann, bob]) = spawn_with_accounts(["ann@example.com", "bob@example.com"]).await;
     let store = app.app.store.as_ref();
     let message =
         b"From: ann@example.com\r\nTo: bob@example.com\r\nSubject: Later\r\n\r\nhi\r\n".to_vec();
     let blob_id = fastview::blob::blob_id_of(&message);
     let send_at = 1_800_000_000;
     // The message is not in the blob store yet: the first attempt fails.
-    let row = SubmissionRow {
-        id: 0,
-        identity_id: 1,
-        email_id: 1,
-        thread_id: 1,
-        envelope: "{}".into(),
+    let (submission, _) = queue_delivery(
+        store,
+        ann.id,
+        blob_id.clone(),
+        &["bob@example.com"],
         send_at,
-        undo_status: "final".into(),
-        delivery_status:
-            json!({"bob@example.com": serde_json::from_str::<Value>(&delivery::queued()).unwrap()})
-                .to_string(),
-    };
-    let queued = Delivery {
-        id: 0,
-        submission_id: 0,
-        account_id: ann.id,
-        blob_id: blob_id.clone(),
-        mail_from: "ann@example.com".into(),
-        recipients: json!(["bob@example.com"]).to_string(),
-        send_at,
-        attempts: 0,
-        lease: 0,
-    };
-    let (submission, _) = store
-        .create_submission(ann.id, &row, &[queued], Default::default())
-        .await
-        .unwrap();
+        json!({"bob@example.com": serde_json::from_str::<Value>(&delivery::queued()).unwrap()})
+            .to_string(),
+    )
+    .await;
     // Held by its maker for ten minutes: not due for anyone else before.
     assert_eq!(
         delivery::deliver_due(store, &app.app.blobs, None, "test", send_at)
@@ -393,13 +348,7 @@ async fn a_failed_delivery_is_retried_from_the_queue_and_delivered_once() {
     .await
     .unwrap();
     // Retried a minute later, not before.
-    assert!(
-        store
-            .take_deliveries(send_at + 640, 60, 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(nothing_to_take(store, send_at + 640, 60).await);
     app.app.blobs.put(message).await.unwrap();
     let done = delivery::deliver_due(store, &app.app.blobs, None, "test", send_at + 662)
         .await
@@ -421,22 +370,14 @@ async fn a_failed_delivery_is_retried_from_the_queue_and_delivered_once() {
     )
     .unwrap();
     assert_eq!(status["bob@example.com"]["delivered"], "yes");
-    let inbox = app
-        .call1(
-            &bob,
-            "Email/query",
-            json!({"accountId": bob.account_id, "filter": {"inMailbox": bob.inbox}}),
-        )
-        .await;
+    let inbox = app.query_inbox(&bob).await;
     assert_eq!(inbox["ids"].as_array().unwrap().len(), 1, "{inbox}");
 }
 
 #[tokio::test]
 async fn a_vacation_response_answers_each_sender_once_and_never_a_list() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
-    let bob = app.account("bob@example.com").await;
-    let carol = app.account("carol@example.com").await;
+    let (app, [ann, bob, carol]) =
+        spawn_with_accounts(["ann@example.com", "bob@example.com", "carol@example.com"]).await;
     let set = app
         .call_using(
             &bob,
@@ -449,7 +390,7 @@ async fn a_vacation_response_answers_each_sender_once_and_never_a_list() {
     let send = |user: TestAccount, list: bool, subject: &'static str| {
         let app = &app;
         async move {
-            let drafts = role(app, &user, "drafts").await;
+            let drafts = app.mailbox_with_role(&user, "drafts").await;
             let identity = own_identity(app, &user).await;
             let mut email = draft(
                 &drafts,
@@ -478,20 +419,16 @@ async fn a_vacation_response_answers_each_sender_once_and_never_a_list() {
     let replies = |user: TestAccount| {
         let app = &app;
         async move {
-            let found = app
-                .call1(
-                    &user,
-                    "Email/query",
-                    json!({"accountId": user.account_id, "filter": {"inMailbox": user.inbox}}),
-                )
-                .await;
             let got = app
-                .call1(
+                .inbox_emails(
                     &user,
-                    "Email/get",
-                    json!({"accountId": user.account_id, "ids": found["ids"],
-                        "properties": ["subject", "from", "header:Auto-Submitted:asText",
-                            "inReplyTo", "preview"]}),
+                    &[
+                        "subject",
+                        "from",
+                        "header:Auto-Submitted:asText",
+                        "inReplyTo",
+                        "preview",
+                    ],
                 )
                 .await;
             got["list"].as_array().unwrap().clone()
@@ -522,8 +459,7 @@ async fn a_vacation_response_answers_each_sender_once_and_never_a_list() {
 /// nothing, is `delivered: "no"`, and the sender gets a bounce.
 #[tokio::test]
 async fn local_copies_are_stored_once_charged_to_each_recipient_and_bounced_when_full() {
-    let app = spawn_app().await;
-    let ann = app.account("ann@example.com").await;
+    let (app, [ann]) = spawn_with_accounts(["ann@example.com"]).await;
     let store = app.app.store.clone();
     let mut recipients = Vec::new();
     for name in ["bob", "cat", "dan"] {
@@ -536,7 +472,7 @@ async fn local_copies_are_stored_once_charged_to_each_recipient_and_bounced_when
         .set_quota("eve@example.com", Some(1_000))
         .await
         .unwrap();
-    let drafts = role(&app, &ann, "drafts").await;
+    let drafts = app.mailbox_with_role(&ann, "drafts").await;
     let identity = own_identity(&app, &ann).await;
     let body = "A long letter. ".repeat(4_000);
     let to: Vec<Value> = ["bob", "cat", "dan", "eve"]
@@ -610,29 +546,9 @@ async fn local_copies_are_stored_once_charged_to_each_recipient_and_bounced_when
 
     // Eve got nothing and was charged nothing; Ann got the bounce.
     assert_eq!(store.quota(eve.id).await.unwrap().used, 0);
-    let eve_inbox = app
-        .call1(
-            &eve,
-            "Email/query",
-            json!({"accountId": eve.account_id, "filter": {"inMailbox": eve.inbox}}),
-        )
-        .await;
+    let eve_inbox = app.query_inbox(&eve).await;
     assert_eq!(eve_inbox["ids"], json!([]));
-    let ann_inbox = app
-        .call1(
-            &ann,
-            "Email/query",
-            json!({"accountId": ann.account_id, "filter": {"inMailbox": ann.inbox}}),
-        )
-        .await;
-    let got = app
-        .call1(
-            &ann,
-            "Email/get",
-            json!({"accountId": ann.account_id, "ids": ann_inbox["ids"],
-                "properties": ["subject"]}),
-        )
-        .await;
+    let got = app.inbox_emails(&ann, &["subject"]).await;
     assert_eq!(
         got["list"],
         json!([{"id": got["list"][0]["id"], "subject": "Undelivered Mail Returned to Sender"}]),
@@ -659,7 +575,7 @@ async fn sending_is_bounded_per_account_per_hour() {
     let ann = app.account("ann@example.com").await;
     let bob = app.account("bob@example.com").await;
     app.account("cat@example.com").await;
-    let drafts = role(&app, &ann, "drafts").await;
+    let drafts = app.mailbox_with_role(&ann, "drafts").await;
     let identity = own_identity(&app, &ann).await;
     let send = |to: &'static [&'static str]| {
         let (app, ann, drafts, identity) = (&app, &ann, drafts.clone(), identity.clone());
@@ -698,13 +614,7 @@ async fn sending_is_bounded_per_account_per_hour() {
     let fourth = send(&["bob@example.com"]).await;
     assert_eq!(fourth["notCreated"]["s"]["type"], "overQuota", "{fourth}");
     // Bob got the two that were sent, no more.
-    let inbox = app
-        .call1(
-            &bob,
-            "Email/query",
-            json!({"accountId": bob.account_id, "filter": {"inMailbox": bob.inbox}}),
-        )
-        .await;
+    let inbox = app.query_inbox(&bob).await;
     assert_eq!(inbox["ids"].as_array().unwrap().len(), 2, "{inbox}");
     let got = calls(
         &app,
@@ -714,7 +624,7 @@ async fn sending_is_bounded_per_account_per_hour() {
     .await;
     assert_eq!(got[0][1]["list"].as_array().unwrap().len(), 2, "{got:?}");
     // Bob's own hour is his.
-    let drafts = role(&app, &bob, "drafts").await;
+    let drafts = app.mailbox_with_role(&bob, "drafts").await;
     let identity = own_identity(&app, &bob).await;
     let responses = calls(
         &app,

@@ -27,6 +27,45 @@ pub use require::require;
 /// The password of every test account.
 pub const PASSWORD: &str = "test-password";
 
+/// The Email properties of the metadata read level: what the rows hold.
+pub const METADATA_PROPERTIES: [&str; 7] = [
+    "id",
+    "blobId",
+    "threadId",
+    "mailboxIds",
+    "keywords",
+    "size",
+    "receivedAt",
+];
+
+/// The Email properties of RFC 8621 §4.1 up to `preview`, in its order
+/// (the metadata, the header convenience properties, the fast view), then
+/// `more`.
+pub fn email_properties_and(more: &[&str]) -> Value {
+    let headers = [
+        "messageId",
+        "inReplyTo",
+        "references",
+        "sender",
+        "from",
+        "to",
+        "cc",
+        "bcc",
+        "replyTo",
+        "subject",
+        "sentAt",
+        "hasAttachment",
+        "preview",
+    ];
+    let all: Vec<&str> = METADATA_PROPERTIES
+        .iter()
+        .chain(&headers)
+        .chain(more)
+        .copied()
+        .collect();
+    json!(all)
+}
+
 /// A running server and what a test needs to talk to it.
 pub struct TestApp {
     pub base: String,
@@ -66,6 +105,36 @@ pub struct TestAccount {
 /// Starts a server with default options.
 pub async fn spawn_app() -> TestApp {
     spawn_app_with(ServeOptions::default()).await
+}
+
+/// Starts a server with default options and one account per address, in
+/// that order.
+pub async fn spawn_with_accounts<const N: usize>(emails: [&str; N]) -> (TestApp, [TestAccount; N]) {
+    let app = spawn_app().await;
+    let mut accounts = Vec::with_capacity(N);
+    for email in emails {
+        accounts.push(app.account(email).await);
+    }
+    let accounts = accounts.try_into().expect("one account per address");
+    (app, accounts)
+}
+
+/// Starts a server with default options and one account, ann@example.com,
+/// holding `messages` in its inbox (receivedAt from 1,700,000,000 on):
+/// (server, account, email ids).
+pub async fn spawn_with_messages(messages: &[Vec<u8>]) -> (TestApp, TestAccount, Vec<String>) {
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
+    let ids = app.ingest(&user, messages, 1_700_000_000).await;
+    (app, user, ids)
+}
+
+/// Starts a server whose JMAP limits are `limits`, other options default.
+pub async fn spawn_app_with_limits(limits: fastview::jmap::Limits) -> TestApp {
+    spawn_app_with(ServeOptions {
+        limits,
+        ..ServeOptions::default()
+    })
+    .await
 }
 
 /// Starts a server with the given options: on a fresh PostgreSQL database
@@ -337,6 +406,42 @@ impl TestApp {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
+    /// Uploads `bytes` as `account` with `content_type`; returns the upload
+    /// object, asserting HTTP 201 (RFC 8620 §6.1).
+    pub async fn upload_typed(
+        &self,
+        account: &TestAccount,
+        content_type: &str,
+        bytes: impl Into<reqwest::Body>,
+    ) -> Value {
+        let response = self
+            .client
+            .post(format!("{}/jmap/upload/{}/", self.base, account.account_id))
+            .basic_auth(&account.email, Some(PASSWORD))
+            .header("Content-Type", content_type)
+            .body(bytes)
+            .send()
+            .await
+            .expect("upload");
+        assert_eq!(response.status(), 201);
+        response.json().await.expect("upload JSON")
+    }
+
+    /// `GET url` with Basic credentials: the response, whatever its status.
+    pub async fn get_as(
+        &self,
+        url: impl reqwest::IntoUrl,
+        login: &str,
+        password: &str,
+    ) -> reqwest::Response {
+        self.client
+            .get(url)
+            .basic_auth(login, Some(password))
+            .send()
+            .await
+            .expect("GET")
+    }
+
     /// The Session object `account` is given (RFC 8620 §2).
     pub async fn session(&self, account: &TestAccount) -> Value {
         self.client
@@ -356,6 +461,25 @@ impl TestApp {
         let status = response.status().as_u16();
         let body = response.json().await.unwrap_or(Value::Null);
         (status, body)
+    }
+
+    /// POSTs a JMAP request as `account` on a task of its own, so the
+    /// caller goes on while it runs; its (status, body).
+    pub fn api_raw_spawned(
+        &self,
+        account: &TestAccount,
+        body: Value,
+    ) -> tokio::task::JoinHandle<(u16, Value)> {
+        let request = self
+            .client
+            .post(format!("{}/jmap/api", self.base))
+            .basic_auth(&account.email, Some(PASSWORD))
+            .json(&body);
+        tokio::spawn(async move {
+            let response = request.send().await.expect("send");
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.expect("JSON"))
+        })
     }
 
     /// POSTs a JMAP request as `account`; returns the body's octets as
@@ -419,6 +543,97 @@ impl TestApp {
         responses[0][1].clone()
     }
 
+    /// [`TestApp::call1`] on `account`'s own account: `"accountId"` is
+    /// added to `arguments` (which must not name one).
+    pub async fn call_in(
+        &self,
+        account: &TestAccount,
+        method: &str,
+        mut arguments: Value,
+    ) -> Value {
+        let object = arguments.as_object_mut().expect("arguments object");
+        assert!(!object.contains_key("accountId"), "{arguments}");
+        object.insert("accountId".into(), json!(account.account_id));
+        self.call1(account, method, arguments).await
+    }
+
+    /// The `state` a `{type}/get` of no ids answers in `account` (e.g.
+    /// `"Email"`, `"Mailbox"`).
+    pub async fn state(&self, account: &TestAccount, type_name: &str) -> String {
+        let method = format!("{type_name}/get");
+        let got = self.call_in(account, &method, json!({"ids": []})).await;
+        got["state"].as_str().expect("state").to_string()
+    }
+
+    /// Email/get of `ids` (a list) with `properties` in `account`; the
+    /// response arguments.
+    pub async fn email_get(
+        &self,
+        account: &TestAccount,
+        ids: &impl serde::Serialize,
+        properties: &[&str],
+    ) -> Value {
+        let arguments = json!({"ids": ids, "properties": properties});
+        self.call_in(account, "Email/get", arguments).await
+    }
+
+    /// Email/set updating email `id` with `patch`; the response arguments,
+    /// asserting `id` is among the updated.
+    pub async fn update_email(&self, account: &TestAccount, id: &str, patch: Value) -> Value {
+        let set = self
+            .call_in(account, "Email/set", json!({"update": {id: patch}}))
+            .await;
+        assert!(set["updated"].get(id).is_some(), "{set}");
+        set
+    }
+
+    /// The id of `account`'s mailbox with `role`, read by Mailbox/get.
+    pub async fn mailbox_with_role(&self, account: &TestAccount, role: &str) -> String {
+        let got = self.call_in(account, "Mailbox/get", json!({})).await;
+        let list = got["list"].as_array().expect("list");
+        let mailbox = list.iter().find(|m| m["role"] == role).expect("the role");
+        mailbox["id"].as_str().expect("id").to_string()
+    }
+
+    /// Email/query of the emails in `account`'s inbox; the response arguments.
+    pub async fn query_inbox(&self, account: &TestAccount) -> Value {
+        let filter = json!({"filter": {"inMailbox": account.inbox}});
+        self.call_in(account, "Email/query", filter).await
+    }
+
+    /// Email/get of `properties` of every email in `account`'s inbox (after
+    /// [`TestApp::query_inbox`]); the response arguments.
+    pub async fn inbox_emails(&self, account: &TestAccount, properties: &[&str]) -> Value {
+        let found = self.query_inbox(account).await;
+        self.email_get(account, &found["ids"], properties).await
+    }
+
+    /// Mailbox/set creating a mailbox `name` at the top; its id, asserting
+    /// it was created.
+    pub async fn create_mailbox(&self, account: &TestAccount, name: &str) -> String {
+        let set = self
+            .call_in(
+                account,
+                "Mailbox/set",
+                json!({"create": {"m": {"name": name}}}),
+            )
+            .await;
+        let id = set["created"]["m"]["id"].as_str();
+        id.unwrap_or_else(|| panic!("{set}")).to_string()
+    }
+
+    /// Email/import of the uploaded `blob_id` into `account`'s inbox, as
+    /// creation id `"i"`; the method's response arguments.
+    pub async fn import_to_inbox(
+        &self,
+        account: &TestAccount,
+        blob_id: &impl serde::Serialize,
+    ) -> Value {
+        let email = json!({"blobId": blob_id, "mailboxIds": {account.inbox.clone(): true}});
+        self.call_in(account, "Email/import", json!({"emails": {"i": email}}))
+            .await
+    }
+
     /// `GET {downloadUrl}` of `blob_id` as `name`: (status, body).
     pub async fn download(
         &self,
@@ -459,6 +674,18 @@ impl TestApp {
             .and_then(|value| value.trim().parse().ok())
             .unwrap_or(0.0)
     }
+}
+
+/// Runs `command` to its end, asserting it succeeded (its stderr in the
+/// message); its output.
+pub fn run_ok(command: &mut Command) -> std::process::Output {
+    let output = command.output().expect("run");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
 }
 
 /// The demo messages the project ships (`server/fixtures/demo/*.eml`), sorted by name.

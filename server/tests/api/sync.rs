@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::support::{PASSWORD, TestAccount, TestApp, demo_messages, spawn_app};
+use crate::support::{
+    PASSWORD, TestAccount, TestApp, demo_messages, run_ok, spawn_with_accounts, spawn_with_messages,
+};
 
 /// The properties a client caches of each email.
 const EMAIL_PROPERTIES: &[&str] = &["id", "threadId", "mailboxIds", "keywords", "subject"];
@@ -38,15 +40,31 @@ async fn get_all(
     )
 }
 
-async fn fetch(app: &TestApp, user: &TestAccount, kind: &str) -> Cache {
-    let (state, list) = get_all(app, user, &format!("{kind}/get"), None).await;
-    Cache {
-        state,
-        objects: list
+impl Cache {
+    /// A cache holding `list` (objects with an `id`) at `state`.
+    fn of(state: String, list: Vec<Value>) -> Self {
+        let objects = list
             .into_iter()
             .map(|o| (o["id"].as_str().unwrap().to_string(), o))
-            .collect(),
+            .collect();
+        Cache { state, objects }
     }
+}
+
+async fn fetch(app: &TestApp, user: &TestAccount, kind: &str) -> Cache {
+    let (state, list) = get_all(app, user, &format!("{kind}/get"), None).await;
+    Cache::of(state, list)
+}
+
+/// A cache of the threads of the emails in `emails`, by Thread/get.
+async fn fetch_threads(app: &TestApp, user: &TestAccount, emails: &Cache) -> Cache {
+    let thread_ids: Vec<String> = emails
+        .objects
+        .values()
+        .map(|e| e["threadId"].as_str().unwrap().to_string())
+        .collect();
+    let (state, list) = get_all(app, user, "Thread/get", Some(thread_ids)).await;
+    Cache::of(state, list)
 }
 
 /// Brings a cache up to date with `{kind}/changes` pages of `max` ids;
@@ -118,18 +136,12 @@ fn cli_import(app: &TestApp, user: &TestAccount, messages: &[(&str, String)]) {
     for (name, body) in messages {
         std::fs::write(dir.path().join(format!("{name}.eml")), body).unwrap();
     }
-    let output = app
-        .cli()
-        .arg("import")
-        .arg("--account")
-        .arg(&user.email)
-        .arg(dir.path())
-        .output()
-        .expect("run fastview import");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    run_ok(
+        app.cli()
+            .arg("import")
+            .arg("--account")
+            .arg(&user.email)
+            .arg(dir.path()),
     );
 }
 
@@ -146,30 +158,15 @@ fn message(id: &str, subject: &str, reply_to: Option<&str>) -> String {
 
 #[tokio::test]
 async fn a_caching_client_follows_every_kind_of_change() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
-    let ids = app.ingest(&user, &demo_messages(), 1_700_000_000).await;
+    let (app, user, ids) = spawn_with_messages(&demo_messages()).await;
     let mut emails = fetch(&app, &user, "Email").await;
     let mut mailboxes = fetch(&app, &user, "Mailbox").await;
-    let thread_ids: Vec<String> = emails
-        .objects
-        .values()
-        .map(|e| e["threadId"].as_str().unwrap().to_string())
-        .collect();
-    let (thread_state, thread_list) = get_all(&app, &user, "Thread/get", Some(thread_ids)).await;
-    let mut threads = Cache {
-        state: thread_state,
-        objects: thread_list
-            .into_iter()
-            .map(|t| (t["id"].as_str().unwrap().to_string(), t))
-            .collect(),
-    };
+    let mut threads = fetch_threads(&app, &user, &emails).await;
     let archive = mailbox_by_role(&app, &user, "archive").await;
 
     // Email/set: read, flag, move, destroy.
     let set = app
-        .call1(&user, "Email/set", json!({"accountId": user.account_id,
-            "update": {
+        .call_in(&user, "Email/set", json!({"update": {
                 ids[0].clone(): {"keywords/$seen": true},
                 ids[1].clone(): {"keywords/$flagged": true, "mailboxIds/{archive}".replace("{archive}", &archive): true},
                 ids[2].clone(): {"mailboxIds": {archive.clone(): true}},
@@ -180,31 +177,23 @@ async fn a_caching_client_follows_every_kind_of_change() {
     // Email/import: a reply joining a thread.
     let reply = "From: Bob <bob@example.org>\r\nSubject: Re: Welcome to your Fastview demo mailbox\r\nMessage-ID: <sync-1@example.org>\r\nIn-Reply-To: <welcome.20240304083000@example.org>\r\n\r\nThanks\r\n";
     let blob = upload(&app, &user, reply.as_bytes()).await;
-    let imported = app
-        .call1(
-            &user,
-            "Email/import",
-            json!({"accountId": user.account_id, "emails": {
-            "r": {"blobId": blob, "mailboxIds": {user.inbox.clone(): true}}}}),
-        )
-        .await;
-    assert!(imported["created"]["r"]["id"].is_string(), "{imported}");
+    let imported = app.import_to_inbox(&user, &blob).await;
+    assert!(imported["created"]["i"]["id"].is_string(), "{imported}");
     // Mailbox/set: create, rename, and a mailbox destroyed with its email.
     let created = app
-        .call1(
+        .call_in(
             &user,
             "Mailbox/set",
-            json!({"accountId": user.account_id, "create": {
+            json!({"create": {
             "w": {"name": "Work"}, "t": {"name": "Temp"}}}),
         )
         .await;
     let work = created["created"]["w"]["id"].as_str().unwrap().to_string();
     let temp = created["created"]["t"]["id"].as_str().unwrap().to_string();
-    app.call1(
+    app.call_in(
         &user,
         "Email/set",
-        json!({"accountId": user.account_id,
-        "update": {ids[3].clone(): {"mailboxIds": {temp.clone(): true}}}}),
+        json!({"update": {ids[3].clone(): {"mailboxIds": {temp.clone(): true}}}}),
     )
     .await;
     let responses = app
@@ -241,19 +230,7 @@ async fn a_caching_client_follows_every_kind_of_change() {
     );
     assert_eq!(emails, fetch(&app, &user, "Email").await);
     assert_eq!(mailboxes, fetch(&app, &user, "Mailbox").await);
-    let fresh_threads: Vec<String> = emails
-        .objects
-        .values()
-        .map(|e| e["threadId"].as_str().unwrap().to_string())
-        .collect();
-    let (state, list) = get_all(&app, &user, "Thread/get", Some(fresh_threads)).await;
-    let fresh = Cache {
-        state,
-        objects: list
-            .into_iter()
-            .map(|t| (t["id"].as_str().unwrap().to_string(), t))
-            .collect(),
-    };
+    let fresh = fetch_threads(&app, &user, &emails).await;
     assert_eq!(threads, fresh);
     assert!(!mailboxes.objects.contains_key(&temp));
     assert_eq!(mailboxes.objects[&work]["name"], json!("Projects"));
@@ -261,11 +238,7 @@ async fn a_caching_client_follows_every_kind_of_change() {
 
     // Nothing more: one empty page at the same state.
     let again = app
-        .call1(
-            &user,
-            "Email/changes",
-            json!({"accountId": user.account_id, "sinceState": emails.state}),
-        )
+        .call_in(&user, "Email/changes", json!({"sinceState": emails.state}))
         .await;
     assert_eq!(
         (again["created"].clone(), again["newState"].clone()),
@@ -275,31 +248,12 @@ async fn a_caching_client_follows_every_kind_of_change() {
 
 #[tokio::test]
 async fn mailbox_changes_say_when_only_counts_changed_and_bad_states_cannot_be_calculated() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
-    let ids = app
-        .ingest(&user, &demo_messages()[..3], 1_700_000_000)
+    let (app, user, ids) = spawn_with_messages(&demo_messages()[..3]).await;
+    let state = app.state(&user, "Mailbox").await;
+    app.update_email(&user, &ids[0], json!({"keywords/$seen": true}))
         .await;
-    let state = app
-        .call1(
-            &user,
-            "Mailbox/get",
-            json!({"accountId": user.account_id, "ids": []}),
-        )
-        .await["state"]
-        .clone();
-    app.call1(
-        &user,
-        "Email/set",
-        json!({"accountId": user.account_id, "update": {ids[0].clone(): {"keywords/$seen": true}}}),
-    )
-    .await;
     let changes = app
-        .call1(
-            &user,
-            "Mailbox/changes",
-            json!({"accountId": user.account_id, "sinceState": state}),
-        )
+        .call_in(&user, "Mailbox/changes", json!({"sinceState": state}))
         .await;
     assert_eq!(changes["updated"], json!([user.inbox.clone()]));
     assert_eq!(
@@ -311,31 +265,18 @@ async fn mailbox_changes_say_when_only_counts_changed_and_bad_states_cannot_be_c
             "unreadThreads"
         ])
     );
-    app.call1(
+    app.call_in(
         &user,
         "Mailbox/set",
-        json!({"accountId": user.account_id, "update": {user.inbox.clone(): {"sortOrder": 9}}}),
+        json!({"update": {user.inbox.clone(): {"sortOrder": 9}}}),
     )
     .await;
     let changes = app
-        .call1(
-            &user,
-            "Mailbox/changes",
-            json!({"accountId": user.account_id, "sinceState": state}),
-        )
+        .call_in(&user, "Mailbox/changes", json!({"sinceState": state}))
         .await;
     assert_eq!(changes["updatedProperties"], Value::Null);
 
-    let current = app
-        .call1(
-            &user,
-            "Email/get",
-            json!({"accountId": user.account_id, "ids": []}),
-        )
-        .await["state"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let current = app.state(&user, "Email").await;
     let future = (current.parse::<i64>().unwrap() + 5).to_string();
     for bad in ["", "abc", "-1", "01", future.as_str(), "1:x"] {
         for method in ["Email/changes", "Mailbox/changes", "Thread/changes"] {
@@ -371,9 +312,7 @@ fn apply_query_changes(ids: &mut Vec<String>, changes: &Value) {
 
 #[tokio::test]
 async fn query_changes_bring_cached_queries_up_to_date() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
-    let ids = app.ingest(&user, &demo_messages(), 1_700_000_000).await;
+    let (app, user, ids) = spawn_with_messages(&demo_messages()).await;
     let archive = mailbox_by_role(&app, &user, "archive").await;
     let queries = [
         (
@@ -394,10 +333,10 @@ async fn query_changes_bring_cached_queries_up_to_date() {
     let mut cached = Vec::new();
     for (filter, sort) in &queries {
         let query = app
-            .call1(
+            .call_in(
                 &user,
                 "Email/query",
-                json!({"accountId": user.account_id, "filter": filter, "sort": sort}),
+                json!({"filter": filter, "sort": sort}),
             )
             .await;
         assert_eq!(query["canCalculateChanges"], json!(true));
@@ -405,11 +344,7 @@ async fn query_changes_bring_cached_queries_up_to_date() {
         cached.push((query["queryState"].as_str().unwrap().to_string(), list));
     }
     let collapsed = app
-        .call1(
-            &user,
-            "Email/query",
-            json!({"accountId": user.account_id, "collapseThreads": true}),
-        )
+        .call_in(&user, "Email/query", json!({"collapseThreads": true}))
         .await;
     assert_eq!(collapsed["canCalculateChanges"], json!(false));
     let mailbox_query = json!({"accountId": user.account_id, "sort": [{"property": "name"}]});
@@ -419,8 +354,7 @@ async fn query_changes_bring_cached_queries_up_to_date() {
     assert_eq!(mailboxes["canCalculateChanges"], json!(true));
 
     // Changes: read, move out, destroy, import, and the CLI.
-    app.call1(&user, "Email/set", json!({"accountId": user.account_id,
-        "update": {ids[0].clone(): {"keywords/$seen": true}, ids[4].clone(): {"mailboxIds": {archive.clone(): true}}},
+    app.call_in(&user, "Email/set", json!({"update": {ids[0].clone(): {"keywords/$seen": true}, ids[4].clone(): {"mailboxIds": {archive.clone(): true}}},
         "destroy": [ids[6].clone()]}))
         .await;
     cli_import(
@@ -438,20 +372,24 @@ async fn query_changes_bring_cached_queries_up_to_date() {
             ),
         ],
     );
-    app.call1(&user, "Mailbox/set", json!({"accountId": user.account_id, "create": {"a": {"name": "Aardvark"}}, "update": {archive.clone(): {"name": "Zebra"}}})).await;
+    app.call_in(&user, "Mailbox/set", json!({"create": {"a": {"name": "Aardvark"}}, "update": {archive.clone(): {"name": "Zebra"}}})).await;
 
     for ((filter, sort), (state, list)) in queries.iter().zip(cached.iter_mut()) {
         let changes = app
-            .call1(
+            .call_in(
                 &user,
                 "Email/queryChanges",
-                json!({"accountId": user.account_id, "filter": filter, "sort": sort,
+                json!({"filter": filter, "sort": sort,
                 "sinceQueryState": state, "calculateTotal": true}),
             )
             .await;
         apply_query_changes(list, &changes);
         let fresh = app
-            .call1(&user, "Email/query", json!({"accountId": user.account_id, "filter": filter, "sort": sort, "calculateTotal": true}))
+            .call_in(
+                &user,
+                "Email/query",
+                json!({"filter": filter, "sort": sort, "calculateTotal": true}),
+            )
             .await;
         assert_eq!(json!(list), fresh["ids"], "{filter} {sort}: {changes}");
         assert_eq!(changes["total"], fresh["total"]);
@@ -474,10 +412,10 @@ async fn query_changes_bring_cached_queries_up_to_date() {
     }
     let mut mailbox_ids: Vec<String> = serde_json::from_value(mailboxes["ids"].clone()).unwrap();
     let changes = app
-        .call1(
+        .call_in(
             &user,
             "Mailbox/queryChanges",
-            json!({"accountId": user.account_id, "sort": [{"property": "name"}],
+            json!({"sort": [{"property": "name"}],
             "sinceQueryState": mailboxes["queryState"]}),
         )
         .await;
@@ -505,22 +443,8 @@ async fn query_changes_bring_cached_queries_up_to_date() {
 
 #[tokio::test]
 async fn twenty_concurrent_keyword_patches_all_land() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
-    let ids = app
-        .ingest(&user, &demo_messages()[..1], 1_700_000_000)
-        .await;
-    let before: i64 = app
-        .call1(
-            &user,
-            "Email/get",
-            json!({"accountId": user.account_id, "ids": []}),
-        )
-        .await["state"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (app, user, ids) = spawn_with_messages(&demo_messages()[..1]).await;
+    let before: i64 = app.state(&user, "Email").await.parse().unwrap();
     let calls = (0..20).map(|i| {
         let (app, user, id) = (&app, &user, ids[0].clone());
         async move {
@@ -541,38 +465,22 @@ async fn twenty_concurrent_keyword_patches_all_land() {
         }
     });
     let states = futures::future::join_all(calls).await;
-    let keywords = app
-        .call1(
-            &user,
-            "Email/get",
-            json!({"accountId": user.account_id, "ids": [ids[0]], "properties": ["keywords"]}),
-        )
-        .await["list"][0]["keywords"]
-        .clone();
+    let keywords =
+        app.email_get(&user, &[&ids[0]], &["keywords"]).await["list"][0]["keywords"].clone();
     let expected: serde_json::Map<String, Value> =
         (0..20).map(|i| (format!("k{i}"), json!(true))).collect();
     assert_eq!(keywords, Value::Object(expected));
-    let after: i64 = app
-        .call1(
-            &user,
-            "Email/get",
-            json!({"accountId": user.account_id, "ids": []}),
-        )
-        .await["state"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let after: i64 = app.state(&user, "Email").await.parse().unwrap();
     assert_eq!(after, before + 20, "each patch advanced the state once");
     assert!(
         states.iter().all(|s| *s > before && *s <= after),
         "{states:?}"
     );
     let changes = app
-        .call1(
+        .call_in(
             &user,
             "Email/changes",
-            json!({"accountId": user.account_id, "sinceState": before.to_string()}),
+            json!({"sinceState": before.to_string()}),
         )
         .await;
     assert_eq!(changes["updated"], json!([ids[0].clone()]));
@@ -642,15 +550,11 @@ async fn open_events(
 
 #[tokio::test]
 async fn the_event_source_pushes_state_changes_within_a_second() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
-    let ids = app
-        .ingest(&user, &demo_messages()[..2], 1_700_000_000)
-        .await;
+    let (app, user, ids) = spawn_with_messages(&demo_messages()[..2]).await;
     let events = open_events(&app, &user, "types=*&closeafter=no&ping=0", None).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let set = app
-        .call1(&user, "Email/set", json!({"accountId": user.account_id, "update": {ids[0].clone(): {"keywords/$seen": true}}}))
+        .update_email(&user, &ids[0], json!({"keywords/$seen": true}))
         .await;
     let changed_at = Instant::now();
     let new_state = set["newState"].clone();
@@ -671,12 +575,12 @@ async fn the_event_source_pushes_state_changes_within_a_second() {
     // Only the types asked for; closeafter=state ends the response.
     let events = open_events(&app, &user, "types=Mailbox&closeafter=state&ping=0", None).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    app.call1(&user, "Email/set", json!({"accountId": user.account_id, "update": {ids[1].clone(): {"keywords/$flagged": true}}}))
+    app.update_email(&user, &ids[1], json!({"keywords/$flagged": true}))
         .await;
-    app.call1(
+    app.call_in(
         &user,
         "Mailbox/set",
-        json!({"accountId": user.account_id, "create": {"n": {"name": "New"}}}),
+        json!({"create": {"n": {"name": "New"}}}),
     )
     .await;
     let received = read_events(events, Duration::from_secs(3), |_| false).await;
@@ -713,8 +617,7 @@ async fn the_event_source_pushes_state_changes_within_a_second() {
 
 #[tokio::test]
 async fn email_parse_renders_an_attached_message() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let inner = "From: Dee <dee@example.org>\r\nTo: ann@example.com\r\nSubject: Inner subject\r\nMessage-ID: <inner@example.org>\r\nContent-Type: multipart/mixed; boundary=in\r\n\r\n--in\r\nContent-Type: text/plain\r\n\r\nInner body\r\n--in\r\nContent-Type: text/plain; name=note.txt\r\nContent-Disposition: attachment; filename=note.txt\r\n\r\nnote\r\n--in--\r\n";
     let outer = format!(
         "From: Cy <cy@example.net>\r\nTo: ann@example.com\r\nSubject: Fwd\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=out\r\n\r\n--out\r\nContent-Type: text/plain\r\n\r\nSee attached\r\n--out\r\nContent-Type: message/rfc822\r\n\r\n{inner}\r\n--out--\r\n"
@@ -723,7 +626,7 @@ async fn email_parse_renders_an_attached_message() {
         .ingest(&user, &[outer.into_bytes()], 1_700_000_000)
         .await[0];
     let got = app
-        .call1(&user, "Email/get", json!({"accountId": user.account_id, "ids": [id], "properties": ["attachments", "textBody"]}))
+        .email_get(&user, &[&id], &["attachments", "textBody"])
         .await;
     let attached = got["list"][0]["attachments"]
         .as_array()
@@ -738,8 +641,7 @@ async fn email_parse_renders_an_attached_message() {
         .unwrap()
         .to_string();
     let parsed = app
-        .call1(&user, "Email/parse", json!({"accountId": user.account_id,
-            "blobIds": [blob, text_blob, format!("{}_99", blob.split('_').next().unwrap()), "nope"],
+        .call_in(&user, "Email/parse", json!({"blobIds": [blob, text_blob, format!("{}_99", blob.split('_').next().unwrap()), "nope"],
             "properties": ["id", "threadId", "mailboxIds", "keywords", "receivedAt", "subject", "from", "messageId", "attachments", "bodyValues", "size"],
             "fetchTextBodyValues": true}))
         .await;
@@ -765,15 +667,15 @@ async fn email_parse_renders_an_attached_message() {
     let nested = note["blobId"].as_str().unwrap();
     assert!(nested.starts_with(&format!("{blob}_")), "{nested}");
     let body = app
-        .client
-        .get(format!(
-            "{}/jmap/download/{}/{}/note.txt",
-            app.base, user.account_id, nested
-        ))
-        .basic_auth(&user.email, Some(PASSWORD))
-        .send()
-        .await
-        .unwrap();
+        .get_as(
+            format!(
+                "{}/jmap/download/{}/{}/note.txt",
+                app.base, user.account_id, nested
+            ),
+            &user.email,
+            PASSWORD,
+        )
+        .await;
     assert_eq!(body.status(), 200);
     assert_eq!(body.text().await.unwrap().trim_end(), "note");
 }
@@ -784,36 +686,14 @@ async fn jmap_client_keeps_a_mailbox_in_sync_through_changes_and_push() {
     use jmap_client::client::Client;
     use jmap_client::event_source::PushNotification;
 
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
-    let ids = app
-        .ingest(&user, &demo_messages()[..3], 1_700_000_000)
-        .await;
+    let (app, user, ids) = spawn_with_messages(&demo_messages()[..3]).await;
     let client = Client::new()
         .credentials((user.email.as_str(), PASSWORD))
         .connect(&app.base)
         .await
         .expect("connect");
-    let email_state = app
-        .call1(
-            &user,
-            "Email/get",
-            json!({"accountId": user.account_id, "ids": []}),
-        )
-        .await["state"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let mailbox_state = app
-        .call1(
-            &user,
-            "Mailbox/get",
-            json!({"accountId": user.account_id, "ids": []}),
-        )
-        .await["state"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let email_state = app.state(&user, "Email").await;
+    let mailbox_state = app.state(&user, "Mailbox").await;
     let mut stream = client
         .event_source(
             Some([DataType::Email, DataType::Mailbox]),
@@ -825,12 +705,8 @@ async fn jmap_client_keeps_a_mailbox_in_sync_through_changes_and_push() {
         .expect("event source");
     tokio::time::sleep(Duration::from_millis(100)).await;
     // Another client reads a message and imports one via the CLI.
-    app.call1(
-        &user,
-        "Email/set",
-        json!({"accountId": user.account_id, "update": {ids[0].clone(): {"keywords/$seen": true}}}),
-    )
-    .await;
+    app.update_email(&user, &ids[0], json!({"keywords/$seen": true}))
+        .await;
     let notification = tokio::time::timeout(Duration::from_secs(3), stream.next())
         .await
         .expect("pushed in time")

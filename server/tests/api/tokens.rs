@@ -8,28 +8,22 @@ use std::time::Duration;
 use fastview::account::{TOKEN_RECHECK, hash_password};
 use serde_json::{Value, json};
 
-use crate::support::{TestAccount, TestApp, spawn_app};
+use crate::support::{TestAccount, TestApp, run_ok, spawn_with_accounts};
 use crate::sync::read_events;
 
 /// `fastview token create` for `user`: the secret it prints.
 fn create_token(app: &TestApp, user: &TestAccount, extra: &[&str]) -> String {
-    let output = app
-        .cli()
-        .args([
-            "token",
-            "create",
-            "--account",
-            &user.email.to_uppercase(),
-            "--name",
-            "webmail",
-        ])
-        .args(extra)
-        .output()
-        .expect("run fastview token create");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let output = run_ok(
+        app.cli()
+            .args([
+                "token",
+                "create",
+                "--account",
+                &user.email.to_uppercase(),
+                "--name",
+                "webmail",
+            ])
+            .args(extra),
     );
     let secret = String::from_utf8(output.stdout).unwrap().trim().to_string();
     assert!(secret.starts_with("fvt_") && secret.len() == 47, "{secret}");
@@ -66,8 +60,7 @@ async fn past_recheck() {
 
 #[tokio::test]
 async fn a_bearer_token_works_until_it_is_revoked_and_lists_without_its_secret() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let token = create_token(&app, &user, &["--expires-days", "30"]);
     let (status, session) = session_with(&app, &token).await;
     assert_eq!(status, 200);
@@ -123,8 +116,7 @@ async fn a_bearer_token_works_until_it_is_revoked_and_lists_without_its_secret()
 
 #[tokio::test]
 async fn an_expired_token_and_a_removed_accounts_tokens_are_refused() {
-    let app = spawn_app().await;
-    let user = app.account("bob@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["bob@example.com"]).await;
     let secret = fastview::account::new_token_secret();
     let now = chrono::Utc::now().timestamp();
     app.app
@@ -157,8 +149,7 @@ async fn an_expired_token_and_a_removed_accounts_tokens_are_refused() {
 /// changes, and stops when the password changes; an altered access is 401.
 #[tokio::test]
 async fn a_browser_event_source_opens_with_the_sessions_access_and_stops_with_the_password() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let ids = app
         .ingest(&user, &crate::support::demo_messages()[..1], 1_700_000_000)
         .await;
@@ -174,7 +165,11 @@ async fn a_browser_event_source_opens_with_the_sessions_access_and_stops_with_th
     assert_eq!(stream.status(), 200);
     tokio::time::sleep(Duration::from_millis(200)).await;
     let set = app
-        .call1(&user, "Email/set", json!({"accountId": user.account_id, "update": {(ids[0].clone()): {"keywords/$seen": true}}}))
+        .call_in(
+            &user,
+            "Email/set",
+            json!({"update": {(ids[0].clone()): {"keywords/$seen": true}}}),
+        )
         .await;
     let events = read_events(stream, Duration::from_secs(3), |events| !events.is_empty()).await;
     let data: Value = serde_json::from_str(&events[0].1).unwrap();
@@ -187,37 +182,39 @@ async fn a_browser_event_source_opens_with_the_sessions_access_and_stops_with_th
     altered.push(if last == 'A' { 'B' } else { 'A' });
     assert_eq!(app.client.get(&altered).send().await.unwrap().status(), 401);
     // A wrong Authorization header is not rescued by a valid access.
-    let wrong = app
-        .client
-        .get(&url)
-        .basic_auth(&user.email, Some("wrong"))
-        .send()
-        .await
-        .unwrap();
+    let wrong = app.get_as(&url, &user.email, "wrong").await;
     assert_eq!(wrong.status(), 401);
     // A changed password ends an open stream and the access it was made with.
     let open = app.client.get(&url).send().await.unwrap();
     assert_eq!(open.status(), 200);
-    let hash = hash_password("a new password").unwrap();
+    change_password(&app, &user, "a new password").await;
+    assert_push_ends(&app, open, &url, "the password changed").await;
+}
+
+/// Sets `user`'s password to `password` in the store, as `fastview account
+/// password` does.
+async fn change_password(app: &TestApp, user: &TestAccount, password: &str) {
+    let hash = hash_password(password).unwrap();
     app.app
         .store
         .set_password(&user.email, &hash)
         .await
         .unwrap();
+}
+
+/// Asserts the `open` event stream ends within three credential rechecks
+/// (after `why`), and that `url` is refused from then on.
+async fn assert_push_ends(app: &TestApp, open: reqwest::Response, url: &str, why: &str) {
     let ended = tokio::time::timeout(TOKEN_RECHECK * 3, open.bytes()).await;
-    assert!(
-        ended.is_ok(),
-        "the stream stayed open after the password changed"
-    );
-    assert_eq!(app.client.get(&url).send().await.unwrap().status(), 401);
+    assert!(ended.is_ok(), "the stream stayed open after {why}");
+    assert_eq!(app.client.get(url).send().await.unwrap().status(), 401);
 }
 
 /// A session fetched with a token carries an access tied to that token:
 /// revoking it ends the browser's stream.
 #[tokio::test]
 async fn revoking_a_token_ends_the_push_its_session_opened() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let token = create_token(&app, &user, &[]);
     let (_, session) = session_with(&app, &token).await;
     let url = event_url(&session);
@@ -229,12 +226,7 @@ async fn revoking_a_token_ends_the_push_its_session_opened() {
         .output()
         .unwrap();
     assert!(revoked.status.success());
-    let ended = tokio::time::timeout(TOKEN_RECHECK * 3, open.bytes()).await;
-    assert!(
-        ended.is_ok(),
-        "the stream stayed open after the token was revoked"
-    );
-    assert_eq!(app.client.get(&url).send().await.unwrap().status(), 401);
+    assert_push_ends(&app, open, &url, "the token was revoked").await;
 }
 
 /// The Session checks its credential against the store, not the credential
@@ -243,31 +235,25 @@ async fn revoking_a_token_ends_the_push_its_session_opened() {
 /// one a session whose access works (found by a new-user trial).
 #[tokio::test]
 async fn a_session_fetched_after_a_password_change_carries_a_working_access() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     // The old password is cached by this server.
     assert_eq!(app.session(&user).await["username"], "ann@example.com");
-    let hash = hash_password("the new one").unwrap();
-    app.app
-        .store
-        .set_password(&user.email, &hash)
-        .await
-        .unwrap();
+    change_password(&app, &user, "the new one").await;
     let stale = app
-        .client
-        .get(format!("{}/.well-known/jmap", app.base))
-        .basic_auth(&user.email, Some(crate::support::PASSWORD))
-        .send()
-        .await
-        .unwrap();
+        .get_as(
+            format!("{}/.well-known/jmap", app.base),
+            &user.email,
+            crate::support::PASSWORD,
+        )
+        .await;
     assert_eq!(stale.status(), 401);
     let fresh: Value = app
-        .client
-        .get(format!("{}/.well-known/jmap", app.base))
-        .basic_auth(&user.email, Some("the new one"))
-        .send()
+        .get_as(
+            format!("{}/.well-known/jmap", app.base),
+            &user.email,
+            "the new one",
+        )
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
@@ -276,12 +262,7 @@ async fn a_session_fetched_after_a_password_change_carries_a_working_access() {
     assert_eq!(open.status(), 200);
     drop(open);
     // An access that no longer stands says what to do.
-    let third = hash_password("third").unwrap();
-    app.app
-        .store
-        .set_password(&user.email, &third)
-        .await
-        .unwrap();
+    change_password(&app, &user, "third").await;
     let refused = app.client.get(&url).send().await.unwrap();
     assert_eq!(refused.status(), 401);
     let problem: Value = refused.json().await.unwrap();
@@ -298,15 +279,14 @@ async fn a_session_fetched_after_a_password_change_carries_a_working_access() {
 /// refusal (it was axum's text/plain; found by a new-user trial).
 #[tokio::test]
 async fn a_malformed_event_source_query_is_a_problem_json() {
-    let app = spawn_app().await;
-    let user = app.account("ann@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["ann@example.com"]).await;
     let response = app
-        .client
-        .get(format!("{}/jmap/eventsource?types=*&ping=abc", app.base))
-        .basic_auth(&user.email, Some(crate::support::PASSWORD))
-        .send()
-        .await
-        .unwrap();
+        .get_as(
+            format!("{}/jmap/eventsource?types=*&ping=abc", app.base),
+            &user.email,
+            crate::support::PASSWORD,
+        )
+        .await;
     assert_eq!(response.status(), 400);
     assert!(
         response.headers()["content-type"]

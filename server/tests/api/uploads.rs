@@ -14,7 +14,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::bad_input::base64_basic;
-use crate::support::{PASSWORD, TestAccount, TestApp, require, spawn_app, spawn_app_with_blob_url};
+use crate::support::{
+    PASSWORD, TestAccount, TestApp, require, spawn_app_with_blob_url, spawn_with_accounts,
+};
 
 /// Uploads `bytes` as `account`: (status, body).
 pub async fn upload(app: &TestApp, account: &TestAccount, bytes: Vec<u8>) -> (u16, Value) {
@@ -68,16 +70,10 @@ async fn finish_upload(mut stream: TcpStream, rest: usize) -> u16 {
 
 #[tokio::test]
 async fn a_fifth_concurrent_upload_of_one_account_is_refused_with_the_limit_error() {
-    let app = spawn_app().await;
-    let user = app.account("up@example.com").await;
-    let other = app.account("other@example.com").await;
+    let (app, [user, other]) = spawn_with_accounts(["up@example.com", "other@example.com"]).await;
     let session: Value = app
-        .client
-        .get(format!("{}/jmap/session", app.base))
-        .basic_auth(&user.email, Some(PASSWORD))
-        .send()
+        .get_as(format!("{}/jmap/session", app.base), &user.email, PASSWORD)
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
@@ -118,8 +114,7 @@ async fn a_fifth_concurrent_upload_of_one_account_is_refused_with_the_limit_erro
 
 #[tokio::test]
 async fn a_large_upload_streams_into_the_store_byte_identical_under_its_sha256() {
-    let app = spawn_app().await;
-    let user = app.account("big@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["big@example.com"]).await;
     let bytes: Vec<u8> = (0..24u32 << 20)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
@@ -135,15 +130,15 @@ async fn a_large_upload_streams_into_the_store_byte_identical_under_its_sha256()
         .join(&expected_id);
     assert_eq!(std::fs::read(&stored).unwrap(), bytes);
     let downloaded = app
-        .client
-        .get(format!(
-            "{}/jmap/download/{}/{expected_id}/big.bin",
-            app.base, user.account_id
-        ))
-        .basic_auth(&user.email, Some(PASSWORD))
-        .send()
-        .await
-        .unwrap();
+        .get_as(
+            format!(
+                "{}/jmap/download/{}/{expected_id}/big.bin",
+                app.base, user.account_id
+            ),
+            &user.email,
+            PASSWORD,
+        )
+        .await;
     assert_eq!(downloaded.status(), 200);
     assert_eq!(downloaded.bytes().await.unwrap().to_vec(), bytes);
     assert_eq!(staged(&app.app.blobs).await, 0);
@@ -219,8 +214,7 @@ async fn raw_upload(
 
 #[tokio::test]
 async fn an_upload_by_a_removed_account_is_refused_and_leaves_no_blob() {
-    let app = spawn_app().await;
-    let user = app.account("gone@example.com").await;
+    let (app, [user]) = spawn_with_accounts(["gone@example.com"]).await;
     // The credentials are verified and cached by this request.
     assert_eq!(upload(&app, &user, b"before".to_vec()).await.0, 201);
     app.app.store.remove_account(&user.email).await.unwrap();

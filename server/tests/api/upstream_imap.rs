@@ -17,7 +17,8 @@ use fastview::proxy::{Proxy, ProxyOptions};
 use serde_json::{Value, json};
 
 use crate::support::{
-    PASSWORD, TestAccount, TestApp, corpus, corpus_sample, require, spawn_app, spawn_in_front_of,
+    PASSWORD, TestAccount, TestApp, corpus, corpus_sample, require, run_ok, spawn_app,
+    spawn_in_front_of,
 };
 
 /// A throwaway Dovecot, stopped when dropped.
@@ -282,12 +283,8 @@ async fn spawn_proxy_options(
 /// credential check).
 async fn session_status(proxy: &TestApp, user: &str, password: &str) -> u16 {
     proxy
-        .client
-        .get(format!("{}/jmap/session", proxy.base))
-        .basic_auth(user, Some(password))
-        .send()
+        .get_as(format!("{}/jmap/session", proxy.base), user, password)
         .await
-        .unwrap()
         .status()
         .as_u16()
 }
@@ -414,14 +411,7 @@ async fn mailboxes_and_messages_read_through_the_proxy_match_an_import() {
         401
     );
     let ann = login(&proxy, "ann@example.com").await;
-    let list = until(
-        &proxy,
-        &ann,
-        Duration::from_secs(30),
-        "the first sync",
-        |list| list.len() == messages.len(),
-    )
-    .await;
+    let list = first_sync(&proxy, &ann, messages.len()).await;
     assert!(
         list.iter()
             .all(|email| email["keywords"] == json!({"$seen": true}))
@@ -503,25 +493,12 @@ async fn mailboxes_and_messages_read_through_the_proxy_match_an_import() {
 
 #[tokio::test]
 async fn another_clients_changes_reach_jmap_within_two_seconds() {
-    let Some(dovecot) = Dovecot::start(&["bob@example.com"]) else {
+    let messages = golden_crlf(4);
+    let Some((dovecot, proxy, bob, first)) =
+        proxy_with_inbox("bob@example.com", &messages, |_| {}).await
+    else {
         return;
     };
-    let messages: Vec<Vec<u8>> = golden_messages()
-        .iter()
-        .take(4)
-        .map(|raw| crlf(raw))
-        .collect();
-    dovecot.append("bob@example.com", "INBOX", &messages, "", 1_700_000_000);
-    let proxy = spawn_proxy(&dovecot).await;
-    let bob = login(&proxy, "bob@example.com").await;
-    let first = until(
-        &proxy,
-        &bob,
-        Duration::from_secs(30),
-        "the first sync",
-        |list| list.len() == 4,
-    )
-    .await;
     let mailboxes = mailbox_ids(&proxy, &bob).await;
     let inbox = mailbox_named(&mailboxes, "INBOX");
     let archive = mailbox_named(&mailboxes, "Archive");
@@ -529,14 +506,7 @@ async fn another_clients_changes_reach_jmap_within_two_seconds() {
         .iter()
         .map(|e| e["id"].as_str().unwrap().to_string())
         .collect();
-    let state = proxy
-        .call1(
-            &bob,
-            "Email/get",
-            json!({"accountId": bob.account_id, "ids": []}),
-        )
-        .await["state"]
-        .clone();
+    let state = proxy.state(&bob, "Email").await;
 
     // A flag set by another client.
     dovecot.client(
@@ -549,11 +519,7 @@ async fn another_clients_changes_reach_jmap_within_two_seconds() {
     })
     .await;
     let changes = proxy
-        .call1(
-            &bob,
-            "Email/changes",
-            json!({"accountId": bob.account_id, "sinceState": state}),
-        )
+        .call_in(&bob, "Email/changes", json!({"sinceState": state}))
         .await;
     assert_eq!(changes["updated"], json!([ids[0]]), "{changes}");
 
@@ -594,24 +560,19 @@ async fn another_clients_changes_reach_jmap_within_two_seconds() {
 
     // A UIDVALIDITY reset keeps the ids of unchanged messages.
     let before: Vec<Value> = appended.iter().map(|e| e["id"].clone()).collect();
-    let output = Command::new("doveadm")
-        .arg("-c")
-        .arg(dovecot.config())
-        .args([
-            "mailbox",
-            "update",
-            "-u",
-            "bob@example.com",
-            "--uid-validity",
-            "12345",
-            "INBOX",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    run_ok(
+        Command::new("doveadm")
+            .arg("-c")
+            .arg(dovecot.config())
+            .args([
+                "mailbox",
+                "update",
+                "-u",
+                "bob@example.com",
+                "--uid-validity",
+                "12345",
+                "INBOX",
+            ]),
     );
     // A change to wake the listener after the reset.
     dovecot.client(
@@ -646,6 +607,56 @@ fn golden_messages() -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Waits (at most 5 s) until an email received at `received_at` shows;
+/// returns the emails.
+async fn until_received(
+    proxy: &TestApp,
+    user: &TestAccount,
+    what: &str,
+    received_at: &str,
+) -> Vec<Value> {
+    let limit = Duration::from_secs(5);
+    until(proxy, user, limit, what, |list| {
+        list.iter().any(|e| e["receivedAt"] == received_at)
+    })
+    .await
+}
+
+/// The first `count` golden messages with CRLF line ends.
+fn golden_crlf(count: usize) -> Vec<Vec<u8>> {
+    golden_messages()
+        .iter()
+        .take(count)
+        .map(|raw| crlf(raw))
+        .collect()
+}
+
+/// Waits (at most 30 s) until the first sync shows `count` emails; returns them.
+async fn first_sync(proxy: &TestApp, user: &TestAccount, count: usize) -> Vec<Value> {
+    let limit = Duration::from_secs(30);
+    until(proxy, user, limit, "the first sync", |list| {
+        list.len() == count
+    })
+    .await
+}
+
+/// A Dovecot whose `user` holds `messages` in INBOX (INTERNALDATE from
+/// 1,700,000,000), a proxy in front of it with its upstream options changed
+/// by `change`, and `user` logged in: (dovecot, proxy, account, the emails
+/// of the first sync); `None` when Dovecot is not installed.
+async fn proxy_with_inbox(
+    user: &str,
+    messages: &[Vec<u8>],
+    change: impl FnOnce(&mut UpstreamOptions),
+) -> Option<(Dovecot, TestApp, TestAccount, Vec<Value>)> {
+    let dovecot = Dovecot::start(&[user])?;
+    dovecot.append(user, "INBOX", messages, "", 1_700_000_000);
+    let proxy = spawn_proxy_options(&dovecot, change).await;
+    let account = login(&proxy, user).await;
+    let first = first_sync(&proxy, &account, messages.len()).await;
+    Some((dovecot, proxy, account, first))
+}
+
 /// What imaplib sees of a mailbox: `UID FLAGS` lines, one per message.
 fn upstream_flags(dovecot: &Dovecot, user: &str, mailbox: &str) -> Vec<String> {
     let out = dovecot.client(
@@ -672,25 +683,12 @@ fn upstream_mailbox_names(dovecot: &Dovecot, user: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn jmap_writes_go_to_the_upstream_first() {
-    let Some(dovecot) = Dovecot::start(&["carol@example.com"]) else {
+    let messages = golden_crlf(3);
+    let Some((dovecot, proxy, carol, first)) =
+        proxy_with_inbox("carol@example.com", &messages, |_| {}).await
+    else {
         return;
     };
-    let messages: Vec<Vec<u8>> = golden_messages()
-        .iter()
-        .take(3)
-        .map(|raw| crlf(raw))
-        .collect();
-    dovecot.append("carol@example.com", "INBOX", &messages, "", 1_700_000_000);
-    let proxy = spawn_proxy(&dovecot).await;
-    let carol = login(&proxy, "carol@example.com").await;
-    let first = until(
-        &proxy,
-        &carol,
-        Duration::from_secs(30),
-        "the first sync",
-        |list| list.len() == 3,
-    )
-    .await;
     let ids: Vec<String> = first
         .iter()
         .map(|e| e["id"].as_str().unwrap().to_string())
@@ -713,11 +711,10 @@ async fn jmap_writes_go_to_the_upstream_first() {
     }
     let read_before = proxy.metric("fastview_upstream_mailboxes_read_total").await;
     let set = proxy
-        .call1(
+        .update_email(
             &carol,
-            "Email/set",
-            json!({"accountId": carol.account_id,
-            "update": {ids[0].clone(): {"keywords/$flagged": true, "keywords/$seen": true}}}),
+            &ids[0],
+            json!({"keywords/$flagged": true, "keywords/$seen": true}),
         )
         .await;
     assert_eq!(set["updated"], json!({ids[0].clone(): null}), "{set}");
@@ -732,14 +729,7 @@ async fn jmap_writes_go_to_the_upstream_first() {
         flags[0].contains("\\Flagged") && flags[0].contains("\\Seen"),
         "{flags:?}"
     );
-    let got = proxy
-        .call1(
-            &carol,
-            "Email/get",
-            json!({"accountId": carol.account_id, "ids": [ids[0]],
-            "properties": ["keywords"]}),
-        )
-        .await;
+    let got = proxy.email_get(&carol, &[&ids[0]], &["keywords"]).await;
     assert_eq!(
         got["list"][0]["keywords"],
         json!({"$flagged": true, "$seen": true})
@@ -747,11 +737,10 @@ async fn jmap_writes_go_to_the_upstream_first() {
 
     // mailboxIds: UID MOVE; the JMAP id stays.
     let set = proxy
-        .call1(
+        .call_in(
             &carol,
             "Email/set",
-            json!({"accountId": carol.account_id,
-            "update": {ids[1].clone(): {"mailboxIds": {archive.clone(): true}}}}),
+            json!({"update": {ids[1].clone(): {"mailboxIds": {archive.clone(): true}}}}),
         )
         .await;
     assert_eq!(set["updated"], json!({ids[1].clone(): null}), "{set}");
@@ -763,23 +752,15 @@ async fn jmap_writes_go_to_the_upstream_first() {
         upstream_flags(&dovecot, "carol@example.com", "Archive").len(),
         1
     );
-    let got = proxy
-        .call1(
-            &carol,
-            "Email/get",
-            json!({"accountId": carol.account_id, "ids": [ids[1]],
-            "properties": ["mailboxIds"]}),
-        )
-        .await;
+    let got = proxy.email_get(&carol, &[&ids[1]], &["mailboxIds"]).await;
     assert_eq!(got["list"][0]["mailboxIds"], json!({archive.clone(): true}));
 
     // In two mailboxes at once: UID COPY.
     let set = proxy
-        .call1(
+        .call_in(
             &carol,
             "Email/set",
-            json!({"accountId": carol.account_id,
-            "update": {ids[1].clone(): {format!("mailboxIds/{inbox}"): true}}}),
+            json!({"update": {ids[1].clone(): {format!("mailboxIds/{inbox}"): true}}}),
         )
         .await;
     assert_eq!(set["updated"], json!({ids[1].clone(): null}), "{set}");
@@ -790,11 +771,7 @@ async fn jmap_writes_go_to_the_upstream_first() {
 
     // Destroy: \Deleted + UID EXPUNGE of every copy.
     let set = proxy
-        .call1(
-            &carol,
-            "Email/set",
-            json!({"accountId": carol.account_id, "destroy": [ids[1]]}),
-        )
+        .call_in(&carol, "Email/set", json!({"destroy": [ids[1]]}))
         .await;
     assert_eq!(set["destroyed"], json!([ids[1]]), "{set}");
     assert_eq!(
@@ -808,10 +785,10 @@ async fn jmap_writes_go_to_the_upstream_first() {
     let (status, upload) = proxy.upload(&carol, raw).await;
     assert_eq!(status, 201, "{upload}");
     let imported = proxy
-        .call1(
+        .call_in(
             &carol,
             "Email/import",
-            json!({"accountId": carol.account_id, "emails": {"i": {
+            json!({"emails": {"i": {
             "blobId": upload["blobId"], "mailboxIds": {archive.clone(): true},
             "keywords": {"$seen": true}, "receivedAt": "2024-01-02T03:04:05Z"}}}),
         )
@@ -822,33 +799,30 @@ async fn jmap_writes_go_to_the_upstream_first() {
     assert_eq!(flags.len(), 1);
     assert!(flags[0].contains("\\Seen"), "{flags:?}");
     let got = proxy
-        .call1(
+        .email_get(
             &carol,
-            "Email/get",
-            json!({"accountId": carol.account_id, "ids": [created["id"]],
-            "properties": ["receivedAt", "subject", "mailboxIds"]}),
+            &[&created["id"]],
+            &["receivedAt", "subject", "mailboxIds"],
         )
         .await;
     assert_eq!(got["list"][0]["receivedAt"], "2024-01-02T03:04:05Z");
     assert_eq!(got["list"][0]["subject"], "imported");
     // Synced mail is in the local search index.
     let found = proxy
-        .call1(
+        .call_in(
             &carol,
             "Email/query",
-            json!({"accountId": carol.account_id,
-            "filter": {"text": "imported"}}),
+            json!({"filter": {"text": "imported"}}),
         )
         .await;
     assert_eq!(found["ids"], json!([created["id"]]), "{found}");
 
     // Mailbox/set: CREATE, RENAME (the id stays), DELETE; a refusal.
     let made = proxy
-        .call1(
+        .call_in(
             &carol,
             "Mailbox/set",
-            json!({"accountId": carol.account_id,
-            "create": {"l": {"name": "Lists", "parentId": null}, "bad": {"name": "~x"}}}),
+            json!({"create": {"l": {"name": "Lists", "parentId": null}, "bad": {"name": "~x"}}}),
         )
         .await;
     let lists = made["created"]["l"]["id"]
@@ -858,11 +832,10 @@ async fn jmap_writes_go_to_the_upstream_first() {
     assert_eq!(made["notCreated"]["bad"]["type"], "forbidden", "{made}");
     assert!(upstream_mailbox_names(&dovecot, "carol@example.com").contains(&"Lists".to_string()));
     let renamed = proxy
-        .call1(
+        .call_in(
             &carol,
             "Mailbox/set",
-            json!({"accountId": carol.account_id,
-            "update": {lists.clone(): {"name": "Lists ✓", "parentId": archive}}}),
+            json!({"update": {lists.clone(): {"name": "Lists ✓", "parentId": archive}}}),
         )
         .await;
     assert_eq!(
@@ -882,19 +855,15 @@ async fn jmap_writes_go_to_the_upstream_first() {
     assert_eq!(row["isSubscribed"], true, "{row}");
     // A name holding the hierarchy delimiter is refused, not nested.
     let nested = proxy
-        .call1(
+        .call_in(
             &carol,
             "Mailbox/set",
-            json!({"accountId": carol.account_id, "create": {"x": {"name": "x/y"}}}),
+            json!({"create": {"x": {"name": "x/y"}}}),
         )
         .await;
     assert_eq!(nested["notCreated"]["x"]["type"], "forbidden", "{nested}");
     let gone = proxy
-        .call1(
-            &carol,
-            "Mailbox/set",
-            json!({"accountId": carol.account_id, "destroy": [lists]}),
-        )
+        .call_in(&carol, "Mailbox/set", json!({"destroy": [lists]}))
         .await;
     assert_eq!(gone["destroyed"], json!([lists]), "{gone}");
     assert!(
@@ -912,35 +881,20 @@ async fn jmap_writes_go_to_the_upstream_first() {
         "",
         1_750_000_000,
     );
-    let listed = until(
-        &proxy,
-        &carol,
-        Duration::from_secs(5),
-        "two copies",
-        |list| {
-            list.iter()
-                .any(|e| e["receivedAt"] == "2025-06-15T15:06:40Z")
-        },
-    )
-    .await;
+    let listed = until_received(&proxy, &carol, "two copies", "2025-06-15T15:06:40Z").await;
     let once = listed
         .iter()
         .find(|e| e["receivedAt"] == "2025-06-15T15:06:40Z")
         .unwrap()["id"]
         .clone();
     let inbox_before = upstream_flags(&dovecot, "carol@example.com", "INBOX").len();
-    let set = proxy
-        .call1(
+    proxy
+        .update_email(
             &carol,
-            "Email/set",
-            json!({"accountId": carol.account_id,
-            "update": {once.as_str().unwrap(): {"mailboxIds": {archive.clone(): true}}}}),
+            once.as_str().unwrap(),
+            json!({"mailboxIds": {archive.clone(): true}}),
         )
         .await;
-    assert!(
-        set["updated"].get(once.as_str().unwrap()).is_some(),
-        "{set}"
-    );
     assert_eq!(
         upstream_flags(&dovecot, "carol@example.com", "INBOX").len(),
         inbox_before - 2
@@ -956,59 +910,33 @@ async fn jmap_writes_go_to_the_upstream_first() {
     set_mode(&broken, 0o000);
     let late = crlf(b"From: gil@example.com\nTo: carol@example.com\nSubject: late\n\nstill\n");
     dovecot.append("carol@example.com", "INBOX", &[late], "", 1_760_000_000);
-    until(
+    until_received(
         &proxy,
         &carol,
-        Duration::from_secs(5),
         "mail beside a broken mailbox",
-        |list| {
-            list.iter()
-                .any(|e| e["receivedAt"] == "2025-10-09T08:53:20Z")
-        },
+        "2025-10-09T08:53:20Z",
     )
     .await;
     set_mode(&broken, 0o755);
 
     // A name with quotes and a backslash round-trips (LIST quotes it).
-    let odd = proxy
-        .call1(
-            &carol,
-            "Mailbox/set",
-            json!({"accountId": carol.account_id, "create": {"q": {"name": "\"quoted\" back\\slash"}}}),
-        )
-        .await;
-    let odd_id = odd["created"]["q"]["id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{odd}"))
-        .to_string();
+    let odd_id = proxy.create_mailbox(&carol, "\"quoted\" back\\slash").await;
     let mailboxes = mailbox_ids(&proxy, &carol).await;
     assert_eq!(mailbox_named(&mailboxes, "\"quoted\" back\\slash"), odd_id);
 
     // Another client deleting the mailbox a write's sync read last (the
     // last by name) does not break the next write.
     dovecot.client("carol@example.com", "m.create('Zz')");
-    let set = proxy
-        .call1(
-            &carol,
-            "Email/set",
-            json!({"accountId": carol.account_id,
-            "update": {ids[0].clone(): {"keywords/$forwarded": true}}}),
-        )
+    proxy
+        .update_email(&carol, &ids[0], json!({"keywords/$forwarded": true}))
         .await;
-    assert!(set["updated"].get(&ids[0]).is_some(), "{set}");
     dovecot.client(
         "carol@example.com",
         "r = m.delete('Zz')\nassert r[0] == 'OK', r",
     );
-    let set = proxy
-        .call1(
-            &carol,
-            "Email/set",
-            json!({"accountId": carol.account_id,
-            "update": {ids[0].clone(): {"keywords/$answered": true}}}),
-        )
+    proxy
+        .update_email(&carol, &ids[0], json!({"keywords/$answered": true}))
         .await;
-    assert!(set["updated"].get(&ids[0]).is_some(), "{set}");
 
     // A password changed upstream stops working here (a fresh check asks).
     // (Dovecot notices a changed passwd-file by its mtime, in seconds.)
@@ -1030,11 +958,7 @@ async fn a_master_login_syncs_every_account_without_its_user() {
     else {
         return;
     };
-    let messages: Vec<Vec<u8>> = golden_messages()
-        .iter()
-        .take(2)
-        .map(|raw| crlf(raw))
-        .collect();
+    let messages = golden_crlf(2);
     dovecot.append("dan@example.com", "INBOX", &messages, "", 1_700_000_000);
     let proxy = spawn_proxy_options(&dovecot, |options| {
         options.master = Some(MasterLogin {
@@ -1096,26 +1020,16 @@ async fn a_master_login_syncs_every_account_without_its_user() {
 
 #[tokio::test]
 async fn evicted_messages_are_read_again_from_the_upstream() {
-    let Some(dovecot) = Dovecot::start(&["erin@example.com"]) else {
+    let messages = golden_crlf(6);
+    // A bound of one octet: the eviction pass takes every message.
+    let Some((_dovecot, proxy, erin, listed)) =
+        proxy_with_inbox("erin@example.com", &messages, |options| {
+            options.cache_bytes = 1
+        })
+        .await
+    else {
         return;
     };
-    let messages: Vec<Vec<u8>> = golden_messages()
-        .iter()
-        .take(6)
-        .map(|raw| crlf(raw))
-        .collect();
-    dovecot.append("erin@example.com", "INBOX", &messages, "", 1_700_000_000);
-    // A bound of one octet: the eviction pass takes every message.
-    let proxy = spawn_proxy_options(&dovecot, |options| options.cache_bytes = 1).await;
-    let erin = login(&proxy, "erin@example.com").await;
-    let listed = until(
-        &proxy,
-        &erin,
-        Duration::from_secs(30),
-        "the first sync",
-        |list| list.len() == 6,
-    )
-    .await;
     let ids: Vec<Value> = listed.iter().map(|e| e["id"].clone()).collect();
     let blobs: Vec<String> = listed
         .iter()
@@ -1147,11 +1061,16 @@ async fn evicted_messages_are_read_again_from_the_upstream() {
     assert!(!proxy.app.blobs.exists(&blobs[0]).await.unwrap());
     // The list view reads no blob: they stay evicted.
     let list = proxy
-        .call1(
+        .email_get(
             &erin,
-            "Email/get",
-            json!({"accountId": erin.account_id, "ids": ids,
-            "properties": ["subject", "from", "preview", "hasAttachment", "bodyStructure"]}),
+            &ids,
+            &[
+                "subject",
+                "from",
+                "preview",
+                "hasAttachment",
+                "bodyStructure",
+            ],
         )
         .await;
     assert_eq!(list["list"].as_array().unwrap().len(), 6);
@@ -1201,29 +1120,21 @@ async fn evicted_messages_are_read_again_from_the_upstream() {
 
 #[tokio::test]
 async fn mail_is_sent_through_the_upstreams_submission_server_as_the_user() {
-    let Some(dovecot) = Dovecot::start(&["hana@example.com"]) else {
-        return;
-    };
     let outbox = tempfile::tempdir().unwrap();
     let auth = format!("hana@example.com:{PASSWORD}");
     let Some(sink) = crate::relay::start_sink(outbox.path(), &["--auth", &auth]) else {
         return;
     };
     let welcome = crlf(b"From: ivy@example.com\nTo: hana@example.com\nSubject: hi\n\nhello\n");
-    dovecot.append("hana@example.com", "INBOX", &[welcome], "", 1_700_000_000);
-    let proxy = spawn_proxy_options(&dovecot, |options| {
-        options.smtp = Some(format!("smtp://127.0.0.1:{}", sink.port))
-    })
-    .await;
-    let hana = login(&proxy, "hana@example.com").await;
-    until(
-        &proxy,
-        &hana,
-        Duration::from_secs(30),
-        "the first sync",
-        |list| list.len() == 1,
-    )
-    .await;
+    let smtp = format!("smtp://127.0.0.1:{}", sink.port);
+    let Some((dovecot, proxy, hana, _)) =
+        proxy_with_inbox("hana@example.com", &[welcome], |options| {
+            options.smtp = Some(smtp)
+        })
+        .await
+    else {
+        return;
+    };
     let mailboxes = mailbox_ids(&proxy, &hana).await;
     let (drafts, sent) = (
         mailbox_named(&mailboxes, "Drafts"),

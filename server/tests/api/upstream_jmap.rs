@@ -262,12 +262,12 @@ async fn an_upstream_that_is_gone_is_503_not_a_refused_login() {
     let upstream = ProxyOptions::Jmap(JmapUpstreamOptions::new(url));
     let proxy = spawn_in_front_of(ServeOptions::default(), Some(upstream)).await;
     let response = proxy
-        .client
-        .get(format!("{}/.well-known/jmap", proxy.base))
-        .basic_auth("ann@example.com", Some(PASSWORD))
-        .send()
-        .await
-        .unwrap();
+        .get_as(
+            format!("{}/.well-known/jmap", proxy.base),
+            "ann@example.com",
+            PASSWORD,
+        )
+        .await;
     assert_eq!(response.status(), 503);
     assert!(response.headers().contains_key("retry-after"));
 }
@@ -294,7 +294,7 @@ async fn the_event_source_streams_the_upstreams_state_changes() {
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
     let set = upstream
-        .call1(&ann, "Email/set", json!({"accountId": ann.account_id, "update": {ids[0].clone(): {"keywords/$flagged": true}}}))
+        .update_email(&ann, &ids[0], json!({"keywords/$flagged": true}))
         .await;
     let mut text = String::new();
     let read = tokio::time::timeout(Duration::from_secs(5), async {
@@ -312,6 +312,25 @@ async fn the_event_source_streams_the_upstreams_state_changes() {
 }
 
 /// The proxy's count of Email/get calls it forwarded to the upstream.
+/// Asserts the upstream answers `read` (an Email/get) with `id` not found,
+/// that the proxy gives the same answer, and that it asked the upstream
+/// (`forwarded` Email/gets forwarded so far; `why` if not).
+async fn assert_upstream_says_not_found(
+    upstream: &TestApp,
+    proxy: &TestApp,
+    user: &TestAccount,
+    read: &Value,
+    id: &str,
+    forwarded: f64,
+    why: &str,
+) {
+    let direct = post(upstream, user, read).await;
+    let not_found = &direct.1["methodResponses"][0][1]["notFound"];
+    assert_eq!(*not_found, json!([id]));
+    assert_eq!(post(proxy, user, read).await, direct);
+    assert_eq!(forwarded_email_gets(proxy).await, forwarded, "{why}");
+}
+
 async fn forwarded_email_gets(proxy: &TestApp) -> f64 {
     proxy
         .metric("fastview_upstream_round_trips_total{method=\"Email/get\",command=\"api\"}")
@@ -544,17 +563,16 @@ async fn kept_names_answer_as_the_mirror_does() {
             .await,
         0.0
     );
-    let direct = post(&upstream, &ann, &read).await;
-    assert_eq!(
-        direct.1["methodResponses"][0][1]["notFound"],
-        json!([ids[0]])
-    );
-    assert_eq!(post(&proxy, &ann, &read).await, direct);
-    assert_eq!(
-        forwarded_email_gets(&proxy).await,
+    assert_upstream_says_not_found(
+        &upstream,
+        &proxy,
+        &ann,
+        &read,
+        &ids[0],
         forwarded + 1.0,
-        "an id the mirror no longer maps is the upstream's to answer"
-    );
+        "an id the mirror no longer maps is the upstream's to answer",
+    )
+    .await;
     // Another account asking for the same upstream ids: its own mirror
     // holds none of them.
     let bob = upstream.account("bob@example.com").await;
@@ -562,17 +580,16 @@ async fn kept_names_answer_as_the_mirror_does() {
         "methodCalls": [["Email/get", {"accountId": bob.account_id, "ids": [ids[1]],
             "properties": ["threadId", "subject"]}, "0"]]});
     mirror_synced(&upstream, &proxy, &bob).await;
-    let direct = post(&upstream, &bob, &theirs).await;
-    assert_eq!(
-        direct.1["methodResponses"][0][1]["notFound"],
-        json!([ids[1]])
-    );
-    assert_eq!(post(&proxy, &bob, &theirs).await, direct);
-    assert_eq!(
-        forwarded_email_gets(&proxy).await,
+    assert_upstream_says_not_found(
+        &upstream,
+        &proxy,
+        &bob,
+        &theirs,
+        &ids[1],
         forwarded + 2.0,
-        "bob's mirror names no such email: the upstream's to answer"
-    );
+        "bob's mirror names no such email: the upstream's to answer",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -580,15 +597,8 @@ async fn the_mirror_answers_only_accounts_the_credential_may_read() {
     let (upstream, proxy, ann, ids) = upstream_and_proxy().await;
     let bob = upstream.account("bob@example.com").await;
     proxy.session(&ann).await;
-    let state = upstream
-        .call1(
-            &ann,
-            "Email/get",
-            json!({"accountId": ann.account_id, "ids": []}),
-        )
-        .await["state"]
-        .clone();
-    mirror_at(&proxy, &ann.account_id, Some(&state)).await;
+    let state = upstream.state(&ann, "Email").await;
+    mirror_at(&proxy, &ann.account_id, Some(&json!(state))).await;
     // Bob asks for ann's mailbox through the proxy: the upstream's answer
     // (accountNotFound), not the mirror's.
     let body = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
@@ -643,20 +653,12 @@ async fn a_message_the_mirror_cannot_take_is_the_upstreams_and_blocks_nothing() 
     let upstream_options = ProxyOptions::Jmap(JmapUpstreamOptions::new(url));
     let proxy = spawn_in_front_of(options, Some(upstream_options)).await;
     proxy.session(&ann).await;
-    let state = upstream
-        .call1(
-            &ann,
-            "Email/get",
-            json!({"accountId": ann.account_id, "ids": []}),
-        )
-        .await["state"]
-        .clone();
-    mirror_at(&proxy, &ann.account_id, Some(&state)).await;
+    let state = upstream.state(&ann, "Email").await;
+    mirror_at(&proxy, &ann.account_id, Some(&json!(state))).await;
     // A write is answered as the upstream answered it.
-    let set = proxy
-        .call1(&ann, "Email/set", json!({"accountId": ann.account_id, "update": {ids[0].clone(): {"keywords/$flagged": true}}}))
+    proxy
+        .update_email(&ann, &ids[0], json!({"keywords/$flagged": true}))
         .await;
-    assert!(set["updated"].get(&ids[0]).is_some(), "{set}");
     let read = |ids: Value| {
         json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
         "methodCalls": [["Email/get", {"accountId": ann.account_id, "ids": ids, "properties": ["subject", "keywords", "size"]}, "0"]]})

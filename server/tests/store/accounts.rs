@@ -93,16 +93,7 @@ pub async fn accounts(store: Arc<dyn Store>) {
     // Removal takes the account's rows with it; the other account keeps its own.
     let inbox = store.mailboxes(ann.id).await.unwrap()[0].id;
     let child = store
-        .create_mailbox(
-            ann.id,
-            &NewMailbox {
-                parent_id: Some(inbox),
-                name: "Sub".into(),
-                role: None,
-                sort_order: 0,
-                is_subscribed: true,
-            },
-        )
+        .create_mailbox(ann.id, &new_mailbox(Some(inbox), "Sub"))
         .await
         .unwrap();
     let raw = plain("removed with the account");
@@ -191,16 +182,7 @@ pub async fn role_mailboxes_and_mailbox_changes(store: Arc<dyn Store>) {
         .await
         .unwrap();
     let sub = store
-        .create_mailbox(
-            ann.id,
-            &NewMailbox {
-                parent_id: Some(projects),
-                name: "2024".into(),
-                role: None,
-                sort_order: 0,
-                is_subscribed: true,
-            },
-        )
+        .create_mailbox(ann.id, &new_mailbox(Some(projects), "2024"))
         .await
         .unwrap();
     assert!(store.owns_mailbox(ann.id, sub).await.unwrap());
@@ -230,16 +212,7 @@ pub async fn role_mailboxes_and_mailbox_changes(store: Arc<dyn Store>) {
     };
     store.update_mailbox(ann.id, sub, &patch).await.unwrap();
     let row = mailbox(store, ann.id, sub).await.unwrap();
-    assert_eq!(
-        (
-            row.parent_id,
-            row.name.as_str(),
-            row.role.as_deref(),
-            row.sort_order,
-            row.is_subscribed
-        ),
-        (None, "Done", Some("important"), 3, false)
-    );
+    assert_eq!(patchable(&row), (None, "Done", Some("important"), 3, false));
     store
         .update_mailbox(
             ann.id,
@@ -253,16 +226,7 @@ pub async fn role_mailboxes_and_mailbox_changes(store: Arc<dyn Store>) {
         .await
         .unwrap();
     let row = mailbox(store, ann.id, sub).await.unwrap();
-    assert_eq!(
-        (
-            row.parent_id,
-            row.name.as_str(),
-            row.role.as_deref(),
-            row.sort_order,
-            row.is_subscribed
-        ),
-        (Some(projects), "Done", None, 3, false)
-    );
+    assert_eq!(patchable(&row), (Some(projects), "Done", None, 3, false));
     store
         .update_mailbox(ann.id, sub, &MailboxPatch::default())
         .await
@@ -274,13 +238,7 @@ pub async fn role_mailboxes_and_mailbox_changes(store: Arc<dyn Store>) {
     assert!(!store.owns_mailbox(bob.id, sub).await.unwrap());
     assert!(!store.owns_mailbox(ann.id, bob_roles.inbox).await.unwrap());
     assert!(!store.owns_mailbox(ann.id, i64::MAX).await.unwrap());
-    let bobs_child = NewMailbox {
-        parent_id: Some(projects),
-        name: "x".into(),
-        role: None,
-        sort_order: 0,
-        is_subscribed: true,
-    };
+    let bobs_child = new_mailbox(Some(projects), "x");
     assert_err!(
         store.create_mailbox(bob.id, &bobs_child).await,
         StoreError::NotFound
@@ -330,16 +288,7 @@ pub async fn states_advance_per_type(store: Arc<dyn Store>) {
     };
     assert_eq!(store.states(ann.id).await.unwrap(), states(1, 1, 1));
     let folder = store
-        .create_mailbox(
-            ann.id,
-            &NewMailbox {
-                parent_id: None,
-                name: "F".into(),
-                role: None,
-                sort_order: 0,
-                is_subscribed: true,
-            },
-        )
+        .create_mailbox(ann.id, &new_mailbox(None, "F"))
         .await
         .unwrap();
     assert_eq!(store.states(ann.id).await.unwrap(), states(1, 2, 1));
@@ -397,13 +346,12 @@ pub async fn states_advance_per_type(store: Arc<dyn Store>) {
         StoreError::NotFound
     );
     assert_eq!(
-        store
-            .update_emails(
-                ann.id,
-                &[EmailUpdate::replace(i64::MAX, Some(vec![]), None)]
-            )
-            .await
-            .unwrap(),
+        update_one(
+            store,
+            ann.id,
+            EmailUpdate::replace(i64::MAX, Some(vec![]), None)
+        )
+        .await,
         vec![UpdateOutcome::NotFound]
     );
     // An update that changes nothing advances nothing.
@@ -416,44 +364,25 @@ pub async fn states_advance_per_type(store: Arc<dyn Store>) {
     );
     assert_eq!(store.states(ann.id).await.unwrap(), states(4, 4, 4));
 
-    store
-        .update_emails(
-            ann.id,
-            &[EmailUpdate::replace(
-                ids[0],
-                Some(vec!["$seen".into()]),
-                None,
-            )],
-        )
-        .await
-        .unwrap();
+    update_one(
+        store,
+        ann.id,
+        EmailUpdate::replace(ids[0], Some(vec!["$seen".into()]), None),
+    )
+    .await;
     assert_eq!(store.states(ann.id).await.unwrap(), states(5, 5, 4));
-    store
-        .update_emails(
-            ann.id,
-            &[EmailUpdate::replace(
-                ids[0],
-                None,
-                Some(vec![roles.inbox, folder]),
-            )],
-        )
-        .await
-        .unwrap();
+    update_one(
+        store,
+        ann.id,
+        EmailUpdate::replace(ids[0], None, Some(vec![roles.inbox, folder])),
+    )
+    .await;
     assert_eq!(store.states(ann.id).await.unwrap(), states(6, 6, 4));
     // Destroying a mailbox whose emails are elsewhere too: emails change, threads do not.
     store.destroy_mailbox(ann.id, folder, true).await.unwrap();
     assert_eq!(store.states(ann.id).await.unwrap(), states(7, 7, 4));
     let empty = store
-        .create_mailbox(
-            ann.id,
-            &NewMailbox {
-                parent_id: None,
-                name: "E".into(),
-                role: None,
-                sort_order: 0,
-                is_subscribed: true,
-            },
-        )
+        .create_mailbox(ann.id, &new_mailbox(None, "E"))
         .await
         .unwrap();
     assert_eq!(store.states(ann.id).await.unwrap(), states(7, 8, 4));
@@ -463,16 +392,7 @@ pub async fn states_advance_per_type(store: Arc<dyn Store>) {
     assert_eq!(store.states(ann.id).await.unwrap(), states(10, 10, 10));
     // Destroying a mailbox whose emails are only there destroys them: all three types move.
     let only = store
-        .create_mailbox(
-            ann.id,
-            &NewMailbox {
-                parent_id: None,
-                name: "O".into(),
-                role: None,
-                sort_order: 0,
-                is_subscribed: true,
-            },
-        )
+        .create_mailbox(ann.id, &new_mailbox(None, "O"))
         .await
         .unwrap();
     insert(store, ann.id, &[email(&plain("c"), &[only], &[], 3)]).await;
@@ -486,4 +406,16 @@ pub async fn states_advance_per_type(store: Arc<dyn Store>) {
     assert_eq!(store.states(ann.id).await.unwrap(), states(13, 13, 13));
     assert_eq!(store.states(bob.id).await.unwrap(), states(2, 2, 2));
     assert_err!(store.states(i64::MAX).await, StoreError::NotFound);
+}
+
+/// What a [`MailboxPatch`] may change of a mailbox row: (parent, name,
+/// role, sort order, subscribed).
+fn patchable(row: &MailboxRow) -> (Option<i64>, &str, Option<&str>, i64, bool) {
+    (
+        row.parent_id,
+        row.name.as_str(),
+        row.role.as_deref(),
+        row.sort_order,
+        row.is_subscribed,
+    )
 }

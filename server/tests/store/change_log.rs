@@ -13,16 +13,6 @@ pub async fn changes_of(store: &dyn Store, account: i64, kind: ChangeType, since
     changes
 }
 
-pub fn new_folder(name: &str) -> NewMailbox {
-    NewMailbox {
-        parent_id: None,
-        name: name.into(),
-        role: None,
-        sort_order: 0,
-        is_subscribed: true,
-    }
-}
-
 pub async fn change_log(store: Arc<dyn Store>) {
     let store = store.as_ref();
     let (ann, roles) = account(store, "ann@example.com").await;
@@ -105,17 +95,12 @@ pub async fn change_log(store: Arc<dyn Store>) {
             .counts_only,
         vec![roles.inbox]
     );
-    store
-        .update_emails(
-            ann.id,
-            &[EmailUpdate::replace(
-                ids[2],
-                Some(vec!["$answered".into()]),
-                None,
-            )],
-        )
-        .await
-        .unwrap();
+    update_one(
+        store,
+        ann.id,
+        EmailUpdate::replace(ids[2], Some(vec!["$answered".into()]), None),
+    )
+    .await;
     assert_eq!(store.states(ann.id).await.unwrap().mailbox, s2.mailbox);
 
     // Destroying a leaves its thread to b (updated); destroying b ends it.
@@ -159,7 +144,7 @@ pub async fn change_log(store: Arc<dyn Store>) {
     // Mailboxes: created, renamed (not counts only), destroyed with its emails.
     let s4 = store.states(ann.id).await.unwrap();
     let folder = store
-        .create_mailbox(ann.id, &new_folder("F"))
+        .create_mailbox(ann.id, &new_mailbox(None, "F"))
         .await
         .unwrap();
     let after_create = store.states(ann.id).await.unwrap();

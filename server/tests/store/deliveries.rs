@@ -11,31 +11,16 @@ use fastview::store::{Delivery, SendLimitHit, SendLimits, SubmissionRow};
 
 use super::*;
 
+#[path = "../common/queue_rows.rs"]
+mod queue_rows;
+
 fn submission(send_at: i64) -> SubmissionRow {
-    SubmissionRow {
-        id: 0,
-        identity_id: 1,
-        email_id: 1,
-        thread_id: 1,
-        envelope: "{}".into(),
-        send_at,
-        undo_status: "final".into(),
-        delivery_status: "{}".into(),
-    }
+    queue_rows::submission_row(send_at, "{}".into())
 }
 
 fn delivery(account: i64, n: usize) -> Delivery {
-    Delivery {
-        id: 0,
-        submission_id: 0,
-        account_id: account,
-        blob_id: format!("{n:064x}"),
-        mail_from: "ann@example.com".into(),
-        recipients: format!("[\"r{n}@example.com\"]"),
-        send_at: 0,
-        attempts: 0,
-        lease: 0,
-    }
+    let recipients = format!("[\"r{n}@example.com\"]");
+    queue_rows::delivery_row(account, format!("{n:064x}"), recipients, 0)
 }
 
 async fn deliveries_are_taken_by_one_node_at_a_time(store: Arc<dyn Store>) {

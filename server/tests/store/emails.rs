@@ -59,22 +59,8 @@ pub async fn duplicates_in_and_across_batches(store: Arc<dyn Store>) {
             (ib, 2, vec![roles.inbox], vec![])
         ]
     );
-    assert_eq!(
-        store
-            .mailbox_emails_by_received(roles.inbox, false, 0, 10)
-            .await
-            .unwrap()
-            .1,
-        3
-    );
-    assert_eq!(
-        store
-            .mailbox_emails_by_received(roles.archive, false, 0, 10)
-            .await
-            .unwrap()
-            .1,
-        0
-    );
+    assert_eq!(by_received(store, roles.inbox, false).await.1, 3);
+    assert_eq!(by_received(store, roles.archive, false).await.1, 0);
 
     // The same bytes in another account are that account's own new email.
     let (bob, bob_roles) = account(store, "bob@example.com").await;
@@ -99,14 +85,7 @@ pub async fn duplicates_in_and_across_batches(store: Arc<dyn Store>) {
         StoreError::NotFound
     );
     assert!(!store.has_blob(ann.id, &blob_id_of(&d)).await.unwrap());
-    assert_eq!(
-        store
-            .mailbox_emails_by_received(roles.inbox, false, 0, 10)
-            .await
-            .unwrap()
-            .1,
-        3
-    );
+    assert_eq!(by_received(store, roles.inbox, false).await.1, 3);
     // An email may be stored in no mailbox.
     let nowhere = insert(store, ann.id, &[email(&d, &[], &[], 9)]).await;
     assert_eq!(
@@ -391,10 +370,7 @@ pub async fn update_emails_semantics(store: Arc<dyn Store>) {
     assert_eq!(summary(ids[1]).await, (both, vec![]));
     // The membership keeps the email's receivedAt for the listing.
     assert_eq!(
-        store
-            .mailbox_emails_by_received(roles.archive, true, 0, 10)
-            .await
-            .unwrap(),
+        by_received(store, roles.archive, true).await,
         (vec![(ids[1], ids[1])], 1)
     );
 
@@ -418,14 +394,7 @@ pub async fn update_emails_semantics(store: Arc<dyn Store>) {
         summary(ids[0]).await,
         (vec![roles.sent], vec!["$answered".to_string()])
     );
-    assert_eq!(
-        store
-            .mailbox_emails_by_received(roles.trash, true, 0, 10)
-            .await
-            .unwrap()
-            .1,
-        0
-    );
+    assert_eq!(by_received(store, roles.trash, true).await.1, 0);
     // An email left in no mailbox, an email outside the account, a mailbox
     // outside it: that update changes nothing, the others apply.
     let before = store.states(ann.id).await.unwrap();
@@ -526,6 +495,23 @@ pub async fn update_emails_semantics(store: Arc<dyn Store>) {
     assert_eq!(after.thread, before.thread);
 }
 
+/// The first ten of `mailbox`'s listing by receivedAt, and its total.
+async fn by_received(store: &dyn Store, mailbox: i64, descending: bool) -> (Vec<(i64, i64)>, i64) {
+    let page = store.mailbox_emails_by_received(mailbox, descending, 0, 10);
+    page.await.unwrap()
+}
+
+/// How many rows of each kind the emails `ids` of `account` have: (meta,
+/// header blocks, fast views, thread rows).
+async fn rows_of(store: &dyn Store, account: i64, ids: &[i64]) -> [usize; 4] {
+    [
+        store.email_meta(account, ids).await.unwrap().len(),
+        store.header_blocks(account, ids).await.unwrap().len(),
+        store.fast_views(account, ids).await.unwrap().len(),
+        store.thread_emails(account, ids).await.unwrap().len(),
+    ]
+}
+
 pub async fn destroy_emails_semantics(store: Arc<dyn Store>) {
     let store = store.as_ref();
     let (ann, roles) = account(store, "ann@example.com").await;
@@ -547,50 +533,14 @@ pub async fn destroy_emails_semantics(store: Arc<dyn Store>) {
         .unwrap();
     destroyed.sort();
     assert_eq!(destroyed, vec![ids[0]]);
-    assert!(
-        store
-            .email_meta(ann.id, &ids[..1])
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert!(
-        store
-            .header_blocks(ann.id, &ids[..1])
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert!(
-        store
-            .fast_views(ann.id, &ids[..1])
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert!(
-        store
-            .thread_emails(ann.id, &ids[..1])
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_eq!(rows_of(store, ann.id, &ids[..1]).await, [0, 0, 0, 0]);
     assert!(!store.has_blob(ann.id, &blob_id_of(&one)).await.unwrap());
     assert!(store.has_blob(ann.id, &blob_id_of(&two)).await.unwrap());
     assert_eq!(
-        store
-            .mailbox_emails_by_received(roles.inbox, false, 0, 10)
-            .await
-            .unwrap(),
+        by_received(store, roles.inbox, false).await,
         (vec![(ids[1], ids[1])], 1)
     );
-    assert_eq!(
-        store
-            .mailbox_emails_by_received(roles.archive, false, 0, 10)
-            .await
-            .unwrap(),
-        (vec![], 0)
-    );
+    assert_eq!(by_received(store, roles.archive, false).await, (vec![], 0));
     // The other account's copy is untouched.
     assert!(store.has_blob(bob.id, &blob_id_of(&one)).await.unwrap());
     assert_eq!(store.email_meta(bob.id, &bobs).await.unwrap().len(), 1);

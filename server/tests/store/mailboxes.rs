@@ -79,17 +79,12 @@ pub async fn mailbox_counts(store: Arc<dyn Store>) {
         expected([4, 2, 3, 2], [2, 1, 2, 1], [1, 1, 1, 1])
     );
     // Reading the unread message of thread A leaves A without unread messages.
-    store
-        .update_emails(
-            ann.id,
-            &[EmailUpdate::replace(
-                ids[0],
-                Some(vec!["$seen".into()]),
-                None,
-            )],
-        )
-        .await
-        .unwrap();
+    update_one(
+        store,
+        ann.id,
+        EmailUpdate::replace(ids[0], Some(vec!["$seen".into()]), None),
+    )
+    .await;
     assert_eq!(
         counts(store.mailboxes(ann.id).await.unwrap()),
         expected([4, 1, 3, 1], [2, 1, 2, 1], [1, 1, 1, 1])
@@ -110,19 +105,12 @@ pub async fn destroy_mailbox_semantics(store: Arc<dyn Store>) {
     let store = store.as_ref();
     let (ann, roles) = account(store, "ann@example.com").await;
     let (bob, bob_roles) = account(store, "bob@example.com").await;
-    let new = |parent: Option<i64>, name: &str| NewMailbox {
-        parent_id: parent,
-        name: name.into(),
-        role: None,
-        sort_order: 0,
-        is_subscribed: true,
-    };
     let projects = store
-        .create_mailbox(ann.id, &new(None, "Projects"))
+        .create_mailbox(ann.id, &new_mailbox(None, "Projects"))
         .await
         .unwrap();
     let child = store
-        .create_mailbox(ann.id, &new(Some(projects), "2024"))
+        .create_mailbox(ann.id, &new_mailbox(Some(projects), "2024"))
         .await
         .unwrap();
     assert_err!(

@@ -242,6 +242,23 @@ async fn account(store: &dyn Store, email: &str) -> (Account, Roles) {
     (account, roles)
 }
 
+/// Applies one email update in `account`; its outcome.
+async fn update_one(store: &dyn Store, account: i64, update: EmailUpdate) -> Vec<UpdateOutcome> {
+    store.update_emails(account, &[update]).await.unwrap()
+}
+
+/// A subscribed mailbox `name` under `parent` (at the top when `None`),
+/// with no role, sorted first.
+fn new_mailbox(parent: Option<i64>, name: &str) -> NewMailbox {
+    NewMailbox {
+        parent_id: parent,
+        name: name.into(),
+        role: None,
+        sort_order: 0,
+        is_subscribed: true,
+    }
+}
+
 async fn mailbox(store: &dyn Store, account: i64, id: i64) -> Option<MailboxRow> {
     store
         .mailboxes(account)
