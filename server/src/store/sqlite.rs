@@ -566,53 +566,43 @@ pub(crate) mod tests {
     async fn id_lists_are_looked_up_by_key_not_by_account() {
         let (dir, _store, _account, _inbox) = store_with_account().await;
         let connection = rusqlite::Connection::open(dir.path().join("a.db")).unwrap();
-        // Every statement of the dialect that takes a list.
-        let by_id_list = [
-            ("body_structures", SqliteDialect::SQL.body_structures),
-            ("delete_blob_grants", SqliteDialect::SQL.delete_blob_grants),
-            ("delete_emails", SqliteDialect::SQL.delete_emails),
-            ("delete_memberships", SqliteDialect::SQL.delete_memberships),
-            ("email_accounts", SqliteDialect::SQL.email_accounts),
-            ("email_lists", SqliteDialect::SQL.email_lists),
-            ("email_meta", SqliteDialect::SQL.email_meta),
-            (
-                "email_meta_unless_state",
-                SqliteDialect::SQL.email_meta_unless_state,
-            ),
-            ("evicted_among", SqliteDialect::SQL.evicted_among),
-            ("fast_views", SqliteDialect::SQL.fast_views),
-            (
-                "forget_upstream_uids",
-                SqliteDialect::SQL.forget_upstream_uids,
-            ),
-            ("header_blocks", SqliteDialect::SQL.header_blocks),
-            ("held_blobs", SqliteDialect::SQL.held_blobs),
-            ("live_emails", SqliteDialect::SQL.live_emails),
-            (
-                "mirror_emails_by_local",
-                SqliteDialect::SQL.mirror_emails_by_local,
-            ),
-            (
-                "mirror_emails_by_upstream",
-                SqliteDialect::SQL.mirror_emails_by_upstream,
-            ),
-            ("mirror_threads", SqliteDialect::SQL.mirror_threads),
-            ("owned_mailboxes", SqliteDialect::SQL.owned_mailboxes),
-            ("positions_asc", SqliteDialect::SQL.positions_asc),
-            ("positions_desc", SqliteDialect::SQL.positions_desc),
-            ("query_rows_of", SqliteDialect::SQL.query_rows_of),
-            ("referenced_blobs", SqliteDialect::SQL.referenced_blobs),
-            ("search_delete", SqliteDialect::SQL.search_delete),
-            ("stored_blobs", SqliteDialect::SQL.stored_blobs),
-            ("thread_emails", SqliteDialect::SQL.thread_emails),
-            ("thread_refs", SqliteDialect::SQL.thread_refs),
-            ("threads_remaining", SqliteDialect::SQL.threads_remaining),
-            (
-                "threads_with_others",
-                SqliteDialect::SQL.threads_with_others,
-            ),
-            ("unmark_evicted", SqliteDialect::SQL.unmark_evicted),
-            ("upstream_locations", SqliteDialect::SQL.upstream_locations),
+        // Every statement of the dialect that takes a list, by its name.
+        macro_rules! by_name {
+            ($($field:ident),* $(,)?) => {
+                [$((stringify!($field), SqliteDialect::SQL.$field)),*]
+            };
+        }
+        let by_id_list = by_name![
+            body_structures,
+            delete_blob_grants,
+            delete_emails,
+            delete_memberships,
+            email_accounts,
+            email_lists,
+            email_meta,
+            email_meta_unless_state,
+            evicted_among,
+            fast_views,
+            forget_upstream_uids,
+            header_blocks,
+            held_blobs,
+            live_emails,
+            mirror_emails_by_local,
+            mirror_emails_by_upstream,
+            mirror_threads,
+            owned_mailboxes,
+            positions_asc,
+            positions_desc,
+            query_rows_of,
+            referenced_blobs,
+            search_delete,
+            stored_blobs,
+            thread_emails,
+            thread_refs,
+            threads_remaining,
+            threads_with_others,
+            unmark_evicted,
+            upstream_locations,
         ];
         for (name, sql) in by_id_list {
             let mut plan = connection
