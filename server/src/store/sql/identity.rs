@@ -46,15 +46,7 @@ impl_sql! {
             .bind(true)
             .fetch_one(&mut *tx)
             .await?;
-            Self::log_one(
-                &mut tx,
-                account,
-                ChangeType::Identity,
-                id,
-                ChangeKind::Created,
-            )
-            .await?;
-            tx.commit().await?;
+            Self::commit_one(tx, account, ChangeType::Identity, id, ChangeKind::Created).await?;
             Ok(id)
         }
 
@@ -89,16 +81,7 @@ impl_sql! {
             if D::rows_affected(&done) == 0 {
                 return Err(StoreError::NotFound);
             }
-            Self::log_one(
-                &mut tx,
-                account,
-                ChangeType::Identity,
-                id,
-                ChangeKind::Updated,
-            )
-            .await?;
-            tx.commit().await?;
-            Ok(())
+            Self::commit_one(tx, account, ChangeType::Identity, id, ChangeKind::Updated).await
         }
 
         async fn destroy_identity(&self, account: i64, id: i64) -> StoreResult<()> {
@@ -111,16 +94,7 @@ impl_sql! {
             if D::rows_affected(&done) == 0 {
                 return Err(StoreError::NotFound);
             }
-            Self::log_one(
-                &mut tx,
-                account,
-                ChangeType::Identity,
-                id,
-                ChangeKind::Destroyed,
-            )
-            .await?;
-            tx.commit().await?;
-            Ok(())
+            Self::commit_one(tx, account, ChangeType::Identity, id, ChangeKind::Destroyed).await
         }
 
         async fn aliases(&self, account: i64) -> StoreResult<Vec<String>> {
@@ -239,16 +213,7 @@ impl_sql! {
             .bind(text(&response.html_body))
             .execute(&mut *tx)
             .await?;
-            Self::log_one(
-                &mut tx,
-                account,
-                ChangeType::VacationResponse,
-                VACATION_OBJECT,
-                ChangeKind::Updated,
-            )
-            .await?;
-            tx.commit().await?;
-            Ok(())
+            Self::commit_one(tx, account, ChangeType::VacationResponse, VACATION_OBJECT, ChangeKind::Updated).await
         }
     }
 }
@@ -276,9 +241,9 @@ impl_sql! {
             Ok(())
         }
 
-        /// Logs one change of one object.
-        async fn log_one(
-            tx: &mut Tx<D>,
+        /// Logs one change of one object and commits the write it ends.
+        async fn commit_one(
+            mut tx: Tx<D>,
             account: i64,
             kind_of: ChangeType,
             id: i64,
@@ -286,7 +251,9 @@ impl_sql! {
         ) -> StoreResult<()> {
             let mut set = ChangeSet::default();
             set.record(kind_of, id, kind);
-            Self::record(tx, account, &set).await
+            Self::record(&mut tx, account, &set).await?;
+            tx.commit().await?;
+            Ok(())
         }
     }
 }
