@@ -24,16 +24,12 @@ impl_sql! {
         }
 
         async fn set_upstream_source(&self, url: &str) -> StoreResult<()> {
-            let mut tx = self.write(None).await?;
-            sqlx::query(
+            let query = sqlx::query(
                 "INSERT INTO upstream_source (id, url) VALUES (1, $1) \
                  ON CONFLICT (id) DO UPDATE SET url = excluded.url",
             )
-            .bind(url)
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            Ok(())
+            .bind(url);
+            self.write_one(query).await
         }
 
         async fn upstream_mailboxes(
@@ -65,8 +61,7 @@ impl_sql! {
             account: i64,
             mailbox: &UpstreamMailbox,
         ) -> StoreResult<()> {
-            let mut tx = self.write(None).await?;
-            sqlx::query(
+            let query = sqlx::query(
                 "INSERT INTO upstream_mailboxes \
                    (mailbox_id, account_id, name, uid_validity, highest_modseq) \
                  SELECT $1, $2, $3, $4, $5 FROM mailboxes WHERE id = $1 AND account_id = $2 \
@@ -77,11 +72,8 @@ impl_sql! {
             .bind(account)
             .bind(mailbox.name.as_str())
             .bind(mailbox.uid_validity)
-            .bind(mailbox.highest_modseq)
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            Ok(())
+            .bind(mailbox.highest_modseq);
+            self.write_one(query).await
         }
 
         async fn upstream_uids(&self, mailbox: i64) -> StoreResult<Vec<UpstreamCopy>> {
@@ -203,13 +195,9 @@ impl_sql! {
             if blobs.is_empty() {
                 return Ok(());
             }
-            let mut tx = self.write(None).await?;
-            sqlx::query(D::SQL.unmark_evicted)
-                .bind(D::texts(blobs))
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            Ok(())
+            let query = sqlx::query(D::SQL.unmark_evicted)
+                .bind(D::texts(blobs));
+            self.write_one(query).await
         }
 
         async fn evicted_among(&self, blobs: &[&str]) -> StoreResult<Vec<String>> {
@@ -235,18 +223,14 @@ impl_sql! {
         }
 
         async fn record_upstream_sync(&self, account: i64, at: i64) -> StoreResult<()> {
-            let mut tx = self.write(None).await?;
-            sqlx::query(
+            let query = sqlx::query(
                 "INSERT INTO upstream_syncs (account_id, synced_at) \
                  SELECT id, $2 FROM accounts WHERE id = $1 \
                  ON CONFLICT (account_id) DO UPDATE SET synced_at = excluded.synced_at",
             )
             .bind(account)
-            .bind(at)
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            Ok(())
+            .bind(at);
+            self.write_one(query).await
         }
 
         async fn upstream_syncs(&self) -> StoreResult<Vec<(i64, i64)>> {

@@ -32,28 +32,20 @@ impl_sql! {
             account: i64,
             upstream_id: &str,
         ) -> StoreResult<()> {
-            let mut tx = self.write(None).await?;
-            sqlx::query(
+            let query = sqlx::query(
                 "INSERT INTO jmap_mirror_accounts (account_id, upstream_id) VALUES ($1, $2) \
                  ON CONFLICT (account_id) DO NOTHING",
             )
             .bind(account)
-            .bind(upstream_id)
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            Ok(())
+            .bind(upstream_id);
+            self.write_one(query).await
         }
 
         async fn set_mirror_state(&self, account: i64, state: &str) -> StoreResult<()> {
-            let mut tx = self.write(None).await?;
-            sqlx::query("UPDATE jmap_mirror_accounts SET email_state = $2 WHERE account_id = $1")
+            let query = sqlx::query("UPDATE jmap_mirror_accounts SET email_state = $2 WHERE account_id = $1")
                 .bind(account)
-                .bind(state)
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            Ok(())
+                .bind(state);
+            self.write_one(query).await
         }
 
         async fn mirror_mailboxes(
@@ -75,19 +67,15 @@ impl_sql! {
             mailbox: i64,
             upstream_id: &str,
         ) -> StoreResult<()> {
-            let mut tx = self.write(None).await?;
-            sqlx::query(
+            let query = sqlx::query(
                 "INSERT INTO jmap_mirror_mailboxes (mailbox_id, account_id, upstream_id) \
                  SELECT $1, $2, $3 FROM mailboxes WHERE id = $1 AND account_id = $2 \
                  ON CONFLICT (mailbox_id) DO UPDATE SET upstream_id = excluded.upstream_id",
             )
             .bind(mailbox)
             .bind(account)
-            .bind(upstream_id)
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            Ok(())
+            .bind(upstream_id);
+            self.write_one(query).await
         }
 
         async fn mirror_emails(

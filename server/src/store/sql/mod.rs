@@ -212,6 +212,18 @@ impl_sql! {
             Ok(tx)
         }
 
+        /// Runs one statement in a write transaction of its own, without an
+        /// account's lock, and commits it.
+        pub(super) async fn write_one(
+            &self,
+            query: sqlx::query::Query<'_, D::Db, <D::Db as Database>::Arguments>,
+        ) -> StoreResult<()> {
+            let mut tx = self.write(None).await?;
+            query.execute(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(())
+        }
+
         /// Inserts `rows` with one multi-row statement per chunk:
         /// `{head} VALUES (…), (…) {tail}`, `push` binding the `columns` values
         /// of one row. Returns the rows written.
