@@ -489,21 +489,9 @@ impl EmailLoader {
         account: i64,
         loaded: &[LoadedEmail],
     ) -> Result<Vec<Arc<BodyStructure>>, LoadError> {
-        let mut out: Vec<Option<Arc<BodyStructure>>> = Vec::with_capacity(loaded.len());
-        let mut uncached = Vec::new();
-        for email in loaded {
-            let cached = self.structures.get(&email.meta.id).await;
-            if cached.is_none() {
-                uncached.push(email.meta.id);
-            }
-            out.push(cached);
-        }
+        let (mut out, uncached) = cached_entries(&self.structures, loaded).await;
         if !uncached.is_empty() {
-            let slots: HashMap<i64, usize> = loaded
-                .iter()
-                .enumerate()
-                .map(|(i, e)| (e.meta.id, i))
-                .collect();
+            let slots = slots_by_id(loaded);
             for (id, stored) in self.store.body_structures(account, &uncached).await? {
                 let Some(tree) = BodyStructure::decode(&stored) else {
                     continue;
@@ -692,21 +680,9 @@ impl EmailLoader {
         account: i64,
         loaded: &[LoadedEmail],
     ) -> Result<Vec<FastView>, LoadError> {
-        let mut out: Vec<Option<FastView>> = Vec::with_capacity(loaded.len());
-        let mut uncached = Vec::new();
-        for email in loaded {
-            let cached = self.fast_views.get(&email.meta.id).await;
-            if cached.is_none() {
-                uncached.push(email.meta.id);
-            }
-            out.push(cached);
-        }
+        let (mut out, uncached) = cached_entries(&self.fast_views, loaded).await;
         if !uncached.is_empty() {
-            let slots: HashMap<i64, usize> = loaded
-                .iter()
-                .enumerate()
-                .map(|(i, e)| (e.meta.id, i))
-                .collect();
+            let slots = slots_by_id(loaded);
             for (id, view) in self.store.fast_views(account, &uncached).await? {
                 self.fast_views.insert(id, view.clone()).await;
                 if let Some(slot) = slots.get(&id) {
@@ -776,4 +752,31 @@ impl EmailLoader {
             .run(account, move || FastView::compute(&parse_message(&raw)))
             .await)
     }
+}
+
+/// Each email's entry in `cache` (`None` where it has none), and the ids of
+/// the emails it has none for.
+async fn cached_entries<V: Clone + Send + Sync + 'static>(
+    cache: &Cache<i64, V>,
+    loaded: &[LoadedEmail],
+) -> (Vec<Option<V>>, Vec<i64>) {
+    let mut out = Vec::with_capacity(loaded.len());
+    let mut uncached = Vec::new();
+    for email in loaded {
+        let cached = cache.get(&email.meta.id).await;
+        if cached.is_none() {
+            uncached.push(email.meta.id);
+        }
+        out.push(cached);
+    }
+    (out, uncached)
+}
+
+/// The position of each email in `loaded`, by its id.
+fn slots_by_id(loaded: &[LoadedEmail]) -> HashMap<i64, usize> {
+    loaded
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.meta.id, i))
+        .collect()
 }
