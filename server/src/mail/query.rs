@@ -615,38 +615,21 @@ mod tests {
             Vec::<i64>::new()
         );
         let mut sorted = rows.clone();
-        sort(
-            &mut sorted,
-            &[Comparator {
-                property: SortProperty::ReceivedAt,
-                ascending: false,
-            }],
-            &none.threads,
-        );
-        assert_eq!(
-            sorted.iter().map(|r| r.meta.id).collect::<Vec<_>>(),
-            vec![2, 3, 1]
-        );
-        sort(
-            &mut sorted,
-            &[Comparator {
-                property: SortProperty::Size,
-                ascending: true,
-            }],
-            &none.threads,
-        );
-        assert_eq!(
-            sorted.iter().map(|r| r.meta.id).collect::<Vec<_>>(),
-            vec![3, 1, 2]
-        );
-        sort(
-            &mut sorted,
-            &[Comparator {
-                property: SortProperty::ReceivedAt,
-                ascending: false,
-            }],
-            &none.threads,
-        );
+        // Sorts `sorted` by one property and returns its ids in their order.
+        let mut sort_by = |property, ascending| {
+            sort(
+                &mut sorted,
+                &[Comparator {
+                    property,
+                    ascending,
+                }],
+                &none.threads,
+            );
+            sorted.iter().map(|r| r.meta.id).collect::<Vec<_>>()
+        };
+        assert_eq!(sort_by(SortProperty::ReceivedAt, false), vec![2, 3, 1]);
+        assert_eq!(sort_by(SortProperty::Size, true), vec![3, 1, 2]);
+        sort_by(SortProperty::ReceivedAt, false);
         let collapsed = collapse_threads(sorted);
         assert_eq!(
             collapsed.iter().map(|r| r.meta.id).collect::<Vec<_>>(),
