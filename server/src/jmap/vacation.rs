@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use crate::jmap::args::{self, parse_utc_date, utc_date};
 use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
-use crate::jmap::mail::get::{GetArgs, found, get_response, named_properties, requested_ids};
+use crate::jmap::mail::get::{ListGet, found, get_response};
 use crate::jmap::mail::set::{SetOutcome, check_request};
 use crate::store::VacationResponse;
 
@@ -52,22 +52,19 @@ pub async fn vacation_get(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,
 ) -> Result<Value, MethodError> {
-    let request: GetArgs = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.account_id)?;
-    let properties = named_properties(request.properties.as_deref(), PROPERTIES)?;
-    let limit = ctx.jmap.limits.max_objects_in_get;
-    let requested = request
-        .ids
-        .map(|ids| requested_ids(ids, limit))
-        .transpose()?
-        .unwrap_or_else(|| vec![SINGLETON.to_string()]);
+    let ListGet {
+        account_id,
+        properties,
+        requested,
+    } = ListGet::read(ctx, arguments, PROPERTIES)?;
+    let requested = requested.unwrap_or_else(|| vec![SINGLETON.to_string()]);
     let store = &ctx.jmap.store;
     let state = store.states(ctx.account.id).await?.vacation_response;
     let response = store.vacation_response(ctx.account.id).await?;
     let (list, not_found) = found(&requested, |id| {
         (id == SINGLETON).then(|| vacation_json(&response, &properties))
     });
-    Ok(get_response(request.account_id, state, list, not_found))
+    Ok(get_response(account_id, state, list, not_found))
 }
 
 #[derive(Debug, Deserialize)]
