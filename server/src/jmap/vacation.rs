@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use crate::jmap::args::{self, parse_utc_date, utc_date};
 use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
-use crate::jmap::mail::get::{ListGet, found, get_response};
+use crate::jmap::mail::get::{ListGet, found, get_response, object_of};
 use crate::jmap::mail::set::{SetOutcome, check_request};
 use crate::store::VacationResponse;
 
@@ -30,20 +30,15 @@ const PROPERTIES: &[&str] = &[
 
 fn vacation_json(response: &VacationResponse, properties: &[&'static str]) -> Value {
     let date = |seconds: Option<i64>| seconds.map(utc_date);
-    let mut object = Map::new();
-    for property in properties {
-        let value = match *property {
-            "id" => json!(SINGLETON),
-            "isEnabled" => json!(response.is_enabled),
-            "fromDate" => json!(date(response.from_date)),
-            "toDate" => json!(date(response.to_date)),
-            "subject" => json!(response.subject),
-            "textBody" => json!(response.text_body),
-            _ => json!(response.html_body),
-        };
-        object.insert(property.to_string(), value);
-    }
-    Value::Object(object)
+    object_of(properties, |property| match property {
+        "id" => json!(SINGLETON),
+        "isEnabled" => json!(response.is_enabled),
+        "fromDate" => json!(date(response.from_date)),
+        "toDate" => json!(date(response.to_date)),
+        "subject" => json!(response.subject),
+        "textBody" => json!(response.text_body),
+        _ => json!(response.html_body),
+    })
 }
 
 /// Handles one VacationResponse/get call.

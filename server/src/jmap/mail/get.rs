@@ -82,6 +82,16 @@ impl ListGet {
     }
 }
 
+/// The object of the requested `properties` (names already validated), each
+/// valued by `value`, in the order they were asked for.
+pub fn object_of(properties: &[&'static str], value: impl Fn(&str) -> Value) -> Value {
+    let mut object = Map::new();
+    for property in properties {
+        object.insert(property.to_string(), value(property));
+    }
+    Value::Object(object)
+}
+
 /// The ids of a Foo/get in request order without repeats:
 /// `requestTooLarge` when more than `limit` (`maxObjectsInGet`) were sent.
 pub fn requested_ids(ids: Vec<String>, limit: u64) -> Result<Vec<String>, MethodError> {

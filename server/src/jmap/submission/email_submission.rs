@@ -34,7 +34,7 @@ use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::ids;
 use crate::jmap::mail::changes::changes;
 use crate::jmap::mail::email;
-use crate::jmap::mail::get::ListGet;
+use crate::jmap::mail::get::{ListGet, object_of};
 use crate::jmap::mail::set::{SetOutcome, check_request};
 use crate::mail::delivery;
 use crate::mail::header::HeaderFields;
@@ -65,22 +65,17 @@ pub const MAX_RECIPIENTS: usize = 100;
 
 fn submission_json(row: &SubmissionRow, properties: &[&'static str]) -> Value {
     let parsed = |text: &str| serde_json::from_str::<Value>(text).unwrap_or(Value::Null);
-    let mut object = Map::new();
-    for property in properties {
-        let value = match *property {
-            "id" => json!(ids::submission_id(row.id)),
-            "identityId" => json!(ids::identity_id(row.identity_id)),
-            "emailId" => json!(ids::email_id(row.email_id)),
-            "threadId" => json!(ids::thread_id(row.thread_id)),
-            "envelope" => parsed(&row.envelope),
-            "sendAt" => json!(utc_date(row.send_at)),
-            "undoStatus" => json!(row.undo_status),
-            "deliveryStatus" => parsed(&row.delivery_status),
-            _ => json!([]),
-        };
-        object.insert(property.to_string(), value);
-    }
-    Value::Object(object)
+    object_of(properties, |property| match property {
+        "id" => json!(ids::submission_id(row.id)),
+        "identityId" => json!(ids::identity_id(row.identity_id)),
+        "emailId" => json!(ids::email_id(row.email_id)),
+        "threadId" => json!(ids::thread_id(row.thread_id)),
+        "envelope" => parsed(&row.envelope),
+        "sendAt" => json!(utc_date(row.send_at)),
+        "undoStatus" => json!(row.undo_status),
+        "deliveryStatus" => parsed(&row.delivery_status),
+        _ => json!([]),
+    })
 }
 
 /// Handles one EmailSubmission/get call.

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::mail::changes::changes;
-use crate::jmap::mail::get::ListGet;
+use crate::jmap::mail::get::{ListGet, object_of};
 use crate::jmap::mail::set::{SetOutcome, check_request};
 use crate::jmap::{args, ids};
 use crate::store::{ChangeType, IdentityPatch, IdentityRow, StoreError};
@@ -38,21 +38,16 @@ fn identity_json(row: &IdentityRow, properties: &[&'static str]) -> Value {
             .and_then(|text| serde_json::from_str::<Value>(text).ok())
             .unwrap_or(Value::Null)
     };
-    let mut object = Map::new();
-    for property in properties {
-        let value = match *property {
-            "id" => json!(ids::identity_id(row.id)),
-            "name" => json!(row.name),
-            "email" => json!(row.email),
-            "replyTo" => addresses(&row.reply_to),
-            "bcc" => addresses(&row.bcc),
-            "textSignature" => json!(row.text_signature),
-            "htmlSignature" => json!(row.html_signature),
-            _ => json!(row.may_delete),
-        };
-        object.insert(property.to_string(), value);
-    }
-    Value::Object(object)
+    object_of(properties, |property| match property {
+        "id" => json!(ids::identity_id(row.id)),
+        "name" => json!(row.name),
+        "email" => json!(row.email),
+        "replyTo" => addresses(&row.reply_to),
+        "bcc" => addresses(&row.bcc),
+        "textSignature" => json!(row.text_signature),
+        "htmlSignature" => json!(row.html_signature),
+        _ => json!(row.may_delete),
+    })
 }
 
 /// Handles one Identity/get call: all identities when `ids` is null.
