@@ -63,13 +63,13 @@ macro_rules! mailbox_ids {
     };
 }
 
-/// A page of the emails a full-text query matches (in mailbox `$3` unless
-/// NULL) by receivedAt (`$4` limit, `$5` offset): every match ordered, for
-/// the oldest-first order the search keys do not give (migration 0305).
-macro_rules! search_page {
-    ($direction:literal) => {
+/// The search keys of account `$1` whose words match `$2`, in mailbox `$3`
+/// unless NULL: `FROM` to the end of `WHERE`, the index as `s`, the keys as
+/// `k` (migration 0305).
+macro_rules! search_matches {
+    () => {
         concat!(
-            "SELECT k.email_id FROM email_search s \
+            "FROM email_search s \
              CROSS JOIN email_search_keys k ON k.key = s.rowid \
              WHERE email_search MATCH $2 AND s.rowid BETWEEN ",
             search_keys_from!(1),
@@ -77,8 +77,20 @@ macro_rules! search_page {
             search_keys_to!(1),
             " AND k.account_id = $1 AND ($3 IS NULL OR EXISTS \
              (SELECT 1 FROM email_mailboxes m WHERE m.mailbox_id = $3 \
-             AND m.received_at = k.received_at AND m.email_id = k.email_id)) \
-             ORDER BY k.received_at ",
+             AND m.received_at = k.received_at AND m.email_id = k.email_id))"
+        )
+    };
+}
+
+/// A page of the emails a full-text query matches (in mailbox `$3` unless
+/// NULL) by receivedAt (`$4` limit, `$5` offset): every match ordered, for
+/// the oldest-first order the search keys do not give (migration 0305).
+macro_rules! search_page {
+    ($direction:literal) => {
+        concat!(
+            "SELECT k.email_id ",
+            search_matches!(),
+            " ORDER BY k.received_at ",
             $direction,
             ", k.email_id ",
             $direction,
@@ -261,15 +273,9 @@ impl Dialect for SqliteDialect {
             search_keys_from!(1),
             " AND ",
             search_keys_to!(1),
-            ") ELSE (SELECT count(*) FROM email_search s \
-             CROSS JOIN email_search_keys k ON k.key = s.rowid \
-             WHERE email_search MATCH $2 AND s.rowid BETWEEN ",
-            search_keys_from!(1),
-            " AND ",
-            search_keys_to!(1),
-            " AND k.account_id = $1 AND ($3 IS NULL OR EXISTS \
-             (SELECT 1 FROM email_mailboxes m WHERE m.mailbox_id = $3 \
-             AND m.received_at = k.received_at AND m.email_id = k.email_id))) END"
+            ") ELSE (SELECT count(*) ",
+            search_matches!(),
+            ") END"
         ),
         // Through the view of migration 0305: its triggers key the words.
         search_insert_head: "INSERT INTO email_search_input \
