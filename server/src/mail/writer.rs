@@ -106,16 +106,16 @@ pub trait MailWriter: Send + Sync {
     ) -> Result<ObjectResult<()>, WriteError>;
 
     /// Whether a sent message is also filed in the Sent mailbox through
-    /// [`MailWriter::keep_sent_copy`] (an IMAP server's users expect their
+    /// [`MailWriter::keep_sent_copies`] (an IMAP server's users expect their
     /// server to hold it); `false` when the Email sent is the copy.
-    fn keeps_sent_copies(&self) -> bool {
+    fn files_sent_copies(&self) -> bool {
         false
     }
 
-    /// Files `message` (as it left, without Bcc) in the account's Sent
-    /// mailbox unless `email` is already there. Best effort: a refusal is
-    /// logged, the submission stands.
-    async fn keep_sent_copy(&self, _account: i64, _email: i64, _message: Vec<u8>) {}
+    /// Files each `(email, message)` pair's message (as it left, without
+    /// Bcc) in the account's Sent mailbox unless that Email is already
+    /// there. Best effort: a refusal is logged, the submission stands.
+    async fn keep_sent_copies(&self, _account: i64, _sent: Vec<(i64, Vec<u8>)>) {}
 
     /// Why this writer cannot carry out a JMAP `method` at all, if it
     /// cannot (the request's `forbidden`-like method error); `None` for

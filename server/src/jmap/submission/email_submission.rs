@@ -176,12 +176,10 @@ pub async fn submission_set(
     if let Some(arguments) = implicit {
         follow_up_email_set(ctx, arguments).await;
     }
-    for (email, message) in set.sent_copies {
-        ctx.jmap
-            .writer
-            .keep_sent_copy(account, email, message)
-            .await;
-    }
+    ctx.jmap
+        .writer
+        .keep_sent_copies(account, set.sent_copies)
+        .await;
     Ok(response)
 }
 
@@ -226,7 +224,7 @@ impl SubmissionSet {
                     continue;
                 }
             };
-            let keeps_copy = ctx.jmap.writer.keeps_sent_copies();
+            let keeps_copy = ctx.jmap.writer.files_sent_copies();
             let message = keeps_copy.then(|| planned.message.clone());
             let (id, email_id, created) = match send(ctx, planned).await? {
                 Ok(sent) => sent,

@@ -113,50 +113,50 @@ impl MailWriter for ImapProxy {
         Ok(self.0.destroy_mailbox(account, id, remove_emails).await?)
     }
 
-    fn keeps_sent_copies(&self) -> bool {
+    fn files_sent_copies(&self) -> bool {
         true
     }
 
-    /// The sent copy goes to the Sent mailbox upstream, as IMAP users
+    /// The sent copies go to the Sent mailbox upstream, as IMAP users
     /// expect of their server: unless the client already put the Email
     /// there (the usual `onSuccessUpdateEmail` of a JMAP client moves the
     /// draft), the message as it left (without Bcc) is APPENDed with
-    /// `\Seen`. Best effort: a refusal is logged, the submission stands.
-    async fn keep_sent_copy(&self, account: i64, email: i64, message: Vec<u8>) {
+    /// `\Seen`. One read of the Sent mailbox and of the Emails for all of
+    /// them. Best effort: a refusal is logged, the submission stands.
+    async fn keep_sent_copies(&self, account: i64, sent: Vec<(i64, Vec<u8>)>) {
+        if sent.is_empty() {
+            return;
+        }
         let store = self.0.store();
-        let sent_mailbox = match store.role_mailbox(account, "sent").await {
-            Ok(Some(sent)) => sent,
+        let emails: Vec<i64> = sent.iter().map(|(email, _)| *email).collect();
+        let (sent_mailbox, metas) = match store.role_mailbox(account, "sent").await {
             Ok(None) => return,
+            Ok(Some(mailbox)) => match store.email_meta(account, &emails).await {
+                Ok(metas) => (mailbox, metas),
+                Err(error) => {
+                    tracing::warn!(account, %error, "the sent copies could not be stored");
+                    return;
+                }
+            },
             Err(error) => {
-                tracing::warn!(account, %error, "the sent copy could not be stored");
+                tracing::warn!(account, %error, "the sent copies could not be stored");
                 return;
             }
         };
-        match store.email_meta(account, &[email]).await {
-            Ok(meta)
-                if meta
-                    .first()
-                    .is_some_and(|m| m.mailbox_ids.contains(&sent_mailbox)) =>
-            {
-                return;
-            }
-            Ok(_) => {}
-            Err(error) => {
-                tracing::warn!(account, %error, "the sent copy could not be stored");
-                return;
-            }
-        }
+        let in_sent = |email: i64| {
+            metas
+                .iter()
+                .any(|m| m.id == email && m.mailbox_ids.contains(&sent_mailbox))
+        };
         let now = chrono::Utc::now().timestamp();
-        let copy = crate::mail::ingest::prepare(
-            message,
-            vec![sent_mailbox],
-            vec!["$seen".to_string()],
-            |_| now,
-        );
-        match self.0.append(account, copy).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(refusal)) => tracing::warn!(account, %refusal, "the sent copy was refused"),
-            Err(error) => tracing::warn!(account, %error, "the sent copy could not be stored"),
+        for (_, message) in sent.into_iter().filter(|(email, _)| !in_sent(*email)) {
+            let seen = vec!["$seen".to_string()];
+            let copy = crate::mail::ingest::prepare(message, vec![sent_mailbox], seen, |_| now);
+            match self.0.append(account, copy).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(refusal)) => tracing::warn!(account, %refusal, "the sent copy was refused"),
+                Err(error) => tracing::warn!(account, %error, "the sent copy could not be stored"),
+            }
         }
     }
 

@@ -37,9 +37,12 @@ mod translation;
 
 pub use proxied::{Proxied, ProxiedResponse, ProxyError};
 use run::Run;
-use shape::*;
+use shape::{
+    CollapsedPaging, MAX_COLLAPSED_PAGES, asks_local_properties, local_filter, names_parts,
+    query_collapses_here, references, shape,
+};
 pub use shape::{is_write, local_property, may_answer};
-use translation::*;
+use translation::Translation;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
