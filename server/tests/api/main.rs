@@ -38,5 +38,6 @@ mod submission;
 mod sync;
 mod tokens;
 mod uploads;
+mod upstream_cyrus;
 mod upstream_imap;
 mod upstream_jmap;

@@ -16,6 +16,8 @@ use fastview::mail::ingest::{prepare, store_batch};
 use fastview::proxy::ProxyOptions;
 use serde_json::{Value, json};
 
+#[path = "../common/cyrus.rs"]
+pub mod cyrus;
 #[path = "../common/pg_db.rs"]
 mod pg_db;
 #[path = "../common/require.rs"]

@@ -1,0 +1,316 @@
+//! Fastview in front of a real Cyrus IMAP 3.6 (issue 45), started here from
+//! Debian's unpacked packages (`tests/common/cyrus.rs`,
+//! `tools/cyrus-unpack.sh`): the IMAP proxy reads what another client
+//! APPENDed, folder names included, and writes keywords back; the JMAP proxy
+//! in front of Cyrus's own JMAP answers with Cyrus's ids. Skipped without
+//! `FASTVIEW_TEST_CYRUS_ROOT`, unless `FASTVIEW_TEST_REQUIRE` names `cyrus`.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use fastview::app::ServeOptions;
+use fastview::proxy::ProxyOptions;
+use fastview::proxy::imap::{UpstreamOptions, UpstreamUrl};
+use fastview::proxy::jmap::{JmapUpstreamOptions, JmapUpstreamUrl};
+use serde_json::{Value, json};
+
+use crate::support::cyrus::Cyrus;
+use crate::support::{PASSWORD, TestAccount, TestApp, spawn_in_front_of};
+
+const ANN: &str = "ann@example.com";
+
+/// INTERNALDATE of the first message appended; the next are a second apart.
+const BASE_TIME: i64 = 1_700_000_000;
+
+/// Golden fixtures by name: each message with CRLF line ends (as IMAP
+/// carries it) and the subject its `.json` gives.
+fn fixtures(names: &[&str]) -> Vec<(Vec<u8>, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/golden");
+    names
+        .iter()
+        .map(|name| {
+            let raw = std::fs::read(dir.join(format!("{name}.eml"))).unwrap();
+            let golden: Value =
+                serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.json"))).unwrap())
+                    .unwrap();
+            let subject = golden["subject"].as_str().unwrap().to_string();
+            (crlf(&raw), subject)
+        })
+        .collect()
+}
+
+/// A message as IMAP carries it: CRLF line ends (RFC 3501 §4.3).
+fn crlf(raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(raw.len() + raw.len() / 32);
+    for (i, &byte) in raw.iter().enumerate() {
+        if byte == b'\n' && (i == 0 || raw[i - 1] != b'\r') {
+            out.push(b'\r');
+        }
+        out.push(byte);
+    }
+    out
+}
+
+fn messages(fixtures: &[(Vec<u8>, String)]) -> Vec<Vec<u8>> {
+    fixtures.iter().map(|(raw, _)| raw.clone()).collect()
+}
+
+/// The test account `login` (password [`PASSWORD`]) as the proxy's session
+/// names it.
+async fn login(proxy: &TestApp, login: &str) -> TestAccount {
+    let stub = TestAccount {
+        id: 0,
+        email: login.to_string(),
+        account_id: String::new(),
+        inbox: String::new(),
+    };
+    let session = proxy.session(&stub).await;
+    let account_id = session["primaryAccounts"]["urn:ietf:params:jmap:mail"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a session: {session}"))
+        .to_string();
+    TestAccount { account_id, ..stub }
+}
+
+/// The status of `GET /jmap/session` as `login` with `password`.
+async fn session_status(proxy: &TestApp, login: &str, password: &str) -> u16 {
+    proxy
+        .get_as(format!("{}/jmap/session", proxy.base), login, password)
+        .await
+        .status()
+        .as_u16()
+}
+
+/// Email/query (receivedAt ascending) and Email/get of what it finds.
+fn query_and_get(account_id: &str) -> Value {
+    json!([
+        ["Email/query", {"accountId": account_id,
+            "sort": [{"property": "receivedAt", "isAscending": true}]}, "0"],
+        ["Email/get", {"accountId": account_id,
+            "#ids": {"resultOf": "0", "name": "Email/query", "path": "/ids"},
+            "properties": ["id", "subject", "mailboxIds", "keywords", "receivedAt"]}, "1"]
+    ])
+}
+
+/// Waits (at most 10 s) until the proxy lists `count` emails; returns them.
+async fn until_listed(proxy: &TestApp, user: &TestAccount, count: usize) -> Vec<Value> {
+    let started = Instant::now();
+    loop {
+        let responses = proxy.call(user, query_and_get(&user.account_id)).await;
+        let list = responses[1][1]["list"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if list.len() == count {
+            return list;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{count} emails: not within 10 s; the proxy has {responses:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Mailbox ids by name, and the whole Mailbox objects.
+async fn mailboxes(proxy: &TestApp, user: &TestAccount) -> Vec<Value> {
+    proxy
+        .call1(user, "Mailbox/get", json!({"accountId": user.account_id}))
+        .await["list"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn named<'a>(mailboxes: &'a [Value], name: &str) -> &'a Value {
+    mailboxes
+        .iter()
+        .find(|mailbox| mailbox["name"] == name)
+        .unwrap_or_else(|| panic!("no mailbox {name} in {mailboxes:#?}"))
+}
+
+/// A Fastview in front of Cyrus's IMAP, listening with a long poll (so
+/// what it sees within seconds came through IDLE or its own writes).
+async fn spawn_imap_proxy(cyrus: &Cyrus) -> TestApp {
+    let url = UpstreamUrl::parse(&cyrus.imap_url()).unwrap();
+    let upstream = UpstreamOptions {
+        url: url.clone(),
+        poll: Duration::from_secs(300),
+        idle: Duration::from_secs(1800),
+        cache_bytes: 0,
+        smtp: None,
+        master: None,
+    };
+    let proxy =
+        spawn_in_front_of(ServeOptions::default(), Some(ProxyOptions::Imap(upstream))).await;
+    // What `serve --upstream` records in the data dir.
+    proxy
+        .app
+        .store
+        .set_upstream_source(&url.to_string())
+        .await
+        .unwrap();
+    proxy
+}
+
+#[tokio::test]
+async fn the_imap_proxy_reads_cyrus_mail_and_writes_keywords_to_it() {
+    let Some(cyrus) = Cyrus::start(&[(ANN, PASSWORD)]) else {
+        return;
+    };
+    let inbox = fixtures(&["plain_ascii", "encoded_words_adjacent", "legacy_koi8r_qp"]);
+    let drafts = fixtures(&["mixed_with_attachment", "message_ids"]);
+    // "Entwürfe" in modified UTF-7 (RFC 3501 §5.1.3).
+    cyrus.python_imap(
+        ANN,
+        PASSWORD,
+        "r = m.create('\"Entw&APw-rfe\"')\nassert r[0] == 'OK', r",
+    );
+    cyrus.append((ANN, PASSWORD), "INBOX", &messages(&inbox), "", BASE_TIME);
+    let later = BASE_TIME + 100;
+    cyrus.append(
+        (ANN, PASSWORD),
+        "Entw&APw-rfe",
+        &messages(&drafts),
+        "\\Seen",
+        later,
+    );
+
+    let proxy = spawn_imap_proxy(&cyrus).await;
+    // Cyrus checks passwords.
+    assert_eq!(session_status(&proxy, ANN, "wrong").await, 401);
+    let ann = login(&proxy, ANN).await;
+    let list = until_listed(&proxy, &ann, 5).await;
+
+    let mailboxes = mailboxes(&proxy, &ann).await;
+    let inbox_id = named(&mailboxes, "INBOX")["id"].clone();
+    let folder_id = named(&mailboxes, "Entwürfe")["id"].clone();
+    assert_eq!(named(&mailboxes, "INBOX")["role"], "inbox");
+    for (name, role) in [
+        ("Drafts", "drafts"),
+        ("Sent", "sent"),
+        ("Trash", "trash"),
+        ("Archive", "archive"),
+    ] {
+        assert_eq!(named(&mailboxes, name)["role"], role, "{name}");
+    }
+    assert_eq!(named(&mailboxes, "Entwürfe")["role"], Value::Null);
+    assert_eq!(named(&mailboxes, "Entwürfe")["totalEmails"], 2);
+    assert_eq!(mailboxes.len(), 6, "{mailboxes:#?}");
+
+    let expected = inbox
+        .iter()
+        .map(|(_, subject)| (subject, &inbox_id, json!({})))
+        .chain(
+            drafts
+                .iter()
+                .map(|(_, subject)| (subject, &folder_id, json!({"$seen": true}))),
+        );
+    for (email, (subject, mailbox, keywords)) in list.iter().zip(expected) {
+        assert_eq!(email["subject"], *subject, "{email}");
+        assert_eq!(
+            email["mailboxIds"],
+            json!({mailbox.as_str().unwrap(): true})
+        );
+        assert_eq!(email["keywords"], keywords, "{email}");
+    }
+    assert_eq!(list[0]["receivedAt"], "2023-11-14T22:13:20Z");
+
+    // A keyword set through Fastview is Cyrus's flag.
+    let first = list[0]["id"].as_str().unwrap();
+    let set = proxy
+        .call1(
+            &ann,
+            "Email/set",
+            json!({"accountId": ann.account_id,
+                "update": {first: {"keywords/$flagged": true}}}),
+        )
+        .await;
+    assert!(set["updated"].get(first).is_some(), "{set}");
+    let flags = cyrus.python_imap(
+        ANN,
+        PASSWORD,
+        "m.select('INBOX')\nfor line in m.uid('FETCH', '1:*', '(FLAGS)')[1]:\n    print(line.decode())",
+    );
+    let flags: Vec<&str> = flags.lines().collect();
+    assert_eq!(flags.len(), 3, "{flags:?}");
+    assert!(flags[0].contains("\\Flagged"), "{flags:?}");
+    assert!(!flags[1].contains("\\Flagged"), "{flags:?}");
+}
+
+/// `body` POSTed to Cyrus's JMAP API as `login`.
+async fn cyrus_api(client: &reqwest::Client, api_url: &str, login: &str, body: &Value) -> Value {
+    let response = client
+        .post(api_url)
+        .basic_auth(login, Some(PASSWORD))
+        .json(body)
+        .send()
+        .await
+        .expect("Cyrus's JMAP API");
+    assert_eq!(response.status(), 200);
+    response.json().await.expect("JSON")
+}
+
+#[tokio::test]
+async fn the_jmap_proxy_in_front_of_cyrus_answers_cyrus_ids() {
+    let Some(cyrus) = Cyrus::start(&[(ANN, PASSWORD)]) else {
+        return;
+    };
+    let inbox = fixtures(&[
+        "plain_ascii",
+        "alternative",
+        "message_ids",
+        "legacy_iso2022jp",
+    ]);
+    cyrus.append((ANN, PASSWORD), "INBOX", &messages(&inbox), "", BASE_TIME);
+
+    // Cyrus's own session.
+    let client = reqwest::Client::new();
+    let direct_session: Value = client
+        .get(cyrus.jmap_url())
+        .basic_auth(ANN, Some(PASSWORD))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let api_url = format!(
+        "{}{}",
+        cyrus.http_base(),
+        direct_session["apiUrl"].as_str().unwrap()
+    );
+
+    let url = JmapUpstreamUrl::parse(&cyrus.jmap_url()).unwrap();
+    let options = JmapUpstreamOptions::new(url);
+    let proxy = spawn_in_front_of(ServeOptions::default(), Some(ProxyOptions::Jmap(options))).await;
+    assert_eq!(session_status(&proxy, ANN, "wrong").await, 401);
+    let ann = login(&proxy, ANN).await;
+    let session = proxy.session(&ann).await;
+    assert_eq!(
+        session["primaryAccounts"],
+        direct_session["primaryAccounts"]
+    );
+    assert_eq!(session["username"], ANN);
+    assert_eq!(session["apiUrl"], format!("{}/jmap/api", proxy.base));
+
+    let body = json!({
+        "using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+        "methodCalls": query_and_get(&ann.account_id),
+    });
+    let direct = cyrus_api(&client, &api_url, ANN, &body).await;
+    let proxied = proxy.call(&ann, query_and_get(&ann.account_id)).await;
+    let direct = direct["methodResponses"].as_array().unwrap();
+    assert_eq!(proxied[0][1]["ids"], direct[0][1]["ids"]);
+    let ids = direct[0][1]["ids"].as_array().unwrap();
+    assert_eq!(ids.len(), inbox.len(), "{direct:#?}");
+    assert_eq!(proxied[1][1]["list"], direct[1][1]["list"]);
+    let subjects: Vec<&Value> = proxied[1][1]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|email| &email["subject"])
+        .collect();
+    let expected: Vec<Value> = inbox.iter().map(|(_, subject)| json!(subject)).collect();
+    assert_eq!(subjects, expected.iter().collect::<Vec<_>>());
+}
