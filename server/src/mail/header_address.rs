@@ -3,7 +3,7 @@
 //! MessageIds and URLs, as [`super::header`] renders them.
 
 use super::header_text::{WordRun, decode_words, encoded_word};
-use super::lexical::read_quoted;
+use super::lexical::{read_comment, read_quoted};
 
 /// One lexical token of a structured field.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,40 +83,6 @@ pub(super) fn lex(value: &str) -> Vec<Lexed> {
         }
     }
     tokens
-}
-
-/// Reads a comment starting at `(`; returns its content and the index after it.
-fn read_comment(chars: &[char], start: usize) -> (String, usize) {
-    let mut depth = 0;
-    let mut out = String::new();
-    let mut i = start;
-    while i < chars.len() {
-        let ch = chars[i];
-        match ch {
-            '\\' if i + 1 < chars.len() => {
-                out.push(chars[i + 1]);
-                i += 2;
-                continue;
-            }
-            '(' => {
-                depth += 1;
-                if depth > 1 {
-                    out.push(ch);
-                }
-            }
-            ')' => {
-                depth -= 1;
-                if depth == 0 {
-                    return (out, i + 1);
-                }
-                out.push(ch);
-            }
-            '\r' | '\n' => {}
-            _ => out.push(ch),
-        }
-        i += 1;
-    }
-    (out, i)
 }
 
 /// Reads `<…>` starting at `<`; returns the content with white space and

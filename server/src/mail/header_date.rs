@@ -1,5 +1,8 @@
-//! The Date form of a header field (RFC 8621 §4.1.2.6; RFC 5322 §3.3,
-//! §4.3), as [`super::header`] renders it.
+//! The one date reader: the Date form of a header field (RFC 8621 §4.1.2.6;
+//! RFC 5322 §3.3, §4.3), as [`super::header`] renders it, and the asctime
+//! dates of mbox envelope lines and old headers ([`asctime_time`]), which
+//! [`super::import_source`] reads for `receivedAt`. Both read words with the
+//! same digit reader, month table, clock, year rule and zone table.
 
 use super::header_address::{Token, lex};
 
@@ -38,7 +41,6 @@ pub fn date_form(raw: &str) -> Option<String> {
     }
     let text = text.replace(": ", ":");
     let mut words = text.split_ascii_whitespace().peekable();
-    const DAYS: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
     if words
         .peek()
         .is_some_and(|word| name_index(word, &DAYS).is_some())
@@ -46,27 +48,17 @@ pub fn date_form(raw: &str) -> Option<String> {
         words.next();
     }
     let day: u32 = parse_digits(words.next()?, 1, 2)?;
-    const MONTHS: [&str; 12] = [
-        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-    ];
-    let month = name_index(words.next()?, &MONTHS)? as u32 + 1;
+    let month = month_number(words.next()?)?;
     let year_word = words.next()?;
     let year: i32 = parse_digits(year_word, 2, 4)?;
     let year = match year {
         1900.. if year_word.len() == 4 => year,
-        ..50 => year + 2000,
-        50..1000 => year + 1900,
+        ..1000 => obsolete_year(year),
         _ => return None,
     };
     chrono::NaiveDate::from_ymd_opt(year, month, day)?;
-    let mut time = words.next()?.split(':');
-    let mut hour: u32 = parse_digits(time.next()?, 1, 2)?;
-    let minute: u32 = parse_digits(time.next()?, 1, 2)?;
-    let second: u32 = match time.next() {
-        Some(second) => parse_digits(second, 1, 2)?,
-        None => 0,
-    };
-    if time.next().is_some() || minute > 59 || second > 60 {
+    let (mut hour, minute, second) = clock(words.next()?, 1)?;
+    if minute > 59 || second > 60 {
         return None;
     }
     let rest: Vec<&str> = words.collect();
@@ -116,6 +108,64 @@ pub fn date_form(raw: &str) -> Option<String> {
     ))
 }
 
+/// Finds the asctime shape `Mon DD HH:MM[:SS]` among the words of `text`
+/// (split on white space and commas): `None` if it is not there, else the
+/// date it starts as unix seconds, read with the year and optional zone (in
+/// either order) that follow it. Without a zone the time is UTC. Years
+/// outside 1900–3000 give `Some(None)`.
+///
+/// A month preceded by a day number is RFC 5322 (`23 Jul 02 19:39:23`), not
+/// asctime.
+pub fn asctime_time(text: &str) -> Option<Option<i64>> {
+    let text = text.replace(',', " ");
+    parse_asctime(&text.split_ascii_whitespace().collect::<Vec<_>>())
+}
+
+/// [`asctime_time`] on words already split (an mbox envelope line's).
+pub fn parse_asctime(words: &[&str]) -> Option<Option<i64>> {
+    let (i, month, day, (hour, minute, second)) = (0..words.len()).find_map(|i| {
+        let after_day = i > 0 && parse_digits::<u32>(words[i - 1], 1, 2).is_some();
+        let month = words[i].trim_end_matches(',');
+        let month = month_number(month).filter(|_| month.len() == 3 && !after_day)?;
+        let day: u32 = parse_digits(words.get(i + 1)?, 1, 2)?;
+        Some((i, month, day, clock(words.get(i + 2)?, 2)?))
+    })?;
+    Some((|| {
+        let (mut year, mut offset) = (None, 0i64);
+        for word in words.iter().skip(i + 3).take(2) {
+            if year.is_none()
+                && let Some(y) = parse_digits::<i32>(word, 4, 4)
+                    .or_else(|| parse_digits::<i32>(word, 2, 2).map(obsolete_year))
+            {
+                year = Some(y);
+            } else if let Some(o) = asctime_zone_seconds(word) {
+                offset = o;
+            }
+        }
+        let year = year.filter(|y| (1900..=3000).contains(y))?;
+        let date = chrono::NaiveDate::from_ymd_opt(year, month, day)?;
+        let local = date
+            .and_hms_opt(hour, minute, second)?
+            .and_utc()
+            .timestamp();
+        Some(local - offset)
+    })())
+}
+
+/// Day names, as RFC 5322 §3.3 abbreviates them.
+const DAYS: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
+
+/// Month names, as RFC 5322 §3.3 abbreviates them.
+const MONTHS: [&str; 12] = [
+    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+];
+
+/// The month (1–12) a word abbreviates or spells out (`Sep`, `Sept`,
+/// `September`, any case).
+fn month_number(word: &str) -> Option<u32> {
+    name_index(word, &MONTHS).map(|index| index as u32 + 1)
+}
+
 /// The index of the name a word abbreviates or spells out (`Sep`, `Sept`,
 /// `September`, any case).
 fn name_index(word: &str, names: &[&str]) -> Option<usize> {
@@ -131,6 +181,58 @@ fn parse_digits<T: std::str::FromStr>(word: &str, min: usize, max: usize) -> Opt
     (word.len() >= min && word.len() <= max && word.bytes().all(|b| b.is_ascii_digit()))
         .then(|| word.parse().ok())
         .flatten()
+}
+
+/// `H:M` or `H:M:S` as (hour, minute, second): the hour one or two digits,
+/// the minute and second `min_width` to two; ranges are the caller's to check.
+fn clock(word: &str, min_width: usize) -> Option<(u32, u32, u32)> {
+    let mut parts = word.split(':');
+    let hour = parse_digits(parts.next()?, 1, 2)?;
+    let minute = parse_digits(parts.next()?, min_width, 2)?;
+    let second = match parts.next() {
+        Some(second) => parse_digits(second, min_width, 2)?,
+        None => 0,
+    };
+    parts.next().is_none().then_some((hour, minute, second))
+}
+
+/// An obsolete year below 1000 (RFC 5322 §4.3): below 50 adds 2000, else 1900.
+fn obsolete_year(year: i32) -> i32 {
+    year + if year < 50 { 2000 } else { 1900 }
+}
+
+/// The offset in hours of a zone named in RFC 5322 §4.3 (any case), except
+/// the military ones.
+fn named_zone_hours(zone: &str) -> Option<i32> {
+    match zone.to_ascii_uppercase().as_str() {
+        "UT" | "UTC" | "GMT" | "Z" => Some(0),
+        "EDT" => Some(-4),
+        "EST" | "CDT" => Some(-5),
+        "CST" | "MDT" => Some(-6),
+        "MST" | "PDT" => Some(-7),
+        "PST" => Some(-8),
+        _ => None,
+    }
+}
+
+/// `HHMM` as (hours, minutes), unchecked.
+fn hhmm(digits: &str) -> Option<(i32, i32)> {
+    let value: i32 = parse_digits(digits, 4, 4)?;
+    Some((value / 100, value % 100))
+}
+
+/// An asctime zone as seconds east of UTC: `+hhmm`/`-hhmm` (not range
+/// checked) or a name from RFC 5322 §4.3.
+fn asctime_zone_seconds(word: &str) -> Option<i64> {
+    if let Some((sign, digits)) = word
+        .strip_prefix('+')
+        .map(|d| (1, d))
+        .or_else(|| word.strip_prefix('-').map(|d| (-1, d)))
+    {
+        let (hours, minutes) = hhmm(digits)?;
+        return Some(sign * (i64::from(hours) * 3600 + i64::from(minutes) * 60));
+    }
+    Some(i64::from(named_zone_hours(word)?) * 3600)
 }
 
 /// A zone's offset in minutes: `Some(None)` for "unknown local time"
@@ -169,20 +271,11 @@ fn zone_offset(zone: &str) -> Option<Option<i32>> {
     if !zone.bytes().all(|b| b.is_ascii_alphabetic()) {
         return None;
     }
-    Some(match upper.as_str() {
-        "UT" | "UTC" | "GMT" | "Z" => Some(0),
-        "EDT" => Some(-4 * 60),
-        "EST" | "CDT" => Some(-5 * 60),
-        "CST" | "MDT" => Some(-6 * 60),
-        "MST" | "PDT" => Some(-7 * 60),
-        "PST" => Some(-8 * 60),
-        _ => None,
-    })
+    Some(named_zone_hours(zone).map(|hours| hours * 60))
 }
 
 /// `HHMM` as minutes; `None` beyond RFC 3339's range (hours 0–23, minutes 0–59).
 fn numeric_offset(digits: &str) -> Option<i32> {
-    let value: i32 = parse_digits(digits, 4, 4)?;
-    let (hours, minutes) = (value / 100, value % 100);
+    let (hours, minutes) = hhmm(digits)?;
     (hours <= 23 && minutes <= 59).then_some(hours * 60 + minutes)
 }

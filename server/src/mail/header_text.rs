@@ -7,6 +7,7 @@ use std::borrow::Cow;
 use mail_parser::decoders::charsets::map::charset_decoder;
 
 use super::lexical::{base64_value, hex_value};
+use super::transfer::{base64_decode, quoted_printable_decode};
 
 /// RFC 5322 §2.2.3 unfolding: every CRLF (or bare LF) inside a field value is
 /// a fold and is removed; the white space after it stays.
@@ -86,46 +87,36 @@ fn decode_b(text: &str) -> Option<Vec<u8>> {
         return None;
     }
     let data = text.trim_end_matches('=');
-    if text.len() - data.len() > 2 {
+    if text.len() - data.len() > 2 || !data.bytes().all(|byte| base64_value(byte).is_some()) {
         return None;
     }
     let mut out = Vec::with_capacity(data.len() * 3 / 4);
-    let mut acc: u32 = 0;
-    let mut bits = 0;
-    for byte in data.bytes() {
-        acc = (acc << 6) | u32::from(base64_value(byte)?);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
+    // Checked whole above, so the decoder finds nothing malformed.
+    base64_decode(data.as_bytes(), &mut out);
     Some(out)
 }
 
 /// RFC 2047 §4.2 "Q" encoding: `_` is SP, `=XX` an octet, other printable
-/// ASCII itself; the encoded text is at least one character (§2).
+/// ASCII itself; the encoded text is at least one character (§2). Between
+/// the underscores it is quoted-printable (RFC 2045 §6.7) without line
+/// breaks or white space, so each stretch decodes through that decoder.
 fn decode_q(text: &str) -> Option<Vec<u8>> {
-    if text.is_empty() {
+    let bytes = text.as_bytes();
+    let escapes_whole = bytes.iter().enumerate().all(|(at, &byte)| {
+        byte != b'='
+            || (bytes.get(at + 1).and_then(|&b| hex_value(b)).is_some()
+                && bytes.get(at + 2).and_then(|&b| hex_value(b)).is_some())
+    });
+    if text.is_empty() || !escapes_whole || !bytes.iter().all(u8::is_ascii_graphic) {
         return None;
     }
-    let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'_' => out.push(b' '),
-            b'=' => {
-                let high = hex_value(*bytes.get(i + 1)?)?;
-                let low = hex_value(*bytes.get(i + 2)?)?;
-                out.push(high << 4 | low);
-                i += 2;
-            }
-            byte if byte.is_ascii_graphic() => out.push(byte),
-            _ => return None,
+    for (index, stretch) in bytes.split(|&byte| byte == b'_').enumerate() {
+        if index > 0 {
+            out.push(b' ');
         }
-        i += 1;
+        // Checked whole above: no `=` is malformed, no line break, no padding.
+        quoted_printable_decode(stretch, &mut out);
     }
     Some(out)
 }

@@ -56,7 +56,8 @@
 //!   on write, so `^>+From ` loses one on read). `Status`/`X-Status` letters
 //!   are the UW-IMAP / Pine / mutt convention.
 //! * Dates: RFC 5322 §3.3 (date-time) and §4.3 (obsolete named zones and
-//!   two-digit years), parsed by mail-parser; asctime as C's `asctime(3)`.
+//!   two-digit years), parsed by mail-parser; asctime as C's `asctime(3)`,
+//!   read by [`super::header_date`].
 //! * The counting rule matches Python's `mailbox.mbox`, which the corpus
 //!   README's figures were computed with.
 //!
@@ -73,6 +74,8 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use mail_parser::{DateTime, HeaderName, MessageParser};
+
+use super::header_date::{asctime_time, parse_asctime};
 
 /// One message read from an import source.
 #[derive(Debug, Clone)]
@@ -596,95 +599,6 @@ fn parse_envelope_time(line: &[u8]) -> Option<i64> {
     }
 }
 
-/// Finds the asctime shape `Mon DD HH:MM[:SS]` among `tokens`: `None` if it is
-/// not there, else the date it starts, read with the year and optional zone
-/// (in either order) that follow it. Without a zone the time is UTC.
-///
-/// A month preceded by a day number is RFC 5322 (`23 Jul 02 19:39:23`), not
-/// asctime.
-fn parse_asctime(tokens: &[&str]) -> Option<Option<i64>> {
-    let (i, month, day, (hour, minute, second)) = (0..tokens.len()).find_map(|i| {
-        let after_day = i > 0 && parse_digits::<u32>(tokens[i - 1], 1, 2).is_some();
-        let month = month_number(tokens[i]).filter(|_| !after_day)?;
-        let day: u32 = parse_digits(tokens.get(i + 1)?, 1, 2)?;
-        Some((i, month, day, parse_clock(tokens.get(i + 2)?)?))
-    })?;
-    Some((|| {
-        let (mut year, mut offset) = (None, 0i64);
-        for token in tokens.iter().skip(i + 3).take(2) {
-            if year.is_none()
-                && let Some(y) = parse_digits::<i32>(token, 4, 4).or_else(|| {
-                    parse_digits::<i32>(token, 2, 2).map(|y| y + if y < 50 { 2000 } else { 1900 })
-                })
-            {
-                year = Some(y);
-            } else if let Some(o) = zone_offset(token) {
-                offset = o;
-            }
-        }
-        let year = year.filter(|y| (1900..=3000).contains(y))?;
-        let date = chrono::NaiveDate::from_ymd_opt(year, month, day)?;
-        let local = date
-            .and_hms_opt(hour, minute, second)?
-            .and_utc()
-            .timestamp();
-        Some(local - offset)
-    })())
-}
-
-fn month_number(token: &str) -> Option<u32> {
-    const MONTHS: [&str; 12] = [
-        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-    ];
-    let token = token.trim_end_matches(',');
-    MONTHS
-        .iter()
-        .position(|m| token.eq_ignore_ascii_case(m))
-        .map(|i| i as u32 + 1)
-}
-
-/// `token` if it is `min..=max` ASCII digits.
-fn parse_digits<T: std::str::FromStr>(token: &str, min: usize, max: usize) -> Option<T> {
-    if !(min..=max).contains(&token.len()) || !token.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    token.parse().ok()
-}
-
-/// `HH:MM` or `HH:MM:SS`.
-fn parse_clock(token: &str) -> Option<(u32, u32, u32)> {
-    let mut parts = token.split(':');
-    let hour = parse_digits(parts.next()?, 1, 2)?;
-    let minute = parse_digits(parts.next()?, 2, 2)?;
-    let second = match parts.next() {
-        Some(s) => parse_digits(s, 2, 2)?,
-        None => 0,
-    };
-    parts.next().is_none().then_some((hour, minute, second))
-}
-
-/// A zone as seconds east of UTC: `+hhmm`/`-hhmm` or a name from RFC 5322 §4.3.
-fn zone_offset(token: &str) -> Option<i64> {
-    if let Some((sign, digits)) = token
-        .strip_prefix('+')
-        .map(|d| (1, d))
-        .or_else(|| token.strip_prefix('-').map(|d| (-1, d)))
-    {
-        let hhmm: i64 = parse_digits(digits, 4, 4)?;
-        return Some(sign * (hhmm / 100 * 3600 + hhmm % 100 * 60));
-    }
-    let hours = match token.to_ascii_uppercase().as_str() {
-        "UT" | "UTC" | "GMT" | "Z" => 0,
-        "EDT" => -4,
-        "EST" | "CDT" => -5,
-        "CST" | "MDT" => -6,
-        "MST" | "PDT" => -7,
-        "PST" => -8,
-        _ => return None,
-    };
-    Some(hours * 3600)
-}
-
 /// A valid mail-parser date as unix seconds.
 fn valid_time(date: &DateTime) -> Option<i64> {
     date.is_valid().then(|| date.to_timestamp())
@@ -704,12 +618,6 @@ fn rfc5322_time(text: &str) -> Option<i64> {
             .and_then(valid_time)
             .or_else(|| zoneless_time(text)),
     }
-}
-
-/// [`parse_asctime`] on a header's text.
-fn asctime_time(text: &str) -> Option<Option<i64>> {
-    let text = text.replace(',', " ");
-    parse_asctime(&text.split_ascii_whitespace().collect::<Vec<_>>())
 }
 
 /// An RFC 5322 date that lacks its zone, read as UTC.

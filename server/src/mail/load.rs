@@ -122,6 +122,18 @@ pub struct LoadedEmail {
     pub raw: Option<Vec<u8>>,
 }
 
+/// A cache keyed by email id holding at most `capacity` bytes, each entry
+/// weighing what `weigh` says.
+fn weighed<V: Clone + Send + Sync + 'static>(
+    capacity: u64,
+    weigh: impl Fn(&V) -> u32 + Send + Sync + 'static,
+) -> Cache<i64, V> {
+    Cache::builder()
+        .max_capacity(capacity)
+        .weigher(move |_: &i64, value: &V| weigh(value))
+        .build()
+}
+
 /// Cache sizes in bytes (`serve --header-cache-mb`, `--fast-view-cache-mb`).
 #[derive(Debug, Clone, Copy)]
 pub struct CacheSizes {
@@ -232,26 +244,18 @@ impl EmailLoader {
         sizes: CacheSizes,
         work: Arc<WorkPool>,
     ) -> Self {
-        let headers = Cache::builder()
-            .max_capacity(sizes.header_bytes)
-            .weigher(|_: &i64, fields: &Arc<HeaderFields>| {
-                fields.weight().min(u32::MAX as usize) as u32
-            })
-            .build();
-        let fast_views = Cache::builder()
-            .max_capacity(sizes.fast_view_bytes)
-            .weigher(|_: &i64, view: &FastView| (view.preview.len() + 48) as u32)
-            .build();
-        let structures = Cache::builder()
-            .max_capacity(sizes.structure_bytes)
-            .weigher(|_: &i64, tree: &Arc<BodyStructure>| {
-                tree.weight().min(u32::MAX as usize) as u32
-            })
-            .build();
-        let metas = Cache::builder()
-            .max_capacity(sizes.metadata_bytes)
-            .weigher(|_: &i64, snapshot: &Arc<Snapshot>| snapshot.weight)
-            .build();
+        let headers = weighed(sizes.header_bytes, |fields: &Arc<HeaderFields>| {
+            fields.weight().min(u32::MAX as usize) as u32
+        });
+        let fast_views = weighed(sizes.fast_view_bytes, |view: &FastView| {
+            (view.preview.len() + 48) as u32
+        });
+        let structures = weighed(sizes.structure_bytes, |tree: &Arc<BodyStructure>| {
+            tree.weight().min(u32::MAX as usize) as u32
+        });
+        let metas = weighed(sizes.metadata_bytes, |snapshot: &Arc<Snapshot>| {
+            snapshot.weight
+        });
         Self {
             store,
             blobs,

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::header::{decode_bytes, lookup_charset};
-use super::lexical::read_quoted;
+use super::lexical::{hex_value, read_quoted, skip_comment};
 
 /// `type/subtype` with both halves non-empty.
 pub(super) fn is_media_type(value: &str) -> bool {
@@ -285,11 +285,11 @@ fn percent_decode(value: &str) -> Vec<u8> {
     while i < bytes.len() {
         if bytes[i] == b'%'
             && let (Some(high), Some(low)) = (
-                bytes.get(i + 1).and_then(|&b| (b as char).to_digit(16)),
-                bytes.get(i + 2).and_then(|&b| (b as char).to_digit(16)),
+                bytes.get(i + 1).and_then(|&b| hex_value(b)),
+                bytes.get(i + 2).and_then(|&b| hex_value(b)),
             )
         {
-            out.push((high * 16 + low) as u8);
+            out.push(high * 16 + low);
             i += 3;
             continue;
         }
@@ -297,24 +297,4 @@ fn percent_decode(value: &str) -> Vec<u8> {
         i += 1;
     }
     out
-}
-
-fn skip_comment(chars: &[char], start: usize) -> usize {
-    let mut depth = 0;
-    let mut i = start;
-    while i < chars.len() {
-        match chars[i] {
-            '\\' => i += 1,
-            '(' => depth += 1,
-            ')' => {
-                depth -= 1;
-                if depth == 0 {
-                    return i + 1;
-                }
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    chars.len()
 }

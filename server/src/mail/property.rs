@@ -134,107 +134,72 @@ impl HeaderProperty {
     }
 }
 
-/// A property of the Email object (RFC 8621 §4.1).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum EmailProperty {
-    Id,
-    BlobId,
-    ThreadId,
-    MailboxIds,
-    Keywords,
-    Size,
-    ReceivedAt,
-    MessageId,
-    InReplyTo,
-    References,
-    Sender,
-    From,
-    To,
-    Cc,
-    Bcc,
-    ReplyTo,
-    Subject,
-    SentAt,
-    Headers,
-    Header(HeaderProperty),
-    BodyStructure,
-    BodyValues,
-    TextBody,
-    HtmlBody,
-    Attachments,
-    HasAttachment,
-    Preview,
+/// Declares a property enum from one table: each unit variant with its
+/// wire name, then `Header` for a `header:` property, with `parse` and
+/// `name`, so the two directions cannot disagree.
+macro_rules! property_enum {
+    ($(#[$meta:meta])* $enum:ident { $($variant:ident => $wire:literal,)+ }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+        pub enum $enum {
+            $($variant,)+
+            /// A `header:` property (RFC 8621 §4.1.3).
+            Header(HeaderProperty),
+        }
+
+        impl $enum {
+            /// Parses one property string; `None` for an unknown or malformed one.
+            pub fn parse(property: &str) -> Option<Self> {
+                Some(match property {
+                    $($wire => Self::$variant,)+
+                    other => Self::Header(HeaderProperty::parse(other)?),
+                })
+            }
+
+            /// The property name as it appears in the response object.
+            pub fn name(&self) -> &str {
+                match self {
+                    $(Self::$variant => $wire,)+
+                    Self::Header(header) => &header.key,
+                }
+            }
+        }
+    };
+}
+
+property_enum! {
+    /// A property of the Email object (RFC 8621 §4.1).
+    EmailProperty {
+        Id => "id",
+        BlobId => "blobId",
+        ThreadId => "threadId",
+        MailboxIds => "mailboxIds",
+        Keywords => "keywords",
+        Size => "size",
+        ReceivedAt => "receivedAt",
+        MessageId => "messageId",
+        InReplyTo => "inReplyTo",
+        References => "references",
+        Sender => "sender",
+        From => "from",
+        To => "to",
+        Cc => "cc",
+        Bcc => "bcc",
+        ReplyTo => "replyTo",
+        Subject => "subject",
+        SentAt => "sentAt",
+        Headers => "headers",
+        BodyStructure => "bodyStructure",
+        BodyValues => "bodyValues",
+        TextBody => "textBody",
+        HtmlBody => "htmlBody",
+        Attachments => "attachments",
+        HasAttachment => "hasAttachment",
+        Preview => "preview",
+    }
 }
 
 impl EmailProperty {
-    /// Parses one property string; `None` for an unknown or malformed one.
-    pub fn parse(property: &str) -> Option<Self> {
-        use EmailProperty::*;
-        Some(match property {
-            "id" => Id,
-            "blobId" => BlobId,
-            "threadId" => ThreadId,
-            "mailboxIds" => MailboxIds,
-            "keywords" => Keywords,
-            "size" => Size,
-            "receivedAt" => ReceivedAt,
-            "messageId" => MessageId,
-            "inReplyTo" => InReplyTo,
-            "references" => References,
-            "sender" => Sender,
-            "from" => From,
-            "to" => To,
-            "cc" => Cc,
-            "bcc" => Bcc,
-            "replyTo" => ReplyTo,
-            "subject" => Subject,
-            "sentAt" => SentAt,
-            "headers" => Headers,
-            "bodyStructure" => BodyStructure,
-            "bodyValues" => BodyValues,
-            "textBody" => TextBody,
-            "htmlBody" => HtmlBody,
-            "attachments" => Attachments,
-            "hasAttachment" => HasAttachment,
-            "preview" => Preview,
-            other => Header(HeaderProperty::parse(other)?),
-        })
-    }
-
-    /// The property name as it appears in the response object.
-    pub fn name(&self) -> &str {
-        use EmailProperty::*;
-        match self {
-            Id => "id",
-            BlobId => "blobId",
-            ThreadId => "threadId",
-            MailboxIds => "mailboxIds",
-            Keywords => "keywords",
-            Size => "size",
-            ReceivedAt => "receivedAt",
-            MessageId => "messageId",
-            InReplyTo => "inReplyTo",
-            References => "references",
-            Sender => "sender",
-            From => "from",
-            To => "to",
-            Cc => "cc",
-            Bcc => "bcc",
-            ReplyTo => "replyTo",
-            Subject => "subject",
-            SentAt => "sentAt",
-            Headers => "headers",
-            Header(header) => &header.key,
-            BodyStructure => "bodyStructure",
-            BodyValues => "bodyValues",
-            TextBody => "textBody",
-            HtmlBody => "htmlBody",
-            Attachments => "attachments",
-            HasAttachment => "hasAttachment",
-            Preview => "preview",
-        }
-    }
-
     /// The header property this Email property is identical to (RFC 8621
     /// §4.1.3: `messageId` is `header:Message-ID:asMessageIds`, `from` is
     /// `header:From:asAddresses`, `subject` is `header:Subject:asText`,
@@ -322,65 +287,25 @@ impl fmt::Display for EmailProperty {
     }
 }
 
-/// A property of the EmailBodyPart object (RFC 8621 §4.1.4).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum BodyProperty {
-    PartId,
-    BlobId,
-    Size,
-    Headers,
-    Header(HeaderProperty),
-    Name,
-    Type,
-    Charset,
-    Disposition,
-    Cid,
-    Language,
-    Location,
-    SubParts,
+property_enum! {
+    /// A property of the EmailBodyPart object (RFC 8621 §4.1.4).
+    BodyProperty {
+        PartId => "partId",
+        BlobId => "blobId",
+        Size => "size",
+        Headers => "headers",
+        Name => "name",
+        Type => "type",
+        Charset => "charset",
+        Disposition => "disposition",
+        Cid => "cid",
+        Language => "language",
+        Location => "location",
+        SubParts => "subParts",
+    }
 }
 
 impl BodyProperty {
-    /// Parses one body property string; `None` for an unknown or malformed one.
-    pub fn parse(property: &str) -> Option<Self> {
-        use BodyProperty::*;
-        Some(match property {
-            "partId" => PartId,
-            "blobId" => BlobId,
-            "size" => Size,
-            "headers" => Headers,
-            "name" => Name,
-            "type" => Type,
-            "charset" => Charset,
-            "disposition" => Disposition,
-            "cid" => Cid,
-            "language" => Language,
-            "location" => Location,
-            "subParts" => SubParts,
-            other => Header(HeaderProperty::parse(other)?),
-        })
-    }
-
-    /// The property name as it appears in the response object.
-    pub fn name(&self) -> &str {
-        use BodyProperty::*;
-        match self {
-            PartId => "partId",
-            BlobId => "blobId",
-            Size => "size",
-            Headers => "headers",
-            Header(header) => &header.key,
-            Name => "name",
-            Type => "type",
-            Charset => "charset",
-            Disposition => "disposition",
-            Cid => "cid",
-            Language => "language",
-            Location => "location",
-            SubParts => "subParts",
-        }
-    }
-
     /// The list used when `bodyProperties` is absent (RFC 8621 §4.2).
     pub fn default_list() -> Vec<Self> {
         use BodyProperty::*;

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::header::HeaderFields;
-use super::lexical::read_closed_quoted;
+use super::lexical::{is_atext, read_closed_quoted, skip_closed_comment};
 use super::property::HeaderProperty;
 
 /// Why no envelope can be derived from a message (§7.5: the server SHOULD
@@ -248,11 +248,6 @@ enum AddressToken {
     Comma,
 }
 
-/// Whether `c` is RFC 5322 `atext` (RFC 6532: any non-ASCII too).
-fn is_atext(c: char) -> bool {
-    c.is_ascii_alphanumeric() || "!#$%&'*+-/=?^_`{|}~".contains(c) || !c.is_ascii()
-}
-
 /// The tokens of an address field's value, or `None` for anything
 /// outside the plain grammar (an unclosed comment or quote, `:`, `;`, a
 /// stray `>`, a control character).
@@ -263,21 +258,8 @@ fn address_tokens(value: &str) -> Option<Vec<AddressToken>> {
     while i < chars.len() {
         match chars[i] {
             ' ' | '\t' | '\r' | '\n' => i += 1,
-            '(' => {
-                let mut depth = 0;
-                loop {
-                    match chars.get(i)? {
-                        '\\' => i += 1,
-                        '(' => depth += 1,
-                        ')' => depth -= 1,
-                        _ => {}
-                    }
-                    i += 1;
-                    if depth == 0 {
-                        break;
-                    }
-                }
-            }
+            // Unclosed: not the plain grammar.
+            '(' => i = skip_closed_comment(&chars, i)?,
             '"' => {
                 // Unclosed: not the plain grammar.
                 let (text, next) = read_closed_quoted(&chars, i)?;

@@ -1,5 +1,7 @@
 //! Transfer decoding (RFC 2045 §6): base64 and quoted-printable into a
 //! buffer, or counted for a part's `size`, as [`super::body`] reads them.
+//! The one base64 and quoted-printable decoder: RFC 2047 "B" and "Q"
+//! encoded words ([`super::header_text`]) decode through it too.
 
 use super::lexical::{BASE64_VALUES, NOT_BASE64, hex_value};
 
@@ -61,7 +63,7 @@ pub(super) fn transfer_decode(
 /// make the data malformed); `=` ends a quantum, decoding resumes after it
 /// (concatenated encodings). Four alphabet characters at a quantum boundary,
 /// nearly all of a body, are decoded together.
-fn base64_decode(input: &[u8], out: &mut impl Sink) -> bool {
+pub(super) fn base64_decode(input: &[u8], out: &mut impl Sink) -> bool {
     let mut acc: u32 = 0;
     let mut count: u32 = 0;
     let mut problem = false;
@@ -127,7 +129,7 @@ fn end_quantum(acc: u32, count: u32, out: &mut impl Sink) -> bool {
 /// RFC 2045 §6.7: `=XX` (either case) is an octet, `=` at the end of a line
 /// a soft line break, trailing white space on a line is transport padding
 /// and is removed; a malformed `=` is kept as is (and reported).
-fn quoted_printable_decode(input: &[u8], out: &mut impl Sink) -> bool {
+pub(super) fn quoted_printable_decode(input: &[u8], out: &mut impl Sink) -> bool {
     let mut problem = false;
     for line in input.split_inclusive(|&b| b == b'\n') {
         let (content, ending): (&[u8], &[u8]) = if let Some(content) = line.strip_suffix(b"\r\n") {

@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_imap::imap_proto::NameAttribute;
-use futures::TryStreamExt;
+use futures::{TryStream, TryStreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::{Security, UpstreamUrl};
@@ -113,6 +113,22 @@ async fn deadline<T, E: Into<UpstreamError>>(
             limit.as_secs()
         ))),
     }
+}
+
+/// [`deadline`] of a command answered by a stream of responses, collected
+/// whole.
+async fn collected<T, S, E>(
+    what: &str,
+    command: impl Future<Output = Result<S, E>>,
+) -> Result<Vec<T>, UpstreamError>
+where
+    S: TryStream<Ok = T, Error = E>,
+    E: Into<UpstreamError>,
+{
+    deadline(COMMAND_TIMEOUT, what, async {
+        command.await?.try_collect().await
+    })
+    .await
 }
 
 /// The TLS client settings: rustls with ring and the webpki roots.
@@ -245,14 +261,8 @@ impl Connection {
 
     /// Every mailbox (LIST "" "*"), with its special use.
     pub async fn list(&mut self) -> Result<Vec<ListedMailbox>, UpstreamError> {
-        let names: Vec<async_imap::types::Name> = deadline(COMMAND_TIMEOUT, "LIST", async {
-            self.session
-                .list(Some(""), Some("*"))
-                .await?
-                .try_collect()
-                .await
-        })
-        .await?;
+        let names: Vec<async_imap::types::Name> =
+            collected("LIST", self.session.list(Some(""), Some("*"))).await?;
         Ok(names
             .iter()
             .map(|name| {
@@ -279,14 +289,8 @@ impl Connection {
 
     /// The names of the subscribed mailboxes (LSUB "" "*").
     pub async fn subscribed(&mut self) -> Result<HashSet<String>, UpstreamError> {
-        let names: Vec<async_imap::types::Name> = deadline(COMMAND_TIMEOUT, "LSUB", async {
-            self.session
-                .lsub(Some(""), Some("*"))
-                .await?
-                .try_collect()
-                .await
-        })
-        .await?;
+        let names: Vec<async_imap::types::Name> =
+            collected("LSUB", self.session.lsub(Some(""), Some("*"))).await?;
         Ok(names.iter().map(|name| unquoted(name.name())).collect())
     }
 
@@ -324,14 +328,7 @@ impl Connection {
             return Ok(Vec::new());
         }
         let fetches: Vec<async_imap::types::Fetch> =
-            deadline(COMMAND_TIMEOUT, "UID FETCH FLAGS", async {
-                self.session
-                    .uid_fetch("1:*", query)
-                    .await?
-                    .try_collect()
-                    .await
-            })
-            .await?;
+            collected("UID FETCH FLAGS", self.session.uid_fetch("1:*", query)).await?;
         Ok(fetches
             .iter()
             .filter_map(|fetch| {
@@ -350,15 +347,12 @@ impl Connection {
             return Ok(Vec::new());
         }
         let set = uid_set(uids);
-        let fetches: Vec<async_imap::types::Fetch> =
-            deadline(COMMAND_TIMEOUT, "UID FETCH BODY", async {
-                self.session
-                    .uid_fetch(&set, "(UID FLAGS INTERNALDATE BODY.PEEK[])")
-                    .await?
-                    .try_collect()
-                    .await
-            })
-            .await?;
+        let fetches: Vec<async_imap::types::Fetch> = collected(
+            "UID FETCH BODY",
+            self.session
+                .uid_fetch(&set, "(UID FLAGS INTERNALDATE BODY.PEEK[])"),
+        )
+        .await?;
         Ok(fetches
             .iter()
             .filter_map(|fetch| {
@@ -395,14 +389,7 @@ impl Connection {
             flags.join(" ")
         );
         let set = uid_set(uids);
-        deadline(COMMAND_TIMEOUT, "UID STORE", async {
-            self.session
-                .uid_store(&set, &query)
-                .await?
-                .try_collect::<Vec<_>>()
-                .await
-        })
-        .await?;
+        collected("UID STORE", self.session.uid_store(&set, &query)).await?;
         Ok(())
     }
 
@@ -443,14 +430,7 @@ impl Connection {
         self.store_flags(uids, true, &["\\Deleted".to_string()])
             .await?;
         let set = uid_set(uids);
-        deadline(COMMAND_TIMEOUT, "UID EXPUNGE", async {
-            self.session
-                .uid_expunge(&set)
-                .await?
-                .try_collect::<Vec<_>>()
-                .await
-        })
-        .await?;
+        collected("UID EXPUNGE", self.session.uid_expunge(&set)).await?;
         Ok(())
     }
 

@@ -26,7 +26,7 @@ use tokio::sync::Semaphore;
 
 use super::UpstreamUrl;
 use super::connection::{Connection, Selected};
-use super::sync::sync_account;
+use super::sync::{SyncReport, sync_account};
 use crate::blob::BlobStore;
 use crate::metrics::Metrics;
 use crate::proxy::upstream::UpstreamError;
@@ -330,13 +330,7 @@ impl Upstream {
             let report = sync_account(&*self.store, &self.blobs, account, &mut connection).await;
             drop(turn);
             let report = report?;
-            self.metrics.upstream_synced(
-                crate::metrics::current_method(),
-                report.mailboxes_read,
-                report.fetched,
-                report.fetched_octets,
-                started.elapsed(),
-            );
+            self.count_sync(&report, started);
             tracing::debug!(account, ?report, took = ?started.elapsed(), "synced from the upstream");
             // Only a whole sync ends a run of failures (a login alone does not).
             *backoff = Duration::from_secs(1);
@@ -430,13 +424,7 @@ impl Upstream {
         // No mailbox stays open on the writer between writes: another
         // client renaming or deleting it would end the session.
         connection.unselect().await?;
-        self.metrics.upstream_synced(
-            crate::metrics::current_method(),
-            report.mailboxes_read,
-            report.fetched,
-            report.fetched_octets,
-            started.elapsed(),
-        );
+        self.count_sync(&report, started);
         Ok(())
     }
 
@@ -448,6 +436,17 @@ impl Upstream {
     /// The bound of the message cache in octets (0: none).
     pub(super) fn cache_bytes(&self) -> u64 {
         self.options.cache_bytes
+    }
+
+    /// Counts a sync that began at `started` in the metrics.
+    fn count_sync(&self, report: &SyncReport, started: Instant) {
+        self.metrics.upstream_synced(
+            crate::metrics::current_method(),
+            report.mailboxes_read,
+            report.fetched,
+            report.fetched_octets,
+            started.elapsed(),
+        );
     }
 
     /// The store this upstream syncs into.

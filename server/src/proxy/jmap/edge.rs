@@ -344,20 +344,10 @@ async fn download(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Result<Response, HttpError> {
-    let state = &proxy.app;
-    let upstream = upstream(&proxy)?;
-    let caller = Caller::of(state, &headers, peer)?;
-    let session = session_of(state, upstream, caller, SESSION_TTL).await?;
-    let url = session
-        .download_target(&account_id, &blob_id, &name, query.as_deref())
-        .map_err(failed)?;
-    let request = upstream.stream(reqwest::Method::GET, url);
-    let request = forwarded(upstream, request, &headers, caller.client);
-    let response = upstream
-        .forward(request, "download")
-        .await
-        .map_err(failed)?;
-    Ok(passed_back(response))
+    let target = |session: &UpstreamSession| {
+        session.download_target(&account_id, &blob_id, &name, query.as_deref())
+    };
+    stream_through(&proxy, peer, &headers, "download", target, None).await
 }
 
 async fn upload(
@@ -368,17 +358,41 @@ async fn upload(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, HttpError> {
+    let target = |session: &UpstreamSession| session.upload_target(&account_id, query.as_deref());
+    stream_through(&proxy, peer, &headers, "upload", target, Some(body)).await
+}
+
+/// A download (no `body`: GET) or an upload (POST of `body`) streamed
+/// through: the caller's upstream session, the URL `target` picks from it,
+/// the request with the caller's headers, the upstream's answer passed back.
+async fn stream_through(
+    proxy: &JmapProxy,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+    command: &'static str,
+    target: impl FnOnce(&UpstreamSession) -> Result<reqwest::Url, UpstreamError>,
+    body: Option<Body>,
+) -> Result<Response, HttpError> {
     let state = &proxy.app;
-    let upstream = upstream(&proxy)?;
-    let caller = Caller::of(state, &headers, peer)?;
+    let upstream = upstream(proxy)?;
+    let caller = Caller::of(state, headers, peer)?;
     let session = session_of(state, upstream, caller, SESSION_TTL).await?;
-    let url = session
-        .upload_target(&account_id, query.as_deref())
-        .map_err(failed)?;
-    let request = upstream.stream(reqwest::Method::POST, url);
-    let request = forwarded(upstream, request, &headers, caller.client)
-        .body(reqwest::Body::wrap_stream(body.into_data_stream()));
-    let response = upstream.forward(request, "upload").await.map_err(failed)?;
+    let url = target(&session).map_err(failed)?;
+    let method = match body {
+        None => reqwest::Method::GET,
+        Some(_) => reqwest::Method::POST,
+    };
+    let request = forwarded(
+        upstream,
+        upstream.stream(method, url),
+        headers,
+        caller.client,
+    );
+    let request = match body {
+        None => request,
+        Some(body) => request.body(reqwest::Body::wrap_stream(body.into_data_stream())),
+    };
+    let response = upstream.forward(request, command).await.map_err(failed)?;
     Ok(passed_back(response))
 }
 

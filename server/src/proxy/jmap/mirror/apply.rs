@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::mail::body;
 use crate::mail::ingest;
 use crate::mail::message::parse_message;
-use crate::proxy::jmap::mirror::sync::{Listed, Sync};
+use crate::proxy::jmap::mirror::sync::{Listed, Sync, list_of};
 use crate::proxy::upstream::UpstreamError;
 use crate::store::{EmailUpdate, Inserted, MirroredEmail};
 
@@ -27,11 +27,7 @@ impl Sync<'_> {
         let calls = json!([["Email/get", {"accountId": self.upstream_id, "ids": ids,
             "properties": ["id", "bodyStructure"], "bodyProperties": ["partId", "blobId", "subParts"]}, "p"]]);
         let responses = self.call(calls).await?.unwrap_or_default();
-        let list = responses
-            .first()
-            .and_then(|r| r[1]["list"].as_array())
-            .cloned()
-            .unwrap_or_default();
+        let list = list_of(responses.first().map(|r| &r[1]));
         Ok(list
             .iter()
             .filter_map(|email| {

@@ -179,10 +179,7 @@ impl Sync<'_> {
                 .and_then(|a| a["state"].as_str())
                 .ok_or_else(|| UpstreamError::Refused("Mailbox/get gave no state".into()))?
                 .to_string(),
-            list: answer
-                .and_then(|a| a["list"].as_array())
-                .cloned()
-                .unwrap_or_default(),
+            list: list_of(answer),
         };
         let listed: Vec<String> = snapshot
             .list
@@ -274,10 +271,7 @@ impl Sync<'_> {
             ]);
             let responses = self.call(calls).await?.unwrap_or_default();
             let got = responses.get(1).map(|r| &r[1]);
-            let list = got
-                .and_then(|g| g["list"].as_array())
-                .cloned()
-                .unwrap_or_default();
+            let list = list_of(got);
             if state.is_none() {
                 state = got.and_then(|g| g["state"].as_str()).map(str::to_string);
             }
@@ -350,11 +344,7 @@ impl Sync<'_> {
             for chunk in touched.chunks(self.session.max_objects_in_get) {
                 let calls = json!([["Email/get", {"accountId": self.upstream_id, "ids": chunk, "properties": METADATA}, "g"]]);
                 let responses = self.call(calls).await?.unwrap_or_default();
-                let list = responses
-                    .first()
-                    .and_then(|r| r[1]["list"].as_array())
-                    .cloned()
-                    .unwrap_or_default();
+                let list = list_of(responses.first().map(|r| &r[1]));
                 listed.extend(list.iter().filter_map(Listed::read));
             }
             let (count, octets) = self.apply(mailboxes, listed).await?;
@@ -387,4 +377,12 @@ impl Sync<'_> {
             }
         }
     }
+}
+
+/// The `list` of a /get answer (RFC 8620 §5.1), empty when there is none.
+pub(super) fn list_of(answer: Option<&Value>) -> Vec<Value> {
+    answer
+        .and_then(|answer| answer["list"].as_array())
+        .cloned()
+        .unwrap_or_default()
 }
