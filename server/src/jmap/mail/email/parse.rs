@@ -211,12 +211,8 @@ fn render(bytes: &[u8], blob_id: &str, shape: &EmailShape, meter: &WorkMeter) ->
         keywords: Vec::new(),
     };
     let sources = EmailSources {
-        meta: &meta,
-        header: None,
-        fast_view: None,
-        structure: None,
-        bodies: None,
         full: Some(&message),
+        ..EmailSources::metadata(&meta)
     };
     let Ok(mut email) = render_email(
         &shape.properties,

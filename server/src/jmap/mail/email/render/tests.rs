@@ -87,12 +87,9 @@ fn render(
     let fast_view = FastView::compute(&full);
     let meta = meta(raw.len());
     let sources = EmailSources {
-        meta: &meta,
-        header: None,
         fast_view: Some(&fast_view),
-        structure: None,
-        bodies: None,
         full: Some(&full),
+        ..EmailSources::metadata(&meta)
     };
     Value::Object(
         render_email(
@@ -120,12 +117,8 @@ fn check_header_level(raw: &[u8], properties: &[EmailProperty], full: &Value) {
     let header = HeaderFields::parse(header_block(raw));
     let meta = meta(raw.len());
     let sources = EmailSources {
-        meta: &meta,
         header: Some(&header),
-        fast_view: None,
-        structure: None,
-        bodies: None,
-        full: None,
+        ..EmailSources::metadata(&meta)
     };
     let header_properties: Vec<EmailProperty> = properties
         .iter()
@@ -404,14 +397,7 @@ fn metadata_and_missing_sources() {
     .map(|p| EmailProperty::parse(p).expect(p))
     .collect();
     let meta = meta(raw.len());
-    let sources = EmailSources {
-        meta: &meta,
-        header: None,
-        fast_view: None,
-        structure: None,
-        bodies: None,
-        full: None,
-    };
+    let sources = EmailSources::metadata(&meta);
     let got = render_email(
         &properties,
         &[],
@@ -626,12 +612,8 @@ fn header_level_and_full_level_agree_and_missing_sources_are_null() {
     let header = HeaderFields::parse(header_block(&raw));
     let meta = meta(raw.len());
     let sources = EmailSources {
-        meta: &meta,
         header: Some(&header),
-        fast_view: None,
-        structure: None,
-        bodies: None,
-        full: None,
+        ..EmailSources::metadata(&meta)
     };
     let got = render_email(
         &properties(&["subject", "header:Cc:asGroupedAddresses"]),
@@ -835,12 +817,8 @@ fn rendering_charges_each_property_and_each_field_value_before_rendering_it() {
     let header = HeaderFields::parse(block.into_bytes());
     let meta = meta(0);
     let sources = EmailSources {
-        meta: &meta,
         header: Some(&header),
-        fast_view: None,
-        structure: None,
-        bodies: None,
-        full: None,
+        ..EmailSources::metadata(&meta)
     };
     let render = |names: &[&str], units: u64| {
         let meter = WorkMeter::new(units);
