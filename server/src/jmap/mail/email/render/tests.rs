@@ -12,6 +12,19 @@ fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/golden")
 }
 
+/// Renders `properties` of `sources`: no body properties, the default body
+/// options, no bound on the work.
+fn render_properties(properties: &[EmailProperty], sources: &EmailSources) -> Map<String, Value> {
+    render_email(
+        properties,
+        &[],
+        &BodyOptions::default(),
+        sources,
+        &WorkMeter::new(u64::MAX),
+    )
+    .unwrap()
+}
+
 /// Every Email property, plus header forms over known and unknown fields.
 fn all_properties() -> Vec<EmailProperty> {
     let mut properties = EmailProperty::default_list();
@@ -134,14 +147,7 @@ fn check_header_level(raw: &[u8], properties: &[EmailProperty], full: &Value) {
         })
         .cloned()
         .collect();
-    let rendered = render_email(
-        &header_properties,
-        &[],
-        &BodyOptions::default(),
-        &sources,
-        &WorkMeter::new(u64::MAX),
-    )
-    .unwrap();
+    let rendered = render_properties(&header_properties, &sources);
     for (key, value) in rendered {
         assert_eq!(
             Some(&value),
@@ -398,14 +404,7 @@ fn metadata_and_missing_sources() {
     .collect();
     let meta = meta(raw.len());
     let sources = EmailSources::metadata(&meta);
-    let got = render_email(
-        &properties,
-        &[],
-        &BodyOptions::default(),
-        &sources,
-        &WorkMeter::new(u64::MAX),
-    )
-    .unwrap();
+    let got = render_properties(&properties, &sources);
     assert_eq!(
         Value::Object(got),
         json!({
@@ -615,14 +614,10 @@ fn header_level_and_full_level_agree_and_missing_sources_are_null() {
         header: Some(&header),
         ..EmailSources::metadata(&meta)
     };
-    let got = render_email(
+    let got = render_properties(
         &properties(&["subject", "header:Cc:asGroupedAddresses"]),
-        &[],
-        &BodyOptions::default(),
         &sources,
-        &WorkMeter::new(u64::MAX),
-    )
-    .unwrap();
+    );
     assert_eq!(
         Value::Object(got),
         json!({
