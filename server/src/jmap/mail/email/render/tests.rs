@@ -12,13 +12,17 @@ fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/golden")
 }
 
-/// Renders `properties` of `sources`: no body properties, the default body
-/// options, no bound on the work.
-fn render_properties(properties: &[EmailProperty], sources: &EmailSources) -> Map<String, Value> {
+/// Renders `sources` with no bound on the work.
+fn render_unbounded(
+    properties: &[EmailProperty],
+    body: &[BodyProperty],
+    options: &BodyOptions,
+    sources: &EmailSources,
+) -> Map<String, Value> {
     render_email(
         properties,
-        &[],
-        &BodyOptions::default(),
+        body,
+        options,
         sources,
         &WorkMeter::new(u64::MAX),
     )
@@ -104,16 +108,7 @@ fn render(
         full: Some(&full),
         ..EmailSources::metadata(&meta)
     };
-    Value::Object(
-        render_email(
-            properties,
-            body,
-            options,
-            &sources,
-            &WorkMeter::new(u64::MAX),
-        )
-        .unwrap(),
-    )
+    Value::Object(render_unbounded(properties, body, options, &sources))
 }
 
 /// The stored header block: up to and including the first blank line.
@@ -147,7 +142,7 @@ fn check_header_level(raw: &[u8], properties: &[EmailProperty], full: &Value) {
         })
         .cloned()
         .collect();
-    let rendered = render_properties(&header_properties, &sources);
+    let rendered = render_unbounded(&header_properties, &[], &BodyOptions::default(), &sources);
     for (key, value) in rendered {
         assert_eq!(
             Some(&value),
@@ -192,14 +187,7 @@ fn check_stored_level(
         bodies: Some(&bodies),
         full: None,
     };
-    let rendered = render_email(
-        properties,
-        body_properties,
-        options,
-        &sources,
-        &WorkMeter::new(u64::MAX),
-    )
-    .unwrap();
+    let rendered = render_unbounded(properties, body_properties, options, &sources);
     let rendered = Value::Object(rendered);
     for property in properties {
         let key = property.name();
@@ -404,7 +392,7 @@ fn metadata_and_missing_sources() {
     .collect();
     let meta = meta(raw.len());
     let sources = EmailSources::metadata(&meta);
-    let got = render_properties(&properties, &sources);
+    let got = render_unbounded(&properties, &[], &BodyOptions::default(), &sources);
     assert_eq!(
         Value::Object(got),
         json!({
@@ -614,8 +602,10 @@ fn header_level_and_full_level_agree_and_missing_sources_are_null() {
         header: Some(&header),
         ..EmailSources::metadata(&meta)
     };
-    let got = render_properties(
+    let got = render_unbounded(
         &properties(&["subject", "header:Cc:asGroupedAddresses"]),
+        &[],
+        &BodyOptions::default(),
         &sources,
     );
     assert_eq!(
