@@ -16,6 +16,41 @@ pub fn parse<T: DeserializeOwned>(arguments: Map<String, Value>) -> Result<T, Me
         .map_err(|error| MethodError::InvalidArguments(error.to_string()))
 }
 
+/// A method's arguments that name the account the call acts on (all but
+/// Core/echo's).
+pub trait AccountArguments: DeserializeOwned {
+    /// The `accountId` argument.
+    fn account_id(&self) -> &str;
+}
+
+/// Implements [`AccountArguments`] for a request type whose `accountId` is
+/// its field `account_id` (or the field path given after the type).
+macro_rules! account_arguments {
+    ($request:ty) => {
+        $crate::jmap::args::account_arguments!($request, account_id);
+    };
+    ($request:ty, $($field:ident).+) => {
+        impl $crate::jmap::args::AccountArguments for $request {
+            fn account_id(&self) -> &str {
+                &self.$($field).+
+            }
+        }
+    };
+}
+pub(crate) use account_arguments;
+
+/// A method's arguments parsed ([`parse`]), then their `accountId` checked
+/// ([`check_account`]): malformed arguments are `invalidArguments` whatever
+/// account they name.
+pub fn parse_for<T: AccountArguments>(
+    account: &Account,
+    arguments: Map<String, Value>,
+) -> Result<T, MethodError> {
+    let request: T = parse(arguments)?;
+    check_account(account, request.account_id())?;
+    Ok(request)
+}
+
 /// Checks that `accountId` names the authenticated account: `accountNotFound`
 /// otherwise (another user's account is not visible to this one).
 pub fn check_account(account: &Account, account_id: &str) -> Result<(), MethodError> {

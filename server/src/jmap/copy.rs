@@ -22,7 +22,7 @@ use crate::jmap::call::CallContext;
 /// wrong shape is `invalidArguments`; only the accounts are read after.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct EmailCopyRequest {
+pub struct EmailCopyRequest {
     from_account_id: String,
     account_id: String,
     #[serde(rename = "ifFromInState")]
@@ -37,24 +37,24 @@ struct EmailCopyRequest {
     _destroy_from_if_in_state: Option<String>,
 }
 
+args::account_arguments!(EmailCopyRequest);
+
 /// Blob/copy arguments (RFC 8620 §6.3), parsed likewise.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct BlobCopyRequest {
+pub struct BlobCopyRequest {
     from_account_id: String,
     account_id: String,
     #[serde(rename = "blobIds")]
     _blob_ids: Vec<String>,
 }
 
-/// Checks the two accounts of a copy (module doc), once its arguments
-/// parsed: `accountNotFound` for a destination that is not the user's
-/// account, `invalidArguments` when the source is the same account, and
-/// `fromAccountNotFound` for any other source.
-fn check_accounts(ctx: &CallContext<'_>, from_account_id: &str, account_id: &str) -> MethodError {
-    if let Err(error) = args::check_account(ctx.account, account_id) {
-        return error;
-    }
+args::account_arguments!(BlobCopyRequest);
+
+/// Why a copy is refused once its arguments parsed and its `accountId`
+/// checked ([`super::args::parse_for`]): `invalidArguments` when the source is the
+/// same account, `fromAccountNotFound` for any other source (module doc).
+fn refusal(from_account_id: &str, account_id: &str) -> MethodError {
     if from_account_id == account_id {
         return MethodError::InvalidArguments(
             "fromAccountId and accountId must be different accounts (RFC 8620 §5.4)".into(),
@@ -63,30 +63,18 @@ fn check_accounts(ctx: &CallContext<'_>, from_account_id: &str, account_id: &str
     MethodError::FromAccountNotFound
 }
 
-/// Email/copy (RFC 8621 §4.7): the arguments parsed (`invalidArguments`),
-/// then the accounts checked (module doc).
+/// Email/copy (RFC 8621 §4.7): refused (module doc).
 pub async fn email_copy(
-    ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
+    _ctx: &mut CallContext<'_>,
+    request: EmailCopyRequest,
 ) -> Result<Value, MethodError> {
-    let request: EmailCopyRequest = args::parse(arguments)?;
-    Err(check_accounts(
-        ctx,
-        &request.from_account_id,
-        &request.account_id,
-    ))
+    Err(refusal(&request.from_account_id, &request.account_id))
 }
 
-/// Blob/copy (RFC 8620 §6.3): the arguments parsed (`invalidArguments`),
-/// then the accounts checked (module doc).
+/// Blob/copy (RFC 8620 §6.3): refused (module doc).
 pub async fn blob_copy(
-    ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
+    _ctx: &mut CallContext<'_>,
+    request: BlobCopyRequest,
 ) -> Result<Value, MethodError> {
-    let request: BlobCopyRequest = args::parse(arguments)?;
-    Err(check_accounts(
-        ctx,
-        &request.from_account_id,
-        &request.account_id,
-    ))
+    Err(refusal(&request.from_account_id, &request.account_id))
 }

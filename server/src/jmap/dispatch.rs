@@ -33,6 +33,7 @@ use std::time::Instant;
 use futures::FutureExt;
 use serde_json::{Map, Value};
 
+use super::args::{self, AccountArguments};
 use super::budget::{OverBudget, RequestBudget, server_busy};
 use super::call::{CallContext, error_response};
 use super::error::{MethodError, RequestError};
@@ -133,33 +134,52 @@ async fn call_mail(
     match method {
         "Mailbox/get" => Box::pin(mailbox::get::mailbox_get(ctx, arguments)).await,
         "Mailbox/changes" => Box::pin(mailbox::changes::mailbox_changes(ctx, arguments)).await,
-        "Mailbox/query" => Box::pin(mailbox::query::mailbox_query(ctx, arguments)).await,
+        "Mailbox/query" => typed(ctx, arguments, mailbox::query::mailbox_query).await,
         "Mailbox/queryChanges" => {
-            Box::pin(mailbox::query_changes::mailbox_query_changes(
-                ctx, arguments,
-            ))
+            typed(
+                ctx,
+                arguments,
+                mailbox::query_changes::mailbox_query_changes,
+            )
             .await
         }
-        "Mailbox/set" => Box::pin(mailbox::set::mailbox_set(ctx, arguments)).await,
+        "Mailbox/set" => typed(ctx, arguments, mailbox::set::mailbox_set).await,
         "Email/changes" => Box::pin(email::changes::email_changes(ctx, arguments)).await,
-        "Email/query" => Box::pin(email::query::email_query(ctx, arguments)).await,
+        "Email/query" => typed(ctx, arguments, email::query::email_query).await,
         "Email/queryChanges" => {
-            Box::pin(email::query_changes::email_query_changes(ctx, arguments)).await
+            typed(ctx, arguments, email::query_changes::email_query_changes).await
         }
-        "Email/set" => Box::pin(email::set::email_set(ctx, arguments)).await,
-        "Email/import" => Box::pin(email::import::email_import(ctx, arguments)).await,
-        "Email/parse" => Box::pin(email::parse::email_parse(ctx, arguments)).await,
-        "Email/copy" => Box::pin(super::copy::email_copy(ctx, arguments)).await,
-        "Thread/get" => Box::pin(thread::get::thread_get(ctx, arguments)).await,
+        "Email/set" => typed(ctx, arguments, email::set::email_set).await,
+        "Email/import" => typed(ctx, arguments, email::import::email_import).await,
+        "Email/parse" => typed(ctx, arguments, email::parse::email_parse).await,
+        "Email/copy" => typed(ctx, arguments, super::copy::email_copy).await,
+        "Thread/get" => typed(ctx, arguments, thread::get::thread_get).await,
         "Thread/changes" => Box::pin(thread::changes::thread_changes(ctx, arguments)).await,
         "SearchSnippet/get" => {
-            Box::pin(super::mail::search_snippet::search_snippet_get(
-                ctx, arguments,
-            ))
+            typed(
+                ctx,
+                arguments,
+                super::mail::search_snippet::search_snippet_get,
+            )
             .await
         }
         _ => Err(MethodError::UnknownMethod),
     }
+}
+
+/// Runs a handler that takes its arguments typed: parsed and their
+/// `accountId` checked ([`args::parse_for`]), its future boxed (see [`call`]).
+async fn typed<'c, 'j, T, F>(
+    ctx: &'c mut CallContext<'j>,
+    arguments: Map<String, Value>,
+    handler: impl FnOnce(&'c mut CallContext<'j>, T) -> F,
+) -> Result<Value, MethodError>
+where
+    T: AccountArguments,
+    F: Future<Output = Result<Value, MethodError>>,
+{
+    let request = args::parse_for(ctx.account, arguments)?;
+    Box::pin(handler(ctx, request)).await
 }
 
 /// Every other method: core, blobs, quota, submission, vacation.
@@ -170,25 +190,23 @@ async fn call_other(
 ) -> Result<Value, MethodError> {
     match method {
         "Core/echo" => Ok(core::echo(arguments)),
-        "Blob/copy" => Box::pin(super::copy::blob_copy(ctx, arguments)).await,
-        "Quota/get" => Box::pin(super::quota::quota_get(ctx, arguments)).await,
-        "Quota/changes" => Box::pin(super::quota::quota_changes(ctx, arguments)).await,
+        "Blob/copy" => typed(ctx, arguments, super::copy::blob_copy).await,
+        "Quota/get" => typed(ctx, arguments, super::quota::quota_get).await,
+        "Quota/changes" => typed(ctx, arguments, super::quota::quota_changes).await,
         "Identity/get" => Box::pin(identity::identity_get(ctx, arguments)).await,
         "Identity/changes" => Box::pin(identity::identity_changes(ctx, arguments)).await,
-        "Identity/set" => Box::pin(identity::identity_set(ctx, arguments)).await,
+        "Identity/set" => typed(ctx, arguments, identity::identity_set).await,
         "EmailSubmission/get" => Box::pin(email_submission::submission_get(ctx, arguments)).await,
         "EmailSubmission/changes" => {
             Box::pin(email_submission::submission_changes(ctx, arguments)).await
         }
-        "EmailSubmission/query" => {
-            Box::pin(submission_query::submission_query(ctx, arguments)).await
-        }
+        "EmailSubmission/query" => typed(ctx, arguments, submission_query::submission_query).await,
         "EmailSubmission/queryChanges" => {
             Box::pin(submission_query::submission_query_changes(ctx, arguments)).await
         }
-        "EmailSubmission/set" => Box::pin(email_submission::submission_set(ctx, arguments)).await,
+        "EmailSubmission/set" => typed(ctx, arguments, email_submission::submission_set).await,
         "VacationResponse/get" => Box::pin(super::vacation::vacation_get(ctx, arguments)).await,
-        "VacationResponse/set" => Box::pin(super::vacation::vacation_set(ctx, arguments)).await,
+        "VacationResponse/set" => typed(ctx, arguments, super::vacation::vacation_set).await,
         _ => Err(MethodError::UnknownMethod),
     }
 }

@@ -13,11 +13,10 @@
 //! created, updated or destroyed; a string that is no state of this form is
 //! `cannotCalculateChanges`.
 
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::args;
 use super::error::MethodError;
+use super::mail::changes::ChangesArgs;
 use super::mail::get::{GetArgs, parse_properties, requested_ids};
 use crate::jmap::call::CallContext;
 use crate::store::Quota;
@@ -72,12 +71,7 @@ fn quota_object(quota: &Quota, limit: i64) -> Value {
 
 /// Handles one Quota/get call (RFC 9425 §4.2; `ids: null` lists every quota).
 #[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
-pub async fn quota_get(
-    ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
-) -> Result<Value, MethodError> {
-    let request: GetArgs = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.account_id)?;
+pub async fn quota_get(ctx: &mut CallContext<'_>, request: GetArgs) -> Result<Value, MethodError> {
     // Plan.
     let requested = match request.ids {
         Some(ids) => Some(requested_ids(ids, ctx.jmap.limits.max_objects_in_get)?),
@@ -121,22 +115,12 @@ pub async fn quota_get(
     }))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ChangesRequest {
-    account_id: String,
-    since_state: String,
-    max_changes: Option<u64>,
-}
-
 /// Handles one Quota/changes call (RFC 9425 §4.3, RFC 8620 §5.2).
 #[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn quota_changes(
     ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
+    request: ChangesArgs,
 ) -> Result<Value, MethodError> {
-    let request: ChangesRequest = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.account_id)?;
     // Plan.
     if request.max_changes == Some(0) {
         return Err(MethodError::InvalidArguments(

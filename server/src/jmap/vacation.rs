@@ -11,7 +11,7 @@ use crate::jmap::args::{self, parse_utc_date, utc_date};
 use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::mail::get::{ListGet, found, get_response, object_of};
-use crate::jmap::mail::set::{SetOutcome, check_request};
+use crate::jmap::mail::set::{SetOutcome, check_request, object_count};
 use crate::store::VacationResponse;
 
 /// The id of the one VacationResponse (RFC 8621 §8).
@@ -62,15 +62,18 @@ pub async fn vacation_get(
     Ok(get_response(account_id, state, list, not_found))
 }
 
+/// VacationResponse/set arguments (RFC 8620 §5.3).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct SetRequest {
+pub struct SetRequest {
     account_id: String,
     if_in_state: Option<String>,
     create: Option<HashMap<String, Value>>,
     update: Option<HashMap<String, Map<String, Value>>>,
     destroy: Option<Vec<String>>,
 }
+
+args::account_arguments!(SetRequest);
 
 /// `response` with the properties of an update applied; a property of the
 /// wrong type is `invalidProperties` naming it.
@@ -115,18 +118,14 @@ fn apply(
 #[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn vacation_set(
     ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
+    request: SetRequest,
 ) -> Result<Value, MethodError> {
-    let request: SetRequest = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.account_id)?;
     let store = ctx.jmap.store.clone();
     let account = ctx.account.id;
-    let old_state = store.states(account).await?.vacation_response;
-    let objects = request.create.as_ref().map_or(0, HashMap::len)
-        + request.update.as_ref().map_or(0, HashMap::len)
-        + request.destroy.as_ref().map_or(0, Vec::len);
-    let limit = ctx.jmap.limits.max_objects_in_set;
-    check_request(request.if_in_state.as_deref(), old_state, objects, limit)?;
+    let objects = object_count(&request.create, &request.update, &request.destroy);
+    let if_in_state = request.if_in_state.as_deref();
+    let old_state =
+        check_request(ctx, if_in_state, objects, |states| states.vacation_response).await?;
     let singleton = || SetError::new("singleton", "there is one VacationResponse, \"singleton\"");
     let mut outcome = SetOutcome::default();
     for creation_id in request.create.unwrap_or_default().into_keys() {

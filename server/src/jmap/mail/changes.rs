@@ -15,13 +15,16 @@ use crate::jmap::call::CallContext;
 use crate::jmap::error::MethodError;
 use crate::store::{ChangeType, Changes, LogPosition};
 
+/// The arguments of a Foo/changes (RFC 8620 §5.2).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ChangesRequest {
-    account_id: String,
-    since_state: String,
-    max_changes: Option<u64>,
+pub struct ChangesArgs {
+    pub account_id: String,
+    pub since_state: String,
+    pub max_changes: Option<u64>,
 }
+
+args::account_arguments!(ChangesArgs);
 
 /// Parses a state string a client sends back; anything this server never
 /// issued is `cannotCalculateChanges`.
@@ -39,8 +42,7 @@ pub async fn changes(
     kind: ChangeType,
     id: fn(i64) -> String,
 ) -> Result<(Value, Changes), MethodError> {
-    let request: ChangesRequest = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.account_id)?;
+    let request: ChangesArgs = args::parse_for(ctx.account, arguments)?;
     let cap = ctx.jmap.limits.max_objects_in_get.max(1);
     let max = match request.max_changes {
         Some(0) => {

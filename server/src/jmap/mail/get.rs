@@ -22,6 +22,8 @@ pub struct GetArgs {
     pub properties: Option<Vec<String>>,
 }
 
+args::account_arguments!(GetArgs);
+
 /// A Foo/get over objects read as one list (Mailbox, Identity,
 /// EmailSubmission, VacationResponse): the account, the properties asked
 /// for (all of `all` when null), and the ids (`None`: all).
@@ -40,8 +42,7 @@ impl ListGet {
         arguments: Map<String, Value>,
         all: &'static [&'static str],
     ) -> Result<Self, MethodError> {
-        let request: GetArgs = args::parse(arguments)?;
-        args::check_account(ctx.account, &request.account_id)?;
+        let request: GetArgs = args::parse_for(ctx.account, arguments)?;
         let properties = named_properties(request.properties.as_deref(), all)?;
         let limit = ctx.jmap.limits.max_objects_in_get;
         let requested = request

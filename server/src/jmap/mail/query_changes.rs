@@ -8,6 +8,7 @@ use std::future::Future;
 use serde_json::{Value, json};
 
 use super::changes::parse_state;
+use crate::jmap::args;
 use crate::jmap::error::MethodError;
 use crate::store::LogPosition;
 
@@ -25,6 +26,8 @@ pub struct QueryChangesArgs {
     #[serde(default)]
     pub calculate_total: bool,
 }
+
+args::account_arguments!(QueryChangesArgs);
 
 /// `maxChanges` 0 is `invalidArguments` (RFC 8620 §5.6: greater than 0).
 pub fn check_max_changes(max_changes: Option<u64>) -> Result<(), MethodError> {

@@ -10,7 +10,7 @@
 //! ([`crate::mail::load`]), charged to the request's parse budget first.
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::jmap::call::CallContext;
 use crate::jmap::error::MethodError;
@@ -25,22 +25,23 @@ use crate::mail::read_level::{BodyValueFlags, ReadPlan};
 use crate::mail::search;
 use crate::store::{SearchScope, SearchTerm};
 
+/// SearchSnippet/get arguments (RFC 8621 §5.1).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct GetRequest {
+pub struct GetRequest {
     account_id: String,
     filter: Option<Value>,
     email_ids: Vec<String>,
 }
 
+args::account_arguments!(GetRequest);
+
 /// Handles one SearchSnippet/get call.
 #[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn search_snippet_get(
     ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
+    request: GetRequest,
 ) -> Result<Value, MethodError> {
-    let request: GetRequest = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.account_id)?;
     let jmap = ctx.jmap;
     // Plan: the terms to mark, per scope.
     let filter = request.filter.as_ref().map(parse_filter).transpose()?;

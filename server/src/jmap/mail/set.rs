@@ -2,22 +2,42 @@
 //! the checks before any write (`ifInState`, `maxObjectsInSet`) and the
 //! response, assembled in a [`SetOutcome`] as the handler goes.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value, json};
 
 use crate::jmap::args;
+use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
+use crate::store::States;
 
-/// The checks of a Foo/set before it writes anything: `stateMismatch`
-/// when `ifInState` is given and is not `state` (the type's current
-/// state), `requestTooLarge` when it names more than `limit` objects.
-pub fn check_request(
+/// The checks of a Foo/set before it writes anything, against the type's
+/// current state (`state_of` the account's states), which it returns for
+/// the response's `oldState`: `stateMismatch` when `ifInState` is given and
+/// is not that state, `requestTooLarge` when the call names more objects
+/// than `maxObjectsInSet`.
+pub async fn check_request(
+    ctx: &CallContext<'_>,
     if_in_state: Option<&str>,
-    state: i64,
     objects: usize,
-    limit: u64,
-) -> Result<(), MethodError> {
+    state_of: fn(&States) -> i64,
+) -> Result<i64, MethodError> {
+    let state = state_of(&ctx.jmap.store.states(ctx.account.id).await?);
     args::check_if_in_state(if_in_state, state)?;
-    args::check_set_size(objects, limit)
+    args::check_set_size(objects, ctx.jmap.limits.max_objects_in_set)?;
+    Ok(state)
+}
+
+/// How many objects a Foo/set names: its `create`, `update` and `destroy`
+/// entries.
+pub fn object_count<C, U>(
+    create: &Option<HashMap<String, C>>,
+    update: &Option<HashMap<String, U>>,
+    destroy: &Option<Vec<String>>,
+) -> usize {
+    create.as_ref().map_or(0, HashMap::len)
+        + update.as_ref().map_or(0, HashMap::len)
+        + destroy.as_ref().map_or(0, Vec::len)
 }
 
 /// What a Foo/set did to each object it was asked about.

@@ -35,7 +35,7 @@ use crate::jmap::ids;
 use crate::jmap::mail::changes::changes;
 use crate::jmap::mail::email;
 use crate::jmap::mail::get::{ListGet, object_of};
-use crate::jmap::mail::set::{SetOutcome, check_request};
+use crate::jmap::mail::set::{SetOutcome, check_request, object_count};
 use crate::mail::delivery;
 use crate::mail::header::HeaderFields;
 use crate::mail::submission::{
@@ -114,9 +114,10 @@ pub async fn submission_changes(
     Ok(response)
 }
 
+/// EmailSubmission/set arguments (RFC 8621 §7.5).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct SetRequest {
+pub struct SetRequest {
     account_id: String,
     if_in_state: Option<String>,
     create: Option<HashMap<String, Map<String, Value>>>,
@@ -125,6 +126,8 @@ struct SetRequest {
     on_success_update_email: Option<Map<String, Value>>,
     on_success_destroy_email: Option<Vec<String>>,
 }
+
+args::account_arguments!(SetRequest);
 
 /// A submission ready to store: the row, the message as it leaves, and
 /// who gets it: accounts on this server (`local`), and the others.
@@ -143,19 +146,13 @@ struct Planned {
 #[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn submission_set(
     ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
+    mut request: SetRequest,
 ) -> Result<Value, MethodError> {
-    let mut request: SetRequest = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.account_id)?;
     let (store, account) = (ctx.jmap.store.clone(), ctx.account.id);
-    let old_state = store.states(account).await?.email_submission;
-    let limit = ctx.jmap.limits.max_objects_in_set;
-    check_request(
-        request.if_in_state.as_deref(),
-        old_state,
-        request.objects(),
-        limit,
-    )?;
+    let objects = object_count(&request.create, &request.update, &request.destroy);
+    let if_in_state = request.if_in_state.as_deref();
+    let old_state =
+        check_request(ctx, if_in_state, objects, |states| states.email_submission).await?;
     let mut set = SubmissionSet::default();
     set.create(ctx, request.create.take().unwrap_or_default())
         .await?;
@@ -181,15 +178,6 @@ pub async fn submission_set(
         .keep_sent_copies(account, set.sent_copies)
         .await;
     Ok(response)
-}
-
-impl SetRequest {
-    /// How many objects the call creates, updates and destroys.
-    fn objects(&self) -> usize {
-        self.create.as_ref().map_or(0, HashMap::len)
-            + self.update.as_ref().map_or(0, HashMap::len)
-            + self.destroy.as_ref().map_or(0, Vec::len)
-    }
 }
 
 /// What an EmailSubmission/set has done so far.
@@ -336,7 +324,11 @@ fn undo_status_error(row: &SubmissionRow, patch: &Map<String, Value>) -> Option<
 /// Runs the implicit Email/set and adds its response (or its error) after
 /// this call's, as RFC 8621 §7.5 says.
 async fn follow_up_email_set(ctx: &mut CallContext<'_>, arguments: Map<String, Value>) {
-    let follow_up = match email::set::email_set(ctx, arguments).await {
+    let answered = match args::parse_for(ctx.account, arguments) {
+        Ok(request) => email::set::email_set(ctx, request).await,
+        Err(error) => Err(error),
+    };
+    let follow_up = match answered {
         Ok(response) => ("Email/set".to_string(), response),
         Err(error) => (
             "error".to_string(),

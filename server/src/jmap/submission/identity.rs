@@ -14,7 +14,7 @@ use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::mail::changes::changes;
 use crate::jmap::mail::get::{ListGet, object_of};
-use crate::jmap::mail::set::{SetOutcome, check_request};
+use crate::jmap::mail::set::{SetOutcome, check_request, object_count};
 use crate::jmap::{args, ids};
 use crate::store::{ChangeType, IdentityPatch, IdentityRow, StoreError};
 
@@ -80,15 +80,18 @@ pub async fn identity_changes(
     Ok(response)
 }
 
+/// Identity/set arguments (RFC 8621 §6.3).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct SetRequest {
+pub struct SetRequest {
     account_id: String,
     if_in_state: Option<String>,
     create: Option<HashMap<String, Map<String, Value>>>,
     update: Option<HashMap<String, Map<String, Value>>>,
     destroy: Option<Vec<String>>,
 }
+
+args::account_arguments!(SetRequest);
 
 /// Whether an account whose own address is `own`, with `aliases`, may send
 /// as `address` (case-insensitively; an alias `*@domain` grants the domain,
@@ -191,18 +194,13 @@ fn parse_patch(object: &Map<String, Value>) -> Result<(IdentityPatch, Option<Str
 #[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn identity_set(
     ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
+    request: SetRequest,
 ) -> Result<Value, MethodError> {
-    let request: SetRequest = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.account_id)?;
     let store = ctx.jmap.store.clone();
     let account = ctx.account.id;
-    let old_state = store.states(account).await?.identity;
-    let objects = request.create.as_ref().map_or(0, HashMap::len)
-        + request.update.as_ref().map_or(0, HashMap::len)
-        + request.destroy.as_ref().map_or(0, Vec::len);
-    let limit = ctx.jmap.limits.max_objects_in_set;
-    check_request(request.if_in_state.as_deref(), old_state, objects, limit)?;
+    let objects = object_count(&request.create, &request.update, &request.destroy);
+    let if_in_state = request.if_in_state.as_deref();
+    let old_state = check_request(ctx, if_in_state, objects, |states| states.identity).await?;
     let aliases = store.aliases(account).await?;
     let identities = store.identities(account).await?;
     let mut outcome = SetOutcome::default();

@@ -11,9 +11,10 @@ use crate::jmap::error::MethodError;
 use crate::jmap::ids;
 use crate::store::SubmissionRow;
 
+/// EmailSubmission/query arguments (RFC 8621 §7.3).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct QueryRequest {
+pub struct QueryRequest {
     account_id: String,
     #[serde(default)]
     filter: Option<Map<String, Value>>,
@@ -25,6 +26,8 @@ struct QueryRequest {
     #[serde(default)]
     calculate_total: bool,
 }
+
+args::account_arguments!(QueryRequest);
 
 /// Whether `row` meets a FilterCondition (RFC 8621 §7.3); operators
 /// (`operator`/`conditions`) nest.
@@ -86,10 +89,8 @@ fn matches(row: &SubmissionRow, filter: &Map<String, Value>) -> Result<bool, Met
 #[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn submission_query(
     ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
+    request: QueryRequest,
 ) -> Result<Value, MethodError> {
-    let request: QueryRequest = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.account_id)?;
     let store = &ctx.jmap.store;
     let state = store.states(ctx.account.id).await?.email_submission;
     let mut rows = Vec::new();

@@ -20,13 +20,16 @@ use crate::mail::message::opens_with_header_field;
 use crate::mail::writer::WriteError;
 use crate::store::{Inserted, StoreError};
 
+/// Email/import arguments (RFC 8621 §4.8).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ImportRequest {
+pub struct ImportRequest {
     account_id: String,
     if_in_state: Option<String>,
     emails: HashMap<String, Map<String, Value>>,
 }
+
+args::account_arguments!(ImportRequest);
 
 /// One EmailImport object (RFC 8621 §4.8), checked.
 struct EmailImport<'a> {
@@ -41,19 +44,12 @@ struct EmailImport<'a> {
 #[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn email_import(
     ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
+    request: ImportRequest,
 ) -> Result<Value, MethodError> {
-    let request: ImportRequest = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.account_id)?;
+    let if_in_state = request.if_in_state.as_deref();
+    let objects = request.emails.len();
+    let old_state = check_request(ctx, if_in_state, objects, |states| states.email).await?;
     let (store, account) = (&ctx.jmap.store, ctx.account.id);
-    let old_state = store.states(account).await?.email;
-    let limit = ctx.jmap.limits.max_objects_in_set;
-    check_request(
-        request.if_in_state.as_deref(),
-        old_state,
-        request.emails.len(),
-        limit,
-    )?;
     let owned_mailboxes: Vec<i64> = store
         .mailboxes(account)
         .await?

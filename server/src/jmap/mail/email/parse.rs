@@ -28,9 +28,10 @@ use crate::store::EmailMeta;
 /// Properties of an email in the store that a parsed email does not have.
 const NULL_PROPERTIES: &[&str] = &["id", "mailboxIds", "keywords", "receivedAt", "threadId"];
 
+/// Email/parse arguments (RFC 8621 §4.9).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ParseRequest {
+pub struct ParseRequest {
     account_id: String,
     blob_ids: Vec<String>,
     properties: Option<Vec<String>>,
@@ -38,6 +39,8 @@ struct ParseRequest {
     #[serde(flatten)]
     body_values: BodyValueArgs,
 }
+
+args::account_arguments!(ParseRequest);
 
 /// What one blob id resolved to.
 enum Parsed {
@@ -52,10 +55,8 @@ enum Parsed {
 #[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn email_parse(
     ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
+    request: ParseRequest,
 ) -> Result<Value, MethodError> {
-    let request: ParseRequest = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.account_id)?;
     // Plan.
     let shape = Arc::new(request.shape()?);
     let blob_ids = requested_ids(request.blob_ids, ctx.jmap.limits.max_objects_in_get)?;
@@ -211,12 +212,8 @@ fn render(bytes: &[u8], blob_id: &str, shape: &EmailShape, meter: &WorkMeter) ->
         keywords: Vec::new(),
     };
     let sources = EmailSources {
-        meta: &meta,
-        header: None,
-        fast_view: None,
-        structure: None,
-        bodies: None,
         full: Some(&message),
+        ..EmailSources::metadata(&meta)
     };
     let Ok(mut email) = render_email(
         &shape.properties,

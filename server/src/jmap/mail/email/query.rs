@@ -47,9 +47,10 @@ use crate::store::QueryRow;
 use super::kept_pages::Page;
 use crate::store::{SearchScope, TextSearch};
 
+/// Email/query arguments (RFC 8621 §4.4).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct QueryRequest {
+pub struct QueryRequest {
     account_id: String,
     filter: Option<Value>,
     sort: Option<Vec<SortArgument>>,
@@ -64,6 +65,8 @@ struct QueryRequest {
     #[serde(default)]
     collapse_threads: bool,
 }
+
+args::account_arguments!(QueryRequest);
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -357,10 +360,8 @@ pub(crate) fn parse_sort(sort: Option<Vec<SortArgument>>) -> Result<Vec<Comparat
 #[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn email_query(
     ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
+    mut request: QueryRequest,
 ) -> Result<Value, MethodError> {
-    let mut request: QueryRequest = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.account_id)?;
     // Plan.
     let filter = request.filter.as_ref().map(parse_filter).transpose()?;
     let comparators = parse_sort(request.sort.take())?;

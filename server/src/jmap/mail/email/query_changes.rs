@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::query::{
     SortArgument, can_calculate_changes, distinct_searches, is_mutable, listing, matching_rows,
@@ -35,9 +35,10 @@ use crate::store::{ChangeType, LogPosition};
 /// The most changed emails one call looks at; beyond, the client re-queries.
 pub const MAX_QUERY_CHANGES: usize = 10_000;
 
+/// Email/queryChanges arguments (RFC 8621 §4.5).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct QueryChangesRequest {
+pub struct QueryChangesRequest {
     #[serde(flatten)]
     args: QueryChangesArgs,
     filter: Option<Value>,
@@ -46,6 +47,8 @@ struct QueryChangesRequest {
     #[serde(default)]
     collapse_threads: bool,
 }
+
+args::account_arguments!(QueryChangesRequest, args.account_id);
 
 /// The query whose changes are asked for, parsed.
 struct Query {
@@ -61,10 +64,8 @@ struct Query {
 #[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn email_query_changes(
     ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
+    request: QueryChangesRequest,
 ) -> Result<Value, MethodError> {
-    let request: QueryChangesRequest = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.args.account_id)?;
     // Plan.
     check_max_changes(request.args.max_changes)?;
     let filter = request.filter.as_ref().map(parse_filter).transpose()?;

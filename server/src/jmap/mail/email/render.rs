@@ -40,6 +40,21 @@ pub struct EmailSources<'a> {
     pub full: Option<&'a mail_parser::Message<'a>>,
 }
 
+impl<'a> EmailSources<'a> {
+    /// The sources of the metadata read level: the row alone. Another level
+    /// names what it adds (`EmailSources { header, ..EmailSources::metadata(meta) }`).
+    pub fn metadata(meta: &'a EmailMeta) -> Self {
+        EmailSources {
+            meta,
+            header: None,
+            fast_view: None,
+            structure: None,
+            bodies: None,
+            full: None,
+        }
+    }
+}
+
 /// Email/get arguments that shape body values (RFC 8621 §4.2).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BodyOptions {

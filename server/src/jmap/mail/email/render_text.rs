@@ -820,12 +820,8 @@ mod tests {
             has_attachment: true,
         };
         let sources = EmailSources {
-            meta: &meta,
-            header: None,
             fast_view: Some(&view),
-            structure: None,
-            bodies: None,
-            full: None,
+            ..EmailSources::metadata(&meta)
         };
         let meter = WorkMeter::new(100);
         let fixed = shape.fixed(&sources, &meter).unwrap();
@@ -848,14 +844,7 @@ mod tests {
     #[test]
     fn a_shape_of_metadata_alone_keeps_whole_texts_for_one_state() {
         let meta = meta(&[10, 3], &["$seen"]);
-        let sources = EmailSources {
-            meta: &meta,
-            header: None,
-            fast_view: None,
-            structure: None,
-            bodies: None,
-            full: None,
-        };
+        let sources = EmailSources::metadata(&meta);
         let metadata = TextShape::new(&properties(&["mailboxIds", "id", "keywords"])).unwrap();
         assert!(metadata.keeps_whole());
         assert_eq!(metadata.kept_at(42), Some(42));

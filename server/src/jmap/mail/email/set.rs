@@ -25,15 +25,18 @@ use crate::jmap::mail::set::{SetOutcome, check_request};
 use crate::jmap::{args, ids};
 use crate::store::{EmailUpdate, ListPatch, UpdateOutcome};
 
+/// Email/set arguments (RFC 8621 §4.6).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct SetRequest {
+pub struct SetRequest {
     account_id: String,
     if_in_state: Option<String>,
     create: Option<Map<String, Value>>,
     update: Option<HashMap<String, Map<String, Value>>>,
     destroy: Option<Vec<String>>,
 }
+
+args::account_arguments!(SetRequest);
 
 /// Adds (`true`) or removes (`null`, `false`) one member by patch path.
 fn patch_member<T>(
@@ -137,19 +140,16 @@ fn parse_patch(
 #[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn email_set(
     ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
+    request: SetRequest,
 ) -> Result<Value, MethodError> {
-    let request: SetRequest = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.account_id)?;
     let store = ctx.jmap.store.clone();
     let account = ctx.account.id;
-    let old_state = store.states(account).await?.email;
     let updates = request.update.unwrap_or_default();
     let destroy = request.destroy.unwrap_or_default();
     let creates = request.create.unwrap_or_default();
     let objects = updates.len() + destroy.len() + creates.len();
-    let limit = ctx.jmap.limits.max_objects_in_set;
-    check_request(request.if_in_state.as_deref(), old_state, objects, limit)?;
+    let if_in_state = request.if_in_state.as_deref();
+    let old_state = check_request(ctx, if_in_state, objects, |states| states.email).await?;
     let mut outcome = SetOutcome::default();
     create_emails(ctx, creates, &mut outcome).await?;
     update_emails(ctx, &updates, &mut outcome).await?;

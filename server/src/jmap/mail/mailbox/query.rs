@@ -5,7 +5,7 @@
 //! ([`super::query_changes`]): `canCalculateChanges` is true.
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::jmap::call::CallContext;
 use crate::jmap::error::MethodError;
@@ -13,9 +13,10 @@ use crate::jmap::{args, ids};
 use crate::mail::query::page_start;
 use crate::store::MailboxRow;
 
+/// Mailbox/query arguments (RFC 8621 §2.3).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct QueryRequest {
+pub struct QueryRequest {
     account_id: String,
     filter: Option<Value>,
     sort: Option<Vec<Comparator>>,
@@ -28,6 +29,8 @@ struct QueryRequest {
     #[serde(default)]
     calculate_total: bool,
 }
+
+args::account_arguments!(QueryRequest);
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -125,10 +128,8 @@ fn matches(filter: &Value, mailbox: &MailboxRow) -> Result<bool, MethodError> {
 #[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn mailbox_query(
     ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
+    request: QueryRequest,
 ) -> Result<Value, MethodError> {
-    let request: QueryRequest = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.account_id)?;
     let (state, mailboxes) = ctx
         .jmap
         .mailboxes

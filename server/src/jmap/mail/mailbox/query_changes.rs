@@ -7,7 +7,7 @@
 //! out. `upToId` is ignored (the properties are mutable).
 
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::query::{Comparator, results};
 use crate::jmap::call::CallContext;
@@ -19,9 +19,10 @@ use crate::jmap::mail::query_changes::{
 use crate::jmap::{args, ids};
 use crate::store::{ChangeType, LogPosition};
 
+/// Mailbox/queryChanges arguments (RFC 8620 §5.6).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct QueryChangesRequest {
+pub struct QueryChangesRequest {
     #[serde(flatten)]
     args: QueryChangesArgs,
     filter: Option<Value>,
@@ -30,14 +31,14 @@ struct QueryChangesRequest {
     _up_to_id: Option<String>,
 }
 
+args::account_arguments!(QueryChangesRequest, args.account_id);
+
 /// Handles one Mailbox/queryChanges call.
 #[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn mailbox_query_changes(
     ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
+    request: QueryChangesRequest,
 ) -> Result<Value, MethodError> {
-    let request: QueryChangesRequest = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.args.account_id)?;
     // Plan.
     check_max_changes(request.args.max_changes)?;
     let since = parse_query_state(&request.args.since_query_state)?;

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use super::my_rights;
 use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
-use crate::jmap::mail::set::{SetOutcome, check_request};
+use crate::jmap::mail::set::{SetOutcome, check_request, object_count};
 use crate::jmap::{args, ids};
 use crate::mail::writer::WriteError;
 use crate::store::{MailboxPatch, MailboxRow, NewMailbox, StoreError};
@@ -28,9 +28,10 @@ const ROLES: &[&str] = &[
     "trash",
 ];
 
+/// Mailbox/set arguments (RFC 8621 §2.5).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct SetRequest {
+pub struct SetRequest {
     account_id: String,
     if_in_state: Option<String>,
     create: Option<HashMap<String, Map<String, Value>>>,
@@ -39,6 +40,8 @@ struct SetRequest {
     #[serde(default)]
     on_destroy_remove_emails: bool,
 }
+
+args::account_arguments!(SetRequest);
 
 /// Resolves a mailbox id or `#creationId` reference (RFC 8620 §5.3).
 pub fn resolve_mailbox_id(id: &str, created_ids: &HashMap<String, String>) -> Option<i64> {
@@ -267,18 +270,13 @@ fn creation_order(
 #[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn mailbox_set(
     ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
+    request: SetRequest,
 ) -> Result<Value, MethodError> {
-    let request: SetRequest = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.account_id)?;
     let store = ctx.jmap.store.clone();
     let account = ctx.account.id;
-    let old_state = store.states(account).await?.mailbox;
-    let objects = request.create.as_ref().map_or(0, HashMap::len)
-        + request.update.as_ref().map_or(0, HashMap::len)
-        + request.destroy.as_ref().map_or(0, Vec::len);
-    let limit = ctx.jmap.limits.max_objects_in_set;
-    check_request(request.if_in_state.as_deref(), old_state, objects, limit)?;
+    let objects = object_count(&request.create, &request.update, &request.destroy);
+    let if_in_state = request.if_in_state.as_deref();
+    let old_state = check_request(ctx, if_in_state, objects, |states| states.mailbox).await?;
     let mut call = MailboxSet {
         mailboxes: store.mailboxes(account).await?,
         ctx,

@@ -1,28 +1,29 @@
 //! Thread/get (RFC 8621 §3.1): the emails of each thread, oldest first.
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::jmap::call::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::mail::get::{found, get_response, requested_ids};
 use crate::jmap::{args, ids};
 
+/// Thread/get arguments (RFC 8621 §3.1).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct GetRequest {
+pub struct GetRequest {
     account_id: String,
     ids: Option<Vec<String>>,
 }
+
+args::account_arguments!(GetRequest);
 
 /// Handles one Thread/get call (`ids` must be given: listing every thread is `requestTooLarge`).
 #[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn thread_get(
     ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
+    request: GetRequest,
 ) -> Result<Value, MethodError> {
-    let request: GetRequest = args::parse(arguments)?;
-    args::check_account(ctx.account, &request.account_id)?;
     // Plan.
     let max = ctx.jmap.limits.max_objects_in_get;
     let Some(requested) = request.ids else {

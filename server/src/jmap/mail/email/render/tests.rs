@@ -12,6 +12,23 @@ fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/golden")
 }
 
+/// Renders `sources` with no bound on the work.
+fn render_unbounded(
+    properties: &[EmailProperty],
+    body: &[BodyProperty],
+    options: &BodyOptions,
+    sources: &EmailSources,
+) -> Map<String, Value> {
+    render_email(
+        properties,
+        body,
+        options,
+        sources,
+        &WorkMeter::new(u64::MAX),
+    )
+    .unwrap()
+}
+
 /// Every Email property, plus header forms over known and unknown fields.
 fn all_properties() -> Vec<EmailProperty> {
     let mut properties = EmailProperty::default_list();
@@ -87,23 +104,11 @@ fn render(
     let fast_view = FastView::compute(&full);
     let meta = meta(raw.len());
     let sources = EmailSources {
-        meta: &meta,
-        header: None,
         fast_view: Some(&fast_view),
-        structure: None,
-        bodies: None,
         full: Some(&full),
+        ..EmailSources::metadata(&meta)
     };
-    Value::Object(
-        render_email(
-            properties,
-            body,
-            options,
-            &sources,
-            &WorkMeter::new(u64::MAX),
-        )
-        .unwrap(),
-    )
+    Value::Object(render_unbounded(properties, body, options, &sources))
 }
 
 /// The stored header block: up to and including the first blank line.
@@ -120,12 +125,8 @@ fn check_header_level(raw: &[u8], properties: &[EmailProperty], full: &Value) {
     let header = HeaderFields::parse(header_block(raw));
     let meta = meta(raw.len());
     let sources = EmailSources {
-        meta: &meta,
         header: Some(&header),
-        fast_view: None,
-        structure: None,
-        bodies: None,
-        full: None,
+        ..EmailSources::metadata(&meta)
     };
     let header_properties: Vec<EmailProperty> = properties
         .iter()
@@ -141,14 +142,7 @@ fn check_header_level(raw: &[u8], properties: &[EmailProperty], full: &Value) {
         })
         .cloned()
         .collect();
-    let rendered = render_email(
-        &header_properties,
-        &[],
-        &BodyOptions::default(),
-        &sources,
-        &WorkMeter::new(u64::MAX),
-    )
-    .unwrap();
+    let rendered = render_unbounded(&header_properties, &[], &BodyOptions::default(), &sources);
     for (key, value) in rendered {
         assert_eq!(
             Some(&value),
@@ -193,14 +187,7 @@ fn check_stored_level(
         bodies: Some(&bodies),
         full: None,
     };
-    let rendered = render_email(
-        properties,
-        body_properties,
-        options,
-        &sources,
-        &WorkMeter::new(u64::MAX),
-    )
-    .unwrap();
+    let rendered = render_unbounded(properties, body_properties, options, &sources);
     let rendered = Value::Object(rendered);
     for property in properties {
         let key = property.name();
@@ -404,22 +391,8 @@ fn metadata_and_missing_sources() {
     .map(|p| EmailProperty::parse(p).expect(p))
     .collect();
     let meta = meta(raw.len());
-    let sources = EmailSources {
-        meta: &meta,
-        header: None,
-        fast_view: None,
-        structure: None,
-        bodies: None,
-        full: None,
-    };
-    let got = render_email(
-        &properties,
-        &[],
-        &BodyOptions::default(),
-        &sources,
-        &WorkMeter::new(u64::MAX),
-    )
-    .unwrap();
+    let sources = EmailSources::metadata(&meta);
+    let got = render_unbounded(&properties, &[], &BodyOptions::default(), &sources);
     assert_eq!(
         Value::Object(got),
         json!({
@@ -626,21 +599,15 @@ fn header_level_and_full_level_agree_and_missing_sources_are_null() {
     let header = HeaderFields::parse(header_block(&raw));
     let meta = meta(raw.len());
     let sources = EmailSources {
-        meta: &meta,
         header: Some(&header),
-        fast_view: None,
-        structure: None,
-        bodies: None,
-        full: None,
+        ..EmailSources::metadata(&meta)
     };
-    let got = render_email(
+    let got = render_unbounded(
         &properties(&["subject", "header:Cc:asGroupedAddresses"]),
         &[],
         &BodyOptions::default(),
         &sources,
-        &WorkMeter::new(u64::MAX),
-    )
-    .unwrap();
+    );
     assert_eq!(
         Value::Object(got),
         json!({
@@ -835,12 +802,8 @@ fn rendering_charges_each_property_and_each_field_value_before_rendering_it() {
     let header = HeaderFields::parse(block.into_bytes());
     let meta = meta(0);
     let sources = EmailSources {
-        meta: &meta,
         header: Some(&header),
-        fast_view: None,
-        structure: None,
-        bodies: None,
-        full: None,
+        ..EmailSources::metadata(&meta)
     };
     let render = |names: &[&str], units: u64| {
         let meter = WorkMeter::new(units);
