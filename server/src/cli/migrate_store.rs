@@ -237,33 +237,33 @@ impl Migration {
             self.from.raw_counts(Some(account)).await?,
             self.to.raw_counts(Some(account)).await?,
         );
-        for (table, label, done, rows) in [
+        for (table, label, rows, copied) in [
             (
                 RawTable::Mailboxes,
                 "mailboxes",
-                source.mailboxes == target.mailboxes,
                 source.mailboxes,
+                target.mailboxes,
             ),
             (
                 RawTable::AccountBlobs,
                 "blobs",
-                source.account_blobs == target.account_blobs,
                 source.account_blobs,
+                target.account_blobs,
             ),
             (
                 RawTable::Changes,
                 "change log",
-                source.changes == target.changes,
                 source.changes,
+                target.changes,
             ),
             (
                 RawTable::ThreadRefs,
                 "thread refs",
-                source.thread_refs == target.thread_refs,
                 source.thread_refs,
+                target.thread_refs,
             ),
         ] {
-            if done {
+            if rows == copied {
                 self.progress.inc(rows as u64);
                 continue;
             }

@@ -203,6 +203,29 @@ pub struct States {
     pub email_submission: i64,
 }
 
+impl From<[i64; 6]> for States {
+    /// The counters in the order of their `accounts` columns: Email,
+    /// Mailbox, Thread, Identity, VacationResponse, EmailSubmission.
+    fn from(counters: [i64; 6]) -> Self {
+        let [
+            email,
+            mailbox,
+            thread,
+            identity,
+            vacation_response,
+            email_submission,
+        ] = counters;
+        Self {
+            email,
+            mailbox,
+            thread,
+            identity,
+            vacation_response,
+            email_submission,
+        }
+    }
+}
+
 /// An Identity (RFC 8621 §6) as stored. `reply_to` and `bcc` are JSON
 /// `EmailAddress[]` text, written and read by the JMAP layer; `None` is null.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]

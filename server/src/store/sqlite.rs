@@ -494,31 +494,33 @@ impl SqliteStore {
     /// (newest first), one line per step (for the test that proves it is
     /// served from an index).
     pub async fn mailbox_listing_plan(&self) -> StoreResult<Vec<String>> {
-        let rows = sqlx::query(concat!("EXPLAIN QUERY PLAN ", listing!("DESC")))
+        let query = sqlx::query(concat!("EXPLAIN QUERY PLAN ", listing!("DESC")))
             .bind(1_i64)
             .bind(30_i64)
-            .bind(0_i64)
-            .fetch_all(&self.reader)
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|row| row.get::<String, _>("detail"))
-            .collect())
+            .bind(0_i64);
+        self.query_plan(query).await
     }
 
     /// The query plan SQLite chooses for a search's list view (newest
     /// first: the walk by search key), one line per step: for the test that
     /// proves it drives from the full-text index in key order, with no sort.
     pub async fn search_page_plan(&self) -> StoreResult<Vec<String>> {
-        let rows = sqlx::query(concat!("EXPLAIN QUERY PLAN ", search_walk!()))
+        let query = sqlx::query(concat!("EXPLAIN QUERY PLAN ", search_walk!()))
             .bind(1_i64)
             .bind("{headers body} : (\"word\" *)")
             .bind(None::<i64>)
             .bind(1_i64 << 40)
             .bind((2_i64 << 40) - 1)
-            .bind(50_i64)
-            .fetch_all(&self.reader)
-            .await?;
+            .bind(50_i64);
+        self.query_plan(query).await
+    }
+
+    /// The `detail` column of each step of an `EXPLAIN QUERY PLAN` statement.
+    async fn query_plan(
+        &self,
+        query: sqlx::query::Query<'_, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
+    ) -> StoreResult<Vec<String>> {
+        let rows = query.fetch_all(&self.reader).await?;
         Ok(rows
             .iter()
             .map(|row| row.get::<String, _>("detail"))

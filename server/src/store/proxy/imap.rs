@@ -99,12 +99,7 @@ impl_sql! {
             mailbox: i64,
             copies: &[UpstreamCopy],
         ) -> StoreResult<()> {
-            if copies.is_empty() {
-                return Ok(());
-            }
-            let mut tx = self.write(None).await?;
-            Self::insert_rows(
-                &mut tx,
+            self.write_rows(
                 "INSERT INTO upstream_messages (mailbox_id, uid, email_id, keywords)",
                 "ON CONFLICT (mailbox_id, uid) DO UPDATE SET email_id = excluded.email_id, \
                  keywords = excluded.keywords",
@@ -117,9 +112,7 @@ impl_sql! {
                         .push_bind(copy.keywords.join(" "));
                 },
             )
-            .await?;
-            tx.commit().await?;
-            Ok(())
+            .await
         }
 
         async fn upstream_locations(
@@ -172,12 +165,7 @@ impl_sql! {
         }
 
         async fn mark_evicted(&self, blobs: &[(String, i64)]) -> StoreResult<()> {
-            if blobs.is_empty() {
-                return Ok(());
-            }
-            let mut tx = self.write(None).await?;
-            Self::insert_rows(
-                &mut tx,
+            self.write_rows(
                 "INSERT INTO upstream_evicted (blob_id, size)",
                 "ON CONFLICT (blob_id) DO NOTHING",
                 2,
@@ -186,9 +174,7 @@ impl_sql! {
                     row.push_bind(blob.clone()).push_bind(*size);
                 },
             )
-            .await?;
-            tx.commit().await?;
-            Ok(())
+            .await
         }
 
         async fn unmark_evicted(&self, blobs: &[&str]) -> StoreResult<()> {

@@ -80,10 +80,7 @@ impl_sql! {
                 .bind(password_hash)
                 .execute(&self.writer)
                 .await?;
-            if D::rows_affected(&done) == 0 {
-                return Err(StoreError::NotFound);
-            }
-            Ok(())
+            Self::found(&done)
         }
 
         async fn remove_account(&self, email: &str) -> StoreResult<Vec<String>> {
@@ -134,10 +131,7 @@ impl_sql! {
                 .bind(octets)
                 .execute(&self.writer)
                 .await?;
-            if D::rows_affected(&done) == 0 {
-                return Err(StoreError::NotFound);
-            }
-            Ok(())
+            Self::found(&done)
         }
 
         async fn account_by_id(&self, account: i64) -> StoreResult<Option<Account>> {

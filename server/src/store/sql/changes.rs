@@ -9,25 +9,15 @@ impl_sql! {
             const SQL: &str = "SELECT email_state, mailbox_state, thread_state, identity_state, \
                  vacation_state, submission_state FROM accounts WHERE id = $1";
             let hot = self.hot().and_then(|hot| hot.states(SQL, account));
-            let row: Option<(i64, i64, i64, i64, i64, i64)> = match hot {
-                Some(row) => row.map(|[a, b, c, d, e, f]| (a, b, c, d, e, f)),
-                None => {
-                    sqlx::query_as(SQL)
-                        .bind(account)
-                        .fetch_optional(&self.reader)
-                        .await?
-                }
+            let row: Option<[i64; 6]> = match hot {
+                Some(row) => row,
+                None => sqlx::query_as(SQL)
+                    .bind(account)
+                    .fetch_optional(&self.reader)
+                    .await?
+                    .map(|(a, b, c, d, e, f)| [a, b, c, d, e, f]),
             };
-            let (email, mailbox, thread, identity, vacation_response, email_submission) =
-                row.ok_or(StoreError::NotFound)?;
-            Ok(States {
-                email,
-                mailbox,
-                thread,
-                identity,
-                vacation_response,
-                email_submission,
-            })
+            Ok(States::from(row.ok_or(StoreError::NotFound)?))
         }
 
         async fn changes(

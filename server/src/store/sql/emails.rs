@@ -136,11 +136,9 @@ impl_sql! {
         }
 
         async fn put_fast_views(&self, rows: &[(i64, FastView)]) -> StoreResult<()> {
-            if rows.is_empty() {
+            let Some((mut tx, views)) = self.write_live_rows(rows).await? else {
                 return Ok(());
-            }
-            let mut tx = self.write(None).await?;
-            let views = Self::live_rows(&mut tx, rows).await?;
+            };
             Self::write_fast_views(&mut tx, &views, true).await?;
             tx.commit().await?;
             Ok(())
@@ -155,11 +153,9 @@ impl_sql! {
         }
 
         async fn put_body_structures(&self, rows: &[(i64, Vec<u8>)]) -> StoreResult<()> {
-            if rows.is_empty() {
+            let Some((mut tx, trees)) = self.write_live_rows(rows).await? else {
                 return Ok(());
-            }
-            let mut tx = self.write(None).await?;
-            let trees = Self::live_rows(&mut tx, rows).await?;
+            };
             Self::write_body_structures(&mut tx, &trees, true).await?;
             tx.commit().await?;
             Ok(())
@@ -466,21 +462,28 @@ impl_sql! {
             .await
         }
 
-        /// Of `rows` keyed by email id (the last row of an id wins), those of
-        /// emails that still exist, held against deletion until `tx` commits
-        /// where the database needs it: a projection, tree or index row written
-        /// after its email was destroyed would outlive it.
-        pub(super) async fn live_rows<'r, T>(
-            tx: &mut Tx<D>,
+        /// A write transaction without an account's lock, and of `rows` keyed
+        /// by email id (the last row of an id wins) those of emails that
+        /// still exist, held against deletion until it commits where the
+        /// database needs it: a projection, tree or index row written after
+        /// its email was destroyed would outlive it. `None` when there are
+        /// no rows.
+        pub(super) async fn write_live_rows<'r, T>(
+            &self,
             rows: &'r [(i64, T)],
-        ) -> StoreResult<Vec<(i64, &'r T)>> {
+        ) -> StoreResult<Option<(Tx<D>, Vec<(i64, &'r T)>)>> {
+            if rows.is_empty() {
+                return Ok(None);
+            }
+            let mut tx = self.write(None).await?;
             let latest: HashMap<i64, &T> = rows.iter().map(|(id, row)| (*id, row)).collect();
             let ids = distinct(&rows.iter().map(|(id, _)| *id).collect::<Vec<_>>());
             let live: Vec<i64> = sqlx::query_scalar(D::SQL.live_emails)
                 .bind(D::ids(&ids))
-                .fetch_all(&mut **tx)
+                .fetch_all(&mut *tx)
                 .await?;
-            Ok(live.iter().map(|id| (*id, latest[id])).collect())
+            let live = live.iter().map(|id| (*id, latest[id])).collect();
+            Ok(Some((tx, live)))
         }
 
         /// Writes stored part trees: replacing rows already there, or, without

@@ -78,9 +78,7 @@ impl_sql! {
             .bind(text(&patch.html_signature))
             .execute(&mut *tx)
             .await?;
-            if D::rows_affected(&done) == 0 {
-                return Err(StoreError::NotFound);
-            }
+            Self::found(&done)?;
             Self::commit_one(tx, account, ChangeType::Identity, id, ChangeKind::Updated).await
         }
 
@@ -91,9 +89,7 @@ impl_sql! {
                 .bind(account)
                 .execute(&mut *tx)
                 .await?;
-            if D::rows_affected(&done) == 0 {
-                return Err(StoreError::NotFound);
-            }
+            Self::found(&done)?;
             Self::commit_one(tx, account, ChangeType::Identity, id, ChangeKind::Destroyed).await
         }
 
@@ -238,21 +234,6 @@ impl_sql! {
             .fetch_one(&mut **tx)
             .await?;
             set.record(ChangeType::Identity, id, ChangeKind::Created);
-            Ok(())
-        }
-
-        /// Logs one change of one object and commits the write it ends.
-        async fn commit_one(
-            mut tx: Tx<D>,
-            account: i64,
-            kind_of: ChangeType,
-            id: i64,
-            kind: ChangeKind,
-        ) -> StoreResult<()> {
-            let mut set = ChangeSet::default();
-            set.record(kind_of, id, kind);
-            Self::record(&mut tx, account, &set).await?;
-            tx.commit().await?;
             Ok(())
         }
     }

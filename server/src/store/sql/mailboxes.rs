@@ -69,10 +69,7 @@ impl_sql! {
             .bind(mailbox.is_subscribed)
             .fetch_one(&mut *tx)
             .await?;
-            let mut set = ChangeSet::default();
-            set.record(ChangeType::Mailbox, id, ChangeKind::Created);
-            Self::record(&mut tx, account, &set).await?;
-            tx.commit().await?;
+            Self::commit_one(tx, account, ChangeType::Mailbox, id, ChangeKind::Created).await?;
             Ok(id)
         }
 
@@ -101,11 +98,7 @@ impl_sql! {
             .bind(patch.is_subscribed)
             .execute(&mut *tx)
             .await?;
-            let mut set = ChangeSet::default();
-            set.record(ChangeType::Mailbox, id, ChangeKind::Updated);
-            Self::record(&mut tx, account, &set).await?;
-            tx.commit().await?;
-            Ok(())
+            Self::commit_one(tx, account, ChangeType::Mailbox, id, ChangeKind::Updated).await
         }
 
         async fn destroy_mailbox(&self, account: i64, id: i64, remove_emails: bool) -> StoreResult<()> {

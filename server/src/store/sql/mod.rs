@@ -224,6 +224,35 @@ impl_sql! {
             Ok(())
         }
 
+        /// `Ok` when the statement changed a row, else `NotFound` (an update
+        /// or delete of an object that is not there).
+        pub(super) fn found(done: &<D::Db as Database>::QueryResult) -> StoreResult<()> {
+            if D::rows_affected(done) == 0 {
+                return Err(StoreError::NotFound);
+            }
+            Ok(())
+        }
+
+        /// Inserts `rows` in a write transaction of their own, without an
+        /// account's lock, and commits it ([`SqlStore::insert_rows`]'s
+        /// arguments); nothing when there are no rows.
+        pub(super) async fn write_rows<T>(
+            &self,
+            head: &str,
+            tail: &str,
+            columns: usize,
+            rows: &[T],
+            push: impl FnMut(&mut Separated<'_, D::Db, &'static str>, &T),
+        ) -> StoreResult<()> {
+            if rows.is_empty() {
+                return Ok(());
+            }
+            let mut tx = self.write(None).await?;
+            Self::insert_rows(&mut tx, head, tail, columns, rows, push).await?;
+            tx.commit().await?;
+            Ok(())
+        }
+
         /// Inserts `rows` with one multi-row statement per chunk:
         /// `{head} VALUES (…), (…) {tail}`, `push` binding the `columns` values
         /// of one row. Returns the rows written.
@@ -290,6 +319,32 @@ impl_sql! {
                 },
             )
             .await?;
+            Ok(())
+        }
+
+        /// Records one change of one object in `tx` ([`SqlStore::record`]).
+        pub(super) async fn record_one(
+            tx: &mut Tx<D>,
+            account: i64,
+            kind_of: ChangeType,
+            id: i64,
+            kind: ChangeKind,
+        ) -> StoreResult<()> {
+            let mut set = ChangeSet::default();
+            set.record(kind_of, id, kind);
+            Self::record(tx, account, &set).await
+        }
+
+        /// Records one change of one object and commits the write it ends.
+        pub(super) async fn commit_one(
+            mut tx: Tx<D>,
+            account: i64,
+            kind_of: ChangeType,
+            id: i64,
+            kind: ChangeKind,
+        ) -> StoreResult<()> {
+            Self::record_one(&mut tx, account, kind_of, id, kind).await?;
+            tx.commit().await?;
             Ok(())
         }
     }

@@ -3,13 +3,25 @@
 //! time in key order and imported as they are (emails through the same
 //! writer as ingest). The row types are `raw.rs`'s.
 
-use std::collections::HashMap;
-
 use super::*;
 use crate::store::raw::*;
 
 /// Rows of an export page's emails per table, matched to them by id.
 type EmailRows<T> = Vec<(i64, T)>;
+
+/// Gives each `(email id, value)` row to its email of `emails` (in id
+/// order, as an export page is).
+fn attach<T>(
+    emails: &mut [EmailRecord],
+    rows: impl IntoIterator<Item = (i64, T)>,
+    mut put: impl FnMut(&mut EmailRecord, T),
+) {
+    for (id, value) in rows {
+        if let Ok(i) = emails.binary_search_by_key(&id, |email| email.id) {
+            put(&mut emails[i], value);
+        }
+    }
+}
 
 impl_sql! {
     #[async_trait]
@@ -205,15 +217,10 @@ impl_sql! {
 
         /// Raw account rows, ids and counters as they are.
         async fn import_accounts(tx: &mut Tx<D>, rows: &[AccountRecord]) -> StoreResult<u64> {
-            let head = format!(
-                "INSERT INTO accounts (id, email, password_hash, modseq, email_state, \
-             mailbox_state, thread_state, changes_from, quota_octets) {}",
-                D::OVERRIDING
-            );
-            Self::insert_rows(
+            Self::insert_with_ids(
                 tx,
-                &head,
-                "ON CONFLICT (id) DO NOTHING",
+                "INSERT INTO accounts (id, email, password_hash, modseq, email_state, \
+             mailbox_state, thread_state, changes_from, quota_octets)",
                 9,
                 rows,
                 |row, r| {
@@ -235,15 +242,10 @@ impl_sql! {
         async fn import_mailboxes(tx: &mut Tx<D>, rows: &[MailboxRecord]) -> StoreResult<u64> {
             let text = |value: &str| D::text(value).into_owned();
             // One statement: a parent later in the page is checked at its end.
-            let head = format!(
-                "INSERT INTO mailboxes (id, account_id, parent_id, name, role, sort_order, \
-             is_subscribed) {}",
-                D::OVERRIDING
-            );
-            Self::insert_rows(
+            Self::insert_with_ids(
                 tx,
-                &head,
-                "ON CONFLICT (id) DO NOTHING",
+                "INSERT INTO mailboxes (id, account_id, parent_id, name, role, sort_order, \
+             is_subscribed)",
                 7,
                 rows,
                 |row, r| {
@@ -257,6 +259,33 @@ impl_sql! {
                 },
             )
             .await
+        }
+
+        /// Inserts rows that carry their own ids (`{insert} OVERRIDING …`
+        /// where the dialect needs it, [`Dialect::OVERRIDING`]), skipping ids
+        /// already there; how many were new.
+        async fn insert_with_ids<T>(
+            tx: &mut Tx<D>,
+            insert: &str,
+            columns: usize,
+            rows: &[T],
+            push: impl FnMut(&mut Separated<'_, D::Db, &'static str>, &T),
+        ) -> StoreResult<u64> {
+            let head = format!("{insert} {}", D::OVERRIDING);
+            Self::insert_rows(tx, &head, "ON CONFLICT (id) DO NOTHING", columns, rows, push).await
+        }
+
+        /// The rows of `sql` for a page of emails: `$1` and `$2` bound to the
+        /// page's first and last ids.
+        async fn page_rows<R>(&self, sql: &'static str, (first, last): (i64, i64)) -> StoreResult<Vec<R>>
+        where
+            R: for<'r> sqlx::FromRow<'r, <D::Db as Database>::Row> + Send + Unpin,
+        {
+            Ok(sqlx::query_as(sql)
+                .bind(first)
+                .bind(last)
+                .fetch_all(&self.reader)
+                .await?)
         }
 
         /// What follows an import into a table: the dialect's id-source bumps
@@ -294,7 +323,6 @@ impl_sql! {
         /// A page of emails with their memberships, header blocks and
         /// projection rows (read by id range: the page is contiguous in id order).
         async fn export_emails(&self, after_id: i64, limit: i64) -> StoreResult<Vec<EmailRecord>> {
-            let pool = &self.reader;
             let mut emails: Vec<EmailRecord> = sqlx::query_as(
                 "SELECT id, account_id, blob_id, thread_id, size, received_at, sent_at, keywords, \
                  message_id, base_subject, subject, from_sort, to_sort, from_text, to_text, cc_text, \
@@ -302,69 +330,50 @@ impl_sql! {
             )
             .bind(after_id)
             .bind(limit)
-            .fetch_all(pool)
+            .fetch_all(&self.reader)
             .await?;
             let (Some(first), Some(last)) = (emails.first(), emails.last()) else {
                 return Ok(emails);
             };
-            let (first, last) = (first.id, last.id);
-            let slot: HashMap<i64, usize> = emails.iter().enumerate().map(|(i, e)| (e.id, i)).collect();
-            let members: EmailRows<(i64, i64)> = sqlx::query_as::<_, (i64, i64, i64)>(
-                "SELECT email_id, mailbox_id, received_at FROM email_mailboxes \
-                 WHERE email_id BETWEEN $1 AND $2 ORDER BY email_id, mailbox_id",
-            )
-            .bind(first)
-            .bind(last)
-            .fetch_all(pool)
-            .await?
-            .into_iter()
-            .map(|(email, mailbox, received_at)| (email, (mailbox, received_at)))
-            .collect();
-            for (email, membership) in members {
-                if let Some(&i) = slot.get(&email) {
-                    emails[i].memberships.push(membership);
-                }
-            }
-            let headers: EmailRows<Vec<u8>> = sqlx::query_as(
-                "SELECT email_id, header_block FROM email_headers WHERE email_id BETWEEN $1 AND $2",
-            )
-            .bind(first)
-            .bind(last)
-            .fetch_all(pool)
-            .await?;
-            for (email, block) in headers {
-                if let Some(&i) = slot.get(&email) {
-                    emails[i].header_block = Some(block);
-                }
-            }
-            let views: Vec<(i64, String, bool)> = sqlx::query_as(
-                "SELECT email_id, preview, has_attachment FROM fast_view \
-                 WHERE email_id BETWEEN $1 AND $2",
-            )
-            .bind(first)
-            .bind(last)
-            .fetch_all(pool)
-            .await?;
-            for (email, preview, has_attachment) in views {
-                if let Some(&i) = slot.get(&email) {
-                    emails[i].fast_view = Some(FastView {
-                        preview,
-                        has_attachment,
-                    });
-                }
-            }
-            let trees: EmailRows<Vec<u8>> = sqlx::query_as(
-                "SELECT email_id, structure FROM body_structure WHERE email_id BETWEEN $1 AND $2",
-            )
-            .bind(first)
-            .bind(last)
-            .fetch_all(pool)
-            .await?;
-            for (email, tree) in trees {
-                if let Some(&i) = slot.get(&email) {
-                    emails[i].structure = Some(tree);
-                }
-            }
+            let page = (first.id, last.id);
+            let members: Vec<(i64, i64, i64)> = self
+                .page_rows(
+                    "SELECT email_id, mailbox_id, received_at FROM email_mailboxes \
+                     WHERE email_id BETWEEN $1 AND $2 ORDER BY email_id, mailbox_id",
+                    page,
+                )
+                .await?;
+            let members = members.into_iter().map(|(email, mailbox, at)| (email, (mailbox, at)));
+            attach(&mut emails, members, |email, member| email.memberships.push(member));
+            let headers: EmailRows<Vec<u8>> = self
+                .page_rows(
+                    "SELECT email_id, header_block FROM email_headers WHERE email_id BETWEEN $1 AND $2",
+                    page,
+                )
+                .await?;
+            attach(&mut emails, headers, |email, block| email.header_block = Some(block));
+            let views: Vec<(i64, String, bool)> = self
+                .page_rows(
+                    "SELECT email_id, preview, has_attachment FROM fast_view \
+                     WHERE email_id BETWEEN $1 AND $2",
+                    page,
+                )
+                .await?;
+            let views = views.into_iter().map(|(email, preview, has_attachment)| {
+                let view = FastView {
+                    preview,
+                    has_attachment,
+                };
+                (email, view)
+            });
+            attach(&mut emails, views, |email, view| email.fast_view = Some(view));
+            let trees: EmailRows<Vec<u8>> = self
+                .page_rows(
+                    "SELECT email_id, structure FROM body_structure WHERE email_id BETWEEN $1 AND $2",
+                    page,
+                )
+                .await?;
+            attach(&mut emails, trees, |email, tree| email.structure = Some(tree));
             Ok(emails)
         }
 
@@ -375,16 +384,11 @@ impl_sql! {
             rows: &[EmailRecord],
         ) -> StoreResult<u64> {
             let text = |value: &str| D::text(value).into_owned();
-            let head = format!(
+            let done = Self::insert_with_ids(
+                tx,
                 "INSERT INTO emails (id, account_id, blob_id, thread_id, size, received_at, sent_at, \
                  keywords, message_id, base_subject, subject, from_sort, to_sort, from_text, to_text, \
-                 cc_text, bcc_text, has_attachment) {}",
-                D::OVERRIDING
-            );
-            let done = Self::insert_rows(
-                tx,
-                &head,
-                "ON CONFLICT (id) DO NOTHING",
+                 cc_text, bcc_text, has_attachment)",
                 18,
                 rows,
                 |row, r| {

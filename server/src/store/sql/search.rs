@@ -91,11 +91,9 @@ impl_sql! {
         }
 
         async fn put_search_texts(&self, rows: &[(i64, SearchText)]) -> StoreResult<()> {
-            if rows.is_empty() {
+            let Some((mut tx, live_rows)) = self.write_live_rows(rows).await? else {
                 return Ok(());
-            }
-            let mut tx = self.write(None).await?;
-            let live_rows = Self::live_rows(&mut tx, rows).await?;
+            };
             let latest: HashMap<i64, &SearchText> = live_rows.iter().copied().collect();
             let live: Vec<i64> = live_rows.iter().map(|(id, _)| *id).collect();
             // With their accounts and receivedAt (the index rows keep them).

@@ -127,10 +127,7 @@ impl_sql! {
                     ..delivery.clone()
                 });
             }
-            let mut set = ChangeSet::default();
-            set.record(ChangeType::EmailSubmission, id, ChangeKind::Created);
-            Self::record(&mut tx, account, &set).await?;
-            tx.commit().await?;
+            Self::commit_one(tx, account, ChangeType::EmailSubmission, id, ChangeKind::Created).await?;
             Ok((id, stored))
         }
 
@@ -145,14 +142,8 @@ impl_sql! {
                 .bind(account)
                 .execute(&mut *tx)
                 .await?;
-            if D::rows_affected(&done) == 0 {
-                return Err(StoreError::NotFound);
-            }
-            let mut set = ChangeSet::default();
-            set.record(ChangeType::EmailSubmission, id, ChangeKind::Destroyed);
-            Self::record(&mut tx, account, &set).await?;
-            tx.commit().await?;
-            Ok(())
+            Self::found(&done)?;
+            Self::commit_one(tx, account, ChangeType::EmailSubmission, id, ChangeKind::Destroyed).await
         }
 
         async fn take_deliveries(
@@ -231,13 +222,14 @@ impl_sql! {
                     .bind(D::text(&merged).into_owned())
                     .execute(&mut *tx)
                     .await?;
-                let mut set = ChangeSet::default();
-                set.record(
+                Self::record_one(
+                    &mut tx,
+                    account,
                     ChangeType::EmailSubmission,
                     delivery.submission_id,
                     ChangeKind::Updated,
-                );
-                Self::record(&mut tx, account, &set).await?;
+                )
+                .await?;
             }
             tx.commit().await?;
             Ok(true)
