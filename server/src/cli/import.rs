@@ -20,7 +20,7 @@ use super::GlobalArgs;
 use crate::app::App;
 use crate::mail::import_source::{self, SourceItem, SourceMessage};
 use crate::mail::ingest::{BatchOutcome, Pipeline, PreparedEmail, prepare};
-use crate::store::{Inserted, MailboxRow, NewMailbox};
+use crate::store::{FOLDER_SORT_ORDER, Inserted, MailboxRow, NewMailbox};
 
 /// Messages stored per transaction.
 const BATCH: usize = 256;
@@ -105,7 +105,7 @@ impl MailboxResolver {
                         parent_id: parent,
                         name: name.to_string(),
                         role: None,
-                        sort_order: 10,
+                        sort_order: FOLDER_SORT_ORDER,
                         is_subscribed: true,
                     };
                     let id = self.app.store.create_mailbox(self.account, &new).await?;
@@ -138,7 +138,7 @@ pub async fn target_mailbox(app: &App, account: i64, name: Option<&str>) -> anyh
         parent_id: None,
         name: wanted.to_string(),
         role: None,
-        sort_order: 10,
+        sort_order: FOLDER_SORT_ORDER,
         is_subscribed: true,
     };
     Ok(app.store.create_mailbox(account, &new).await?)

@@ -39,5 +39,6 @@ pub async fn get_session(
         &state.base_url(&headers),
         &access,
         &tag,
+        state.jmap.route.offers_submission(),
     )))
 }

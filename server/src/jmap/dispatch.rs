@@ -97,13 +97,22 @@ fn capability_of(method: &str) -> &'static str {
     }
 }
 
+/// Whether the instance offers `capability` (what its session advertises):
+/// all but submission, which needs a way to send
+/// ([`crate::mail::delivery::Route::offers_submission`]). A method of a
+/// capability not offered is `unknownMethod` (RFC 8620 §3.6.2), as a
+/// method of a capability the request did not name.
+fn offered(jmap: &Jmap, capability: &str) -> bool {
+    capability != super::request::CAPABILITY_SUBMISSION || jmap.route.offers_submission()
+}
+
 async fn call(
     ctx: &mut CallContext<'_>,
     method: &str,
     arguments: CallArguments,
 ) -> Result<Arguments, MethodError> {
     // A method the writer cannot carry out at all (in front of an IMAP
-    // server: EmailSubmission/set without its submission server).
+    // server: Email/copy).
     if let Some(why) = ctx.jmap.writer.refuses(method) {
         return Err(MethodError::Forbidden(why));
     }
@@ -256,14 +265,16 @@ pub async fn handle(
     for Invocation(method, mut arguments, call_id) in request.method_calls {
         let started = Instant::now();
         let mut follow_ups = Vec::new();
-        let enabled = request.using.iter().any(|c| c == capability_of(&method));
+        let enabled = offered(jmap, capability_of(&method))
+            && request.using.iter().any(|c| c == capability_of(&method));
         // Typed arguments hold no result reference (`CallArguments`).
         let resolved = match &mut arguments {
             CallArguments::Map(map) => reference::resolve(map, &responses, &mut budget),
             CallArguments::EmailGet(_) => Ok(()),
         };
         let result = match resolved {
-            // RFC 8620 §3.3: a method of a capability the request did not name in `using`.
+            // RFC 8620 §3.3: a method of a capability the request did not
+            // name in `using`, or that this instance does not offer.
             Ok(()) if !enabled => Ok(Err(MethodError::UnknownMethod)),
             Ok(()) => {
                 let mut ctx = CallContext {

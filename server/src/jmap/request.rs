@@ -29,7 +29,9 @@ pub const CAPABILITY_VACATION: &str = "urn:ietf:params:jmap:vacationresponse";
 /// other capabilities of the IANA "JMAP Capabilities" registry. Real clients
 /// (the `jmap-client` crate among them) name all of those in every request;
 /// accepting them keeps such clients working, and a method of a capability
-/// not implemented still answers `unknownMethod`. Anything else is
+/// not implemented still answers `unknownMethod`. So does a method of
+/// submission where the instance does not offer it (no way to send: ADR
+/// 0008), though the name stays accepted here. Anything else is
 /// `unknownCapability` (RFC 8620 §3.6.1).
 pub const SUPPORTED_CAPABILITIES: &[&str] = &[
     CAPABILITY_CORE,

@@ -54,16 +54,20 @@ pub fn push_access_day(now: i64) -> i64 {
 /// Builds the session for an account. `base_url` is absolute, without a
 /// trailing slash; `push_access` is the signed access its `eventSourceUrl`
 /// carries for a browser (`crate::http::push_access`), `credential` the tag
-/// of the credential it was made for ([`session_state`]).
+/// of the credential it was made for ([`session_state`]). `submission`:
+/// whether the instance can send (`crate::mail::delivery::Route::offers_submission`);
+/// without, `urn:ietf:params:jmap:submission` is advertised nowhere (RFC
+/// 8620 §2: the capabilities are what the server supports).
 pub fn session(
     account: &Account,
     limits: &Limits,
     base_url: &str,
     push_access: &str,
     credential: &str,
+    submission: bool,
 ) -> Value {
     let account_id = ids::account_id(account.id);
-    json!({
+    let mut session = json!({
         "capabilities": {
             CAPABILITY_CORE: {
                 "maxSizeUpload": limits.max_size_upload,
@@ -119,12 +123,66 @@ pub fn session(
         "uploadUrl": format!("{base_url}/jmap/upload/{{accountId}}/"),
         "eventSourceUrl": format!("{base_url}/jmap/eventsource?types={{types}}&closeafter={{closeafter}}&ping={{ping}}&access={push_access}"),
         "state": session_state(account, credential),
-    })
+    });
+    if !submission {
+        for place in [
+            "/capabilities",
+            &format!("/accounts/{account_id}/accountCapabilities"),
+            "/primaryAccounts",
+        ] {
+            if let Some(capabilities) = session.pointer_mut(place).and_then(Value::as_object_mut) {
+                capabilities.remove(CAPABILITY_SUBMISSION);
+            }
+        }
+    }
+    session
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn submission_is_advertised_only_when_the_instance_can_send() {
+        let account = Account {
+            id: 7,
+            email: "a@example.com".into(),
+            password_hash: String::new(),
+        };
+        let limits = Limits::default();
+        let with = session(&account, &limits, "http://x", "p", "c", true);
+        let without = session(&account, &limits, "http://x", "p", "c", false);
+        let account_id = ids::account_id(7);
+        let places = |session: &Value| {
+            [
+                session["capabilities"].get(CAPABILITY_SUBMISSION).cloned(),
+                session["accounts"][&account_id]["accountCapabilities"]
+                    .get(CAPABILITY_SUBMISSION)
+                    .cloned(),
+                session["primaryAccounts"]
+                    .get(CAPABILITY_SUBMISSION)
+                    .cloned(),
+            ]
+        };
+        assert_eq!(
+            places(&with),
+            [
+                Some(json!({})),
+                Some(json!({"maxDelayedSend": 0, "submissionExtensions": {}})),
+                Some(json!(account_id)),
+            ]
+        );
+        assert_eq!(places(&without), [None, None, None]);
+        // The rest is the same.
+        assert_eq!(
+            without["primaryAccounts"][CAPABILITY_MAIL],
+            json!(account_id)
+        );
+        assert_eq!(
+            without["capabilities"].as_object().unwrap().len() + 1,
+            with["capabilities"].as_object().unwrap().len()
+        );
+    }
 
     #[test]
     fn the_session_state_names_version_account_day_and_credential() {

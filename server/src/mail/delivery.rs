@@ -112,6 +112,9 @@ pub trait AccountSubmission: Send + Sync {
     /// account's inbox; the error's words on failure (the delivery is
     /// tried again).
     async fn file_bounce(&self, account: i64, dsn: Vec<u8>) -> Result<(), String>;
+    /// Whether mail can leave at all (a submission server is set): without
+    /// one, the instance does not offer sending (RFC 8621 §1.3.2).
+    fn sends(&self) -> bool;
 }
 
 /// Where a serving instance sends mail to other servers, chosen once at
@@ -137,6 +140,17 @@ impl Route {
         match self {
             Route::Relay(relay) => Outbound::Relay(relay.as_deref()),
             Route::PerAccount(server) => Outbound::PerAccount(server.as_ref()),
+        }
+    }
+
+    /// Whether this instance offers `urn:ietf:params:jmap:submission` (RFC
+    /// 8621 §1.3.2; the session advertises it, its methods run): always
+    /// through the relay or to the accounts here; through each account's
+    /// own server only when there is one ([`AccountSubmission::sends`]).
+    pub fn offers_submission(&self) -> bool {
+        match self {
+            Route::Relay(_) => true,
+            Route::PerAccount(server) => server.sends(),
         }
     }
 

@@ -72,6 +72,25 @@ pub const ROLE_MAILBOXES: &[(&str, &str)] = &[
     ("archive", "Archive"),
 ];
 
+/// The `sortOrder` of a folder (no role) that `fastview import` makes.
+pub const FOLDER_SORT_ORDER: i64 = 10;
+
+/// The `sortOrder` (RFC 8621 §2) a standalone Fastview gives a mailbox it
+/// makes of its own accord: a role of [`ROLE_MAILBOXES`] its place there
+/// from 1 (INBOX first, as a new account has them), another role the next
+/// after those, a folder [`FOLDER_SORT_ORDER`]; so roles sort first. The
+/// IMAP proxy gives the mailboxes it mirrors the same.
+pub fn default_sort_order(role: Option<&str>) -> i64 {
+    let Some(role) = role else {
+        return FOLDER_SORT_ORDER;
+    };
+    let place = ROLE_MAILBOXES
+        .iter()
+        .position(|(known, _)| *known == role)
+        .unwrap_or(ROLE_MAILBOXES.len());
+    place as i64 + 1
+}
+
 /// One projection row: the fast-view properties of one message (ADR 0003),
 /// computed by [`crate::mail::fast_view`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -733,4 +752,24 @@ impl<
         + ?Sized,
 > Store for T
 {
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_sort_first_inbox_first_then_folders() {
+        let orders: Vec<i64> = [
+            Some("inbox"),
+            Some("drafts"),
+            Some("archive"),
+            Some("all"),
+            None,
+        ]
+        .into_iter()
+        .map(default_sort_order)
+        .collect();
+        assert_eq!(orders, [1, 2, 6, 7, 10]);
+    }
 }

@@ -314,3 +314,113 @@ async fn the_jmap_proxy_in_front_of_cyrus_answers_cyrus_ids() {
     let expected: Vec<Value> = inbox.iter().map(|(_, subject)| json!(subject)).collect();
     assert_eq!(subjects, expected.iter().collect::<Vec<_>>());
 }
+
+/// Waits (at most 10 s) until the first sync mirrored INBOX; the mailboxes.
+async fn until_synced(proxy: &TestApp, user: &TestAccount) -> Vec<Value> {
+    let started = Instant::now();
+    loop {
+        let list = mailboxes(proxy, user).await;
+        if list.iter().any(|mailbox| mailbox["name"] == "INBOX") {
+            return list;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the first sync: not within 10 s; {list:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The octets of every message of `mailbox` as Cyrus holds them, by UID.
+fn cyrus_messages(cyrus: &Cyrus, mailbox: &str) -> Vec<Vec<u8>> {
+    let out = cyrus.python_imap(
+        ANN,
+        PASSWORD,
+        &format!(
+            "m.select({mailbox:?})\ntyp, data = m.uid('FETCH', '1:*', '(BODY.PEEK[])')\n\
+             for item in data:\n    if isinstance(item, tuple):\n        print(item[1].hex())"
+        ),
+    );
+    out.lines().map(unhex).collect()
+}
+
+fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_import_cyrus_rewrites_is_created_as_stored_and_retried_without_a_copy() {
+    let Some(cyrus) = Cyrus::start(&[(ANN, PASSWORD)]) else {
+        return;
+    };
+    let proxy = spawn_imap_proxy(&cyrus).await;
+    let ann = login(&proxy, ANN).await;
+    let inbox = named(&until_synced(&proxy, &ann).await, "INBOX")["id"].clone();
+    let (raw, subject) = fixtures(&["raw_utf8_headers"]).remove(0);
+    assert!(!raw.is_ascii(), "the fixture has raw UTF-8 in its headers");
+    let (status, upload) = proxy.upload(&ann, raw.clone()).await;
+    assert_eq!(status, 201, "{upload}");
+    let import = json!({"accountId": ann.account_id, "emails": {"i": {
+        "blobId": upload["blobId"], "mailboxIds": {inbox.as_str().unwrap(): true}}}});
+
+    let imported = proxy.call1(&ann, "Email/import", import.clone()).await;
+    let created = imported["created"]["i"].clone();
+    assert!(created["id"].is_string(), "{imported}");
+    // Cyrus stored other octets (munge8bit: each 8-bit header octet is X).
+    let stored = cyrus_messages(&cyrus, "INBOX");
+    assert_eq!(stored.len(), 1);
+    assert_ne!(stored[0], raw);
+    let header_end = stored[0].windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    assert!(stored[0][..header_end].is_ascii());
+    // The answer is the email as stored: Cyrus's octets.
+    assert_ne!(created["blobId"], upload["blobId"]);
+    assert_eq!(created["size"], stored[0].len());
+    let (status, downloaded) = proxy
+        .download(&ann, created["blobId"].as_str().unwrap(), "m.eml")
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(downloaded, stored[0]);
+    let got = proxy
+        .email_get(
+            &ann,
+            &[&created["id"]],
+            &["blobId", "threadId", "size", "subject"],
+        )
+        .await;
+    let email = &got["list"][0];
+    for property in ["blobId", "threadId", "size"] {
+        assert_eq!(email[property], created[property], "{property}: {got}");
+    }
+    assert_ne!(
+        email["subject"],
+        subject.as_str(),
+        "Cyrus's subject, not the one sent"
+    );
+    let listed = until_listed(&proxy, &ann, 1).await;
+    assert_eq!(listed[0]["id"], created["id"]);
+
+    // A retry of the same upload is the same email: no second APPEND.
+    let again = proxy.call1(&ann, "Email/import", import).await;
+    assert_eq!(again["notCreated"]["i"]["type"], "alreadyExists", "{again}");
+    assert_eq!(again["notCreated"]["i"]["existingId"], created["id"]);
+    assert_eq!(cyrus_messages(&cyrus, "INBOX").len(), 1);
+    let listed = until_listed(&proxy, &ann, 1).await;
+    assert_eq!(listed[0]["id"], created["id"]);
+}
+
+#[tokio::test]
+async fn cyrus_folders_sort_after_the_roles_as_on_a_standalone_server() {
+    let Some(cyrus) = Cyrus::start(&[(ANN, PASSWORD)]) else {
+        return;
+    };
+    cyrus.python_imap(ANN, PASSWORD, "r = m.create('Aaa')\nassert r[0] == 'OK', r");
+    let proxy = spawn_imap_proxy(&cyrus).await;
+    let ann = login(&proxy, ANN).await;
+    until_synced(&proxy, &ann).await;
+    let standalone = crate::support::spawn_app().await;
+    let local = standalone.account("bob@example.com").await;
+    crate::upstream_imap::assert_sorted_as_standalone(&proxy, &ann, &standalone, &local).await;
+}

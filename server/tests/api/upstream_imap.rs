@@ -1135,12 +1135,20 @@ async fn mail_is_sent_through_the_upstreams_submission_server_as_the_user() {
     else {
         return;
     };
+    // With a submission server, submission is offered (RFC 8621 §1.3.2).
+    let session = proxy.session(&hana).await;
+    let submission = "urn:ietf:params:jmap:submission";
+    assert_eq!(session["capabilities"][submission], json!({}));
+    assert_eq!(
+        session["accounts"][&hana.account_id]["accountCapabilities"][submission],
+        json!({"maxDelayedSend": 0, "submissionExtensions": {}})
+    );
+    assert_eq!(session["primaryAccounts"][submission], hana.account_id);
     let mailboxes = mailbox_ids(&proxy, &hana).await;
     let (drafts, sent) = (
         mailbox_named(&mailboxes, "Drafts"),
         mailbox_named(&mailboxes, "Sent"),
     );
-    let submission = "urn:ietf:params:jmap:submission";
     let identities = proxy
         .call_using(
             &hana,
@@ -1224,4 +1232,168 @@ async fn mail_is_sent_through_the_upstreams_submission_server_as_the_user() {
     );
     assert!(copy.contains("Subject: Second"), "{copy}");
     assert!(!copy.to_ascii_lowercase().contains("bcc:"), "{copy}");
+}
+
+/// Waits (at most 10 s) until a sync mirrored the upstream mailbox `name`;
+/// the mailboxes then.
+async fn until_mirrored(proxy: &TestApp, user: &TestAccount, name: &str) -> Vec<(String, Value)> {
+    let started = Instant::now();
+    loop {
+        let mailboxes = mailbox_ids(proxy, user).await;
+        if mailboxes.iter().any(|(n, _)| n == name) {
+            return mailboxes;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{name} mirrored: not within 10 s; {mailboxes:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Checks the `sortOrder` of the mailboxes `user` has through `proxy`
+/// against those of a standalone Fastview's account `local`: each role's
+/// the standalone's mailbox of that role has, the folder "Aaa" that of a
+/// folder `fastview import` makes, so Mailbox/query by sortOrder then name
+/// lists INBOX first and "Aaa" after every role.
+pub(crate) async fn assert_sorted_as_standalone(
+    proxy: &TestApp,
+    user: &TestAccount,
+    standalone: &TestApp,
+    local: &TestAccount,
+) {
+    let of = |got: Value| got["list"].as_array().unwrap().clone();
+    let local_list = of(standalone
+        .call1(local, "Mailbox/get", json!({"accountId": local.account_id}))
+        .await);
+    let proxied = of(proxy
+        .call1(user, "Mailbox/get", json!({"accountId": user.account_id}))
+        .await);
+    let mut roles = 0;
+    for mailbox in &proxied {
+        if mailbox["role"].is_null() {
+            continue;
+        }
+        let same_role = local_list
+            .iter()
+            .find(|m| m["role"] == mailbox["role"])
+            .unwrap_or_else(|| panic!("no {} on the standalone server", mailbox["role"]));
+        assert_eq!(mailbox["sortOrder"], same_role["sortOrder"], "{mailbox}");
+        roles += 1;
+    }
+    assert!(
+        roles >= 5,
+        "INBOX and the special-use folders: {proxied:#?}"
+    );
+    let folder = proxied.iter().find(|m| m["name"] == "Aaa").unwrap();
+    assert_eq!(folder["sortOrder"], fastview::store::FOLDER_SORT_ORDER);
+    let query = proxy
+        .call1(
+            user,
+            "Mailbox/query",
+            json!({"accountId": user.account_id,
+                "sort": [{"property": "sortOrder"}, {"property": "name"}]}),
+        )
+        .await;
+    let ids = query["ids"].as_array().unwrap();
+    let inbox = proxied.iter().find(|m| m["role"] == "inbox").unwrap();
+    assert_eq!(ids[0], inbox["id"], "{query}");
+    let folder_at = ids.iter().position(|id| *id == folder["id"]).unwrap();
+    assert_eq!(folder_at, roles, "after every role: {query}");
+}
+
+#[tokio::test]
+async fn dovecot_folders_sort_after_the_roles_as_on_a_standalone_server() {
+    let Some(dovecot) = Dovecot::start(&["lee@example.com"]) else {
+        return;
+    };
+    dovecot.client(
+        "lee@example.com",
+        "r = m.create('Aaa')\nassert r[0] == 'OK', r",
+    );
+    let proxy = spawn_proxy(&dovecot).await;
+    let lee = login(&proxy, "lee@example.com").await;
+    until_mirrored(&proxy, &lee, "Aaa").await;
+    let standalone = spawn_app().await;
+    let local = standalone.account("bob@example.com").await;
+    assert_sorted_as_standalone(&proxy, &lee, &standalone, &local).await;
+}
+
+#[tokio::test]
+async fn an_import_is_created_as_stored_and_retried_without_a_copy() {
+    let Some((dovecot, proxy, mia, _)) = proxy_with_inbox("mia@example.com", &[], |_| {}).await
+    else {
+        return;
+    };
+    let inbox = mailbox_named(&until_mirrored(&proxy, &mia, "INBOX").await, "INBOX");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/golden");
+    let raw = crlf(&std::fs::read(dir.join("raw_utf8_headers.eml")).unwrap());
+    let (status, upload) = proxy.upload(&mia, raw.clone()).await;
+    assert_eq!(status, 201, "{upload}");
+    let import = json!({"accountId": mia.account_id, "emails": {"i": {
+        "blobId": upload["blobId"], "mailboxIds": {inbox: true}}}});
+    let imported = proxy.call1(&mia, "Email/import", import.clone()).await;
+    let created = imported["created"]["i"].clone();
+    assert!(created["id"].is_string(), "{imported}");
+    // Dovecot keeps the octets: the email is the upload's.
+    assert_eq!(created["blobId"], upload["blobId"]);
+    assert_eq!(created["size"], raw.len());
+    let (_, downloaded) = proxy
+        .download(&mia, created["blobId"].as_str().unwrap(), "m.eml")
+        .await;
+    assert_eq!(downloaded, raw);
+    let got = proxy
+        .email_get(&mia, &[&created["id"]], &["blobId", "threadId", "size"])
+        .await;
+    for property in ["blobId", "threadId", "size"] {
+        assert_eq!(got["list"][0][property], created[property], "{property}");
+    }
+    // A retry of the same upload is the same email: no second APPEND.
+    let again = proxy.call1(&mia, "Email/import", import).await;
+    assert_eq!(again["notCreated"]["i"]["type"], "alreadyExists", "{again}");
+    assert_eq!(again["notCreated"]["i"]["existingId"], created["id"]);
+    assert_eq!(
+        upstream_flags(&dovecot, "mia@example.com", "INBOX").len(),
+        1
+    );
+    let listed = first_sync(&proxy, &mia, 1).await;
+    assert_eq!(listed[0]["id"], created["id"]);
+}
+
+#[tokio::test]
+async fn submission_is_offered_only_with_a_submission_server() {
+    let Some((_dovecot, proxy, noa, _)) = proxy_with_inbox("noa@example.com", &[], |_| {}).await
+    else {
+        return;
+    };
+    let submission = "urn:ietf:params:jmap:submission";
+    let session = proxy.session(&noa).await;
+    assert!(
+        session["capabilities"].get(submission).is_none(),
+        "{session}"
+    );
+    let account = &session["accounts"][&noa.account_id]["accountCapabilities"];
+    assert!(account.get(submission).is_none(), "{session}");
+    assert!(
+        session["primaryAccounts"].get(submission).is_none(),
+        "{session}"
+    );
+    assert!(
+        account.get("urn:ietf:params:jmap:mail").is_some(),
+        "{session}"
+    );
+    // Its methods are unknown, named in `using` or not (a client that
+    // names every registered capability keeps working).
+    let calls = json!([
+        ["Identity/get", {"accountId": noa.account_id}],
+        ["EmailSubmission/set", {"accountId": noa.account_id, "create": {}}],
+        ["Mailbox/get", {"accountId": noa.account_id, "ids": []}],
+    ]);
+    for using in [&[submission][..], &[]] {
+        let responses = proxy.call_using(&noa, using, calls.clone()).await;
+        assert_eq!(responses[0][0], "error", "{responses:?}");
+        assert_eq!(responses[0][1]["type"], "unknownMethod");
+        assert_eq!(responses[1][1]["type"], "unknownMethod");
+        assert_eq!(responses[2][0], "Mailbox/get", "{responses:?}");
+    }
 }

@@ -435,24 +435,54 @@ impl Connection {
     }
 
     /// Appends a message to `mailbox` with `flags` and INTERNALDATE
-    /// `received_at` (unix seconds).
+    /// `received_at` (unix seconds): where the upstream put it, when its
+    /// tagged `OK` carries RFC 4315 `[APPENDUID uidvalidity uid]` (else
+    /// `None`). async-imap's own APPEND drops that response code, so the
+    /// command is written here: the command line with a synchronizing
+    /// literal, the octets after the continuation, then the responses up
+    /// to the tagged one (untagged ones on this connection, which listens
+    /// for nothing, are passed over). `NO` / `BAD` is
+    /// [`UpstreamError::Refused`] with the upstream's words.
     pub async fn append(
         &mut self,
         mailbox: &str,
         flags: &[String],
         received_at: i64,
         raw: &[u8],
-    ) -> Result<(), UpstreamError> {
-        let flags = format!("({})", flags.join(" "));
+    ) -> Result<Option<AppendUid>, UpstreamError> {
         let date = chrono::DateTime::from_timestamp(received_at, 0)
             .unwrap_or_default()
             .format("\"%d-%b-%Y %H:%M:%S +0000\"")
             .to_string();
-        deadline(
-            COMMAND_TIMEOUT,
-            "APPEND",
-            self.session.append(mailbox, Some(&flags), Some(&date), raw),
-        )
+        let command = format!(
+            "APPEND {} ({}) {date} {{{}}}",
+            quoted(mailbox)?,
+            flags.join(" "),
+            raw.len()
+        );
+        let session = &mut self.session;
+        deadline(COMMAND_TIMEOUT, "APPEND", async move {
+            let tag = session.run_command(&command).await?;
+            // The continuation, or the command's refusal.
+            if let Some(refused) = read_until(session, &tag, true).await? {
+                return Err(refused.into_refusal());
+            }
+            use tokio::io::AsyncWriteExt;
+            let stream = session.get_mut();
+            let written = async {
+                stream.write_all(raw).await?;
+                stream.write_all(b"\r\n").await?;
+                stream.flush().await
+            };
+            written.await.map_err(lost)?;
+            match read_until(session, &tag, false).await? {
+                Some(Tagged::Ok(appended)) => Ok(appended),
+                Some(refused) => Err(refused.into_refusal()),
+                None => Err(UpstreamError::Unreachable(
+                    "APPEND: no tagged answer".into(),
+                )),
+            }
+        })
         .await
     }
 
@@ -578,6 +608,115 @@ impl Connection {
     pub async fn logout(mut self) {
         let _ = tokio::time::timeout(Duration::from_secs(5), self.session.logout()).await;
     }
+}
+
+/// Where an APPEND put a message (RFC 4315 §3 APPENDUID): the
+/// mailbox's UIDVALIDITY and the message's UID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendUid {
+    pub uid_validity: u32,
+    pub uid: u32,
+}
+
+/// The tagged answer to a command written by hand.
+enum Tagged {
+    /// `OK`, with the APPENDUID it carried.
+    Ok(Option<AppendUid>),
+    /// `NO` or `BAD`: the upstream's words.
+    Refused(String),
+}
+
+impl Tagged {
+    fn into_refusal(self) -> UpstreamError {
+        match self {
+            Tagged::Ok(_) => UpstreamError::Refused("the upstream ended APPEND early".into()),
+            Tagged::Refused(text) => UpstreamError::Refused(text),
+        }
+    }
+
+    /// The tagged answer of a response, when it is the one to `tag`.
+    fn of(response: &async_imap::imap_proto::Response<'_>, tag: &RequestId) -> Option<Self> {
+        use async_imap::imap_proto::{Response, ResponseCode, Status};
+        let Response::Done {
+            tag: done,
+            status,
+            outcome,
+        } = response
+        else {
+            return None;
+        };
+        if done != tag {
+            return None;
+        }
+        Some(match status {
+            Status::Ok => Tagged::Ok(match &outcome.code {
+                Some(ResponseCode::AppendUid(uid_validity, uids)) => {
+                    single_uid(uids).map(|uid| AppendUid {
+                        uid_validity: *uid_validity,
+                        uid,
+                    })
+                }
+                _ => None,
+            }),
+            other => Tagged::Refused(format!(
+                "{other:?} {}",
+                outcome.information.as_deref().unwrap_or("")
+            )),
+        })
+    }
+}
+
+/// The one UID of an APPENDUID's set (one message appended).
+fn single_uid(uids: &[async_imap::imap_proto::rfc4315::UidSetMember]) -> Option<u32> {
+    use async_imap::imap_proto::rfc4315::UidSetMember;
+    match uids {
+        [UidSetMember::Uid(uid)] => Some(*uid),
+        [UidSetMember::UidRange(range)] if range.start() == range.end() => Some(*range.start()),
+        _ => None,
+    }
+}
+
+type RequestId = async_imap::imap_proto::RequestId;
+
+/// A failed read or write of the connection: [`UpstreamError::Unreachable`].
+fn lost(error: std::io::Error) -> UpstreamError {
+    UpstreamError::Unreachable(error.to_string())
+}
+
+/// Reads responses until the tagged one to `tag` (its answer), or, when
+/// `continuation`, until a continuation request (`None`); other responses
+/// are passed over.
+async fn read_until(
+    session: &mut Session,
+    tag: &RequestId,
+    continuation: bool,
+) -> Result<Option<Tagged>, UpstreamError> {
+    use async_imap::imap_proto::Response;
+    loop {
+        let Some(response) = session.read_response().await.map_err(lost)? else {
+            return Err(UpstreamError::Unreachable("the connection was lost".into()));
+        };
+        if continuation && matches!(response.parsed(), Response::Continue(_)) {
+            return Ok(None);
+        }
+        if let Some(tagged) = Tagged::of(response.parsed(), tag) {
+            return Ok(Some(tagged));
+        }
+    }
+}
+
+/// `name` as an IMAP quoted string (RFC 3501 §4.3: `\` and `"` escaped);
+/// a name with CR or LF cannot be one (refused).
+fn quoted(name: &str) -> Result<String, UpstreamError> {
+    if name.contains(['\r', '\n']) {
+        return Err(UpstreamError::Refused(format!(
+            "the mailbox name {name:?} cannot be sent in a quoted string"
+        )));
+    }
+    Ok(format!(
+        "\"{}\"",
+        name.replace('\\', "\\\\").replace('"', "\\\"")
+    ))
 }
 
 /// Whether the unsolicited responses waiting tell of a change (a message

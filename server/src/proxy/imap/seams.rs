@@ -4,10 +4,10 @@
 //! - [`MailWriter`]: every write goes to the upstream first (its refusal of
 //!   one object is that object's `forbidden`), then into the store by a
 //!   sync (ADR 0008); a sent message is also APPENDed to the upstream's
-//!   Sent mailbox; Email/copy, and EmailSubmission/set without
-//!   `--upstream-smtp`, are refused.
+//!   Sent mailbox; Email/copy is refused.
 //! - [`AccountSubmission`]: mail leaves through the upstream's submission
-//!   server as the account's user (`--upstream-smtp`).
+//!   server as the account's user (`--upstream-smtp`); without one the
+//!   instance does not offer submission.
 //! - [`LoginCheck`]: a Basic login is an IMAP LOGIN at the upstream.
 
 use std::collections::HashMap;
@@ -160,17 +160,13 @@ impl MailWriter for ImapProxy {
         }
     }
 
-    /// Mail is sent through the upstream's own submission server
-    /// (`--upstream-smtp`): without one, EmailSubmission/set is refused
-    /// rather than delivered around the upstream. (Email/copy between
-    /// accounts has no second account to copy from here.)
+    /// Email/copy between accounts has no second account to copy from
+    /// here. (Without `--upstream-smtp` submission is not offered at all,
+    /// [`AccountSubmission::sends`]: its methods are `unknownMethod`.)
     fn refuses(&self, method: &str) -> Option<String> {
-        let refused =
-            method == "Email/copy" || (method == "EmailSubmission/set" && !self.0.sends());
-        refused.then(|| {
+        (method == "Email/copy").then(|| {
             format!(
-                "this server mirrors the IMAP server {}; {method} needs the upstream's submission \
-                 server (serve --upstream-smtp)",
+                "this server mirrors the IMAP server {}; {method} has no other account here",
                 self.0.url()
             )
         })
@@ -188,6 +184,11 @@ impl AccountSubmission for ImapProxy {
             .append_to_inbox(account, dsn)
             .await
             .map_err(|error| error.to_string())
+    }
+
+    /// Only with `--upstream-smtp`.
+    fn sends(&self) -> bool {
+        self.0.sends()
     }
 }
 

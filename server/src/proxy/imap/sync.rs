@@ -25,7 +25,7 @@ use crate::mail::ingest::{self, PreparedEmail};
 use crate::proxy::upstream::UpstreamError;
 use crate::store::{
     EmailUpdate, Inserted, MailboxPatch, MailboxRow, NewMailbox, Store, UpstreamCopy,
-    UpstreamMailbox,
+    UpstreamMailbox, default_sort_order,
 };
 
 /// Messages fetched per UID FETCH of whole messages.
@@ -507,7 +507,8 @@ async fn mirror_mailboxes(
                             parent_id,
                             name,
                             role: role.map(str::to_string),
-                            sort_order: 0,
+                            // As a standalone Fastview orders them.
+                            sort_order: default_sort_order(role),
                             is_subscribed,
                         },
                     )

@@ -28,7 +28,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use super::connection::Connection;
+use super::connection::{AppendUid, Connection};
 use super::link::Upstream;
 use super::{flag_of_keyword, utf7};
 use crate::blob::blob_id_of;
@@ -37,7 +37,7 @@ use crate::mail::relay::with_crlf;
 use crate::proxy::upstream::UpstreamError;
 use crate::store::{
     EmailLists, EmailUpdate, Inserted, MailboxPatch, NewMailbox, StoreError, UpdateOutcome,
-    UpstreamMailbox, apply_updates,
+    UpstreamMailbox, apply_updates, default_sort_order,
 };
 
 /// What the upstream said to one object of a write: its outcome, or its
@@ -46,6 +46,34 @@ pub type ObjectResult<T> = Result<T, String>;
 
 /// Where an email's copies are: (mailbox id, UID) each.
 type Copies = Vec<(i64, u32)>;
+
+/// What an Email/import through the upstream did before its sync.
+enum Appending {
+    /// Nothing: the account already holds the message (this email).
+    Already(i64),
+    /// APPENDed.
+    Sent(Sent),
+}
+
+/// A message APPENDed: what finds the email it became after the sync.
+struct Sent {
+    /// The blob id of the octets sent (CRLF line ends).
+    blob: String,
+    /// Its Message-ID, as the store keeps it (no angle brackets).
+    message_id: Option<String>,
+    /// Octets sent.
+    size: i64,
+    /// Each mailbox it was APPENDed to, in order.
+    copies: Vec<AppendedCopy>,
+}
+
+/// One APPEND of a message: the mailbox, what the upstream said of the new
+/// copy (RFC 4315 APPENDUID), and, without UIDPLUS, UIDNEXT before it.
+struct AppendedCopy {
+    mailbox: i64,
+    said: Option<AppendUid>,
+    uid_next: Option<u32>,
+}
 
 impl Upstream {
     /// Email/set `update` through the upstream: each update's outcome in
@@ -204,7 +232,10 @@ impl Upstream {
 
     /// Email/import and Email/set `create` through the upstream: APPENDs
     /// the message to each of its mailboxes, then syncs; the email it
-    /// became (`Duplicate` when the account already had those bytes).
+    /// became, as the upstream stored it (`Duplicate` when the account
+    /// already had it: [`Upstream::already_appended`]). The email is found
+    /// by what the upstream said ([`Upstream::appended_email`]), since the
+    /// upstream may store other octets than those sent.
     pub async fn append(
         &self,
         account: i64,
@@ -214,19 +245,25 @@ impl Upstream {
         let mut slot = link.writer.lock().await;
         let connection = self.writer(&link, &mut slot).await?;
         let result = self.append_on(connection, account, prepared).await;
-        let (blob, existed) = match self.settle(account, &mut slot, result, Err).await? {
-            Ok(appended) => appended,
+        let sent = match self.settle(account, &mut slot, result, Err).await? {
+            Ok(Appending::Already(id)) => return Ok(Ok(Inserted::Duplicate(id))),
+            Ok(Appending::Sent(sent)) => sent,
             Err(refusal) => return Ok(Err(refusal)),
         };
-        let found = self
-            .store()
-            .emails_of_blobs(account, &[blob.as_str()])
-            .await?;
-        Ok(match found.first() {
-            Some((_, id)) if existed => Ok(Inserted::Duplicate(*id)),
-            Some((_, id)) => Ok(Inserted::New(*id)),
-            None => Err("the upstream accepted the message but does not list it".into()),
-        })
+        let Some(id) = self.appended_email(account, &sent).await? else {
+            return Ok(Err(
+                "the upstream accepted the message but does not list it".into(),
+            ));
+        };
+        // The upstream rewrote it: a retry of the same octets is this email.
+        let store = self.store();
+        let stored = store.email_meta(account, &[id]).await?;
+        if stored.first().is_some_and(|meta| meta.blob_id != sent.blob) {
+            store
+                .record_upstream_append(account, &sent.blob, id)
+                .await?;
+        }
+        Ok(Ok(Inserted::New(id)))
     }
 
     async fn append_on(
@@ -234,25 +271,20 @@ impl Upstream {
         connection: &mut Connection,
         account: i64,
         prepared: PreparedEmail,
-    ) -> Result<ObjectResult<(String, bool)>, UpstreamError> {
+    ) -> Result<ObjectResult<Appending>, UpstreamError> {
         // CRLF line ends, as IMAP carries a message (RFC 3501 §4.3), made
         // as the relay makes them: the octets the upstream hands back.
         let raw = with_crlf(&prepared.raw).into_owned();
         let blob = blob_id_of(&raw);
-        let store = self.store();
-        if !store
-            .emails_of_blobs(account, &[blob.as_str()])
-            .await?
-            .is_empty()
-        {
-            return Ok(Ok((blob, true)));
+        if let Some(id) = self.already_appended(account, &blob).await? {
+            return Ok(Ok(Appending::Already(id)));
         }
         let names = self.mailbox_names(account).await?;
         let holding = holding_mailboxes(connection).await?;
         let mut targets = Vec::new();
         for mailbox in &prepared.email.mailbox_ids {
             match name_of(&names, *mailbox).and_then(|name| holds(&holding, name)) {
-                Ok(name) => targets.push(name.to_string()),
+                Ok(name) => targets.push((*mailbox, name.to_string())),
                 Err(UpstreamError::Refused(text)) => return Ok(Err(text)),
                 Err(error) => return Err(error),
             }
@@ -263,19 +295,102 @@ impl Upstream {
             .iter()
             .map(|k| flag_of_keyword(k))
             .collect();
-        for name in &targets {
+        let mut copies = Vec::new();
+        for (mailbox, name) in &targets {
+            // Without UIDPLUS, the new copy's UID is UIDNEXT or above.
+            let uid_next = if connection.has("UIDPLUS") {
+                None
+            } else {
+                connection.examine(name).await?.uid_next
+            };
             self.count("append");
             self.count_bytes(raw.len());
             match connection
                 .append(name, &flags, prepared.email.received_at, &raw)
                 .await
             {
-                Ok(()) => {}
+                Ok(said) => copies.push(AppendedCopy {
+                    mailbox: *mailbox,
+                    said,
+                    uid_next,
+                }),
                 Err(UpstreamError::Refused(text)) => return Ok(Err(text)),
                 Err(error) => return Err(error),
             }
         }
-        Ok(Ok((blob, false)))
+        Ok(Ok(Appending::Sent(Sent {
+            blob,
+            message_id: prepared.email.index.message_id.clone(),
+            size: i64::try_from(raw.len()).unwrap_or(i64::MAX),
+            copies,
+        })))
+    }
+
+    /// The account's email holding what an APPEND of the octets with blob
+    /// id `blob` would store: the email with those octets, or the one an
+    /// earlier APPEND of them became where the upstream rewrote them
+    /// (recorded by [`Upstream::append`]). So a retried Email/import is
+    /// answered with the email the first one made, never a second copy.
+    async fn already_appended(
+        &self,
+        account: i64,
+        blob: &str,
+    ) -> Result<Option<i64>, UpstreamError> {
+        let store = self.store();
+        if let Some((_, id)) = store.emails_of_blobs(account, &[blob]).await?.first() {
+            return Ok(Some(*id));
+        }
+        Ok(store.upstream_append(account, blob).await?)
+    }
+
+    /// The email an APPEND became, once synced, by what the upstream said:
+    /// the mailbox and UID of its APPENDUID (RFC 4315) while the mailbox
+    /// keeps that UIDVALIDITY; else the email with the octets sent (the
+    /// upstream kept them); else, among the copies new since the APPEND
+    /// (UID from UIDNEXT before it), the one with the Message-ID and size
+    /// sent. `None` when none of these finds it.
+    async fn appended_email(
+        &self,
+        account: i64,
+        sent: &Sent,
+    ) -> Result<Option<i64>, UpstreamError> {
+        let store = self.store();
+        let validities: HashMap<i64, i64> = store
+            .upstream_mailboxes(account)
+            .await?
+            .into_iter()
+            .map(|m| (m.mailbox_id, m.uid_validity))
+            .collect();
+        for copy in &sent.copies {
+            let Some(said) = copy.said else { continue };
+            if validities.get(&copy.mailbox) != Some(&i64::from(said.uid_validity)) {
+                continue;
+            }
+            let uid = i64::from(said.uid);
+            let found = store.upstream_copies_from(copy.mailbox, uid).await?;
+            if let Some((_, email, _, _)) = found.iter().find(|(at, ..)| *at == uid) {
+                return Ok(Some(*email));
+            }
+        }
+        if let Some((_, id)) = store
+            .emails_of_blobs(account, &[sent.blob.as_str()])
+            .await?
+            .first()
+        {
+            return Ok(Some(*id));
+        }
+        for copy in &sent.copies {
+            let Some(uid_next) = copy.uid_next else {
+                continue;
+            };
+            let new = store
+                .upstream_copies_from(copy.mailbox, i64::from(uid_next))
+                .await?;
+            if let Some(email) = same_message(&new, sent.message_id.as_deref(), sent.size) {
+                return Ok(Some(email));
+            }
+        }
+        Ok(None)
     }
 
     /// Mailbox/set `create` through the upstream (CREATE, SUBSCRIBE): the
@@ -307,7 +422,8 @@ impl Upstream {
                 "the upstream made the mailbox but does not list it".into()
             ));
         };
-        if new.sort_order != 0 {
+        // The sync gave it a folder's; Mailbox/set's is the client's (or 0).
+        if new.sort_order != default_sort_order(None) {
             let patch = MailboxPatch {
                 sort_order: Some(new.sort_order),
                 ..MailboxPatch::default()
@@ -708,6 +824,23 @@ fn holds<'a>(holding: &HashSet<String>, name: &'a str) -> Result<&'a str, Upstre
     }
 }
 
+/// Among the copies an APPEND may have made (`(uid, email, Message-ID,
+/// size)`, as [`crate::store::ImapProxyStore::upstream_copies_from`] gives
+/// them), the email with `message_id` and `size`: the first by UID. A
+/// message without a Message-ID matches none (the octets alone never
+/// identify it: another client may have APPENDed the same).
+fn same_message(
+    copies: &[(i64, i64, Option<String>, i64)],
+    message_id: Option<&str>,
+    size: i64,
+) -> Option<i64> {
+    let message_id = message_id?;
+    copies
+        .iter()
+        .find(|(_, _, id, octets)| id.as_deref() == Some(message_id) && *octets == size)
+        .map(|(_, email, _, _)| *email)
+}
+
 /// The upstream's hierarchy delimiter (LIST), `/` when it lists none.
 async fn delimiter(connection: &mut Connection) -> Result<String, UpstreamError> {
     Ok(connection
@@ -790,6 +923,26 @@ mod tests {
             renamed("Tom.x", "Tom", "Tim", ".").as_deref(),
             Some("Tim.x")
         );
+    }
+
+    #[test]
+    fn an_appended_copy_without_appenduid_is_found_by_message_id_and_size() {
+        let id = |text: &str| Some(text.to_string());
+        let copies = [
+            (7, 70, id("other@example.com"), 120),
+            (8, 80, id("sent@example.com"), 99),
+            (9, 90, id("sent@example.com"), 120),
+            (10, 100, id("sent@example.com"), 120),
+            (11, 110, None, 120),
+        ];
+        assert_eq!(
+            same_message(&copies, Some("sent@example.com"), 120),
+            Some(90)
+        );
+        assert_eq!(same_message(&copies, Some("sent@example.com"), 121), None);
+        assert_eq!(same_message(&copies, Some("none@example.com"), 120), None);
+        assert_eq!(same_message(&copies, None, 120), None);
+        assert_eq!(same_message(&[], Some("sent@example.com"), 120), None);
     }
 
     #[test]

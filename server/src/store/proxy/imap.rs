@@ -127,6 +127,54 @@ impl_sql! {
                 .await?)
         }
 
+        async fn upstream_copies_from(
+            &self,
+            mailbox: i64,
+            first_uid: i64,
+        ) -> StoreResult<Vec<(i64, i64, Option<String>, i64)>> {
+            Ok(sqlx::query_as(
+                "SELECT u.uid, u.email_id, e.message_id, e.size FROM upstream_messages u \
+                 JOIN emails e ON e.id = u.email_id \
+                 WHERE u.mailbox_id = $1 AND u.uid >= $2 ORDER BY u.uid",
+            )
+            .bind(mailbox)
+            .bind(first_uid)
+            .fetch_all(&self.reader)
+            .await?)
+        }
+
+        async fn upstream_append(
+            &self,
+            account: i64,
+            sent_blob: &str,
+        ) -> StoreResult<Option<i64>> {
+            Ok(sqlx::query_scalar(
+                "SELECT email_id FROM upstream_appends \
+                 WHERE account_id = $1 AND sent_blob_id = $2",
+            )
+            .bind(account)
+            .bind(sent_blob)
+            .fetch_optional(&self.reader)
+            .await?)
+        }
+
+        async fn record_upstream_append(
+            &self,
+            account: i64,
+            sent_blob: &str,
+            email: i64,
+        ) -> StoreResult<()> {
+            let query = sqlx::query(
+                "INSERT INTO upstream_appends (account_id, sent_blob_id, email_id) \
+                 SELECT $1, $2, $3 FROM emails WHERE id = $3 AND account_id = $1 \
+                 ON CONFLICT (account_id, sent_blob_id) DO UPDATE SET email_id = excluded.email_id",
+            )
+            .bind(account)
+            .bind(sent_blob)
+            .bind(email);
+            self.write_one(query).await
+        }
+
         async fn emails_of_blobs(
             &self,
             account: i64,

@@ -47,6 +47,29 @@ pub trait ImapProxyStore: Send + Sync + 'static {
         account: i64,
         emails: &[i64],
     ) -> StoreResult<Vec<(i64, i64, i64, String)>>;
+    /// `(uid, email id, Message-ID, size)` of the copies in the mirrored
+    /// mailbox `mailbox` with UID `first_uid` or above, by UID: what an
+    /// APPEND added (RFC 4315 APPENDUID names its UID; without one, the
+    /// UIDNEXT before it bounds them). Message-ID as the email's
+    /// `message_id` holds it (no angle brackets); size in octets.
+    async fn upstream_copies_from(
+        &self,
+        mailbox: i64,
+        first_uid: i64,
+    ) -> StoreResult<Vec<(i64, i64, Option<String>, i64)>>;
+    /// The account's email that an earlier APPEND of the octets with blob
+    /// id `sent_blob` became, where the upstream stored other octets than
+    /// those sent (migration 0314; ADR 0008).
+    async fn upstream_append(&self, account: i64, sent_blob: &str) -> StoreResult<Option<i64>>;
+    /// Records that the octets with blob id `sent_blob`, APPENDed, became
+    /// the account's `email` (nothing when the email is not the account's;
+    /// the row goes with the email).
+    async fn record_upstream_append(
+        &self,
+        account: i64,
+        sent_blob: &str,
+        email: i64,
+    ) -> StoreResult<()>;
     /// `(blob id, email id)` of the account's emails with those blob ids.
     async fn emails_of_blobs(
         &self,

@@ -24,7 +24,7 @@ impl_sql! {
                 all_types: true,
                 ..ChangeSet::default()
             };
-            for (order, (role, name)) in ROLE_MAILBOXES.iter().enumerate() {
+            for (role, name) in ROLE_MAILBOXES {
                 let mailbox: i64 = sqlx::query_scalar(
                     "INSERT INTO mailboxes (account_id, name, role, sort_order) \
                      VALUES ($1, $2, $3, $4) RETURNING id",
@@ -32,7 +32,7 @@ impl_sql! {
                 .bind(id)
                 .bind(*name)
                 .bind(*role)
-                .bind(order as i64 + 1)
+                .bind(default_sort_order(Some(role)))
                 .fetch_one(&mut *tx)
                 .await?;
                 set.record(ChangeType::Mailbox, mailbox, ChangeKind::Created);

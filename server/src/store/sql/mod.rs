@@ -44,6 +44,7 @@ use super::{
     Inserted, LogPosition, MailboxPatch, MailboxRow, Mailboxes, Maintenance, NewEmail, NewMailbox,
     QueryRow, Quota, ROLE_MAILBOXES, Search, SearchText, SendLimits, States, StoreError,
     StoreResult, SubmissionRow, Submissions, TextSearch, UpdateOutcome, VacationResponse,
+    default_sort_order,
 };
 
 /// An `impl` block over every dialect `D` (`impl_sql! { impl Trait { … } }`,
