@@ -30,6 +30,15 @@
 //!   `fastview_upstream_fetched_bytes_total` (messages read from the upstream)
 //! - `fastview_upstream_sync_seconds` (histogram: how long one account's
 //!   sync took; with IDLE/NOTIFY this is the lag of a change behind the upstream)
+//! - `fastview_upstream_event_source_fallbacks_total` (a JMAP upstream's
+//!   event source opened for a mirror that gave no stream — Cyrus 3.6
+//!   built without WebSockets answers `204 No Content` — or no answer: the
+//!   account's mirror polls instead, and asks again after `--upstream-poll`;
+//!   issue 45)
+//! - `fastview_upstream_polls_total{event_source="open|none"}` (a JMAP
+//!   mirror's polls of the upstream's states: `open`, the `--upstream-poll`
+//!   safety net beside a working event source; `none`, without one, every
+//!   `--upstream-poll-active` while a client of the account is active)
 //! - `fastview_cache_entries{cache="header|fast_view|structure|metadata|list_text|mailboxes|pages|mirror_names"}`,
 //!   `fastview_cache_bytes{cache}` (gauges, read when scraped: what the
 //!   caches hold; bytes are the caches' own weights, the bound
@@ -79,6 +88,13 @@ pub struct RefusalLabel {
 pub struct UpstreamCommandLabel {
     pub method: &'static str,
     pub command: &'static str,
+}
+
+/// `event_source` label of `fastview_upstream_polls_total`: `open` (the
+/// account's event source streams) or `none` (the mirror polls instead).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventSourceLabel {
+    pub event_source: &'static str,
 }
 
 /// `method` label of `fastview_upstream_bytes_total`.
@@ -150,6 +166,8 @@ pub struct Metrics {
     pub upstream_fetched_messages: Counter,
     pub upstream_fetched_bytes: Counter,
     pub upstream_sync_seconds: Histogram,
+    pub upstream_event_source_fallbacks: Counter,
+    pub upstream_polls: Family<EventSourceLabel, Counter>,
     pub cache_entries: Family<CacheLabel, Gauge>,
     pub cache_bytes: Family<CacheLabel, Gauge>,
     pub metadata_snapshots: Family<SnapshotLabel, Counter>,
@@ -183,6 +201,8 @@ impl Metrics {
             upstream_fetched_messages: Counter::default(),
             upstream_fetched_bytes: Counter::default(),
             upstream_sync_seconds: latency_histogram(),
+            upstream_event_source_fallbacks: Counter::default(),
+            upstream_polls: Family::<EventSourceLabel, Counter>::default(),
             cache_entries: Family::<CacheLabel, Gauge>::default(),
             cache_bytes: Family::<CacheLabel, Gauge>::default(),
             metadata_snapshots: Family::<SnapshotLabel, Counter>::default(),
@@ -281,6 +301,16 @@ impl Metrics {
             "How long one account's sync with the IMAP upstream took",
             self.upstream_sync_seconds.clone(),
         );
+        registry.register(
+            "fastview_upstream_event_source_fallbacks",
+            "Event sources of a JMAP upstream that gave a mirror no stream, which then polled",
+            self.upstream_event_source_fallbacks.clone(),
+        );
+        registry.register(
+            "fastview_upstream_polls",
+            "A JMAP mirror's polls of the upstream's states, by whether its event source was open",
+            self.upstream_polls.clone(),
+        );
     }
 
     /// Registers the caches' gauges and the metadata snapshots' counter.
@@ -328,6 +358,14 @@ impl Metrics {
     pub fn count_upstream_round_trip(&self, method: &'static str, command: &'static str) {
         self.upstream_round_trips
             .get_or_create(&UpstreamCommandLabel { method, command })
+            .inc();
+    }
+
+    /// Counts one poll of a JMAP upstream's states by an account's mirror
+    /// (`event_source` is `open` or `none`).
+    pub fn count_upstream_poll(&self, event_source: &'static str) {
+        self.upstream_polls
+            .get_or_create(&EventSourceLabel { event_source })
             .inc();
     }
 

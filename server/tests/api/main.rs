@@ -39,5 +39,6 @@ mod sync;
 mod tokens;
 mod uploads;
 mod upstream_cyrus;
+mod upstream_cyrus_jmap;
 mod upstream_imap;
 mod upstream_jmap;

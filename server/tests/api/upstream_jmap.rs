@@ -957,6 +957,40 @@ async fn a_poll_that_finds_the_upstream_unchanged_runs_no_sync() {
     assert!(syncs().await > syncs_before);
 }
 
+/// With an event source that streams (a standalone Fastview upstream), the
+/// mirror follows it as before issue 45: no poll without it, no fallback
+/// counted, though the client is active and the active poll is 50 ms.
+#[tokio::test]
+async fn with_an_event_source_the_mirror_does_not_poll_while_the_client_is_active() {
+    let (upstream, proxy, ann, ids) =
+        upstream_and_proxy_with(|options| options.poll_active = Duration::from_millis(50)).await;
+    let account = ann.account_id.clone();
+    mirror_synced(&upstream, &proxy, &ann).await;
+    let set = upstream
+        .call1(
+            &ann,
+            "Email/set",
+            json!({"accountId": account, "update": {ids[0].as_str(): {"keywords/$flagged": true}}}),
+        )
+        .await;
+    // The client reads through the proxy over ten active polls' time.
+    let read = json!({"accountId": account, "ids": [ids[0]], "properties": ["keywords"]});
+    for _ in 0..10 {
+        proxy.call1(&ann, "Email/get", read.clone()).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    mirror_at(&proxy, &account, Some(&set["newState"])).await;
+    for metric in [
+        "fastview_upstream_event_source_fallbacks_total",
+        "fastview_upstream_polls_total{event_source=\"none\"}",
+        "fastview_upstream_polls_total{event_source=\"open\"}",
+    ] {
+        assert_eq!(proxy.metric(metric).await, 0.0, "{metric}");
+    }
+    let email = proxy.call1(&ann, "Email/get", read).await;
+    assert_eq!(email["list"][0]["keywords"], json!({"$flagged": true}));
+}
+
 /// Wrong guesses through the proxy lock out only the guesser (issue 43
 /// item 7): the proxy brakes (user, client address) itself before the
 /// upstream sees the guess, and tells an upstream that trusts it

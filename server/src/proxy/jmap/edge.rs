@@ -103,8 +103,7 @@ impl JmapProxy {
                 app.store.clone(),
                 app.blobs.clone(),
                 metrics,
-                options.poll,
-                options.idle,
+                options,
                 state.jmap.limits.max_size_upload,
             ))
         });

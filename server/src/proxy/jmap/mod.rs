@@ -34,6 +34,11 @@ pub struct JmapUpstreamOptions {
     /// `--upstream-poll`: the longest a followed account's mirror waits
     /// between syncs when the upstream's event source tells of no change.
     pub poll: std::time::Duration,
+    /// `--upstream-poll-active`: how often a followed account's mirror polls
+    /// the upstream's states when its event source gives no stream (issue
+    /// 45), while a client of the account made a request within the last
+    /// minute; after that the wait doubles up to `poll`.
+    pub poll_active: std::time::Duration,
     /// `--upstream-idle-minutes`: how long after its last request an
     /// account's mirror is followed (and the credential kept in memory).
     pub idle: std::time::Duration,
@@ -44,11 +49,12 @@ pub struct JmapUpstreamOptions {
 
 impl JmapUpstreamOptions {
     /// The options of an upstream at `url` with the flags' defaults (poll
-    /// 60 s, idle 30 minutes).
+    /// 60 s, 2 s while active without an event source, idle 30 minutes).
     pub fn new(url: JmapUpstreamUrl) -> Self {
         Self {
             url,
             poll: std::time::Duration::from_secs(60),
+            poll_active: std::time::Duration::from_secs(2),
             idle: std::time::Duration::from_secs(30 * 60),
             trusts_forwarded: false,
         }

@@ -1,33 +1,36 @@
 //! An account's follow task: it listens to the upstream's event source
-//! (or polls), syncs on each change, and ends when the account is idle.
+//! (or, when the upstream gives none, polls every few seconds while a
+//! client is active), syncs on each change, and ends when the account is
+//! idle.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqwest::header::HeaderValue;
 use serde_json::{Map, Value, json};
 
 use crate::proxy::jmap::client::UpstreamSession;
-use crate::proxy::jmap::mirror::mirrored::{Mirror, Mirrored, USING};
+use crate::proxy::jmap::mirror::mirrored::{ACTIVE_CLIENT, Mirror, Mirrored, USING};
 use crate::proxy::upstream::UpstreamError;
 
 impl Mirror {
     /// The account task: it listens to the upstream's event source for
     /// Email changes (opened before each sync, so no change between the
     /// sync and the listening is missed), syncs, and waits for a change, a
-    /// write through this node or `poll`; until the account has been idle
+    /// write through this node or a poll; until the account has been idle
     /// for `idle` or the credential is refused. Then the mirror is no longer
-    /// answered from and the credential is dropped.
+    /// answered from and the credential is dropped. Without an event source
+    /// (issue 45) it polls every `poll_active` while a client is active
+    /// ([`Listener::pace`]) and asks for the event source again after `poll`.
     pub(super) async fn follow(
         self: Arc<Self>,
         mirrored: Arc<Mirrored>,
         session: Arc<UpstreamSession>,
     ) {
-        let mut events: Option<reqwest::Response> = None;
-        let mut retry = Duration::from_secs(1);
-        // Whether the last wait ended by the poll's timer alone (no event,
-        // no write to catch up with).
+        let mut listener = Listener::new(self.poll_active.min(self.poll));
+        // Whether the last wait ended by a poll alone (no event, no write
+        // to catch up with).
         let mut polled = false;
         // Whether the last wait ended by an event naming only states the
         // mirror already has.
@@ -36,9 +39,8 @@ impl Mirror {
             if last_used.elapsed() > self.idle {
                 break;
             }
-            if events.is_none() {
-                events = self.listen(&session, &authorization).await;
-            }
+            self.listen_when_due(&mut listener, &session, &authorization)
+                .await;
             let writes = mirrored.writes.load(Ordering::Acquire);
             let caught_up = mirrored.synced_through.load(Ordering::Acquire) >= writes;
             let settled = caught_up
@@ -62,30 +64,15 @@ impl Mirror {
             if mirrored.synced_through.load(Ordering::Acquire) < writes {
                 continue;
             }
-            let change = async {
-                match events.as_mut() {
-                    Some(stream) => changed(stream).await,
-                    None => std::future::pending().await,
+            match self.wait(&mirrored, &mut listener, last_used).await {
+                // A change the mirror already has (its own write, caught up
+                // with) needs no sync: a sync holds the account's calls off
+                // the mirror while it runs.
+                Woke::Change(told) => {
+                    already = told.is_some_and(|told| mirrored.already_at(&told));
                 }
-            };
-            tokio::select! {
-                heard = change => match heard {
-                    Heard::Change(told) => {
-                        retry = Duration::from_secs(1);
-                        // A change the mirror already has (its own write,
-                        // caught up with) needs no sync: a sync holds the
-                        // account's calls off the mirror while it runs.
-                        already = told.is_some_and(|told| mirrored.already_at(&told));
-                    }
-                    Heard::Ended => {
-                        // The stream ended or failed: listen again, not at once.
-                        events = None;
-                        tokio::time::sleep(retry).await;
-                        retry = (retry * 2).min(self.poll);
-                    }
-                },
-                () = mirrored.wake.notified() => {}
-                () = tokio::time::sleep(jittered(self.poll)) => polled = true,
+                Woke::Poll => polled = true,
+                Woke::Other => {}
             }
         }
         mirrored.set_fresh(None);
@@ -95,6 +82,90 @@ impl Mirror {
         if let Ok(mut following) = mirrored.following.lock() {
             *following = false;
         }
+    }
+
+    /// Opens the upstream's event source when none is open and it is time
+    /// to ask: at once after a stream ended, `poll` after the upstream
+    /// answered without one (meanwhile the task polls).
+    async fn listen_when_due(
+        &self,
+        listener: &mut Listener,
+        session: &UpstreamSession,
+        authorization: &HeaderValue,
+    ) {
+        if listener.events.is_some() || listener.listen_at.is_some_and(|at| Instant::now() < at) {
+            return;
+        }
+        match self.listen(session, authorization).await {
+            Listening::Open(events) => {
+                listener.events = Some(events);
+                listener.listen_at = None;
+            }
+            Listening::Unavailable { status, why } => {
+                self.fell_back(status, &why);
+                listener.listen_at = Some(Instant::now() + self.poll);
+            }
+        }
+    }
+
+    /// Notes that the upstream's event source gave an account's mirror no
+    /// stream (`fastview_upstream_event_source_fallbacks_total`); the first
+    /// time the upstream answers so with a status, says so in the log (an
+    /// upstream that does not answer is an outage, which the syncs report).
+    fn fell_back(&self, status: Option<reqwest::StatusCode>, why: &str) {
+        self.metrics.upstream_event_source_fallbacks.inc();
+        if let Some(status) = status
+            && !self.event_source_warned.swap(true, Ordering::AcqRel)
+        {
+            tracing::warn!(
+                %status,
+                %why,
+                active_poll_seconds = self.poll_active.min(self.poll).as_secs_f64(),
+                idle_poll_seconds = self.poll.as_secs_f64(),
+                "the JMAP upstream's event source gives no stream: its mirrors poll \
+                 instead (every active_poll_seconds while a client is active, backing \
+                 off to idle_poll_seconds), and ask for it again every idle_poll_seconds"
+            );
+        }
+    }
+
+    /// Waits for what the account task acts on next: the event stream's
+    /// change, a write through this node, or a poll's time; without an
+    /// event stream, a poll every [`Listener::pace`], or at once when a
+    /// client comes back. Each poll is counted
+    /// (`fastview_upstream_polls_total`).
+    async fn wait(&self, mirrored: &Mirrored, listener: &mut Listener, last_used: Instant) -> Woke {
+        let Some(stream) = listener.events.as_mut() else {
+            let pace = listener.pace(self.poll_active, self.poll, last_used.elapsed());
+            return tokio::select! {
+                () = mirrored.wake.notified() => Woke::Other,
+                () = mirrored.client_returned.notified() => self.polling("none"),
+                () = tokio::time::sleep(jittered(pace)) => self.polling("none"),
+            };
+        };
+        tokio::select! {
+            heard = changed(stream) => match heard {
+                Heard::Change(told) => {
+                    listener.retry = Duration::from_secs(1);
+                    Woke::Change(told)
+                }
+                Heard::Ended => {
+                    // The stream ended or failed: listen again, not at once.
+                    listener.events = None;
+                    tokio::time::sleep(listener.retry).await;
+                    listener.retry = (listener.retry * 2).min(self.poll);
+                    Woke::Other
+                }
+            },
+            () = mirrored.wake.notified() => Woke::Other,
+            () = tokio::time::sleep(jittered(self.poll)) => self.polling("open"),
+        }
+    }
+
+    /// A poll's time came (`event_source`: `open` or `none`, its label).
+    fn polling(&self, event_source: &'static str) -> Woke {
+        self.metrics.count_upstream_poll(event_source);
+        Woke::Poll
     }
 
     /// Whether the upstream's Email, Mailbox and Thread states are still
@@ -130,23 +201,101 @@ impl Mirror {
         states_are(&response, [&email, &mailbox, &thread])
     }
 
-    /// The upstream's event source for Email changes, open; `None` when it
-    /// cannot be opened (the task then polls).
-    async fn listen(
-        &self,
-        session: &UpstreamSession,
-        authorization: &HeaderValue,
-    ) -> Option<reqwest::Response> {
-        let url = session
-            .event_source_target(Some("types=Email,Mailbox&closeafter=no&ping=30"))
-            .ok()?;
+    /// The upstream's event source for Email and Mailbox changes: open
+    /// when it answers `200` (RFC 8620 §7.3, `text/event-stream`); else
+    /// why not (Cyrus 3.6 built without WebSockets answers `204 No
+    /// Content`: it never pushes), and the task polls.
+    async fn listen(&self, session: &UpstreamSession, authorization: &HeaderValue) -> Listening {
+        let url =
+            match session.event_source_target(Some("types=Email,Mailbox&closeafter=no&ping=30")) {
+                Ok(url) => url,
+                Err(error) => {
+                    return Listening::Unavailable {
+                        status: None,
+                        why: error.to_string(),
+                    };
+                }
+            };
         let request = self
             .upstream
-            .stream(reqwest::Method::GET, url)
+            .stream(reqwest::Method::GET, url.clone())
             .header(reqwest::header::AUTHORIZATION, authorization.clone());
-        let response = self.upstream.forward(request, "eventsource").await.ok()?;
-        response.status().is_success().then_some(response)
+        match self.upstream.forward(request, "eventsource").await {
+            Ok(response) if response.status() == reqwest::StatusCode::OK => {
+                Listening::Open(response)
+            }
+            Ok(response) => Listening::Unavailable {
+                status: Some(response.status()),
+                why: format!("GET {url}"),
+            },
+            Err(error) => Listening::Unavailable {
+                status: None,
+                why: error.to_string(),
+            },
+        }
     }
+}
+
+/// What opening the upstream's event source gave.
+enum Listening {
+    /// A stream of its events.
+    Open(reqwest::Response),
+    /// No stream: the status the upstream answered with (`None`: no
+    /// answer), and what was asked or what failed.
+    Unavailable {
+        status: Option<reqwest::StatusCode>,
+        why: String,
+    },
+}
+
+/// What an account task knows of the upstream's event source, and how
+/// often it polls without one.
+struct Listener {
+    /// The stream, while open.
+    events: Option<reqwest::Response>,
+    /// When to ask for the event source again after the upstream gave
+    /// none; `None`: at the task's next turn.
+    listen_at: Option<Instant>,
+    /// The wait before asking again after a stream ended (doubling up to
+    /// `poll`).
+    retry: Duration,
+    /// The last wait between polls without a stream.
+    pace: Duration,
+}
+
+impl Listener {
+    fn new(active: Duration) -> Self {
+        Self {
+            events: None,
+            listen_at: None,
+            retry: Duration::from_secs(1),
+            pace: active,
+        }
+    }
+
+    /// The wait before the next poll without an event stream: `active`
+    /// (`--upstream-poll-active`) while the account's client made a request
+    /// within [`ACTIVE_CLIENT`] (`since_request` ago), else twice the last
+    /// wait, never over `idle` (`--upstream-poll`).
+    fn pace(&mut self, active: Duration, idle: Duration, since_request: Duration) -> Duration {
+        let active = active.min(idle);
+        self.pace = if since_request < ACTIVE_CLIENT {
+            active
+        } else {
+            (self.pace * 2).clamp(active, idle)
+        };
+        self.pace
+    }
+}
+
+/// Why an account task's wait ended.
+enum Woke {
+    /// The event stream told of a change, with its StateChange when read.
+    Change(Option<Value>),
+    /// A poll's time came.
+    Poll,
+    /// A write through this node to catch up with, or the stream ended.
+    Other,
 }
 
 /// Whether a response to [`Mirror::unchanged`]'s three calls (Email/get,
@@ -214,7 +363,31 @@ fn state_change(text: &str) -> Option<Value> {
 
 #[cfg(test)]
 mod tests {
-    use super::{jittered, state_change, states_are};
+    use std::time::Duration;
+
+    use super::{ACTIVE_CLIENT, Listener, jittered, state_change, states_are};
+
+    #[test]
+    fn without_an_event_source_polls_are_fast_while_a_client_is_active_then_back_off() {
+        let (active, idle) = (Duration::from_secs(2), Duration::from_secs(60));
+        let mut listener = Listener::new(active);
+        let just_now = Duration::from_secs(1);
+        assert_eq!(listener.pace(active, idle, just_now), active);
+        assert_eq!(listener.pace(active, idle, just_now), active);
+        // A client quiet for longer than ACTIVE_CLIENT: the wait doubles,
+        // up to the idle bound.
+        let quiet = ACTIVE_CLIENT + Duration::from_secs(1);
+        let waits: Vec<u64> = (0..7)
+            .map(|_| listener.pace(active, idle, quiet).as_secs())
+            .collect();
+        assert_eq!(waits, [4, 8, 16, 32, 60, 60, 60]);
+        // Back to the active pace as soon as it makes a request.
+        assert_eq!(listener.pace(active, idle, just_now), active);
+        // An active pace over the idle bound is the idle bound.
+        let mut slow = Listener::new(idle);
+        assert_eq!(slow.pace(Duration::from_secs(90), idle, just_now), idle);
+        assert_eq!(slow.pace(Duration::from_secs(90), idle, quiet), idle);
+    }
 
     #[test]
     fn a_state_event_is_read_only_when_it_is_one_line_of_json() {

@@ -4,7 +4,7 @@
 //! their methods.
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,6 +21,11 @@ use crate::store::{Account, Store};
 
 /// `using` of the mirror's own requests.
 pub(super) const USING: [&str; 2] = [CAPABILITY_CORE, CAPABILITY_MAIL];
+
+/// How long after a client's last request its account counts as active:
+/// without an event source its mirror polls every `--upstream-poll-active`
+/// until then, and backs off after.
+pub(super) const ACTIVE_CLIENT: Duration = Duration::from_secs(60);
 
 /// An upstream account's mirror: its local account and the state it is at.
 #[derive(Debug, Clone)]
@@ -89,6 +94,10 @@ pub(super) struct Mirrored {
     pub(super) synced_through: AtomicU64,
     /// Wakes the follow task (a write it must catch up with).
     pub(super) wake: Notify,
+    /// Tells the follow task that a client came back after a minute without
+    /// a request: without an event source it polls at once rather than at
+    /// the end of an idle wait.
+    pub(super) client_returned: Notify,
     /// The upstream's mailboxes as the last sync that succeeded read them.
     pub(super) mailbox_snapshot: Mutex<Option<Arc<MailboxSnapshot>>>,
     /// The census after the last sync that succeeded, when it could be
@@ -167,6 +176,12 @@ pub struct Mirror {
     pub(super) metrics: Arc<Metrics>,
     /// How long a followed account waits between syncs without an event.
     pub(super) poll: Duration,
+    /// How often a followed account whose client is active polls when the
+    /// upstream's event source gives no stream (`--upstream-poll-active`).
+    pub(super) poll_active: Duration,
+    /// Whether the upstream's event source answering without a stream was
+    /// logged: once per upstream (a node has one).
+    pub(super) event_source_warned: AtomicBool,
     /// How long after its last request an account is followed.
     pub(super) idle: Duration,
     /// The largest message downloaded (`maxSizeUpload` of this server).
@@ -177,14 +192,14 @@ pub struct Mirror {
 }
 
 impl Mirror {
-    /// Mirrors of `upstream`'s accounts in `store` and `blobs`.
+    /// Mirrors of `upstream`'s accounts in `store` and `blobs`, followed
+    /// as `options` say (`poll`, `poll_active`, `idle`).
     pub fn new(
         upstream: Arc<JmapUpstream>,
         store: Arc<dyn Store>,
         blobs: Arc<BlobStore>,
         metrics: Arc<Metrics>,
-        poll: Duration,
-        idle: Duration,
+        options: &crate::proxy::jmap::JmapUpstreamOptions,
         max_message: u64,
     ) -> Self {
         Self {
@@ -192,8 +207,10 @@ impl Mirror {
             store,
             blobs,
             metrics,
-            poll,
-            idle,
+            poll: options.poll,
+            poll_active: options.poll_active,
+            event_source_warned: AtomicBool::new(false),
+            idle: options.idle,
             max_message: usize::try_from(max_message).unwrap_or(usize::MAX),
             accounts: Mutex::new(HashMap::new()),
             names: MirrorNames::new(MIRROR_NAME_BYTES),

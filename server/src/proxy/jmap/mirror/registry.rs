@@ -13,7 +13,7 @@ use tokio::sync::Notify;
 
 use crate::proxy::jmap::CAPABILITY_MAIL;
 use crate::proxy::jmap::client::UpstreamSession;
-use crate::proxy::jmap::mirror::mirrored::{Mirror, Mirrored};
+use crate::proxy::jmap::mirror::mirrored::{ACTIVE_CLIENT, Mirror, Mirrored};
 use crate::proxy::upstream::UpstreamError;
 
 impl Mirror {
@@ -31,7 +31,13 @@ impl Mirror {
         for upstream_id in mail_accounts(session) {
             let mirrored = self.mirrored(&upstream_id).await?;
             if let Ok(mut latest) = mirrored.authorization.lock() {
+                let returned = latest
+                    .as_ref()
+                    .is_some_and(|(_, at)| at.elapsed() >= ACTIVE_CLIENT);
                 *latest = Some((authorization.clone(), Instant::now()));
+                if returned {
+                    mirrored.client_returned.notify_one();
+                }
             }
             let start = mirrored
                 .following
@@ -151,6 +157,7 @@ impl Mirror {
                     writes: AtomicU64::new(0),
                     synced_through: AtomicU64::new(0),
                     wake: Notify::new(),
+                    client_returned: Notify::new(),
                     mailbox_snapshot: Mutex::new(None),
                     census: Mutex::new(None),
                     verified: Mutex::new(HashMap::new()),
