@@ -120,11 +120,11 @@ pub struct ServeArgs {
     /// submission past it is refused with `tooManyRecipients`. 0: no bound.
     #[arg(long, env = "FASTVIEW_MAX_SENT_RECIPIENTS_PER_HOUR", default_value_t = crate::jmap::DEFAULT_SENT_RECIPIENTS_PER_HOUR)]
     pub max_sent_recipients_per_hour: u64,
-    /// Mirror an existing IMAP server (issue 18): `imaps://host[:993]`, or
+    /// Mirror an existing IMAP server: `imaps://host[:993]`, or
     /// `imap://host[:143]` (STARTTLS required unless the host is loopback).
     /// Users log in with their IMAP credentials; accounts are made on their
-    /// first login and synced while in use. Or front an existing JMAP server
-    /// (issue 19): its session URL, `https://host/.well-known/jmap`
+    /// first login and synced while in use. Or front an existing JMAP server:
+    /// its session URL, `https://host/.well-known/jmap`
     /// (`http://` only to loopback); clients see its accounts, ids and
     /// states, and log in with its credentials. A data dir serves one
     /// upstream.
