@@ -161,19 +161,11 @@ fn parse_event_id(id: &str) -> Option<States> {
         .split('.')
         .map(|part| part.parse::<i64>().ok())
         .collect::<Option<_>>()?;
-    let (email, mailbox, thread, identity, vacation_response, email_submission) = match parts[..] {
-        [e, m, t] => (e, m, t, 0, 0, 0),
-        [e, m, t, i, v, s] => (e, m, t, i, v, s),
-        _ => return None,
-    };
-    Some(States {
-        email,
-        mailbox,
-        thread,
-        identity,
-        vacation_response,
-        email_submission,
-    })
+    match parts[..] {
+        [e, m, t] => Some(States::from([e, m, t, 0, 0, 0])),
+        [e, m, t, i, v, s] => Some(States::from([e, m, t, i, v, s])),
+        _ => None,
+    }
 }
 
 /// Opens the event stream for the authenticated account.

@@ -104,6 +104,28 @@ pub struct TestAccount {
     pub inbox: String,
 }
 
+/// The account `user` (password [`PASSWORD`]) logs in to on a proxy, as
+/// its session names it (the login makes it, in front of IMAP); `id` is
+/// the local account number when the id is one of Fastview's, else 0.
+pub async fn proxy_login(proxy: &TestApp, user: &str) -> TestAccount {
+    let stub = TestAccount {
+        id: 0,
+        email: user.to_string(),
+        account_id: String::new(),
+        inbox: String::new(),
+    };
+    let session = proxy.session(&stub).await;
+    let account_id = session["primaryAccounts"]["urn:ietf:params:jmap:mail"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a session: {session}"))
+        .to_string();
+    TestAccount {
+        id: fastview::jmap::ids::parse_account_id(&account_id).unwrap_or(0),
+        account_id,
+        ..stub
+    }
+}
+
 /// Starts a server with default options.
 pub async fn spawn_app() -> TestApp {
     spawn_app_with(ServeOptions::default()).await

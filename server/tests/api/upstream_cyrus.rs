@@ -15,7 +15,7 @@ use fastview::proxy::jmap::{JmapUpstreamOptions, JmapUpstreamUrl};
 use serde_json::{Value, json};
 
 use crate::support::cyrus::Cyrus;
-use crate::support::{PASSWORD, TestAccount, TestApp, spawn_in_front_of};
+use crate::support::{PASSWORD, TestAccount, TestApp, proxy_login, spawn_in_front_of};
 
 const ANN: &str = "ann@example.com";
 
@@ -53,23 +53,6 @@ fn crlf(raw: &[u8]) -> Vec<u8> {
 
 fn messages(fixtures: &[(Vec<u8>, String)]) -> Vec<Vec<u8>> {
     fixtures.iter().map(|(raw, _)| raw.clone()).collect()
-}
-
-/// The test account `login` (password [`PASSWORD`]) as the proxy's session
-/// names it.
-async fn login(proxy: &TestApp, login: &str) -> TestAccount {
-    let stub = TestAccount {
-        id: 0,
-        email: login.to_string(),
-        account_id: String::new(),
-        inbox: String::new(),
-    };
-    let session = proxy.session(&stub).await;
-    let account_id = session["primaryAccounts"]["urn:ietf:params:jmap:mail"]
-        .as_str()
-        .unwrap_or_else(|| panic!("a session: {session}"))
-        .to_string();
-    TestAccount { account_id, ..stub }
 }
 
 /// The status of `GET /jmap/session` as `login` with `password`.
@@ -179,7 +162,7 @@ async fn the_imap_proxy_reads_cyrus_mail_and_writes_keywords_to_it() {
     let proxy = spawn_imap_proxy(&cyrus).await;
     // Cyrus checks passwords.
     assert_eq!(session_status(&proxy, ANN, "wrong").await, 401);
-    let ann = login(&proxy, ANN).await;
+    let ann = proxy_login(&proxy, ANN).await;
     let list = until_listed(&proxy, &ann, 5).await;
 
     let mailboxes = mailboxes(&proxy, &ann).await;
@@ -285,7 +268,7 @@ async fn the_jmap_proxy_in_front_of_cyrus_answers_cyrus_ids() {
     let options = JmapUpstreamOptions::new(url);
     let proxy = spawn_in_front_of(ServeOptions::default(), Some(ProxyOptions::Jmap(options))).await;
     assert_eq!(session_status(&proxy, ANN, "wrong").await, 401);
-    let ann = login(&proxy, ANN).await;
+    let ann = proxy_login(&proxy, ANN).await;
     let session = proxy.session(&ann).await;
     assert_eq!(
         session["primaryAccounts"],
@@ -357,7 +340,7 @@ async fn an_import_cyrus_rewrites_is_created_as_stored_and_retried_without_a_cop
         return;
     };
     let proxy = spawn_imap_proxy(&cyrus).await;
-    let ann = login(&proxy, ANN).await;
+    let ann = proxy_login(&proxy, ANN).await;
     let inbox = named(&until_synced(&proxy, &ann).await, "INBOX")["id"].clone();
     let (raw, subject) = fixtures(&["raw_utf8_headers"]).remove(0);
     assert!(!raw.is_ascii(), "the fixture has raw UTF-8 in its headers");
@@ -418,7 +401,7 @@ async fn cyrus_folders_sort_after_the_roles_as_on_a_standalone_server() {
     };
     cyrus.python_imap(ANN, PASSWORD, "r = m.create('Aaa')\nassert r[0] == 'OK', r");
     let proxy = spawn_imap_proxy(&cyrus).await;
-    let ann = login(&proxy, ANN).await;
+    let ann = proxy_login(&proxy, ANN).await;
     until_synced(&proxy, &ann).await;
     let standalone = crate::support::spawn_app().await;
     let local = standalone.account("bob@example.com").await;

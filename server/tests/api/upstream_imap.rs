@@ -17,7 +17,7 @@ use fastview::proxy::{Proxy, ProxyOptions};
 use serde_json::{Value, json};
 
 use crate::support::{
-    PASSWORD, TestAccount, TestApp, corpus, corpus_sample, require, run_ok, spawn_app,
+    PASSWORD, TestAccount, TestApp, corpus, corpus_sample, proxy_login, require, run_ok, spawn_app,
     spawn_in_front_of,
 };
 
@@ -289,27 +289,6 @@ async fn session_status(proxy: &TestApp, user: &str, password: &str) -> u16 {
         .as_u16()
 }
 
-/// The account `user` logs in to on the proxy (made by that login).
-async fn login(proxy: &TestApp, user: &str) -> TestAccount {
-    let stub = TestAccount {
-        id: 0,
-        email: user.to_string(),
-        account_id: String::new(),
-        inbox: String::new(),
-    };
-    let session = proxy.session(&stub).await;
-    let account_id = session["primaryAccounts"]["urn:ietf:params:jmap:mail"]
-        .as_str()
-        .unwrap_or_else(|| panic!("a session: {session}"))
-        .to_string();
-    TestAccount {
-        id: fastview::jmap::ids::parse_account_id(&account_id).unwrap(),
-        email: user.to_string(),
-        account_id,
-        inbox: String::new(),
-    }
-}
-
 /// Waits (at most `limit`) until `check` holds of a fresh `Email/query`
 /// + `Email/get` of every email; returns that list.
 async fn until(
@@ -410,7 +389,7 @@ async fn mailboxes_and_messages_read_through_the_proxy_match_an_import() {
         session_status(&proxy, "ann@example.com", "wrong").await,
         401
     );
-    let ann = login(&proxy, "ann@example.com").await;
+    let ann = proxy_login(&proxy, "ann@example.com").await;
     let list = first_sync(&proxy, &ann, messages.len()).await;
     assert!(
         list.iter()
@@ -652,7 +631,7 @@ async fn proxy_with_inbox(
     let dovecot = Dovecot::start(&[user])?;
     dovecot.append(user, "INBOX", messages, "", 1_700_000_000);
     let proxy = spawn_proxy_options(&dovecot, change).await;
-    let account = login(&proxy, user).await;
+    let account = proxy_login(&proxy, user).await;
     let first = first_sync(&proxy, &account, messages.len()).await;
     Some((dovecot, proxy, account, first))
 }
@@ -1312,7 +1291,7 @@ async fn dovecot_folders_sort_after_the_roles_as_on_a_standalone_server() {
         "r = m.create('Aaa')\nassert r[0] == 'OK', r",
     );
     let proxy = spawn_proxy(&dovecot).await;
-    let lee = login(&proxy, "lee@example.com").await;
+    let lee = proxy_login(&proxy, "lee@example.com").await;
     until_mirrored(&proxy, &lee, "Aaa").await;
     let standalone = spawn_app().await;
     let local = standalone.account("bob@example.com").await;
