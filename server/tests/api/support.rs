@@ -126,6 +126,18 @@ pub async fn proxy_login(proxy: &TestApp, user: &str) -> TestAccount {
     }
 }
 
+/// A message as IMAP carries it: CRLF line ends (RFC 3501 §4.3).
+pub fn crlf(raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(raw.len() + raw.len() / 32);
+    for (i, &byte) in raw.iter().enumerate() {
+        if byte == b'\n' && (i == 0 || raw[i - 1] != b'\r') {
+            out.push(b'\r');
+        }
+        out.push(byte);
+    }
+    out
+}
+
 /// Starts a server with default options.
 pub async fn spawn_app() -> TestApp {
     spawn_app_with(ServeOptions::default()).await

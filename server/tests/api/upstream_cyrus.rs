@@ -15,7 +15,7 @@ use fastview::proxy::jmap::{JmapUpstreamOptions, JmapUpstreamUrl};
 use serde_json::{Value, json};
 
 use crate::support::cyrus::Cyrus;
-use crate::support::{PASSWORD, TestAccount, TestApp, proxy_login, spawn_in_front_of};
+use crate::support::{PASSWORD, TestAccount, TestApp, crlf, proxy_login, spawn_in_front_of};
 
 const ANN: &str = "ann@example.com";
 
@@ -37,18 +37,6 @@ fn fixtures(names: &[&str]) -> Vec<(Vec<u8>, String)> {
             (crlf(&raw), subject)
         })
         .collect()
-}
-
-/// A message as IMAP carries it: CRLF line ends (RFC 3501 §4.3).
-fn crlf(raw: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(raw.len() + raw.len() / 32);
-    for (i, &byte) in raw.iter().enumerate() {
-        if byte == b'\n' && (i == 0 || raw[i - 1] != b'\r') {
-            out.push(b'\r');
-        }
-        out.push(byte);
-    }
-    out
 }
 
 fn messages(fixtures: &[(Vec<u8>, String)]) -> Vec<Vec<u8>> {
@@ -249,20 +237,7 @@ async fn the_jmap_proxy_in_front_of_cyrus_answers_cyrus_ids() {
 
     // Cyrus's own session.
     let client = reqwest::Client::new();
-    let direct_session: Value = client
-        .get(cyrus.jmap_url())
-        .basic_auth(ANN, Some(PASSWORD))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let api_url = format!(
-        "{}{}",
-        cyrus.http_base(),
-        direct_session["apiUrl"].as_str().unwrap()
-    );
+    let (direct_session, api_url) = cyrus.session(ANN, PASSWORD).await;
 
     let url = JmapUpstreamUrl::parse(&cyrus.jmap_url()).unwrap();
     let options = JmapUpstreamOptions::new(url);

@@ -48,22 +48,11 @@ struct Direct {
 
 impl Direct {
     async fn new(cyrus: &Cyrus) -> Self {
-        let client = reqwest::Client::new();
-        let session: Value = client
-            .get(cyrus.jmap_url())
-            .basic_auth(ANN, Some(PASSWORD))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let api_url = format!(
-            "{}{}",
-            cyrus.http_base(),
-            session["apiUrl"].as_str().unwrap()
-        );
-        Self { client, api_url }
+        let (_, api_url) = cyrus.session(ANN, PASSWORD).await;
+        Self {
+            client: reqwest::Client::new(),
+            api_url,
+        }
     }
 
     /// One call's arguments, asserting it answered `method`.

@@ -17,8 +17,8 @@ use fastview::proxy::{Proxy, ProxyOptions};
 use serde_json::{Value, json};
 
 use crate::support::{
-    PASSWORD, TestAccount, TestApp, corpus, corpus_sample, proxy_login, require, run_ok, spawn_app,
-    spawn_in_front_of,
+    PASSWORD, TestAccount, TestApp, corpus, corpus_sample, crlf, proxy_login, require, run_ok,
+    spawn_app, spawn_in_front_of,
 };
 
 /// A throwaway Dovecot, stopped when dropped.
@@ -228,18 +228,6 @@ impl Drop for Dovecot {
 fn set_mode(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
-/// A message as IMAP carries it: CRLF line ends (RFC 3501 §4.3).
-fn crlf(raw: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(raw.len() + raw.len() / 32);
-    for (i, &byte) in raw.iter().enumerate() {
-        if byte == b'\n' && (i == 0 || raw[i - 1] != b'\r') {
-            out.push(b'\r');
-        }
-        out.push(byte);
-    }
-    out
 }
 
 /// A Fastview in front of `dovecot`, listening with a long poll (so what

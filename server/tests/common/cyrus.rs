@@ -116,6 +116,26 @@ impl Cyrus {
         format!("http://127.0.0.1:{}", self.http_port)
     }
 
+    /// Cyrus's own JMAP session for `login`, and its API URL made
+    /// absolute (Cyrus names it by path).
+    pub async fn session(&self, login: &str, password: &str) -> (serde_json::Value, String) {
+        let session: serde_json::Value = reqwest::Client::new()
+            .get(self.jmap_url())
+            .basic_auth(login, Some(password))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let api_url = format!(
+            "{}{}",
+            self.http_base(),
+            session["apiUrl"].as_str().unwrap()
+        );
+        (session, api_url)
+    }
+
     /// What Cyrus said: master's output, then each user's protocol log
     /// (telemetry, `configdirectory/log/<user>`). Cyrus logs the rest to
     /// syslog, which a test does not see.
