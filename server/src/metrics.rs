@@ -35,6 +35,10 @@
 //!   built without WebSockets answers `204 No Content` — or no answer: the
 //!   account's mirror polls instead, and asks again after `--upstream-poll`;
 //!   issue 45)
+//! - `fastview_upstream_outage_logins_total` (Basic logins let through for
+//!   reads from the mirror while the upstream could not be asked: the same
+//!   credential, accepted there within `--upstream-outage-grace-minutes`;
+//!   issue 45)
 //! - `fastview_upstream_polls_total{event_source="open|none"}` (a JMAP
 //!   mirror's polls of the upstream's states: `open`, the `--upstream-poll`
 //!   safety net beside a working event source; `none`, without one, every
@@ -167,6 +171,7 @@ pub struct Metrics {
     pub upstream_fetched_bytes: Counter,
     pub upstream_sync_seconds: Histogram,
     pub upstream_event_source_fallbacks: Counter,
+    pub upstream_outage_logins: Counter,
     pub upstream_polls: Family<EventSourceLabel, Counter>,
     pub cache_entries: Family<CacheLabel, Gauge>,
     pub cache_bytes: Family<CacheLabel, Gauge>,
@@ -202,6 +207,7 @@ impl Metrics {
             upstream_fetched_bytes: Counter::default(),
             upstream_sync_seconds: latency_histogram(),
             upstream_event_source_fallbacks: Counter::default(),
+            upstream_outage_logins: Counter::default(),
             upstream_polls: Family::<EventSourceLabel, Counter>::default(),
             cache_entries: Family::<CacheLabel, Gauge>::default(),
             cache_bytes: Family::<CacheLabel, Gauge>::default(),
@@ -305,6 +311,11 @@ impl Metrics {
             "fastview_upstream_event_source_fallbacks",
             "Event sources of a JMAP upstream that gave a mirror no stream, which then polled",
             self.upstream_event_source_fallbacks.clone(),
+        );
+        registry.register(
+            "fastview_upstream_outage_logins",
+            "Logins let through for reads from the mirror while the upstream could not be asked",
+            self.upstream_outage_logins.clone(),
         );
         registry.register(
             "fastview_upstream_polls",

@@ -164,6 +164,17 @@ pub struct ServeArgs {
         requires = "upstream"
     )]
     pub upstream_trusts_forwarded: bool,
+    /// Minutes after the upstream last accepted a user's password that the
+    /// same password still logs in while the upstream cannot be reached, so
+    /// the mirror keeps serving reads through an outage (writes answer
+    /// `serverUnavailable`). Only the exact password the upstream accepted
+    /// last, never one it refused since. 0: no login without the upstream.
+    #[arg(
+        long,
+        env = "FASTVIEW_UPSTREAM_OUTAGE_GRACE_MINUTES",
+        default_value_t = 240
+    )]
+    pub upstream_outage_grace_minutes: u64,
     /// Minutes after its last request that an account stays synced (and
     /// its credentials kept in memory).
     #[arg(long, env = "FASTVIEW_UPSTREAM_IDLE_MINUTES", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
@@ -308,6 +319,9 @@ impl ServeArgs {
                     poll,
                     idle,
                     cache_bytes: self.upstream_cache_mb.saturating_mul(1 << 20),
+                    outage_grace: std::time::Duration::from_secs(
+                        self.upstream_outage_grace_minutes.saturating_mul(60),
+                    ),
                     smtp: self.upstream_smtp.clone(),
                     master: self
                         .upstream_master_user

@@ -51,7 +51,13 @@
 //! cannot be asked is 503, not a failure), the account is made on its
 //! first accepted login, and every authenticated request hands the
 //! credentials to [`LoginCheck::use_account`], which keeps them in memory
-//! only.
+//! only. While that server cannot be asked (an outage), a credential it
+//! accepted within the outage grace (`--upstream-outage-grace-minutes`,
+//! [`Authenticator::install_login_check`]) is still let through, so the
+//! mirror keeps serving reads: only the exact credential (user and
+//! password), only the user's most recently accepted one (a password
+//! changed and used there ends the old one's grace), never one the server
+//! refused since; writes fail on their own (`serverUnavailable`, issue 45).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -162,6 +168,13 @@ pub struct Authenticator {
     /// stored hash, which every request keeps informed ([`LoginCheck`]);
     /// `None`: argon2 against the store.
     pub login_check: Option<Arc<dyn LoginCheck>>,
+    /// How long after the [`LoginCheck`]'s server last accepted a
+    /// credential it stays good while that server cannot be asked (zero:
+    /// not at all).
+    outage_grace: Duration,
+    /// Per user, the password digest the [`LoginCheck`]'s server accepted
+    /// last: only that credential is let through in an outage.
+    latest_accepted: Cache<String, [u8; 32]>,
 }
 
 impl Authenticator {
@@ -198,7 +211,30 @@ impl Authenticator {
                 .build(),
             push_key: tokio::sync::OnceCell::new(),
             login_check: None,
+            outage_grace: Duration::ZERO,
+            latest_accepted: Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(VERIFIED_TTL)
+                .build(),
         }
+    }
+
+    /// Has `check` verify Basic logins instead of argon2 (the proxy wing's
+    /// upstream); a credential it accepted stays good for `outage_grace`
+    /// while it cannot be asked (module doc). The credential caches keep
+    /// entries for at least that long.
+    pub fn install_login_check(&mut self, check: Arc<dyn LoginCheck>, outage_grace: Duration) {
+        let kept = VERIFIED_TTL.max(outage_grace);
+        self.verified = Cache::builder()
+            .max_capacity(100_000)
+            .time_to_live(kept)
+            .build();
+        self.latest_accepted = Cache::builder()
+            .max_capacity(100_000)
+            .time_to_live(kept)
+            .build();
+        self.login_check = Some(check);
+        self.outage_grace = outage_grace;
     }
 
     /// The deployment's key for push access ([`super::push_access`]).
@@ -430,36 +466,27 @@ impl Authenticator {
         client: IpAddr,
         fresh: bool,
     ) -> Result<(Account, Credential), HttpError> {
+        let mut cached = None;
         if let Some(verified) = self.verified.get(&key).await {
             if !fresh && verified.checked_at.elapsed() < CREDENTIAL_TTL {
                 return Ok(verified.into_credential());
             }
             // Behind an upstream the password is the upstream's: it is asked
             // again (below), since no local hash changes when it changes.
-            if self.login_check.is_none()
-                && let Some(account) = self.recheck(user, &verified.account).await?
-            {
-                let verified = Verified::now(account);
-                self.verified.insert(key, verified.clone()).await;
-                return Ok(verified.into_credential());
+            if self.login_check.is_some() {
+                cached = Some(verified);
+            } else {
+                if let Some(account) = self.recheck(user, &verified.account).await? {
+                    let verified = Verified::now(account);
+                    self.verified.insert(key, verified.clone()).await;
+                    return Ok(verified.into_credential());
+                }
+                self.verified.invalidate(&key).await;
             }
-            self.verified.invalidate(&key).await;
         }
         let slots = self.reserve_failure(user, client).await?;
         if let Some(check) = &self.login_check {
-            // An error is not a failure of the user's: the slots go back.
-            return match check.verify(user, password).await? {
-                Some(account) => {
-                    drop(slots);
-                    let verified = Verified::now(account);
-                    self.verified.insert(key, verified.clone()).await;
-                    Ok(verified.into_credential())
-                }
-                None => {
-                    slots.keep();
-                    Err(HttpError::Unauthorized)
-                }
-            };
+            return self.checked(check, key, password, slots, cached).await;
         }
         let account = self
             .store
@@ -483,6 +510,50 @@ impl Authenticator {
                 slots.keep();
                 Err(HttpError::Unauthorized)
             }
+        }
+    }
+}
+
+impl Authenticator {
+    /// [`Authenticator::basic`] behind a [`LoginCheck`]: the server asked;
+    /// while it cannot be, the `cached` credential within the outage grace
+    /// (module doc). An error is not a failure of the user's: the slots go
+    /// back.
+    async fn checked(
+        &self,
+        check: &Arc<dyn LoginCheck>,
+        key: (String, [u8; 32]),
+        password: &str,
+        slots: FailureSlots,
+        cached: Option<Verified>,
+    ) -> Result<(Account, Credential), HttpError> {
+        match check.verify(&key.0, password).await {
+            Ok(Some(account)) => {
+                drop(slots);
+                let verified = Verified::now(account);
+                self.latest_accepted.insert(key.0.clone(), key.1).await;
+                self.verified.insert(key, verified.clone()).await;
+                Ok(verified.into_credential())
+            }
+            Ok(None) => {
+                self.verified.invalidate(&key).await;
+                slots.keep();
+                Err(HttpError::Unauthorized)
+            }
+            Err(HttpError::UpstreamUnavailable(why)) => {
+                let latest = self.latest_accepted.get(&key.0).await == Some(key.1);
+                match cached {
+                    Some(verified)
+                        if latest && verified.checked_at.elapsed() < self.outage_grace =>
+                    {
+                        drop(slots);
+                        self.metrics.upstream_outage_logins.inc();
+                        Ok(verified.into_credential())
+                    }
+                    _ => Err(HttpError::UpstreamUnavailable(why)),
+                }
+            }
+            Err(error) => Err(error),
         }
     }
 }

@@ -172,6 +172,9 @@ pub struct Statements {
     pub stored_blobs: &'static str,
     /// `$1` mailbox, `$2` list of UIDs: deletes those `upstream_messages` rows.
     pub forget_upstream_uids: &'static str,
+    /// `$1` mailbox, `$2` list of UIDs → (uid, email_id, keywords) of those
+    /// mapped, by UID.
+    pub upstream_uids_among: &'static str,
     /// `$1` text list of blob ids: deletes their `upstream_evicted` rows.
     pub unmark_evicted: &'static str,
     /// `$1` text list of blob ids → those in `upstream_evicted`.

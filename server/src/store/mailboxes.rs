@@ -2,13 +2,17 @@
 
 use async_trait::async_trait;
 
-use super::{MailboxPatch, MailboxRow, NewMailbox, StoreResult};
+use super::{MailboxNode, MailboxPatch, MailboxRow, NewMailbox, StoreResult};
 
 /// An account's mailboxes (RFC 8621 §2) and their counts.
 #[async_trait]
 pub trait Mailboxes: Send + Sync + 'static {
     /// All mailboxes of the account with their counts, by id.
     async fn mailboxes(&self, account: i64) -> StoreResult<Vec<MailboxRow>>;
+    /// All mailboxes of the account without their counts, by id: one read
+    /// of the mailboxes alone, whatever the account holds (the counts of
+    /// [`Mailboxes::mailboxes`] read every email of it).
+    async fn mailbox_nodes(&self, account: i64) -> StoreResult<Vec<MailboxNode>>;
     /// Whether the mailbox exists in the account (one indexed lookup).
     async fn owns_mailbox(&self, account: i64, mailbox: i64) -> StoreResult<bool>;
     /// The account's mailbox with `role` (`inbox`, `sent`, …), if it has

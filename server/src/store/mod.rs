@@ -347,6 +347,20 @@ pub struct VacationResponse {
     pub html_body: Option<String>,
 }
 
+/// A mailbox without its counts (RFC 8621 §2): its place in the tree, its
+/// name, role, sort order and subscription, read without counting the
+/// account's emails ([`Mailboxes::mailbox_nodes`]).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct MailboxNode {
+    pub id: i64,
+    pub parent_id: Option<i64>,
+    pub name: String,
+    /// RFC 8457 / IANA role name, lowercase (`inbox`, `sent`, …).
+    pub role: Option<String>,
+    pub sort_order: i64,
+    pub is_subscribed: bool,
+}
+
 /// A mailbox with its counts (RFC 8621 §2).
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct MailboxRow {

@@ -158,6 +158,8 @@ impl Dialect for PostgresDialect {
         unmark_evicted: "DELETE FROM upstream_evicted WHERE blob_id = any($1)",
         evicted_among: "SELECT blob_id FROM upstream_evicted WHERE blob_id = any($1)",
         forget_upstream_uids: "DELETE FROM upstream_messages WHERE mailbox_id = $1 AND uid = any($2)",
+        upstream_uids_among: "SELECT uid, email_id, keywords FROM upstream_messages \
+             WHERE mailbox_id = $1 AND uid = any($2) ORDER BY uid",
         mirror_emails_by_local: "SELECT email_id, upstream_id, blob_id, thread_id, parts \
              FROM jmap_mirror_emails WHERE account_id = $1 AND email_id = any($2)",
         mirror_emails_by_upstream: "SELECT email_id, upstream_id, blob_id, thread_id, parts \

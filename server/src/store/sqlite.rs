@@ -191,6 +191,11 @@ impl Dialect for SqliteDialect {
             "DELETE FROM upstream_messages WHERE mailbox_id = $1 AND uid ",
             in_list!(2)
         ),
+        upstream_uids_among: concat!(
+            "SELECT uid, email_id, keywords FROM upstream_messages WHERE mailbox_id = $1 AND uid ",
+            in_list!(2),
+            " ORDER BY uid"
+        ),
         mirror_emails_by_local: concat!(
             "SELECT email_id, upstream_id, blob_id, thread_id, parts FROM jmap_mirror_emails \
              WHERE +account_id = $1 AND email_id ",
@@ -611,6 +616,7 @@ pub(crate) mod tests {
             threads_with_others,
             unmark_evicted,
             upstream_locations,
+            upstream_uids_among,
         ];
         for (name, sql) in by_id_list {
             let mut plan = connection

@@ -111,6 +111,7 @@ async fn spawn_imap_proxy(cyrus: &Cyrus) -> TestApp {
         cache_bytes: 0,
         smtp: None,
         master: None,
+        outage_grace: Duration::from_secs(4 * 3600),
     };
     let proxy =
         spawn_in_front_of(ServeOptions::default(), Some(ProxyOptions::Imap(upstream))).await;

@@ -141,22 +141,42 @@ namespace inbox {{
         );
         let dovecot = Self { dir, port };
         std::fs::write(dovecot.config(), config).unwrap();
+        dovecot.run();
+        Some(dovecot)
+    }
+
+    /// Starts the Dovecot of this config and waits until it listens.
+    fn run(&self) {
         let status = Command::new("dovecot")
             .arg("-c")
-            .arg(dovecot.config())
+            .arg(self.config())
             .status()
             .expect("run dovecot");
-        assert!(status.success(), "dovecot did not start: {}", dovecot.log());
+        assert!(status.success(), "dovecot did not start: {}", self.log());
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
             assert!(
                 Instant::now() < deadline,
                 "dovecot is not listening: {}",
-                dovecot.log()
+                self.log()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        Some(dovecot)
+    }
+
+    /// Stops Dovecot (an outage) and waits until it no longer listens;
+    /// [`Dovecot::run`] starts it again with the same mail.
+    fn stop(&self) {
+        let _ = Command::new("doveadm")
+            .arg("-c")
+            .arg(self.config())
+            .arg("stop")
+            .output();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            assert!(Instant::now() < deadline, "dovecot still listens");
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     fn log(&self) -> String {
@@ -253,6 +273,7 @@ async fn spawn_proxy_options(
         cache_bytes: 0,
         smtp: None,
         master: None,
+        outage_grace: Duration::from_secs(4 * 3600),
     };
     change(&mut upstream);
     let proxy =
@@ -1363,4 +1384,94 @@ async fn submission_is_offered_only_with_a_submission_server() {
         assert_eq!(responses[1][1]["type"], "unknownMethod");
         assert_eq!(responses[2][0], "Mailbox/get", "{responses:?}");
     }
+}
+
+#[tokio::test]
+async fn reads_go_on_through_an_upstream_outage_and_writes_wait_for_its_return() {
+    let Some(dovecot) = Dovecot::start(&["olga@example.com", "pavel@example.com"]) else {
+        return;
+    };
+    let messages = golden_crlf(3);
+    dovecot.append("olga@example.com", "INBOX", &messages, "", 1_700_000_000);
+    let proxy = spawn_proxy(&dovecot).await;
+    let without_grace =
+        spawn_proxy_options(&dovecot, |options| options.outage_grace = Duration::ZERO).await;
+    let olga = proxy_login(&proxy, "olga@example.com").await;
+    proxy_login(&without_grace, "olga@example.com").await;
+    let synced = until(
+        &proxy,
+        &olga,
+        Duration::from_secs(20),
+        "the first sync",
+        |list| list.len() == 3,
+    )
+    .await;
+    // Pavel changes his password upstream and logs in with the new one:
+    // the old one's grace ends there.
+    let pavel_with = |password| session_status(&proxy, "pavel@example.com", password);
+    assert_eq!(pavel_with(PASSWORD).await, 200);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    std::fs::write(
+        dovecot.dir.path().join("passwd"),
+        format!(
+            "olga@example.com:{{PLAIN}}{PASSWORD}::::::\npavel@example.com:{{PLAIN}}changed::::::\n"
+        ),
+    )
+    .unwrap();
+    assert_eq!(pavel_with("changed").await, 200);
+
+    dovecot.stop();
+    // A session GET asks the upstream afresh: it cannot, so the credential
+    // it accepted stands; a password it never accepted cannot be checked.
+    let olga_with = |password| session_status(&proxy, "olga@example.com", password);
+    assert_eq!(olga_with(PASSWORD).await, 200);
+    assert_eq!(olga_with("a guess").await, 503);
+    assert_eq!(pavel_with("changed").await, 200);
+    assert_eq!(pavel_with(PASSWORD).await, 503, "replaced upstream");
+    assert_eq!(
+        session_status(&without_grace, "olga@example.com", PASSWORD).await,
+        503,
+        "no grace"
+    );
+    // Olga's and Pavel's fresh checks; requests within a minute of the
+    // last check need none.
+    assert_eq!(
+        proxy.metric("fastview_upstream_outage_logins_total").await,
+        2.0
+    );
+    // The list view comes from the mirror.
+    let listed = until(&proxy, &olga, Duration::from_secs(5), "reads", |list| {
+        list.len() == 3
+    })
+    .await;
+    assert_eq!(listed, synced);
+    // A write cannot reach the upstream: serverUnavailable, nothing changed.
+    let id = synced[0]["id"].as_str().unwrap();
+    let update = json!({"accountId": olga.account_id,
+        "update": {id: {"keywords/$flagged": true}}});
+    let set = json!([["Email/set", update, "0"]]);
+    let refused = proxy.call(&olga, set.clone()).await;
+    assert_eq!(
+        (refused[0][0].as_str(), refused[0][1]["type"].as_str()),
+        (Some("error"), Some("serverUnavailable")),
+        "{refused:?}"
+    );
+
+    // The upstream is back: the write goes through within seconds.
+    dovecot.run();
+    let back = Instant::now();
+    loop {
+        let answer = proxy.call(&olga, set.clone()).await;
+        if answer[0][1]["updated"].get(id).is_some() {
+            break;
+        }
+        assert_eq!(answer[0][1]["type"], "serverUnavailable", "{answer:?}");
+        assert!(back.elapsed() < Duration::from_secs(10), "{answer:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let flagged = dovecot.client(
+        "olga@example.com",
+        "m.select('INBOX')\nprint(m.uid('FETCH', '1:*', '(FLAGS)')[1])",
+    );
+    assert_eq!(flagged.matches("\\\\Flagged").count(), 1, "{flagged}");
 }

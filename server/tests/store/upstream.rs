@@ -105,8 +105,28 @@ async fn upstream_rows_map_mailboxes_uids_and_emails(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(
-        store.upstream_uids(ann_roles.inbox).await.unwrap(),
+        store.upstream_uids(ann_roles.inbox, None).await.unwrap(),
         [copy(3, ids[0], &["$seen"]), copy(4, ids[1], &["work"])]
+    );
+    // Some copies by UID (one not mapped is absent), and the count.
+    assert_eq!(
+        store
+            .upstream_uids(ann_roles.inbox, Some(&[4, 9]))
+            .await
+            .unwrap(),
+        [copy(4, ids[1], &["work"])]
+    );
+    assert!(
+        store
+            .upstream_uids(ann_roles.inbox, Some(&[]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.upstream_uid_count(ann_roles.inbox).await.unwrap(), 2);
+    assert_eq!(
+        store.upstream_uid_count(ann_roles.archive).await.unwrap(),
+        1
     );
     assert_eq!(
         store.upstream_locations(ann.id, &ids).await.unwrap(),
@@ -151,7 +171,7 @@ async fn upstream_rows_map_mailboxes_uids_and_emails(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(
-        store.upstream_uids(ann_roles.inbox).await.unwrap(),
+        store.upstream_uids(ann_roles.inbox, None).await.unwrap(),
         [copy(4, ids[1], &["work"])]
     );
     store
@@ -160,7 +180,7 @@ async fn upstream_rows_map_mailboxes_uids_and_emails(store: Arc<dyn Store>) {
         .unwrap();
     assert!(
         store
-            .upstream_uids(ann_roles.archive)
+            .upstream_uids(ann_roles.archive, None)
             .await
             .unwrap()
             .is_empty()
@@ -171,7 +191,7 @@ async fn upstream_rows_map_mailboxes_uids_and_emails(store: Arc<dyn Store>) {
     store.destroy_emails(ann.id, &[ids[1]]).await.unwrap();
     assert!(
         store
-            .upstream_uids(ann_roles.inbox)
+            .upstream_uids(ann_roles.inbox, None)
             .await
             .unwrap()
             .is_empty()

@@ -26,7 +26,7 @@ use tokio::sync::Semaphore;
 
 use super::UpstreamUrl;
 use super::connection::{Connection, Selected};
-use super::sync::{SyncReport, sync_account};
+use super::sync::{Removed, SyncReport, sync_account};
 use crate::blob::BlobStore;
 use crate::metrics::Metrics;
 use crate::proxy::upstream::UpstreamError;
@@ -61,6 +61,10 @@ pub struct UpstreamOptions {
     /// account is synced all the time; users' own passwords are then only
     /// checked, never kept.
     pub master: Option<MasterLogin>,
+    /// `--upstream-outage-grace-minutes`: how long after the upstream last
+    /// accepted a user's credential it stays good for reads from the
+    /// mirror while the upstream cannot be reached (zero: not at all).
+    pub outage_grace: Duration,
 }
 
 /// A master login of the upstream (Dovecot: `auth_master_user_separator`
@@ -90,9 +94,20 @@ pub(super) struct Link {
     /// upstream (so a sync never records half a write); it keeps the
     /// connection writes use, made on the first write.
     pub(super) writer: tokio::sync::Mutex<Option<Connection>>,
+    /// Copies writes took out of mailboxes since the last sync (written
+    /// and read under `writer`'s lock): the next sync forgets them.
+    removed: Mutex<Removed>,
 }
 
 impl Link {
+    /// The copies writes removed since the last sync, handed to it.
+    fn take_removed(&self) -> Removed {
+        self.removed
+            .lock()
+            .map(|mut removed| std::mem::take(&mut *removed))
+            .unwrap_or_default()
+    }
+
     fn idle_for(&self) -> Duration {
         self.last_used
             .lock()
@@ -202,6 +217,7 @@ impl Upstream {
             password: Mutex::new(password.to_string()),
             last_used: Mutex::new(Instant::now()),
             writer: tokio::sync::Mutex::new(None),
+            removed: Mutex::new(Vec::new()),
         });
         links.insert(account, link.clone());
         tokio::spawn(crate::metrics::JMAP_METHOD.scope("sync", self.clone().run(account, link)));
@@ -327,7 +343,9 @@ impl Upstream {
         loop {
             let turn = link.writer.lock().await;
             let started = Instant::now();
-            let report = sync_account(&*self.store, &self.blobs, account, &mut connection).await;
+            let removed = link.take_removed();
+            let report =
+                sync_account(&*self.store, &self.blobs, account, &mut connection, removed).await;
             drop(turn);
             let report = report?;
             self.count_sync(&report, started);
@@ -367,8 +385,8 @@ impl Upstream {
         match (inbox.highest_modseq, mapped.highest_modseq) {
             (Some(now), Some(read)) => Ok(i64::try_from(now).ok() != Some(read)),
             _ => {
-                let copies = self.store.upstream_uids(mapped.mailbox_id).await?.len();
-                Ok(copies != inbox.exists as usize)
+                let copies = self.store.upstream_uid_count(mapped.mailbox_id).await?;
+                Ok(copies != i64::from(inbox.exists))
             }
         }
     }
@@ -420,12 +438,24 @@ impl Upstream {
         connection: &mut Connection,
     ) -> Result<(), UpstreamError> {
         let started = Instant::now();
-        let report = sync_account(&*self.store, &self.blobs, account, connection).await?;
+        let removed = self.link(account)?.take_removed();
+        let report = sync_account(&*self.store, &self.blobs, account, connection, removed).await?;
         // No mailbox stays open on the writer between writes: another
         // client renaming or deleting it would end the session.
         connection.unselect().await?;
         self.count_sync(&report, started);
         Ok(())
+    }
+
+    /// Notes that a write took `uids` out of `mailbox` of `account` (the
+    /// upstream answered a UID MOVE or EXPUNGE with OK): the next sync
+    /// forgets those copies instead of reading the mailbox whole.
+    pub(super) fn removed(&self, account: i64, mailbox: i64, uids: &[u32]) {
+        if let Ok(link) = self.link(account)
+            && let Ok(mut removed) = link.removed.lock()
+        {
+            removed.push((mailbox, uids.to_vec()));
+        }
     }
 
     /// The blob store this upstream caches messages in.

@@ -222,6 +222,7 @@ pub fn install(
     jmap: &mut crate::jmap::Jmap,
     auth: &mut crate::http::auth::Authenticator,
 ) -> Arc<Upstream> {
+    let outage_grace = options.outage_grace;
     let upstream = Upstream::new(
         options,
         app.store.clone(),
@@ -231,6 +232,6 @@ pub fn install(
     let proxy = ImapProxy(upstream.clone());
     jmap.writer = Arc::new(proxy.clone());
     jmap.route = crate::mail::delivery::Route::PerAccount(Arc::new(proxy.clone()));
-    auth.login_check = Some(Arc::new(proxy));
+    auth.install_login_check(Arc::new(proxy), outage_grace);
     upstream
 }

@@ -19,12 +19,12 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::connection::{Connection, FetchedMessage, ListedMailbox, MessageFlags, Selected};
-use super::{flag_of_keyword, keywords_of_flags, utf7};
+use super::{keywords_of_flags, utf7};
 use crate::blob::BlobStore;
 use crate::mail::ingest::{self, PreparedEmail};
 use crate::proxy::upstream::UpstreamError;
 use crate::store::{
-    EmailUpdate, Inserted, MailboxPatch, MailboxRow, NewMailbox, Store, UpstreamCopy,
+    EmailUpdate, Inserted, MailboxNode, MailboxPatch, NewMailbox, Store, UpstreamCopy,
     UpstreamMailbox, default_sort_order,
 };
 
@@ -77,15 +77,33 @@ struct Held {
     keywords: BTreeSet<String>,
 }
 
-/// Syncs `account` from the logged-in `connection`. An error leaves the
-/// store consistent (every step is one of its ordinary writes) and the next
-/// sync picks up where this one stopped.
+/// Copies a write through this connection took out of a mailbox (UID MOVE
+/// or EXPUNGE answered OK): (mailbox id, UIDs) each. The sync that follows
+/// forgets them and reconciles their emails, so the mailbox's mapping need
+/// not be read whole to find what went (module doc).
+pub type Removed = Vec<(i64, Vec<u32>)>;
+
+/// Syncs `account` from the logged-in `connection`, first forgetting the
+/// copies `removed` by a write. An error leaves the store consistent
+/// (every step is one of its ordinary writes) and the next sync picks up
+/// where this one stopped.
 pub async fn sync_account(
     store: &dyn Store,
     blobs: &Arc<BlobStore>,
     account: i64,
     connection: &mut Connection,
+    removed: Removed,
 ) -> Result<SyncReport, UpstreamError> {
+    // The emails whose copies this sync changes: only they are reconciled
+    // (those a write removed a copy of, those of a mailbox gone upstream,
+    // and what each mailbox read adds, removes or reflags).
+    let mut touched: HashSet<i64> = HashSet::new();
+    for (mailbox, uids) in removed {
+        let uids: Vec<i64> = uids.into_iter().map(i64::from).collect();
+        let copies = store.upstream_uids(mailbox, Some(&uids)).await?;
+        touched.extend(copies.into_iter().map(|copy| copy.email_id));
+        store.forget_upstream_uids(mailbox, Some(&uids)).await?;
+    }
     let listed = connection.list().await?;
     let subscribed = connection.subscribed().await?;
     let (mirrored, stale, leftovers) =
@@ -99,12 +117,8 @@ pub async fn sync_account(
         mailboxes: mirrored.len(),
         ..SyncReport::default()
     };
-    // The emails whose copies this sync changes: only they are reconciled
-    // (those of a mailbox gone upstream, and what each mailbox read adds,
-    // removes or reflags).
-    let mut touched: HashSet<i64> = HashSet::new();
     for mailbox in &stale {
-        let copies = store.upstream_uids(mailbox.mailbox_id).await?;
+        let copies = store.upstream_uids(mailbox.mailbox_id, None).await?;
         touched.extend(copies.into_iter().map(|copy| copy.email_id));
     }
     // What each mailbox was when read: a message that moved between two
@@ -166,9 +180,11 @@ pub async fn sync_account(
 }
 
 /// Reads one mailbox: nothing when its UIDVALIDITY and HIGHESTMODSEQ
-/// (RFC 7162 CONDSTORE) are those of its last whole read; else its UIDs
-/// and flags, new UIDs fetched and stored, gone UIDs forgotten, changed
-/// flags recorded per copy.
+/// (RFC 7162 CONDSTORE) are those of its last whole read; else what
+/// changed since that read when no message went ([`changes_since`]: the
+/// work is that of the messages changed, whatever the mailbox holds), or
+/// else its UIDs and flags whole, gone UIDs forgotten; then new UIDs
+/// fetched and stored and changed flags recorded per copy.
 async fn sync_mailbox(
     store: &dyn Store,
     blobs: &Arc<BlobStore>,
@@ -190,19 +206,29 @@ async fn sync_mailbox(
         return Ok((selected, report));
     }
     report.read += 1;
-    if uid_validity != mailbox.uid_validity {
-        let copies = store.upstream_uids(mailbox.mailbox_id).await?;
-        touched.extend(copies.into_iter().map(|copy| copy.email_id));
-        store.forget_upstream_uids(mailbox.mailbox_id, None).await?;
-    }
-    let mut local = local_copies(store, mailbox.mailbox_id).await?;
-    let upstream = match (highest_modseq.and(mailbox.highest_modseq), uid_validity) {
-        (Some(since), same) if same == mailbox.uid_validity => {
-            upstream_since(connection, &selected, since, &local).await?
+    let since = highest_modseq
+        .and(mailbox.highest_modseq)
+        .filter(|_| uid_validity == mailbox.uid_validity);
+    let delta = match since {
+        Some(since) => {
+            changes_since(store, connection, &selected, since, mailbox.mailbox_id).await?
         }
-        _ => connection.flags(&selected).await?,
+        None => None,
     };
-    forget_gone(store, mailbox.mailbox_id, &upstream, &local, touched).await?;
+    let (upstream, mut local) = match delta {
+        Some(delta) => delta,
+        None => {
+            if uid_validity != mailbox.uid_validity {
+                let copies = store.upstream_uids(mailbox.mailbox_id, None).await?;
+                touched.extend(copies.into_iter().map(|copy| copy.email_id));
+                store.forget_upstream_uids(mailbox.mailbox_id, None).await?;
+            }
+            let local = local_copies(store, mailbox.mailbox_id, None).await?;
+            let upstream = connection.flags(&selected).await?;
+            forget_gone(store, mailbox.mailbox_id, &upstream, &local, touched).await?;
+            (upstream, local)
+        }
+    };
     let new: Vec<u32> = upstream
         .iter()
         .map(|m| m.uid)
@@ -228,13 +254,15 @@ async fn sync_mailbox(
     Ok((selected, report))
 }
 
-/// The copies of mailbox `mailbox_id` the store has mapped, by UID.
+/// The copies of mailbox `mailbox_id` the store has mapped, by UID: all,
+/// or those of the UIDs `among`.
 async fn local_copies(
     store: &dyn Store,
     mailbox_id: i64,
+    among: Option<&[i64]>,
 ) -> Result<HashMap<u32, UpstreamCopy>, UpstreamError> {
     Ok(store
-        .upstream_uids(mailbox_id)
+        .upstream_uids(mailbox_id, among)
         .await?
         .into_iter()
         .filter_map(|copy| Some((u32::try_from(copy.uid).ok()?, copy)))
@@ -336,39 +364,32 @@ async fn record_changed_flags(
     Ok(())
 }
 
-/// The UIDs and flags of the open mailbox from what changed since
-/// `since` (RFC 7162 CHANGEDSINCE: new messages and changed flags) and the
-/// copies already known, when no message went (EXISTS is the known count
-/// plus the new ones); else read whole.
-async fn upstream_since(
+/// What changed in the open mailbox since mod-sequence `since` (RFC 7162
+/// §3.1.4 CHANGEDSINCE: new messages and changed flags) with the mapped
+/// copies among it, when no message went (EXISTS is the mapped count plus
+/// the new ones); `None` when one did (the mailbox is then read whole).
+/// Reads only the changed messages' rows, never the whole mapping.
+async fn changes_since(
+    store: &dyn Store,
     connection: &mut Connection,
     selected: &Selected,
     since: i64,
-    local: &HashMap<u32, UpstreamCopy>,
-) -> Result<Vec<MessageFlags>, UpstreamError> {
+    mailbox_id: i64,
+) -> Result<Option<(Vec<MessageFlags>, HashMap<u32, UpstreamCopy>)>, UpstreamError> {
     let changed = connection
         .flags_changed_since(selected, u64::try_from(since).unwrap_or(0))
         .await?;
+    let uids: Vec<i64> = changed.iter().map(|m| i64::from(m.uid)).collect();
+    let known = local_copies(store, mailbox_id, Some(&uids)).await?;
     let new = changed
         .iter()
-        .filter(|m| !local.contains_key(&m.uid))
+        .filter(|m| !known.contains_key(&m.uid))
         .count();
-    if selected.exists as usize != local.len() + new {
-        return connection.flags(selected).await;
+    let mapped = store.upstream_uid_count(mailbox_id).await?;
+    if i64::from(selected.exists) != mapped + new as i64 {
+        return Ok(None);
     }
-    let mut upstream: HashMap<u32, MessageFlags> = local
-        .iter()
-        .map(|(uid, copy)| {
-            let flags = copy.keywords.iter().map(|k| flag_of_keyword(k)).collect();
-            (*uid, MessageFlags { uid: *uid, flags })
-        })
-        .collect();
-    for message in changed {
-        upstream.insert(message.uid, message);
-    }
-    let mut upstream: Vec<MessageFlags> = upstream.into_values().collect();
-    upstream.sort_by_key(|m| m.uid);
-    Ok(upstream)
+    Ok(Some((changed, known)))
 }
 
 /// Whether every mailbox read is still as it was when read (EXAMINE again:
@@ -442,8 +463,8 @@ async fn mirror_mailboxes(
     listed: &[ListedMailbox],
     subscribed: &HashSet<String>,
 ) -> Result<(Vec<(UpstreamMailbox, bool)>, Vec<UpstreamMailbox>, Vec<i64>), UpstreamError> {
-    let local: HashMap<i64, MailboxRow> = store
-        .mailboxes(account)
+    let local: HashMap<i64, MailboxNode> = store
+        .mailbox_nodes(account)
         .await?
         .into_iter()
         .map(|row| (row.id, row))
@@ -483,19 +504,14 @@ async fn mirror_mailboxes(
             Some(mailbox) => {
                 claimed.insert(mailbox.mailbox_id);
                 if let Some(row) = local.get(&mailbox.mailbox_id) {
-                    let patch = MailboxPatch {
-                        parent_id: (row.parent_id != parent_id).then_some(parent_id),
-                        name: (row.name != name).then(|| name.clone()),
-                        role: (row.role.as_deref() != role).then(|| role.map(str::to_string)),
-                        sort_order: None,
-                        is_subscribed: (row.is_subscribed != is_subscribed)
-                            .then_some(is_subscribed),
+                    let wanted = MailboxNode {
+                        parent_id,
+                        name: name.clone(),
+                        role: role.map(str::to_string),
+                        is_subscribed,
+                        ..row.clone()
                     };
-                    if patch != MailboxPatch::default() {
-                        store
-                            .update_mailbox(account, mailbox.mailbox_id, &patch)
-                            .await?;
-                    }
+                    follow_upstream(store, account, row, &wanted).await?;
                 }
                 mailbox
             }
@@ -522,7 +538,14 @@ async fn mirror_mailboxes(
                 }
             }
         };
-        store.put_upstream_mailbox(account, &mailbox).await?;
+        // A mapping as recorded needs no write (a sync that finds nothing
+        // new writes nothing but its time).
+        if mapped
+            .iter()
+            .all(|known| known.mailbox_id != mailbox.mailbox_id || known.name != mailbox.name)
+        {
+            store.put_upstream_mailbox(account, &mailbox).await?;
+        }
         ids_by_name.insert(listed.name.as_str(), mailbox.mailbox_id);
         mirrored.push((mailbox, listed.selectable));
     }
@@ -533,6 +556,27 @@ async fn mirror_mailboxes(
         .copied()
         .collect();
     Ok((mirrored, stale, leftovers))
+}
+
+/// Updates local mailbox `row` to be as `wanted` (its parent, name, role
+/// and subscription as the upstream lists them); nothing when it is.
+async fn follow_upstream(
+    store: &dyn Store,
+    account: i64,
+    row: &MailboxNode,
+    wanted: &MailboxNode,
+) -> Result<(), UpstreamError> {
+    let patch = MailboxPatch {
+        parent_id: (row.parent_id != wanted.parent_id).then_some(wanted.parent_id),
+        name: (row.name != wanted.name).then(|| wanted.name.clone()),
+        role: (row.role != wanted.role).then(|| wanted.role.clone()),
+        sort_order: None,
+        is_subscribed: (row.is_subscribed != wanted.is_subscribed).then_some(wanted.is_subscribed),
+    };
+    if patch != MailboxPatch::default() {
+        store.update_mailbox(account, row.id, &patch).await?;
+    }
+    Ok(())
 }
 
 /// How deep a mailbox is in the upstream's hierarchy (0: top level).

@@ -84,6 +84,10 @@ impl Upstream {
         account: i64,
         updates: &[EmailUpdate],
     ) -> Result<Vec<ObjectResult<UpdateOutcome>>, UpstreamError> {
+        // Nothing to write is nothing to sync (an Email/set without updates).
+        if updates.is_empty() {
+            return Ok(Vec::new());
+        }
         let link = self.link(account)?;
         let mut slot = link.writer.lock().await;
         let connection = self.writer(&link, &mut slot).await?;
@@ -110,16 +114,25 @@ impl Upstream {
             .map(|meta| (meta.id, (meta.keywords, meta.mailbox_ids)))
             .collect();
         let owned: HashSet<i64> = store
-            .mailboxes(account)
+            .mailbox_nodes(account)
             .await?
             .iter()
             .map(|m| m.id)
             .collect();
         let (after, outcomes) = apply_updates(&before, &owned, updates);
         let names = self.mailbox_names(account).await?;
-        let holding = holding_mailboxes(connection).await?;
+        let names = Mapped {
+            account,
+            names: &names,
+        };
         let mut changed: Vec<i64> = after.keys().copied().collect();
         changed.sort();
+        // Which mailboxes can hold mail (a LIST) only matters to a move.
+        let holding = if changed.iter().any(|id| before[id].1 != after[id].1) {
+            holding_mailboxes(connection).await?
+        } else {
+            HashSet::new()
+        };
         let mut refused: HashMap<i64, String> = HashMap::new();
         // Mailboxes first: a refused move leaves the flags as they were.
         let copies = self.copies(account, &ids).await?;
@@ -128,7 +141,7 @@ impl Upstream {
             let (from, to) = (&before[id], &after[id]);
             let copies = copies.get(id).map_or(&[][..], Vec::as_slice);
             match self
-                .change_mailboxes(connection, from, to, copies, &names, &holding)
+                .change_mailboxes(connection, from, to, copies, names, &holding)
                 .await
             {
                 Ok(changed) => moved |= changed,
@@ -152,7 +165,7 @@ impl Upstream {
             let (from, to) = (&before[id], &after[id]);
             let copies = copies.get(id).map_or(&[][..], Vec::as_slice);
             match self
-                .change_keywords(connection, from, to, copies, &names)
+                .change_keywords(connection, from, to, copies, names)
                 .await
             {
                 Ok(()) => {}
@@ -181,6 +194,9 @@ impl Upstream {
         account: i64,
         ids: &[i64],
     ) -> Result<(Vec<i64>, HashMap<i64, String>), UpstreamError> {
+        if ids.is_empty() {
+            return Ok((Vec::new(), HashMap::new()));
+        }
         let link = self.link(account)?;
         let mut slot = link.writer.lock().await;
         let connection = self.writer(&link, &mut slot).await?;
@@ -209,12 +225,16 @@ impl Upstream {
             .map(|meta| meta.id)
             .collect();
         let names = self.mailbox_names(account).await?;
+        let names = Mapped {
+            account,
+            names: &names,
+        };
         let copies = self.copies(account, &present).await?;
         let (mut destroyed, mut refused) = (Vec::new(), HashMap::new());
         for id in present {
             let mut result = Ok(());
             for (mailbox, uids) in by_mailbox(copies.get(&id).map_or(&[][..], Vec::as_slice)) {
-                result = self.expunge(connection, &names, mailbox, &uids).await;
+                result = self.expunge(connection, names, mailbox, &uids).await;
                 if result.is_err() {
                     break;
                 }
@@ -617,7 +637,7 @@ impl Upstream {
         before: &EmailLists,
         after: &EmailLists,
         copies: &[(i64, u32)],
-        names: &HashMap<i64, String>,
+        names: Mapped<'_>,
         holding: &HashSet<String>,
     ) -> Result<bool, UpstreamError> {
         let targets: Vec<i64> = after
@@ -640,15 +660,15 @@ impl Upstream {
         }
         // Checked before anything is sent: every mailbox entered holds mail.
         for target in &targets {
-            holds(holding, name_of(names, *target)?)?;
+            holds(holding, names.of(*target)?)?;
         }
         let extra = targets.len().saturating_sub(leaving.len());
         if extra > 0 {
             let (mailbox, uid) = copies[0];
-            connection.select(name_of(names, mailbox)?).await?;
+            connection.select(names.of(mailbox)?).await?;
             for target in &targets[..extra] {
                 self.count("copy");
-                connection.copy(&[uid], name_of(names, *target)?).await?;
+                connection.copy(&[uid], names.of(*target)?).await?;
             }
         }
         let mut leaving = leaving.into_iter();
@@ -656,9 +676,10 @@ impl Upstream {
             let Some((mailbox, uids)) = leaving.next() else {
                 break;
             };
-            connection.select(name_of(names, mailbox)?).await?;
+            connection.select(names.of(mailbox)?).await?;
             self.count("move");
-            connection.move_to(&uids, name_of(names, *target)?).await?;
+            connection.move_to(&uids, names.of(*target)?).await?;
+            self.removed(names.account, mailbox, &uids);
         }
         for (mailbox, uids) in leaving {
             self.expunge(connection, names, mailbox, &uids).await?;
@@ -674,7 +695,7 @@ impl Upstream {
         before: &EmailLists,
         after: &EmailLists,
         copies: &[(i64, u32)],
-        names: &HashMap<i64, String>,
+        names: Mapped<'_>,
     ) -> Result<(), UpstreamError> {
         let flags = |from: &[String], to: &[String]| -> Vec<String> {
             to.iter()
@@ -692,7 +713,7 @@ impl Upstream {
             ));
         }
         for (mailbox, uids) in by_mailbox(copies) {
-            connection.select(name_of(names, mailbox)?).await?;
+            connection.select(names.of(mailbox)?).await?;
             self.count("store");
             connection.store_flags(&uids, true, &added).await?;
             connection.store_flags(&uids, false, &removed).await?;
@@ -704,13 +725,15 @@ impl Upstream {
     async fn expunge(
         &self,
         connection: &mut Connection,
-        names: &HashMap<i64, String>,
+        names: Mapped<'_>,
         mailbox: i64,
         uids: &[u32],
     ) -> Result<(), UpstreamError> {
-        connection.select(name_of(names, mailbox)?).await?;
+        connection.select(names.of(mailbox)?).await?;
         self.count("expunge");
-        connection.expunge(uids).await
+        connection.expunge(uids).await?;
+        self.removed(names.account, mailbox, uids);
+        Ok(())
     }
 
     /// The upstream name of each mirrored mailbox of the account.
@@ -792,6 +815,21 @@ impl Upstream {
 /// Why a role cannot be set through the upstream.
 const ROLE_REFUSAL: &str =
     "roles come from the upstream's special-use attributes and cannot be set here";
+
+/// The account a write acts on and the upstream name of each of its
+/// mirrored mailboxes (by local mailbox id).
+#[derive(Clone, Copy)]
+struct Mapped<'a> {
+    account: i64,
+    names: &'a HashMap<i64, String>,
+}
+
+impl Mapped<'_> {
+    /// The upstream name of `mailbox`, or a refusal when it has none.
+    fn of(&self, mailbox: i64) -> Result<&str, UpstreamError> {
+        name_of(self.names, mailbox)
+    }
+}
 
 /// The upstream name of a mailbox, or a refusal when it has none.
 fn name_of(names: &HashMap<i64, String>, mailbox: i64) -> Result<&str, UpstreamError> {

@@ -76,14 +76,30 @@ impl_sql! {
             self.write_one(query).await
         }
 
-        async fn upstream_uids(&self, mailbox: i64) -> StoreResult<Vec<UpstreamCopy>> {
-            let rows: Vec<(i64, i64, String)> = sqlx::query_as(
-                "SELECT uid, email_id, keywords FROM upstream_messages WHERE mailbox_id = $1 \
-                 ORDER BY uid",
-            )
-            .bind(mailbox)
-            .fetch_all(&self.reader)
-            .await?;
+        async fn upstream_uids(
+            &self,
+            mailbox: i64,
+            among: Option<&[i64]>,
+        ) -> StoreResult<Vec<UpstreamCopy>> {
+            let rows: Vec<(i64, i64, String)> = match among {
+                None => {
+                    sqlx::query_as(
+                        "SELECT uid, email_id, keywords FROM upstream_messages \
+                         WHERE mailbox_id = $1 ORDER BY uid",
+                    )
+                    .bind(mailbox)
+                    .fetch_all(&self.reader)
+                    .await?
+                }
+                Some([]) => Vec::new(),
+                Some(uids) => {
+                    sqlx::query_as(D::SQL.upstream_uids_among)
+                        .bind(mailbox)
+                        .bind(D::ids(uids))
+                        .fetch_all(&self.reader)
+                        .await?
+                }
+            };
             Ok(rows
                 .into_iter()
                 .map(|(uid, email_id, keywords)| UpstreamCopy {
@@ -92,6 +108,15 @@ impl_sql! {
                     keywords: keywords.split_whitespace().map(str::to_string).collect(),
                 })
                 .collect())
+        }
+
+        async fn upstream_uid_count(&self, mailbox: i64) -> StoreResult<i64> {
+            Ok(
+                sqlx::query_scalar("SELECT COUNT(*) FROM upstream_messages WHERE mailbox_id = $1")
+                    .bind(mailbox)
+                    .fetch_one(&self.reader)
+                    .await?,
+            )
         }
 
         async fn record_upstream_uids(

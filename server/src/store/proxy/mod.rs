@@ -35,8 +35,17 @@ pub trait ImapProxyStore: Send + Sync + 'static {
         account: i64,
         mailbox: &UpstreamMailbox,
     ) -> StoreResult<()>;
-    /// Every synced copy in a mirrored mailbox, by UID.
-    async fn upstream_uids(&self, mailbox: i64) -> StoreResult<Vec<UpstreamCopy>>;
+    /// The synced copies in a mirrored mailbox, by UID: every one (`among`
+    /// `None`), or those of the UIDs `among` (a UID not mapped is absent),
+    /// so a sync of what changed reads only the copies that changed.
+    async fn upstream_uids(
+        &self,
+        mailbox: i64,
+        among: Option<&[i64]>,
+    ) -> StoreResult<Vec<UpstreamCopy>>;
+    /// How many copies of a mirrored mailbox are mapped (the count a
+    /// mailbox's EXISTS is checked against without reading its mapping).
+    async fn upstream_uid_count(&self, mailbox: i64) -> StoreResult<i64>;
     /// Records (or updates the flags of) copies in a mirrored mailbox.
     async fn record_upstream_uids(&self, mailbox: i64, copies: &[UpstreamCopy]) -> StoreResult<()>;
     /// `(email id, mailbox id, uid, keywords)` of every upstream copy of

@@ -29,6 +29,16 @@ impl_sql! {
             .await?)
         }
 
+        async fn mailbox_nodes(&self, account: i64) -> StoreResult<Vec<MailboxNode>> {
+            Ok(sqlx::query_as(
+                "SELECT id, parent_id, name, role, sort_order, is_subscribed FROM mailboxes \
+                 WHERE account_id = $1 ORDER BY id",
+            )
+            .bind(account)
+            .fetch_all(&self.reader)
+            .await?)
+        }
+
         async fn owns_mailbox(&self, account: i64, mailbox: i64) -> StoreResult<bool> {
             const SQL: &str = "SELECT id FROM mailboxes WHERE id = $1 AND account_id = $2";
             if let Some(owned) = self.hot().and_then(|hot| hot.owns_mailbox(SQL, account, mailbox)) {

@@ -41,10 +41,10 @@ use super::raw::EmailRecord;
 use super::{
     Account, Accounts, ApiToken, Blobs, ChangeKind, ChangeType, Changes, Delivery, EmailIndex,
     EmailLists, EmailMeta, EmailUpdate, Emails, FastView, Identities, IdentityPatch, IdentityRow,
-    Inserted, LogPosition, MailboxPatch, MailboxRow, Mailboxes, Maintenance, NewEmail, NewMailbox,
-    QueryRow, Quota, ROLE_MAILBOXES, Search, SearchText, SendLimits, States, StoreError,
-    StoreResult, SubmissionRow, Submissions, TextSearch, UpdateOutcome, VacationResponse,
-    default_sort_order,
+    Inserted, LogPosition, MailboxNode, MailboxPatch, MailboxRow, Mailboxes, Maintenance, NewEmail,
+    NewMailbox, QueryRow, Quota, ROLE_MAILBOXES, Search, SearchText, SendLimits, States,
+    StoreError, StoreResult, SubmissionRow, Submissions, TextSearch, UpdateOutcome,
+    VacationResponse, default_sort_order,
 };
 
 /// An `impl` block over every dialect `D` (`impl_sql! { impl Trait { … } }`,
