@@ -196,26 +196,7 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
             Err(StoreError::NotFound) => bail!("no account {email}"),
             Err(error) => return Err(error.into()),
         },
-        AccountCommand::List => {
-            // Behind an IMAP upstream: when each account last finished a
-            // sync, i.e. how far behind its mirror may be.
-            let upstream = app.store.upstream_source().await?.is_some();
-            let synced: std::collections::HashMap<i64, i64> =
-                app.store.upstream_syncs().await?.into_iter().collect();
-            let now = chrono::Utc::now().timestamp();
-            for account in app.store.list_accounts().await? {
-                let lag = match synced.get(&account.id) {
-                    _ if !upstream => String::new(),
-                    Some(at) => format!("\tsynced {} s ago", (now - at).max(0)),
-                    None => "\tnot synced yet".to_string(),
-                };
-                println!(
-                    "{}\t{}{lag}",
-                    crate::jmap::ids::account_id(account.id),
-                    account.email
-                );
-            }
-        }
+        AccountCommand::List => list(&app).await?,
         AccountCommand::Passwd {
             email, password, ..
         } => {
@@ -250,6 +231,41 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
         AccountCommand::Alias(command) => alias(app.store.as_ref(), command).await?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `account list`: each account's id and login; behind an IMAP upstream,
+/// when it last finished a sync and how its task watches the upstream.
+async fn list(app: &crate::app::App) -> anyhow::Result<()> {
+    // Behind an IMAP upstream: when each account last finished a
+    // sync, i.e. how far behind its mirror may be.
+    let upstream = app.store.upstream_source().await?.is_some();
+    // And how its sync task learns of changes there (ADR 0008).
+    let synced: std::collections::HashMap<i64, (i64, String)> = app
+        .store
+        .upstream_syncs()
+        .await?
+        .into_iter()
+        .map(|(account, at, watch)| (account, (at, watch)))
+        .collect();
+    let now = chrono::Utc::now().timestamp();
+    for account in app.store.list_accounts().await? {
+        let lag = match synced.get(&account.id) {
+            _ if !upstream => String::new(),
+            Some((at, watch)) if watch.is_empty() => {
+                format!("\tsynced {} s ago", (now - at).max(0))
+            }
+            Some((at, watch)) => {
+                format!("\tsynced {} s ago\twatch {watch}", (now - at).max(0))
+            }
+            None => "\tnot synced yet".to_string(),
+        };
+        println!(
+            "{}\t{}{lag}",
+            crate::jmap::ids::account_id(account.id),
+            account.email
+        );
+    }
+    Ok(())
 }
 
 /// Runs one `account alias` subcommand.

@@ -145,12 +145,14 @@ pub struct ServeArgs {
     /// (the IDLE timeout; without IDLE, the poll interval).
     #[arg(long, env = "FASTVIEW_UPSTREAM_POLL", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     pub upstream_poll: u64,
-    /// Seconds between a JMAP upstream mirror's polls of the upstream's
-    /// states when the upstream's event source gives no stream (Cyrus 3.6
-    /// without WebSockets answers 204), while a client of the account made
-    /// a request within the last minute; idle, the wait doubles up to
-    /// `--upstream-poll`. A poll is one small request (three `/get`s of no
-    /// ids); a sync follows only when a state moved.
+    /// Seconds between polls of the upstream while a client of the account
+    /// made a request within the last minute; idle, every `--upstream-poll`
+    /// (a JMAP mirror's wait doubles up to it). A JMAP upstream whose event
+    /// source gives no stream (Cyrus 3.6 without WebSockets answers 204):
+    /// one small request (three `/get`s of no ids). An IMAP upstream
+    /// without NOTIFY (Cyrus): STATUS of every folder but INBOX, which is
+    /// IDLEd (`fastview account list` tells each account's watch). A sync
+    /// follows only when something moved.
     #[arg(long, env = "FASTVIEW_UPSTREAM_POLL_ACTIVE", default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
     pub upstream_poll_active: u64,
     /// A JMAP upstream trusts this node's `Forwarded` / `X-Forwarded-For`:
@@ -317,6 +319,7 @@ impl ServeArgs {
                 crate::proxy::imap::UpstreamOptions {
                     url: url.clone(),
                     poll,
+                    poll_active: std::time::Duration::from_secs(self.upstream_poll_active),
                     idle,
                     cache_bytes: self.upstream_cache_mb.saturating_mul(1 << 20),
                     outage_grace: std::time::Duration::from_secs(

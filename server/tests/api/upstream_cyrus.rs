@@ -107,6 +107,7 @@ async fn spawn_imap_proxy(cyrus: &Cyrus) -> TestApp {
     let upstream = UpstreamOptions {
         url: url.clone(),
         poll: Duration::from_secs(300),
+        poll_active: Duration::from_secs(1),
         idle: Duration::from_secs(1800),
         cache_bytes: 0,
         smtp: None,
@@ -382,4 +383,52 @@ async fn cyrus_folders_sort_after_the_roles_as_on_a_standalone_server() {
     let standalone = crate::support::spawn_app().await;
     let local = standalone.account("bob@example.com").await;
     crate::upstream_imap::assert_sorted_as_standalone(&proxy, &ann, &standalone, &local).await;
+}
+
+#[tokio::test]
+async fn another_clients_change_in_any_cyrus_folder_shows_without_notify() {
+    let Some(cyrus) = Cyrus::start(&[(ANN, PASSWORD)]) else {
+        return;
+    };
+    let work = fixtures(&["plain_ascii", "message_ids"]);
+    cyrus.python_imap(
+        ANN,
+        PASSWORD,
+        "r = m.create('Work')\nassert r[0] == 'OK', r",
+    );
+    cyrus.append((ANN, PASSWORD), "Work", &messages(&work), "", BASE_TIME);
+    // The proxy's poll is 300 s: what shows within seconds came through
+    // IDLE on INBOX or the STATUS of the other folders (Cyrus has no NOTIFY).
+    let proxy = spawn_imap_proxy(&cyrus).await;
+    let ann = proxy_login(&proxy, ANN).await;
+    let list = until_listed(&proxy, &ann, 2).await;
+    assert_eq!(list[0]["keywords"], json!({}));
+    for (round, flag) in ["\\\\Flagged", "\\\\Answered"].iter().enumerate() {
+        cyrus.python_imap(
+            ANN,
+            PASSWORD,
+            &format!("m.select('Work')\nr = m.uid('STORE', '1', '+FLAGS', '({flag})')\nassert r[0] == 'OK', r"),
+        );
+        let keyword = ["$flagged", "$answered"][round];
+        let started = Instant::now();
+        loop {
+            let list = proxy.call(&ann, query_and_get(&ann.account_id)).await;
+            if list[1][1]["list"][0]["keywords"].get(keyword).is_some() {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(15),
+                "{keyword} in Work: {list:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // `account list` says how the account is watched.
+    let listed = proxy.cli().args(["account", "list"]).output().unwrap();
+    let text = String::from_utf8_lossy(&listed.stdout).to_string();
+    assert!(
+        text.lines()
+            .any(|line| line.contains(ANN) && line.ends_with("\twatch idle+status")),
+        "{text}"
+    );
 }

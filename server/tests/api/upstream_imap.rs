@@ -269,6 +269,7 @@ async fn spawn_proxy_options(
     let mut upstream = UpstreamOptions {
         url: dovecot.url(),
         poll: Duration::from_secs(300),
+        poll_active: Duration::from_secs(1),
         idle: Duration::from_secs(1800),
         cache_bytes: 0,
         smtp: None,
@@ -968,7 +969,8 @@ async fn a_master_login_syncs_every_account_without_its_user() {
         assert!(Instant::now() < deadline, "the master login's first sync");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // `account list` tells how far behind each account's mirror may be.
+    // `account list` tells how far behind each account's mirror may be,
+    // and how it learns of changes (Dovecot has NOTIFY).
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let listed = proxy.cli().args(["account", "list"]).output().unwrap();
@@ -978,7 +980,7 @@ async fn a_master_login_syncs_every_account_without_its_user() {
             .find(|l| l.contains("dan@example.com"))
             .unwrap_or_default()
             .to_string();
-        if line.contains("\tsynced ") && line.ends_with(" s ago") {
+        if line.contains("\tsynced ") && line.ends_with(" s ago\twatch notify") {
             break;
         }
         assert!(Instant::now() < deadline, "account list: {text}");

@@ -300,6 +300,19 @@ impl Connection {
         Ok(Selected::of(&mailbox))
     }
 
+    /// What STATUS tells of mailbox `name` (RFC 3501 §6.3.10: UIDVALIDITY,
+    /// MESSAGES, UIDNEXT, and HIGHESTMODSEQ with CONDSTORE, RFC 7162
+    /// §3.1.2.1) without opening it: how a folder is watched without NOTIFY.
+    pub async fn status(&mut self, name: &str) -> Result<Selected, UpstreamError> {
+        let items = if self.has("CONDSTORE") {
+            "(UIDVALIDITY MESSAGES UIDNEXT HIGHESTMODSEQ)"
+        } else {
+            "(UIDVALIDITY MESSAGES UIDNEXT)"
+        };
+        let mailbox = deadline(COMMAND_TIMEOUT, "STATUS", self.session.status(name, items)).await?;
+        Ok(Selected::of(&mailbox))
+    }
+
     /// The UID and flags of every message of the open mailbox.
     pub async fn flags(&mut self, selected: &Selected) -> Result<Vec<MessageFlags>, UpstreamError> {
         self.fetch_flags(selected, "(UID FLAGS)").await

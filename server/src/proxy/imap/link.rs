@@ -30,12 +30,51 @@ use super::sync::{Removed, SyncReport, sync_account};
 use crate::blob::BlobStore;
 use crate::metrics::Metrics;
 use crate::proxy::upstream::UpstreamError;
-use crate::store::{Account, Store, StoreError};
+use crate::store::{Account, Store, StoreError, UpstreamMailbox};
 
 use crate::proxy::upstream::UPSTREAM_PASSWORD_HASH;
 
 /// Upstream logins checked at once per node; more wait their turn.
 const LOGINS_AT_ONCE: usize = 32;
+
+/// How recently a client must have made a request for its account to be
+/// watched every `poll_active` (without NOTIFY) rather than every `poll`.
+pub const ACTIVE_CLIENT: Duration = Duration::from_secs(60);
+
+/// Folders asked their STATUS per round without NOTIFY; an account with
+/// more has them asked in turns, a round starting where the last stopped.
+const STATUS_PER_ROUND: usize = 100;
+
+/// How an account's sync task learns of changes at the upstream (shown by
+/// `fastview account list`, migration 0315).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Watch {
+    /// NOTIFY (RFC 5465): every folder tells, on the one connection.
+    Notify,
+    /// IDLE (RFC 2177) on INBOX, STATUS of the other folders every
+    /// `poll_active` while the account is in use.
+    IdleAndStatus,
+    /// No IDLE: STATUS of every folder as often.
+    Status,
+}
+
+impl Watch {
+    fn of(connection: &Connection, notify: bool) -> Self {
+        match (notify, connection.has("IDLE")) {
+            (true, _) => Self::Notify,
+            (false, true) => Self::IdleAndStatus,
+            (false, false) => Self::Status,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Notify => "notify",
+            Self::IdleAndStatus => "idle+status",
+            Self::Status => "status",
+        }
+    }
+}
 
 /// How a serving instance uses its upstream (`serve` flags).
 #[derive(Debug, Clone)]
@@ -45,6 +84,10 @@ pub struct UpstreamOptions {
     /// `--upstream-poll`: the longest a listening account waits between
     /// syncs (and the IDLE timeout); without IDLE the poll interval.
     pub poll: Duration,
+    /// `--upstream-poll-active`: without NOTIFY, how often the folders
+    /// other than INBOX are asked their STATUS while the account is in use
+    /// (a request within [`ACTIVE_CLIENT`]); idle, every `poll`.
+    pub poll_active: Duration,
     /// `--upstream-idle-minutes`: how long after its last request an
     /// account stays synced (and its credentials kept).
     pub idle: Duration,
@@ -339,7 +382,10 @@ impl Upstream {
     ) -> Result<(), UpstreamError> {
         // NOTIFY before the first sync: a change made while the sync runs
         // is then either read by it or waiting as a notification below.
-        connection.notify_all().await?;
+        let notify = connection.notify_all().await?;
+        let watch = Watch::of(&connection, notify);
+        let mut told = false;
+        let mut next_status = 0;
         loop {
             let turn = link.writer.lock().await;
             let started = Instant::now();
@@ -352,6 +398,12 @@ impl Upstream {
             tracing::debug!(account, ?report, took = ?started.elapsed(), "synced from the upstream");
             // Only a whole sync ends a run of failures (a login alone does not).
             *backoff = Duration::from_secs(1);
+            if !told {
+                self.store
+                    .record_upstream_watch(account, watch.name())
+                    .await?;
+                told = true;
+            }
             if report.unstable {
                 continue;
             }
@@ -364,29 +416,117 @@ impl Upstream {
             if connection.changes_pending() || self.inbox_moved(account, &inbox).await? {
                 continue;
             }
-            let (back, _woke) = connection.wait(self.options.poll).await?;
-            connection = back;
+            connection = self
+                .wait_for_change(account, link, watch, connection, &mut next_status)
+                .await?;
         }
     }
 
-    /// Whether INBOX as just opened is not as the last sync left it: its
-    /// HIGHESTMODSEQ moved (CONDSTORE), or, without one, its message count.
+    /// Waits until the upstream tells of a change or `poll` passes. With
+    /// NOTIFY every folder tells; without it, while the account is in use,
+    /// the wait on INBOX (IDLE, or a sleep and a NOOP) lasts `poll_active`,
+    /// after which the other folders are asked their STATUS
+    /// ([`Upstream::others_moved`]), until one moved.
+    async fn wait_for_change(
+        &self,
+        account: i64,
+        link: &Link,
+        watch: Watch,
+        mut connection: Connection,
+        next_status: &mut usize,
+    ) -> Result<Connection, UpstreamError> {
+        let started = Instant::now();
+        loop {
+            let active = link.idle_for() < ACTIVE_CLIENT;
+            let limit = match watch {
+                Watch::Notify => self.options.poll,
+                _ if active => self.options.poll_active.min(self.options.poll),
+                _ => self.options.poll,
+            };
+            let (back, woke) = connection.wait(limit).await?;
+            connection = back;
+            if watch == Watch::Notify || started.elapsed() >= self.options.poll {
+                return Ok(connection);
+            }
+            // INBOX: IDLE told, or (no IDLE) a NOOP makes the server tell.
+            let inbox_told = match watch {
+                Watch::IdleAndStatus => woke,
+                _ => {
+                    connection.noop().await?;
+                    connection.changes_pending()
+                }
+            };
+            if inbox_told
+                || self
+                    .others_moved(account, &mut connection, next_status)
+                    .await?
+            {
+                return Ok(connection);
+            }
+        }
+    }
+
+    /// Without NOTIFY: whether a mirrored folder other than INBOX moved
+    /// since its last read, by STATUS (HIGHESTMODSEQ with CONDSTORE, else
+    /// its message count against the copies mapped), at most
+    /// [`STATUS_PER_ROUND`] folders a round, in turns.
+    async fn others_moved(
+        &self,
+        account: i64,
+        connection: &mut Connection,
+        next: &mut usize,
+    ) -> Result<bool, UpstreamError> {
+        let others: Vec<_> = self
+            .store
+            .upstream_mailboxes(account)
+            .await?
+            .into_iter()
+            .filter(|m| !m.name.eq_ignore_ascii_case("INBOX"))
+            .collect();
+        if others.is_empty() {
+            return Ok(false);
+        }
+        for step in 0..others.len().min(STATUS_PER_ROUND) {
+            let mapped = &others[(*next + step) % others.len()];
+            let status = match connection.status(&mapped.name).await {
+                Ok(status) => status,
+                // A folder that cannot be asked (\Noselect) tells nothing.
+                Err(UpstreamError::Refused(_)) => continue,
+                Err(error) => return Err(error),
+            };
+            if self.moved(mapped, &status).await? {
+                *next = (*next + step) % others.len();
+                return Ok(true);
+            }
+        }
+        *next = (*next + STATUS_PER_ROUND) % others.len();
+        Ok(false)
+    }
+
+    /// Whether INBOX as just opened is not as the last sync left it.
     async fn inbox_moved(&self, account: i64, inbox: &Selected) -> Result<bool, UpstreamError> {
         let mirrored = self.store.upstream_mailboxes(account).await?;
-        let Some(mapped) = mirrored
+        match mirrored
             .iter()
             .find(|m| m.name.eq_ignore_ascii_case("INBOX"))
-        else {
-            return Ok(false);
-        };
-        if mapped.uid_validity != i64::from(inbox.uid_validity) {
+        {
+            Some(mapped) => self.moved(mapped, inbox).await,
+            None => Ok(false),
+        }
+    }
+
+    /// Whether a mirrored folder as the upstream now tells of it (EXAMINE
+    /// or STATUS) is not as the last sync left it: another UIDVALIDITY, its
+    /// HIGHESTMODSEQ moved (CONDSTORE), or, without one, its message count.
+    async fn moved(&self, mapped: &UpstreamMailbox, now: &Selected) -> Result<bool, UpstreamError> {
+        if mapped.uid_validity != i64::from(now.uid_validity) {
             return Ok(true);
         }
-        match (inbox.highest_modseq, mapped.highest_modseq) {
+        match (now.highest_modseq, mapped.highest_modseq) {
             (Some(now), Some(read)) => Ok(i64::try_from(now).ok() != Some(read)),
             _ => {
                 let copies = self.store.upstream_uid_count(mapped.mailbox_id).await?;
-                Ok(copies != i64::from(inbox.exists))
+                Ok(copies != i64::from(now.exists))
             }
         }
     }

@@ -292,12 +292,19 @@ impl_sql! {
             self.write_one(query).await
         }
 
-        async fn upstream_syncs(&self) -> StoreResult<Vec<(i64, i64)>> {
-            Ok(
-                sqlx::query_as("SELECT account_id, synced_at FROM upstream_syncs ORDER BY account_id")
-                    .fetch_all(&self.reader)
-                    .await?,
+        async fn record_upstream_watch(&self, account: i64, watch: &str) -> StoreResult<()> {
+            let query = sqlx::query("UPDATE upstream_syncs SET watch = $2 WHERE account_id = $1")
+                .bind(account)
+                .bind(watch);
+            self.write_one(query).await
+        }
+
+        async fn upstream_syncs(&self) -> StoreResult<Vec<(i64, i64, String)>> {
+            Ok(sqlx::query_as(
+                "SELECT account_id, synced_at, watch FROM upstream_syncs ORDER BY account_id",
             )
+            .fetch_all(&self.reader)
+            .await?)
         }
 
         async fn forget_upstream_uids(

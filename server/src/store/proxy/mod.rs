@@ -104,8 +104,13 @@ pub trait ImapProxyStore: Send + Sync + 'static {
     ) -> StoreResult<Option<(i64, String, i64)>>;
     /// Records that `account` finished a sync at `at` (unix seconds).
     async fn record_upstream_sync(&self, account: i64, at: i64) -> StoreResult<()>;
-    /// `(account, unix seconds)` of every account's last finished sync.
-    async fn upstream_syncs(&self) -> StoreResult<Vec<(i64, i64)>>;
+    /// Records how `account`'s sync task learns of upstream changes
+    /// (`notify`, `idle+status`, `status`; migration 0315), once it has
+    /// synced.
+    async fn record_upstream_watch(&self, account: i64, watch: &str) -> StoreResult<()>;
+    /// `(account, unix seconds, watch)` of every account's last finished
+    /// sync and how its task watches the upstream (empty: not yet told).
+    async fn upstream_syncs(&self) -> StoreResult<Vec<(i64, i64, String)>>;
     /// Forgets UIDs of a mirrored mailbox (`None`: all of them, after a
     /// UIDVALIDITY change); the emails stay.
     async fn forget_upstream_uids(&self, mailbox: i64, uids: Option<&[i64]>) -> StoreResult<()>;
