@@ -47,6 +47,7 @@ use super::ingest::{prepare, store_batch};
 use super::relay::{Refusal, Relay};
 use super::submission::{bounce, header_end, received_copy};
 use super::vacation;
+use super::work::spawn_every;
 use crate::blob::BlobStore;
 use crate::store::{Delivery, Store, StoreResult};
 
@@ -589,11 +590,9 @@ pub fn spawn_periodic(
     route: Route,
     every: std::time::Duration,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(every);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticks.tick().await;
+    spawn_every(every, move || {
+        let (store, blobs, route) = (store.clone(), blobs.clone(), route.clone());
+        async move {
             let now = chrono::Utc::now().timestamp();
             match deliver_due_through(store.as_ref(), &blobs, route.outbound(), HOST, now).await {
                 Ok(0) => {}
