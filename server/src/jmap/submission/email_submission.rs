@@ -725,11 +725,13 @@ async fn deliver_now(
         let (store, blobs) = (ctx.jmap.store.clone(), ctx.jmap.blobs.clone());
         let route = ctx.jmap.route.clone();
         let work = async move {
-            let (outbound, host) = (route.outbound(), delivery::HOST);
-            if let Err(error) =
-                delivery::deliver_through(store.as_ref(), &blobs, outbound, host, &delivery, now)
-                    .await
-            {
+            let courier = delivery::Courier {
+                store: store.as_ref(),
+                blobs: &blobs,
+                outbound: route.outbound(),
+                host: delivery::HOST,
+            };
+            if let Err(error) = delivery::deliver_through(courier, &delivery, now).await {
                 tracing::warn!(submission = id, %error, "delivery left for a retry");
             }
         };
