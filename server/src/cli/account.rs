@@ -4,11 +4,25 @@ use std::io::{BufRead, IsTerminal};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 
 use super::GlobalArgs;
 use crate::account::{hash_password, normalize_address};
 use crate::store::StoreError;
+
+/// How `account add` and `account passwd` take a password.
+#[derive(Debug, Args)]
+pub struct PasswordArgs {
+    /// The password (`passwd`: the new one; visible in the process list);
+    /// without it, the first line of standard input (as with
+    /// --password-stdin).
+    #[arg(long, env = "FASTVIEW_PASSWORD", conflicts_with = "password_stdin")]
+    password: Option<String>,
+    /// Read the password from the first line of standard input (the
+    /// default; accepted for scripts that say so).
+    #[arg(long)]
+    password_stdin: bool,
+}
 
 /// Account subcommands.
 #[derive(Debug, Subcommand)]
@@ -18,14 +32,8 @@ pub enum AccountCommand {
     Add {
         #[arg(value_parser = parse_address)]
         email: String,
-        /// The password (visible in the process list); without it, the first
-        /// line of standard input (as with --password-stdin).
-        #[arg(long, env = "FASTVIEW_PASSWORD", conflicts_with = "password_stdin")]
-        password: Option<String>,
-        /// Read the password from the first line of standard input (the
-        /// default; accepted for scripts that say so).
-        #[arg(long)]
-        password_stdin: bool,
+        #[command(flatten)]
+        password: PasswordArgs,
         /// Storage quota: octets, or with a binary suffix (`500M`, `2G`, `1T`),
         /// or `none` (the default: no limit). Counts the account's messages
         /// and pending uploads (RFC 9425 `Quota/get`).
@@ -47,14 +55,8 @@ pub enum AccountCommand {
     Passwd {
         #[arg(value_parser = parse_address)]
         email: String,
-        /// The new password (visible in the process list); without it, the
-        /// first line of standard input.
-        #[arg(long, env = "FASTVIEW_PASSWORD", conflicts_with = "password_stdin")]
-        password: Option<String>,
-        /// Read the password from the first line of standard input (the
-        /// default; accepted as for `add`).
-        #[arg(long)]
-        password_stdin: bool,
+        #[command(flatten)]
+        password: PasswordArgs,
     },
     /// Remove an account and all its mail (rows at once, and the blobs no
     /// other account shares).
@@ -155,8 +157,11 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
     match command {
         AccountCommand::Add {
             email,
-            password,
-            password_stdin,
+            password:
+                PasswordArgs {
+                    password,
+                    password_stdin,
+                },
             quota,
         } => {
             if let Some(upstream) = app.store.upstream_source().await? {
@@ -197,10 +202,8 @@ pub async fn run(global: &GlobalArgs, command: AccountCommand) -> anyhow::Result
             Err(error) => return Err(error.into()),
         },
         AccountCommand::List => list(&app).await?,
-        AccountCommand::Passwd {
-            email, password, ..
-        } => {
-            let password = match password {
+        AccountCommand::Passwd { email, password } => {
+            let password = match password.password {
                 Some(password) if !password.is_empty() => password,
                 _ => read_password_line()?,
             };

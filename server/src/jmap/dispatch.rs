@@ -37,13 +37,14 @@ use super::args::{self, AccountArguments};
 use super::budget::{OverBudget, RequestBudget, server_busy};
 use super::call::{CallContext, error_response};
 use super::error::{MethodError, RequestError};
+use super::mail::changes::changes_response;
 use super::mail::{email, mailbox, thread};
 use super::reference::ReferenceError;
 use super::request::{Arguments, CallArguments, Invocation, Request, Response};
 use super::submission::{email_submission, identity, submission_query};
 use super::{Jmap, core, reference};
 use crate::metrics::MethodLabel;
-use crate::store::Account;
+use crate::store::{Account, ChangeType};
 
 /// Every method this server answers, with the name used as the metrics label.
 const METHODS: &[&str] = &[
@@ -153,7 +154,7 @@ async fn call_mail(
             .await
         }
         "Mailbox/set" => typed(ctx, arguments, mailbox::set::mailbox_set).await,
-        "Email/changes" => Box::pin(email::changes::email_changes(ctx, arguments)).await,
+        "Email/changes" => Box::pin(changes_response(ctx, arguments, ChangeType::Email)).await,
         "Email/query" => typed(ctx, arguments, email::query::email_query).await,
         "Email/queryChanges" => {
             typed(ctx, arguments, email::query_changes::email_query_changes).await
@@ -163,7 +164,7 @@ async fn call_mail(
         "Email/parse" => typed(ctx, arguments, email::parse::email_parse).await,
         "Email/copy" => typed(ctx, arguments, super::copy::email_copy).await,
         "Thread/get" => typed(ctx, arguments, thread::get::thread_get).await,
-        "Thread/changes" => Box::pin(thread::changes::thread_changes(ctx, arguments)).await,
+        "Thread/changes" => Box::pin(changes_response(ctx, arguments, ChangeType::Thread)).await,
         "SearchSnippet/get" => {
             typed(
                 ctx,
@@ -203,11 +204,18 @@ async fn call_other(
         "Quota/get" => typed(ctx, arguments, super::quota::quota_get).await,
         "Quota/changes" => typed(ctx, arguments, super::quota::quota_changes).await,
         "Identity/get" => Box::pin(identity::identity_get(ctx, arguments)).await,
-        "Identity/changes" => Box::pin(identity::identity_changes(ctx, arguments)).await,
+        "Identity/changes" => {
+            Box::pin(changes_response(ctx, arguments, ChangeType::Identity)).await
+        }
         "Identity/set" => typed(ctx, arguments, identity::identity_set).await,
         "EmailSubmission/get" => Box::pin(email_submission::submission_get(ctx, arguments)).await,
         "EmailSubmission/changes" => {
-            Box::pin(email_submission::submission_changes(ctx, arguments)).await
+            Box::pin(changes_response(
+                ctx,
+                arguments,
+                ChangeType::EmailSubmission,
+            ))
+            .await
         }
         "EmailSubmission/query" => typed(ctx, arguments, submission_query::submission_query).await,
         "EmailSubmission/queryChanges" => {

@@ -47,6 +47,7 @@ use super::ingest::{prepare, store_batch};
 use super::relay::{Refusal, Relay};
 use super::submission::{bounce, header_end, received_copy};
 use super::vacation;
+use super::work::spawn_every;
 use crate::blob::BlobStore;
 use crate::store::{Delivery, Store, StoreResult};
 
@@ -184,23 +185,37 @@ pub async fn deliver(
     delivery: &Delivery,
     now: i64,
 ) -> StoreResult<()> {
-    deliver_through(store, blobs, Outbound::Relay(relay), host, delivery, now).await
+    let courier = Courier {
+        store,
+        blobs,
+        outbound: Outbound::Relay(relay),
+        host,
+    };
+    deliver_through(courier, delivery, now).await
+}
+
+/// What a delivery goes out with: the store and blobs it reads and
+/// records in, where mail to other servers goes, and `host`, the name of
+/// this server in the Received field.
+#[derive(Clone, Copy)]
+pub struct Courier<'a> {
+    pub store: &'a dyn Store,
+    pub blobs: &'a Arc<BlobStore>,
+    pub outbound: Outbound<'a>,
+    pub host: &'a str,
 }
 
 /// Delivers what it can of `delivery` and records it: the statuses of the
-/// recipients done, a retry for the others. `host` names this server in the
-/// Received field; `now` is Unix seconds. Holds the delivery's lease while
+/// recipients done, a retry for the others, through `courier`; `now` is
+/// Unix seconds. Holds the delivery's lease while
 /// it works ([`RENEW_EVERY`]); once another node has taken it over, stops
 /// and records nothing (that node delivers it).
 pub async fn deliver_through(
-    store: &dyn Store,
-    blobs: &Arc<BlobStore>,
-    outbound: Outbound<'_>,
-    host: &str,
+    courier: Courier<'_>,
     delivery: &Delivery,
     now: i64,
 ) -> StoreResult<()> {
-    deliver_holding(store, blobs, outbound, host, delivery, now, Hold::default()).await
+    deliver_holding(courier, delivery, now, Hold::default()).await
 }
 
 /// How a node holds the delivery it works on: each renewal holds it for
@@ -226,15 +241,13 @@ impl Default for Hold {
 /// [`deliver_through`] under `hold` (tests hold briefly and renew often;
 /// everything else uses [`Hold::default`]).
 pub async fn deliver_holding(
-    store: &dyn Store,
-    blobs: &Arc<BlobStore>,
-    outbound: Outbound<'_>,
-    host: &str,
+    courier: Courier<'_>,
     delivery: &Delivery,
     now: i64,
     hold: Hold,
 ) -> StoreResult<()> {
-    let work = attempt(store, blobs, outbound, host, delivery, now, hold.lease);
+    let store = courier.store;
+    let work = attempt(courier, delivery, now, hold.lease);
     let heartbeat = async {
         loop {
             tokio::time::sleep(hold.renew_every).await;
@@ -266,14 +279,17 @@ pub async fn deliver_holding(
 /// One attempt at `delivery` ([`deliver_through`] without the heartbeat),
 /// renewing its hold for `lease` seconds before each recipient.
 async fn attempt(
-    store: &dyn Store,
-    blobs: &Arc<BlobStore>,
-    outbound: Outbound<'_>,
-    host: &str,
+    courier: Courier<'_>,
     delivery: &Delivery,
     now: i64,
     lease: i64,
 ) -> StoreResult<()> {
+    let Courier {
+        store,
+        blobs,
+        outbound,
+        host,
+    } = courier;
     let recipients: Vec<String> = serde_json::from_str(&delivery.recipients).unwrap_or_default();
     let message = match blobs.get(&delivery.blob_id).await {
         Ok(Some(message)) => Some(message),
@@ -563,20 +579,20 @@ pub async fn deliver_due(
     host: &str,
     now: i64,
 ) -> StoreResult<usize> {
-    deliver_due_through(store, blobs, Outbound::Relay(relay), host, now).await
+    let courier = Courier {
+        store,
+        blobs,
+        outbound: Outbound::Relay(relay),
+        host,
+    };
+    deliver_due_through(courier, now).await
 }
 
-/// [`deliver_due`] to `outbound`.
-pub async fn deliver_due_through(
-    store: &dyn Store,
-    blobs: &Arc<BlobStore>,
-    outbound: Outbound<'_>,
-    host: &str,
-    now: i64,
-) -> StoreResult<usize> {
-    let due = store.take_deliveries(now, LEASE, 32).await?;
+/// [`deliver_due`] through `courier`.
+pub async fn deliver_due_through(courier: Courier<'_>, now: i64) -> StoreResult<usize> {
+    let due = courier.store.take_deliveries(now, LEASE, 32).await?;
     for delivery in &due {
-        deliver_through(store, blobs, outbound, host, delivery, now).await?;
+        deliver_through(courier, delivery, now).await?;
     }
     Ok(due.len())
 }
@@ -589,13 +605,17 @@ pub fn spawn_periodic(
     route: Route,
     every: std::time::Duration,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(every);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticks.tick().await;
+    spawn_every(every, move || {
+        let (store, blobs, route) = (store.clone(), blobs.clone(), route.clone());
+        async move {
             let now = chrono::Utc::now().timestamp();
-            match deliver_due_through(store.as_ref(), &blobs, route.outbound(), HOST, now).await {
+            let courier = Courier {
+                store: store.as_ref(),
+                blobs: &blobs,
+                outbound: route.outbound(),
+                host: HOST,
+            };
+            match deliver_due_through(courier, now).await {
                 Ok(0) => {}
                 Ok(done) => tracing::info!(done, "queued deliveries"),
                 Err(error) => tracing::warn!(%error, "delivering the queue failed"),

@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 
+use super::work::spawn_every;
 use crate::blob::{BlobError, BlobStore, DELETING_PREFIX, STAGING_PREFIX};
 use crate::store::{Store, StoreError};
 
@@ -187,11 +188,9 @@ pub fn spawn_periodic(
     options: GcOptions,
     every: Duration,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(every);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticks.tick().await;
+    spawn_every(every, move || {
+        let (store, blobs) = (store.clone(), blobs.clone());
+        async move {
             match collect(store.as_ref(), &blobs, options).await {
                 Ok(report) => tracing::info!(?report, "blob garbage collection"),
                 Err(error) => tracing::warn!(%error, "blob garbage collection failed"),

@@ -18,11 +18,36 @@
 //!   property of one email, one header field value); checked before each
 //!   unit is rendered, so a request over its budget stops without doing the
 //!   work (`requestTooLarge`).
+//! - [`spawn_every`]: background work run at an interval (the delivery
+//!   queue, blob garbage collection).
 
 use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
+use std::time::Duration;
+
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
+use tokio::time::MissedTickBehavior;
+
+/// Spawns a task that runs `run` every `every`, the first time at once (a
+/// tick missed while a run was slow is delayed, not caught up), until the
+/// task is aborted or the runtime ends. Each run gets its own future, so
+/// `run` clones what it needs into it.
+pub fn spawn_every<F, R>(every: Duration, mut run: F) -> JoinHandle<()>
+where
+    F: FnMut() -> R + Send + 'static,
+    R: Future<Output = ()> + Send,
+{
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            run().await;
+        }
+    })
+}
 
 /// Header block octets split inline; a larger set of blocks is split on the pool.
 pub const INLINE_PARSE_BYTES: usize = 64 << 10;

@@ -713,16 +713,13 @@ async fn a_delivery_in_flight_is_held_while_the_relay_stalls() {
                 lease: 2,
                 renew_every: std::time::Duration::from_millis(200),
             };
-            delivery::deliver_holding(
-                store.as_ref(),
-                &blobs,
+            let courier = delivery::Courier {
+                store: store.as_ref(),
+                blobs: &blobs,
                 outbound,
-                "test",
-                &made,
-                send_at,
-                hold,
-            )
-            .await
+                host: "test",
+            };
+            delivery::deliver_holding(courier, &made, send_at, hold).await
         })
     };
     // Past a two-second hold (whole seconds: taken at the latest two

@@ -1,5 +1,7 @@
-//! Foo/changes (RFC 8620 §5.2) for Email, Mailbox and Thread, from the
-//! store's change log ([`crate::store::Store::changes`]).
+//! Foo/changes (RFC 8620 §5.2) for every type but Quota, from the store's
+//! change log ([`crate::store::Store::changes`]); Email/changes,
+//! Thread/changes, Identity/changes and EmailSubmission/changes are
+//! [`changes_response`] itself.
 //!
 //! A state string is the modseq of the type's last change (`"12"`); a page
 //! cut inside one large write (a batch import with a small `maxChanges`)
@@ -13,6 +15,8 @@ use serde_json::{Map, Value, json};
 use crate::jmap::args;
 use crate::jmap::call::CallContext;
 use crate::jmap::error::MethodError;
+use crate::jmap::ids;
+use crate::jmap::vacation::SINGLETON;
 use crate::store::{ChangeType, Changes, LogPosition};
 
 /// The arguments of a Foo/changes (RFC 8620 §5.2).
@@ -34,14 +38,38 @@ pub fn parse_state(state: &str) -> Result<LogPosition, MethodError> {
     })
 }
 
-/// Runs one Foo/changes call for `kind`, rendering ids with `id`; returns
-/// the response arguments and the changes (for type-specific additions).
+/// Handles one Foo/changes call of a type whose response adds nothing to
+/// [`changes`]'s (Email, Thread, Identity, EmailSubmission): `kind`'s
+/// changes.
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id, ?kind))]
+pub async fn changes_response(
+    ctx: &mut CallContext<'_>,
+    arguments: Map<String, Value>,
+    kind: ChangeType,
+) -> Result<Value, MethodError> {
+    Ok(changes(ctx, arguments, kind).await?.0)
+}
+
+/// The id of an object of `kind` (`singleton` for the one VacationResponse).
+fn object_id(kind: ChangeType) -> fn(i64) -> String {
+    match kind {
+        ChangeType::Email => ids::email_id,
+        ChangeType::Mailbox => ids::mailbox_id,
+        ChangeType::Thread => ids::thread_id,
+        ChangeType::Identity => ids::identity_id,
+        ChangeType::VacationResponse => |_| SINGLETON.to_string(),
+        ChangeType::EmailSubmission => ids::submission_id,
+    }
+}
+
+/// Runs one Foo/changes call for `kind`; returns the response arguments
+/// and the changes (for type-specific additions).
 pub async fn changes(
     ctx: &CallContext<'_>,
     arguments: Map<String, Value>,
     kind: ChangeType,
-    id: fn(i64) -> String,
 ) -> Result<(Value, Changes), MethodError> {
+    let id = object_id(kind);
     let request: ChangesArgs = args::parse_for(ctx.account, arguments)?;
     let cap = ctx.jmap.limits.max_objects_in_get.max(1);
     let max = match request.max_changes {

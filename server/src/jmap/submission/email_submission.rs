@@ -32,7 +32,6 @@ use crate::jmap::args::{self, utc_date};
 use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::ids;
-use crate::jmap::mail::changes::changes;
 use crate::jmap::mail::email;
 use crate::jmap::mail::get::{ListGet, object_of};
 use crate::jmap::mail::set::{SetOutcome, check_request, object_count};
@@ -42,8 +41,7 @@ use crate::mail::submission::{
     Outgoing, derived_envelope, from_addresses, originators, sender_addresses,
 };
 use crate::store::{
-    ChangeType, Delivery, EmailMeta, IdentityRow, SendLimitHit, SendLimits, StoreError,
-    SubmissionRow,
+    Delivery, EmailMeta, IdentityRow, SendLimitHit, SendLimits, StoreError, SubmissionRow,
 };
 
 /// Every EmailSubmission property (RFC 8621 §7).
@@ -96,22 +94,6 @@ pub async fn submission_get(
         id_of,
         submission_json,
     ))
-}
-
-/// Handles one EmailSubmission/changes call.
-#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
-pub async fn submission_changes(
-    ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
-) -> Result<Value, MethodError> {
-    let (response, _) = changes(
-        ctx,
-        arguments,
-        ChangeType::EmailSubmission,
-        ids::submission_id,
-    )
-    .await?;
-    Ok(response)
 }
 
 /// EmailSubmission/set arguments (RFC 8621 §7.5).
@@ -743,11 +725,13 @@ async fn deliver_now(
         let (store, blobs) = (ctx.jmap.store.clone(), ctx.jmap.blobs.clone());
         let route = ctx.jmap.route.clone();
         let work = async move {
-            let (outbound, host) = (route.outbound(), delivery::HOST);
-            if let Err(error) =
-                delivery::deliver_through(store.as_ref(), &blobs, outbound, host, &delivery, now)
-                    .await
-            {
+            let courier = delivery::Courier {
+                store: store.as_ref(),
+                blobs: &blobs,
+                outbound: route.outbound(),
+                host: delivery::HOST,
+            };
+            if let Err(error) = delivery::deliver_through(courier, &delivery, now).await {
                 tracing::warn!(submission = id, %error, "delivery left for a retry");
             }
         };

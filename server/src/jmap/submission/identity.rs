@@ -12,11 +12,10 @@ use serde_json::{Map, Value, json};
 
 use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
-use crate::jmap::mail::changes::changes;
 use crate::jmap::mail::get::{ListGet, object_of};
 use crate::jmap::mail::set::{SetOutcome, check_request, object_count};
 use crate::jmap::{args, ids};
-use crate::store::{ChangeType, IdentityPatch, IdentityRow, StoreError};
+use crate::store::{IdentityPatch, IdentityRow, StoreError};
 
 /// Every Identity property (RFC 8621 §6).
 const PROPERTIES: &[&str] = &[
@@ -68,16 +67,6 @@ pub async fn identity_get(
         id_of,
         identity_json,
     ))
-}
-
-/// Handles one Identity/changes call.
-#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
-pub async fn identity_changes(
-    ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
-) -> Result<Value, MethodError> {
-    let (response, _) = changes(ctx, arguments, ChangeType::Identity, ids::identity_id).await?;
-    Ok(response)
 }
 
 /// Identity/set arguments (RFC 8621 §6.3).

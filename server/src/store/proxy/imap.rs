@@ -145,11 +145,10 @@ impl_sql! {
             account: i64,
             emails: &[i64],
         ) -> StoreResult<Vec<(i64, i64, i64, String)>> {
-            Ok(sqlx::query_as(D::SQL.upstream_locations)
+            let query = sqlx::query_as(D::SQL.upstream_locations)
                 .bind(account)
-                .bind(D::ids(emails))
-                .fetch_all(&self.reader)
-                .await?)
+                .bind(D::ids(emails));
+            self.rows(query).await
         }
 
         async fn upstream_copies_from(
@@ -157,15 +156,14 @@ impl_sql! {
             mailbox: i64,
             first_uid: i64,
         ) -> StoreResult<Vec<(i64, i64, Option<String>, i64)>> {
-            Ok(sqlx::query_as(
+            let query = sqlx::query_as(
                 "SELECT u.uid, u.email_id, e.message_id, e.size FROM upstream_messages u \
                  JOIN emails e ON e.id = u.email_id \
                  WHERE u.mailbox_id = $1 AND u.uid >= $2 ORDER BY u.uid",
             )
             .bind(mailbox)
-            .bind(first_uid)
-            .fetch_all(&self.reader)
-            .await?)
+            .bind(first_uid);
+            self.rows(query).await
         }
 
         async fn upstream_append(
@@ -173,14 +171,13 @@ impl_sql! {
             account: i64,
             sent_blob: &str,
         ) -> StoreResult<Option<i64>> {
-            Ok(sqlx::query_scalar(
+            let query = sqlx::query_scalar(
                 "SELECT email_id FROM upstream_appends \
                  WHERE account_id = $1 AND sent_blob_id = $2",
             )
             .bind(account)
-            .bind(sent_blob)
-            .fetch_optional(&self.reader)
-            .await?)
+            .bind(sent_blob);
+            self.optional_scalar(query).await
         }
 
         async fn record_upstream_append(
@@ -205,11 +202,10 @@ impl_sql! {
             account: i64,
             blob_ids: &[&str],
         ) -> StoreResult<Vec<(String, i64)>> {
-            Ok(sqlx::query_as(D::SQL.stored_blobs)
+            let query = sqlx::query_as(D::SQL.stored_blobs)
                 .bind(account)
-                .bind(D::texts(blob_ids))
-                .fetch_all(&self.reader)
-                .await?)
+                .bind(D::texts(blob_ids));
+            self.rows(query).await
         }
 
         async fn upstream_cache_total(&self) -> StoreResult<i64> {
@@ -227,14 +223,13 @@ impl_sql! {
             &self,
             limit: i64,
         ) -> StoreResult<Vec<(String, i64)>> {
-            Ok(sqlx::query_as(
+            let query = sqlx::query_as(
                 "SELECT e.blob_id, max(e.size) FROM emails e \
                  WHERE NOT EXISTS (SELECT 1 FROM upstream_evicted v WHERE v.blob_id = e.blob_id) \
                  GROUP BY e.blob_id ORDER BY max(e.received_at), e.blob_id LIMIT $1",
             )
-            .bind(limit)
-            .fetch_all(&self.reader)
-            .await?)
+            .bind(limit);
+            self.rows(query).await
         }
 
         async fn mark_evicted(&self, blobs: &[(String, i64)]) -> StoreResult<()> {
@@ -260,25 +255,23 @@ impl_sql! {
         }
 
         async fn evicted_among(&self, blobs: &[&str]) -> StoreResult<Vec<String>> {
-            Ok(sqlx::query_scalar(D::SQL.evicted_among)
-                .bind(D::texts(blobs))
-                .fetch_all(&self.reader)
-                .await?)
+            let query = sqlx::query_scalar(D::SQL.evicted_among)
+                .bind(D::texts(blobs));
+            self.scalars(query).await
         }
 
         async fn upstream_blob_location(
             &self,
             blob_id: &str,
         ) -> StoreResult<Option<(i64, String, i64)>> {
-            Ok(sqlx::query_as(
+            let query = sqlx::query_as(
                 "SELECT e.account_id, b.name, u.uid FROM emails e \
                  JOIN upstream_messages u ON u.email_id = e.id \
                  JOIN upstream_mailboxes b ON b.mailbox_id = u.mailbox_id \
                  WHERE e.blob_id = $1 ORDER BY u.mailbox_id, u.uid LIMIT 1",
             )
-            .bind(blob_id)
-            .fetch_optional(&self.reader)
-            .await?)
+            .bind(blob_id);
+            self.optional(query).await
         }
 
         async fn record_upstream_sync(&self, account: i64, at: i64) -> StoreResult<()> {

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use super::JmapProxyStore;
 use crate::store::dialect::HotReads;
-use crate::store::sql::{group_threads, impl_sql};
+use crate::store::sql::impl_sql;
 use crate::store::{MirroredEmail, StoreResult};
 
 impl_sql! {
@@ -19,12 +19,11 @@ impl_sql! {
             &self,
             upstream_id: &str,
         ) -> StoreResult<Option<(i64, Option<String>)>> {
-            Ok(sqlx::query_as(
+            let query = sqlx::query_as(
                 "SELECT account_id, email_state FROM jmap_mirror_accounts WHERE upstream_id = $1",
             )
-            .bind(upstream_id)
-            .fetch_optional(&self.reader)
-            .await?)
+            .bind(upstream_id);
+            self.optional(query).await
         }
 
         async fn put_mirror_account(
@@ -52,13 +51,12 @@ impl_sql! {
             &self,
             account: i64,
         ) -> StoreResult<Vec<(i64, String)>> {
-            Ok(sqlx::query_as(
+            let query = sqlx::query_as(
                 "SELECT mailbox_id, upstream_id FROM jmap_mirror_mailboxes WHERE account_id = $1 \
                  ORDER BY mailbox_id",
             )
-            .bind(account)
-            .fetch_all(&self.reader)
-            .await?)
+            .bind(account);
+            self.rows(query).await
         }
 
         async fn put_mirror_mailbox(
@@ -149,12 +147,10 @@ impl_sql! {
             account: i64,
             threads: &[&str],
         ) -> StoreResult<Vec<(String, Vec<String>)>> {
-            let rows: Vec<(String, String)> = sqlx::query_as(D::SQL.mirror_threads)
+            let query = sqlx::query_as(D::SQL.mirror_threads)
                 .bind(account)
-                .bind(D::texts(threads))
-                .fetch_all(&self.reader)
-                .await?;
-            Ok(group_threads(rows))
+                .bind(D::texts(threads));
+            self.thread_groups(query).await
         }
 
         async fn mirror_census(&self, account: i64) -> StoreResult<(i64, i64)> {

@@ -57,10 +57,9 @@ impl_sql! {
             if let Some(found) = hot {
                 return Ok(found);
             }
-            Ok(sqlx::query_as(D::SQL.account_by_email)
-                .bind(email)
-                .fetch_optional(&self.reader)
-                .await?)
+            let query = sqlx::query_as(D::SQL.account_by_email)
+                .bind(email);
+            self.optional(query).await
         }
 
         async fn list_accounts(&self) -> StoreResult<Vec<Account>> {
@@ -173,13 +172,12 @@ impl_sql! {
         }
 
         async fn tokens(&self, account: i64) -> StoreResult<Vec<ApiToken>> {
-            Ok(sqlx::query_as(
+            let query = sqlx::query_as(
                 "SELECT id, account_id, name, created_at, expires_at FROM api_tokens \
                  WHERE account_id = $1 ORDER BY id",
             )
-            .bind(account)
-            .fetch_all(&self.reader)
-            .await?)
+            .bind(account);
+            self.rows(query).await
         }
 
         async fn revoke_token(&self, account: i64, token: i64) -> StoreResult<()> {

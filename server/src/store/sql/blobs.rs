@@ -29,13 +29,12 @@ impl_sql! {
         }
 
         async fn blob_size(&self, account: i64, blob_id: &str) -> StoreResult<Option<i64>> {
-            Ok(sqlx::query_scalar(
+            let query = sqlx::query_scalar(
                 "SELECT size FROM account_blobs WHERE account_id = $1 AND blob_id = $2",
             )
             .bind(account)
-            .bind(blob_id)
-            .fetch_optional(&self.reader)
-            .await?)
+            .bind(blob_id);
+            self.optional_scalar(query).await
         }
 
         async fn held_blobs(&self, account: i64, blob_ids: &[String]) -> StoreResult<HashSet<String>> {
@@ -78,7 +77,7 @@ impl_sql! {
         }
 
         async fn referenced_blob_page(&self, after: &str, limit: i64) -> StoreResult<Vec<String>> {
-            Ok(sqlx::query_scalar(
+            let query = sqlx::query_scalar(
                 "SELECT blob_id FROM \
                    (SELECT blob_id FROM account_blobs WHERE blob_id > $1 ORDER BY blob_id LIMIT $2) \
                    AS g \
@@ -87,9 +86,8 @@ impl_sql! {
                  ORDER BY blob_id LIMIT $2",
             )
             .bind(after)
-            .bind(limit)
-            .fetch_all(&self.reader)
-            .await?)
+            .bind(limit);
+            self.scalars(query).await
         }
     }
 }

@@ -110,11 +110,10 @@ impl_sql! {
         }
 
         async fn header_blocks(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, Vec<u8>)>> {
-            Ok(sqlx::query_as(D::SQL.header_blocks)
+            let query = sqlx::query_as(D::SQL.header_blocks)
                 .bind(account)
-                .bind(D::ids(ids))
-                .fetch_all(&self.reader)
-                .await?)
+                .bind(D::ids(ids));
+            self.rows(query).await
         }
 
         async fn fast_views(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, FastView)>> {
@@ -145,11 +144,10 @@ impl_sql! {
         }
 
         async fn body_structures(&self, account: i64, ids: &[i64]) -> StoreResult<Vec<(i64, Vec<u8>)>> {
-            Ok(sqlx::query_as(D::SQL.body_structures)
+            let query = sqlx::query_as(D::SQL.body_structures)
                 .bind(account)
-                .bind(D::ids(ids))
-                .fetch_all(&self.reader)
-                .await?)
+                .bind(D::ids(ids));
+            self.rows(query).await
         }
 
         async fn put_body_structures(&self, rows: &[(i64, Vec<u8>)]) -> StoreResult<()> {
@@ -166,14 +164,13 @@ impl_sql! {
             account: i64,
             blob_id: &str,
         ) -> StoreResult<Option<(i64, Vec<u8>)>> {
-            Ok(sqlx::query_as(
+            let query = sqlx::query_as(
                 "SELECT e.id, s.structure FROM emails e JOIN body_structure s ON s.email_id = e.id \
                  WHERE e.account_id = $1 AND e.blob_id = $2 ORDER BY e.id LIMIT 1",
             )
             .bind(account)
-            .bind(blob_id)
-            .fetch_optional(&self.reader)
-            .await?)
+            .bind(blob_id);
+            self.optional(query).await
         }
 
         async fn clear_fast_views(&self, account: Option<i64>) -> StoreResult<u64> {
@@ -194,7 +191,7 @@ impl_sql! {
             limit: i64,
             missing_fast_view_only: bool,
         ) -> StoreResult<Vec<(i64, String)>> {
-            Ok(sqlx::query_as(
+            let query = sqlx::query_as(
                 "SELECT e.id, e.blob_id FROM emails e WHERE e.id > $2 \
                  AND ($1 IS NULL OR e.account_id = $1) \
                  AND (NOT $4 OR NOT EXISTS (SELECT 1 FROM fast_view f WHERE f.email_id = e.id)) \
@@ -203,9 +200,8 @@ impl_sql! {
             .bind(account)
             .bind(after_id)
             .bind(limit)
-            .bind(missing_fast_view_only)
-            .fetch_all(&self.reader)
-            .await?)
+            .bind(missing_fast_view_only);
+            self.rows(query).await
         }
 
         async fn update_emails(
@@ -284,12 +280,10 @@ impl_sql! {
             account: i64,
             thread_ids: &[i64],
         ) -> StoreResult<Vec<(i64, Vec<i64>)>> {
-            let rows: Vec<(i64, i64)> = sqlx::query_as(D::SQL.thread_emails)
+            let query = sqlx::query_as(D::SQL.thread_emails)
                 .bind(account)
-                .bind(D::ids(thread_ids))
-                .fetch_all(&self.reader)
-                .await?;
-            Ok(group_threads(rows))
+                .bind(D::ids(thread_ids));
+            self.thread_groups(query).await
         }
     }
 }

@@ -12,13 +12,12 @@ impl_sql! {
     #[async_trait]
     impl Identities {
         async fn identities(&self, account: i64) -> StoreResult<Vec<IdentityRow>> {
-            Ok(sqlx::query_as(
+            let query = sqlx::query_as(
                 "SELECT id, name, email, reply_to, bcc, text_signature, html_signature, may_delete \
                  FROM identities WHERE account_id = $1 ORDER BY id",
             )
-            .bind(account)
-            .fetch_all(&self.reader)
-            .await?)
+            .bind(account);
+            self.rows(query).await
         }
 
         async fn create_identity(
@@ -83,23 +82,16 @@ impl_sql! {
         }
 
         async fn destroy_identity(&self, account: i64, id: i64) -> StoreResult<()> {
-            let mut tx = self.write(Some(account)).await?;
-            let done = sqlx::query("DELETE FROM identities WHERE id = $1 AND account_id = $2")
-                .bind(id)
-                .bind(account)
-                .execute(&mut *tx)
-                .await?;
-            Self::found(&done)?;
-            Self::commit_one(tx, account, ChangeType::Identity, id, ChangeKind::Destroyed).await
+            const SQL: &str = "DELETE FROM identities WHERE id = $1 AND account_id = $2";
+            self.destroy_one(account, ChangeType::Identity, id, SQL).await
         }
 
         async fn aliases(&self, account: i64) -> StoreResult<Vec<String>> {
-            Ok(sqlx::query_scalar(
+            let query = sqlx::query_scalar(
                 "SELECT address FROM account_aliases WHERE account_id = $1 ORDER BY address",
             )
-            .bind(account)
-            .fetch_all(&self.reader)
-            .await?)
+            .bind(account);
+            self.scalars(query).await
         }
 
         async fn add_alias(&self, account: i64, address: &str) -> StoreResult<()> {
@@ -175,14 +167,12 @@ impl_sql! {
             &self,
             account: i64,
         ) -> StoreResult<VacationResponse> {
-            let row: Option<VacationResponse> = sqlx::query_as(
+            let query = sqlx::query_as(
                 "SELECT is_enabled, from_date, to_date, subject, text_body, html_body \
                  FROM vacation_responses WHERE account_id = $1",
             )
-            .bind(account)
-            .fetch_optional(&self.reader)
-            .await?;
-            Ok(row.unwrap_or_default())
+            .bind(account);
+            Ok(self.optional(query).await?.unwrap_or_default())
         }
 
         async fn set_vacation_response(

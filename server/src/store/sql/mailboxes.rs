@@ -6,7 +6,7 @@ impl_sql! {
     #[async_trait]
     impl Mailboxes {
         async fn mailboxes(&self, account: i64) -> StoreResult<Vec<MailboxRow>> {
-            Ok(sqlx::query_as(
+            let query = sqlx::query_as(
                 "WITH m AS (SELECT * FROM mailboxes WHERE account_id = $1), \
                  e AS (SELECT id, thread_id, \
                          (' ' || keywords || ' ' NOT LIKE '% $seen %' \
@@ -24,9 +24,8 @@ impl_sql! {
                    coalesce(c.unread_threads, 0) AS unread_threads \
                  FROM m LEFT JOIN c ON c.mailbox_id = m.id ORDER BY m.id",
             )
-            .bind(account)
-            .fetch_all(&self.reader)
-            .await?)
+            .bind(account);
+            self.rows(query).await
         }
 
         async fn mailbox_nodes(&self, account: i64) -> StoreResult<Vec<MailboxNode>> {
@@ -53,13 +52,12 @@ impl_sql! {
         }
 
         async fn role_mailbox(&self, account: i64, role: &str) -> StoreResult<Option<i64>> {
-            Ok(sqlx::query_scalar(
+            let query = sqlx::query_scalar(
                 "SELECT id FROM mailboxes WHERE account_id = $1 AND role = $2 ORDER BY id LIMIT 1",
             )
             .bind(account)
-            .bind(role)
-            .fetch_optional(&self.reader)
-            .await?)
+            .bind(role);
+            self.optional_scalar(query).await
         }
 
         async fn create_mailbox(&self, account: i64, mailbox: &NewMailbox) -> StoreResult<i64> {

@@ -99,6 +99,20 @@ pub(super) type SearchRow<'a> = (i64, i64, i64, &'a SearchText);
 /// An open transaction of dialect `D`.
 pub(super) type Tx<D> = sqlx::Transaction<'static, <D as Dialect>::Db>;
 
+/// A statement of dialect `D` whose rows decode as `O`, its values bound
+/// ([`SqlStore::rows`], [`SqlStore::optional`]).
+pub(super) type QueryAs<'q, D, O> =
+    sqlx::query::QueryAs<'q, <D as Dialect>::Db, O, <<D as Dialect>::Db as Database>::Arguments>;
+
+/// A statement of dialect `D` whose rows' first column decodes as `O`, its
+/// values bound ([`SqlStore::scalars`], [`SqlStore::optional_scalar`]).
+pub(super) type QueryScalar<'q, D, O> = sqlx::query::QueryScalar<
+    'q,
+    <D as Dialect>::Db,
+    O,
+    <<D as Dialect>::Db as Database>::Arguments,
+>;
+
 /// The store over dialect `D`: a read pool and a write pool (the same pool
 /// on PostgreSQL; SQLite's one writer connection, for which this process's
 /// writers queue instead of retrying the database lock).
@@ -183,7 +197,7 @@ fn thread_refs(rows: Vec<(String, i64, String)>) -> Vec<ThreadRef> {
 }
 
 /// Groups `(thread_id, email_id)` rows ordered by thread.
-pub(super) fn group_threads<T: PartialEq, E>(rows: Vec<(T, E)>) -> Vec<(T, Vec<E>)> {
+fn group_threads<T: PartialEq, E>(rows: Vec<(T, E)>) -> Vec<(T, Vec<E>)> {
     let mut threads: Vec<(T, Vec<E>)> = Vec::new();
     for (thread_id, email_id) in rows {
         match threads.last_mut() {
@@ -223,6 +237,60 @@ impl_sql! {
             query.execute(&mut *tx).await?;
             tx.commit().await?;
             Ok(())
+        }
+
+        /// Every row `query` (its values bound) reads on the read pool, each
+        /// decoded as `O`.
+        pub(super) async fn rows<O>(&self, query: QueryAs<'_, D, O>) -> StoreResult<Vec<O>>
+        where
+            O: for<'r> sqlx::FromRow<'r, <D::Db as Database>::Row> + Send + Unpin,
+        {
+            Ok(query.fetch_all(&self.reader).await?)
+        }
+
+        /// The row `query` (its values bound) reads on the read pool, if
+        /// any, decoded as `O`.
+        pub(super) async fn optional<O>(&self, query: QueryAs<'_, D, O>) -> StoreResult<Option<O>>
+        where
+            O: for<'r> sqlx::FromRow<'r, <D::Db as Database>::Row> + Send + Unpin,
+        {
+            Ok(query.fetch_optional(&self.reader).await?)
+        }
+
+        /// The first column of every row `query` (its values bound) reads on
+        /// the read pool, decoded as `O`.
+        pub(super) async fn scalars<O>(&self, query: QueryScalar<'_, D, O>) -> StoreResult<Vec<O>>
+        where
+            O: Send + Unpin,
+            (O,): for<'r> sqlx::FromRow<'r, <D::Db as Database>::Row> + Send + Unpin,
+        {
+            Ok(query.fetch_all(&self.reader).await?)
+        }
+
+        /// The first column of the row `query` (its values bound) reads on the
+        /// read pool, if any, decoded as `O`.
+        pub(super) async fn optional_scalar<O>(
+            &self,
+            query: QueryScalar<'_, D, O>,
+        ) -> StoreResult<Option<O>>
+        where
+            O: Send + Unpin,
+            (O,): for<'r> sqlx::FromRow<'r, <D::Db as Database>::Row> + Send + Unpin,
+        {
+            Ok(query.fetch_optional(&self.reader).await?)
+        }
+
+        /// The `(thread_id, email_id)` rows `query` reads, ordered by thread,
+        /// grouped a thread an entry ([`group_threads`]).
+        pub(super) async fn thread_groups<T, E>(
+            &self,
+            query: QueryAs<'_, D, (T, E)>,
+        ) -> StoreResult<Vec<(T, Vec<E>)>>
+        where
+            T: PartialEq,
+            (T, E): for<'r> sqlx::FromRow<'r, <D::Db as Database>::Row> + Send + Unpin,
+        {
+            Ok(group_threads(self.rows(query).await?))
         }
 
         /// `Ok` when the statement changed a row, else `NotFound` (an update
@@ -334,6 +402,23 @@ impl_sql! {
             let mut set = ChangeSet::default();
             set.record(kind_of, id, kind);
             Self::record(tx, account, &set).await
+        }
+
+        /// Deletes object `id` of `account` with `sql` (`$1` the id, `$2` the
+        /// account) and logs its destruction as a change of `kind_of`, in one
+        /// write under the account's lock; `NotFound` when there is no such
+        /// object.
+        pub(super) async fn destroy_one(
+            &self,
+            account: i64,
+            kind_of: ChangeType,
+            id: i64,
+            sql: &'static str,
+        ) -> StoreResult<()> {
+            let mut tx = self.write(Some(account)).await?;
+            let done = sqlx::query(sql).bind(id).bind(account).execute(&mut *tx).await?;
+            Self::found(&done)?;
+            Self::commit_one(tx, account, kind_of, id, ChangeKind::Destroyed).await
         }
 
         /// Records one change of one object and commits the write it ends.

@@ -281,11 +281,10 @@ impl_sql! {
         where
             R: for<'r> sqlx::FromRow<'r, <D::Db as Database>::Row> + Send + Unpin,
         {
-            Ok(sqlx::query_as(sql)
+            let query = sqlx::query_as(sql)
                 .bind(first)
-                .bind(last)
-                .fetch_all(&self.reader)
-                .await?)
+                .bind(last);
+            self.rows(query).await
         }
 
         /// What follows an import into a table: the dialect's id-source bumps

@@ -65,14 +65,13 @@ impl_sql! {
                             true => D::SQL.search_page_desc,
                             false => D::SQL.search_page_asc,
                         };
-                        Ok(sqlx::query_scalar(sql)
+                        let page = sqlx::query_scalar(sql)
                             .bind(account)
                             .bind(&query)
                             .bind(mailbox)
                             .bind(limit)
-                            .bind(position)
-                            .fetch_all(&self.reader)
-                            .await?)
+                            .bind(position);
+                        self.scalars(page).await
                     }
                 }
             };
@@ -182,11 +181,10 @@ impl_sql! {
             } else {
                 D::SQL.positions_asc
             };
-            Ok(sqlx::query_as(sql)
+            let query = sqlx::query_as(sql)
                 .bind(mailbox)
-                .bind(D::ids(ids))
-                .fetch_all(&self.reader)
-                .await?)
+                .bind(D::ids(ids));
+            self.rows(query).await
         }
     }
 }

@@ -16,13 +16,12 @@ impl_sql! {
     #[async_trait]
     impl Submissions {
         async fn submissions(&self, account: i64) -> StoreResult<Vec<SubmissionRow>> {
-            Ok(sqlx::query_as(
+            let query = sqlx::query_as(
                 "SELECT id, identity_id, email_id, thread_id, envelope, send_at, undo_status, \
                  delivery_status FROM email_submissions WHERE account_id = $1 ORDER BY id",
             )
-            .bind(account)
-            .fetch_all(&self.reader)
-            .await?)
+            .bind(account);
+            self.rows(query).await
         }
 
         async fn submission(
@@ -30,14 +29,13 @@ impl_sql! {
             account: i64,
             id: i64,
         ) -> StoreResult<Option<SubmissionRow>> {
-            Ok(sqlx::query_as(
+            let query = sqlx::query_as(
                 "SELECT id, identity_id, email_id, thread_id, envelope, send_at, undo_status, \
                  delivery_status FROM email_submissions WHERE account_id = $1 AND id = $2",
             )
             .bind(account)
-            .bind(id)
-            .fetch_optional(&self.reader)
-            .await?)
+            .bind(id);
+            self.optional(query).await
         }
 
         async fn create_submission(
@@ -136,14 +134,8 @@ impl_sql! {
         }
 
         async fn destroy_submission(&self, account: i64, id: i64) -> StoreResult<()> {
-            let mut tx = self.write(Some(account)).await?;
-            let done = sqlx::query("DELETE FROM email_submissions WHERE id = $1 AND account_id = $2")
-                .bind(id)
-                .bind(account)
-                .execute(&mut *tx)
-                .await?;
-            Self::found(&done)?;
-            Self::commit_one(tx, account, ChangeType::EmailSubmission, id, ChangeKind::Destroyed).await
+            const SQL: &str = "DELETE FROM email_submissions WHERE id = $1 AND account_id = $2";
+            self.destroy_one(account, ChangeType::EmailSubmission, id, SQL).await
         }
 
         async fn take_deliveries(
@@ -249,13 +241,12 @@ impl_sql! {
 
         async fn account_for_address(&self, address: &str) -> StoreResult<Option<i64>> {
             let address = address.to_lowercase();
-            Ok(sqlx::query_scalar(
+            let query = sqlx::query_scalar(
                 "SELECT id FROM accounts WHERE lower(email) = $1 \
                  UNION SELECT account_id FROM account_aliases WHERE address = $1",
             )
-            .bind(address)
-            .fetch_optional(&self.reader)
-            .await?)
+            .bind(address);
+            self.optional_scalar(query).await
         }
     }
 }

@@ -12,12 +12,10 @@
 //! existence, its owner), that is only when the account's Email or Mailbox
 //! state moves (RFC 8620 §5.1: each change of an object of a type moves its
 //! type's state), so a page is kept per (account, mailbox, order, position,
-//! limit) with those two states and used while both are unchanged. A page
-//! is kept only when the states read after it are the ones read before, so
-//! a kept page is always the page of its states. Bounded in octets.
+//! limit) with those two states and used while both are unchanged
+//! ([`KeptAtStates`]).
 
-use std::sync::Arc;
-
+use crate::jmap::mail::kept::KeptAtStates;
 use crate::store::States;
 
 /// The octets [`KeptPages`] holds at most, all accounts together.
@@ -42,57 +40,38 @@ pub struct Page {
 /// The list view's pages kept per account and query at the Email and
 /// Mailbox states they were read at (module doc).
 pub struct KeptPages {
-    pages: moka::future::Cache<PageKey, Arc<Kept>>,
-}
-
-/// One entry of [`KeptPages`].
-struct Kept {
-    email_state: i64,
-    mailbox_state: i64,
-    page: Page,
-    /// Octets, roughly: the ids and the entry.
-    weight: u32,
+    pages: KeptAtStates<PageKey, Page>,
 }
 
 impl KeptPages {
     /// An empty cache of at most `bytes` octets.
     pub fn new(bytes: u64) -> Self {
         Self {
-            pages: moka::future::Cache::builder()
-                .max_capacity(bytes)
-                .weigher(|_: &PageKey, kept: &Arc<Kept>| kept.weight)
-                .build(),
+            pages: KeptAtStates::new(bytes),
         }
     }
 
     /// The page kept for `key` when the account's states are still `states`
     /// (read by the caller before), else `None`.
     pub async fn get(&self, key: &PageKey, states: &States) -> Option<Page> {
-        let kept = self.pages.get(key).await?;
-        (kept.email_state == states.email && kept.mailbox_state == states.mailbox)
-            .then(|| kept.page.clone())
+        self.pages.get(key, states).await
     }
 
     /// Keeps `page`, read for `key` after the account's states were
     /// `before`, when they are still `after` (read after it): a page read
     /// across a change is not kept.
     pub async fn keep(&self, key: PageKey, before: &States, after: &States, page: &Page) {
-        if before.email != after.email || before.mailbox != after.mailbox {
-            return;
-        }
-        let weight =
-            std::mem::size_of::<Kept>() + std::mem::size_of::<PageKey>() + 8 * page.ids.len() + 32;
-        let kept = Kept {
-            email_state: before.email,
-            mailbox_state: before.mailbox,
-            page: page.clone(),
-            weight: weight.min(u32::MAX as usize) as u32,
-        };
-        self.pages.insert(key, Arc::new(kept)).await;
+        let weight = KeptAtStates::<PageKey, Page>::ENTRY_BYTES
+            + std::mem::size_of::<PageKey>()
+            + 8 * page.ids.len()
+            + 32;
+        (self.pages)
+            .keep(key, before, after, page.clone(), weight)
+            .await;
     }
 
     /// Sets its gauges in `metrics` (`cache="pages"`).
     pub async fn report(&self, metrics: &crate::metrics::Metrics) {
-        metrics.report_cache("pages", &self.pages).await;
+        self.pages.report(metrics, "pages").await;
     }
 }

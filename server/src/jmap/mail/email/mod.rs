@@ -1,6 +1,5 @@
 //! The Email data type (RFC 8621 §4).
 
-pub mod changes;
 pub mod create;
 mod create_headers;
 pub mod draft;

@@ -8,7 +8,6 @@ use serde_json::{Map, Value, json};
 use super::super::changes::changes;
 use crate::jmap::call::CallContext;
 use crate::jmap::error::MethodError;
-use crate::jmap::ids;
 use crate::store::ChangeType;
 
 /// The Mailbox properties a count-only change may have changed.
@@ -25,8 +24,7 @@ pub async fn mailbox_changes(
     ctx: &mut CallContext<'_>,
     arguments: Map<String, Value>,
 ) -> Result<Value, MethodError> {
-    let (mut response, changes) =
-        changes(ctx, arguments, ChangeType::Mailbox, ids::mailbox_id).await?;
+    let (mut response, changes) = changes(ctx, arguments, ChangeType::Mailbox).await?;
     let counts_only = !changes.updated.is_empty()
         && changes.created.is_empty()
         && changes.destroyed.is_empty()

@@ -1,4 +1,3 @@
 //! The Thread data type (RFC 8621 §3).
 
-pub mod changes;
 pub mod get;
