@@ -313,6 +313,9 @@ impl ServeArgs {
                     poll_active: std::time::Duration::from_secs(self.upstream_poll_active),
                     idle,
                     trusts_forwarded: self.upstream_trusts_forwarded,
+                    outage_grace: std::time::Duration::from_secs(
+                        self.upstream_outage_grace_minutes.saturating_mul(60),
+                    ),
                 },
             )),
             crate::proxy::UpstreamTarget::Imap(url) => Some(crate::proxy::ProxyOptions::Imap(

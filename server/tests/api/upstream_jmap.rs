@@ -1060,3 +1060,50 @@ async fn wrong_guesses_through_the_proxy_lock_out_only_the_guesser() {
     assert_eq!(refused.status(), 429, "the upstream's 429 is not a 503");
     assert!(refused.headers().contains_key("retry-after"));
 }
+
+#[tokio::test]
+async fn reads_from_the_mirror_go_on_while_the_upstream_is_down() {
+    let (upstream, proxy, ann, ids) = upstream_and_proxy().await;
+    mirror_synced(&upstream, &proxy, &ann).await;
+    let get = json!({"accountId": ann.account_id, "ids": ids, "properties": ["subject"]});
+    let before = proxy.call1(&ann, "Email/get", get.clone()).await;
+    assert_eq!(before["list"].as_array().unwrap().len(), ids.len());
+    drop(upstream);
+    // Past the session GET's reuse: it asks the upstream, which is gone.
+    tokio::time::sleep(SESSION_GET_REUSE + Duration::from_millis(500)).await;
+    let session = |password: &'static str| {
+        proxy.get_as(
+            format!("{}/.well-known/jmap", proxy.base),
+            &ann.email,
+            password,
+        )
+    };
+    assert_eq!(session(PASSWORD).await.status(), 200);
+    assert_eq!(session("a guess").await.status(), 503);
+    assert!(proxy.metric("fastview_upstream_outage_logins_total").await >= 1.0);
+    // The mirror answers what it holds; a write after it in the request is
+    // serverUnavailable (the Email/get was answered, so the request was).
+    let update = json!({"accountId": ann.account_id,
+        "update": {ids[0].clone(): {"keywords/$flagged": true}}});
+    let answered = proxy
+        .call(
+            &ann,
+            json!([["Email/get", get, "0"], ["Email/set", update, "1"]]),
+        )
+        .await;
+    assert_eq!(answered[0][1]["list"], before["list"]);
+    assert_eq!(
+        (answered[1][0].as_str(), answered[1][1]["type"].as_str()),
+        (Some("error"), Some("serverUnavailable")),
+        "{answered:?}"
+    );
+    // A request none of which could be answered is not processed: 502.
+    let (status, _) = post(
+        &proxy,
+        &ann,
+        &json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+            "methodCalls": [["Email/set", update, "0"]]}),
+    )
+    .await;
+    assert_eq!(status, 502);
+}

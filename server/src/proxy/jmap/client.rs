@@ -89,6 +89,11 @@ pub struct UpstreamSession {
 }
 
 impl UpstreamSession {
+    /// The session's `username` (RFC 8620 §2), when the upstream gave one.
+    pub fn username(&self) -> Option<&str> {
+        self.object.get("username").and_then(Value::as_str)
+    }
+
     /// Reads the URLs and `maxSizeRequest` of a session object that the
     /// upstream answered at `base` (after redirects).
     fn from_object(base: &Url, object: Map<String, Value>) -> Result<Self, UpstreamError> {
@@ -272,7 +277,21 @@ pub struct JmapUpstream {
     /// upstream in `Forwarded` and `X-Forwarded-For`, so that it brakes
     /// failed logins per client, not per proxy (issue 43).
     forward_client_address: bool,
+    /// `--upstream-outage-grace-minutes`: how long after the upstream last
+    /// gave a credential its session that session still stands for it
+    /// while the upstream cannot be reached (zero: not at all).
+    outage_grace: Duration,
+    /// Per session `username`, the digest of the credential the upstream
+    /// last gave a session: only that one stands in an outage.
+    latest: Cache<String, [u8; 32]>,
+    /// Until when the upstream is taken as unreachable after a session
+    /// fetch failed so (no request waits on a connect meanwhile).
+    down_until: std::sync::Mutex<Option<Instant>>,
 }
+
+/// How long after a session fetch found the upstream unreachable no other
+/// fetch is tried (kept sessions answer within the outage grace).
+const DOWN_RETRY: Duration = Duration::from_secs(2);
 
 impl JmapUpstream {
     /// An upstream at session URL `url`, counting its round trips into
@@ -295,7 +314,33 @@ impl JmapUpstream {
             metrics,
             last_event_source: std::sync::RwLock::new(None),
             forward_client_address: false,
+            outage_grace: Duration::ZERO,
+            latest: Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(SESSION_TTL)
+                .build(),
+            down_until: std::sync::Mutex::new(None),
         })
+    }
+
+    /// This upstream, a session of which still stands for its credential
+    /// for `grace` after the upstream gave it, while the upstream cannot be
+    /// reached (`--upstream-outage-grace-minutes`, issue 45): reads the
+    /// mirror answers go on through an outage, forwarded calls answer
+    /// `serverUnavailable`. Only the exact credential, only the one the
+    /// upstream last accepted for its user, never one refused since.
+    pub fn with_outage_grace(mut self, grace: Duration) -> Self {
+        let kept = SESSION_TTL.max(grace);
+        self.sessions = Cache::builder()
+            .max_capacity(100_000)
+            .time_to_live(kept)
+            .build();
+        self.latest = Cache::builder()
+            .max_capacity(100_000)
+            .time_to_live(kept)
+            .build();
+        self.outage_grace = grace;
+        self
     }
 
     /// This upstream, telling it each client's address
@@ -354,13 +399,20 @@ impl JmapUpstream {
         client: Option<std::net::IpAddr>,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         let digest = self.digest(authorization);
-        if let Some(kept) = self.sessions.get(&digest).await {
-            if kept.fetched_at.elapsed() <= max_age {
+        let kept = self.sessions.get(&digest).await;
+        if let Some(kept) = &kept {
+            if kept.fetched_at.elapsed() <= max_age.min(SESSION_TTL) {
+                return Ok(kept.clone());
+            }
+            if self.is_down()
+                && let Some(kept) = self.in_outage(digest, kept).await
+            {
                 return Ok(kept);
             }
             self.sessions.invalidate(&digest).await;
         }
-        self.sessions
+        let fetched = self
+            .sessions
             .try_get_with(digest, self.fetch_session(authorization, client))
             .await
             .map_err(|error| match &*error {
@@ -370,7 +422,57 @@ impl JmapUpstream {
                 },
                 UpstreamError::Unreachable(text) => UpstreamError::Unreachable(text.clone()),
                 other => UpstreamError::Refused(other.to_string()),
-            })
+            });
+        match fetched {
+            Ok(session) => {
+                if let Some(user) = session.username() {
+                    self.latest.insert(user.to_string(), digest).await;
+                }
+                Ok(session)
+            }
+            Err(UpstreamError::Unreachable(why)) => {
+                if let Ok(mut down) = self.down_until.lock() {
+                    *down = Some(Instant::now() + DOWN_RETRY);
+                }
+                match kept {
+                    Some(kept) => self
+                        .in_outage(digest, &kept)
+                        .await
+                        .ok_or(UpstreamError::Unreachable(why)),
+                    None => Err(UpstreamError::Unreachable(why)),
+                }
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Whether a session fetch found the upstream unreachable within the
+    /// last [`DOWN_RETRY`].
+    fn is_down(&self) -> bool {
+        self.down_until
+            .lock()
+            .ok()
+            .and_then(|down| *down)
+            .is_some_and(|until| Instant::now() < until)
+    }
+
+    /// `kept` (the session of credential `digest`) while the upstream
+    /// cannot be reached: when it is within the outage grace and the
+    /// credential is the one the upstream last accepted for its user; kept
+    /// again so the next request finds it.
+    async fn in_outage(
+        &self,
+        digest: [u8; 32],
+        kept: &Arc<UpstreamSession>,
+    ) -> Option<Arc<UpstreamSession>> {
+        let user = kept.username()?;
+        let latest = self.latest.get(user).await == Some(digest);
+        if !latest || kept.fetched_at.elapsed() >= self.outage_grace {
+            return None;
+        }
+        self.metrics.upstream_outage_logins.inc();
+        self.sessions.insert(digest, kept.clone()).await;
+        Some(kept.clone())
     }
 
     /// Drops the session kept for `authorization`: the next request of the

@@ -96,7 +96,12 @@ impl JmapProxy {
         let upstream = JmapUpstream::new(options.url.clone(), metrics.clone())
             .inspect_err(|error| tracing::error!(%error, "the JMAP upstream's client"))
             .ok()
-            .map(|upstream| Arc::new(upstream.forwarding_client_address(options.trusts_forwarded)));
+            .map(|upstream| {
+                let upstream = upstream
+                    .forwarding_client_address(options.trusts_forwarded)
+                    .with_outage_grace(options.outage_grace);
+                Arc::new(upstream)
+            });
         let mirror = upstream.clone().map(|upstream| {
             Arc::new(Mirror::new(
                 upstream,

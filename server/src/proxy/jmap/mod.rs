@@ -45,11 +45,16 @@ pub struct JmapUpstreamOptions {
     /// `--upstream-trusts-forwarded`: each client's address goes to the
     /// upstream (`Forwarded`, `X-Forwarded-For`), issue 43.
     pub trusts_forwarded: bool,
+    /// `--upstream-outage-grace-minutes`: how long after the upstream last
+    /// accepted a credential its session stands while the upstream cannot
+    /// be reached (zero: not at all).
+    pub outage_grace: std::time::Duration,
 }
 
 impl JmapUpstreamOptions {
     /// The options of an upstream at `url` with the flags' defaults (poll
-    /// 60 s, 2 s while active without an event source, idle 30 minutes).
+    /// 60 s, 2 s while active without an event source, idle 30 minutes,
+    /// outage grace 4 hours).
     pub fn new(url: JmapUpstreamUrl) -> Self {
         Self {
             url,
@@ -57,6 +62,7 @@ impl JmapUpstreamOptions {
             poll_active: std::time::Duration::from_secs(2),
             idle: std::time::Duration::from_secs(30 * 60),
             trusts_forwarded: false,
+            outage_grace: std::time::Duration::from_secs(4 * 3600),
         }
     }
 }
