@@ -153,7 +153,7 @@ pub struct ServeArgs {
     /// without NOTIFY (Cyrus): STATUS of every folder but INBOX, which is
     /// IDLEd (`fastview account list` tells each account's watch). A sync
     /// follows only when something moved.
-    #[arg(long, env = "FASTVIEW_UPSTREAM_POLL_ACTIVE", default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "FASTVIEW_UPSTREAM_POLL_ACTIVE", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub upstream_poll_active: u64,
     /// A JMAP upstream trusts this node's `Forwarded` / `X-Forwarded-For`:
     /// each client's address goes with its requests, so the upstream

@@ -53,13 +53,13 @@ pub struct JmapUpstreamOptions {
 
 impl JmapUpstreamOptions {
     /// The options of an upstream at `url` with the flags' defaults (poll
-    /// 60 s, 2 s while active without an event source, idle 30 minutes,
+    /// 60 s, 1 s while active without an event source, idle 30 minutes,
     /// outage grace 4 hours).
     pub fn new(url: JmapUpstreamUrl) -> Self {
         Self {
             url,
             poll: std::time::Duration::from_secs(60),
-            poll_active: std::time::Duration::from_secs(2),
+            poll_active: std::time::Duration::from_secs(1),
             idle: std::time::Duration::from_secs(30 * 60),
             trusts_forwarded: false,
             outage_grace: std::time::Duration::from_secs(4 * 3600),

@@ -174,8 +174,9 @@ impl Mirror {
     /// so runs no sync, and a sync holds the account's calls off the mirror
     /// while it runs ([`Mirror::hold`]): under load, a hundred accounts'
     /// polls forwarded thousands of calls to the upstream (ADR 0009).
-    /// `false` when the mirror has no such states or the upstream does not
-    /// answer: the sync then runs and reports.
+    /// `false` when the mirror has no such states or the upstream answers
+    /// otherwise: the sync then runs and reports; `true` when it cannot be
+    /// reached (an outage: nothing to sync until it is back).
     async fn unchanged(
         &self,
         mirrored: &Mirrored,
@@ -191,14 +192,18 @@ impl Mirror {
             ["Mailbox/get", {"accountId": id, "ids": []}, "m"],
             ["Thread/get", {"accountId": id, "ids": []}, "t"],
         ]});
-        let Ok(response) = self
+        match self
             .upstream
             .call(session, authorization, &request, "poll")
             .await
-        else {
-            return false;
-        };
-        states_are(&response, [&email, &mailbox, &thread])
+        {
+            Ok(response) => states_are(&response, [&email, &mailbox, &thread]),
+            // An upstream that cannot be reached has nothing new to sync:
+            // the mirror keeps answering what it holds (a sync would hold
+            // the account's calls off it only to fail; issue 45).
+            Err(UpstreamError::Unreachable(_)) => true,
+            Err(_) => false,
+        }
     }
 
     /// The upstream's event source for Email and Mailbox changes: open
