@@ -99,7 +99,8 @@ impl Proxied<'_> {
             if (outside || here.is_some()) && !run.pending.is_empty() {
                 run.flush().await?;
             }
-            if !referenced.is_empty() && run.pending.is_empty() {
+            let resolved_here = !referenced.is_empty() && run.pending.is_empty();
+            if resolved_here {
                 match reference::resolve(&mut arguments, &run.responses, &mut run.budget) {
                     Ok(()) => {}
                     Err(ReferenceError::Method(error)) => {
@@ -114,8 +115,13 @@ impl Proxied<'_> {
                     }
                 }
             }
-            // Whether a Thread/get's ids repeat shows once they are resolved.
-            let here = here.and_then(|_| self.candidate(&method, &arguments));
+            // Whether a Thread/get's ids repeat, or an Email/queryChanges is
+            // since a minted state, shows once they are resolved.
+            let here = if here.is_some() || (mail_enabled && resolved_here) {
+                self.candidate(&method, &arguments)
+            } else {
+                None
+            };
             // Later calls of the request are answered at the state a
             // local answer showed (noted), or forwarded.
             if let Some(listing) = here
