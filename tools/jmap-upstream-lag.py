@@ -64,8 +64,9 @@ def cyrus_env(root):
     return env
 
 
-def start_cyrus(root, work, imap_port, http_port):
-    """Cyrus's master in a process group of its own (the tests' config)."""
+def start_cyrus(root, work, imap_port, http_port, users=None):
+    """Cyrus's master in a process group of its own (the tests' config),
+    with `users` ((login, password) pairs; default USER) in its sasldb."""
     as_root = os.geteuid() == 0
     user = "nobody" if as_root else os.environ.get("USER", "")
     for folder in ["conf/log", "spool", "sieve", "socket"]:
@@ -112,9 +113,10 @@ DAEMON {{
 }}
 """)
     env = cyrus_env(root)
-    name, realm = USER.rsplit("@", 1)
-    subprocess.run([f"{root}/usr/sbin/saslpasswd2", "-p", "-c", "-f", f"{work}/sasldb2",
-                    "-u", realm, name], input=PASSWORD.encode(), env=env, check=True)
+    for login, password in users or [(USER, PASSWORD)]:
+        name, realm = login.rsplit("@", 1)
+        subprocess.run([f"{root}/usr/sbin/saslpasswd2", "-p", "-c", "-f", f"{work}/sasldb2",
+                        "-u", realm, name], input=password.encode(), env=env, check=True)
     if as_root:
         os.chmod(work, 0o755)
         subprocess.run(["chown", "-R", "nobody:", work], check=True)

@@ -8,6 +8,7 @@
 use std::time::{Duration, Instant};
 
 use fastview::app::ServeOptions;
+use fastview::proxy::jmap::mirror::Census;
 use fastview::proxy::jmap::{JmapUpstreamOptions, JmapUpstreamUrl};
 use fastview::proxy::{Proxy, ProxyOptions};
 use serde_json::{Value, json};
@@ -57,6 +58,13 @@ impl Direct {
 
     /// One call's arguments, asserting it answered `method`.
     async fn call1(&self, method: &str, arguments: Value) -> Value {
+        let (name, arguments) = self.call(method, arguments).await;
+        assert_eq!(name, method, "{arguments}");
+        arguments
+    }
+
+    /// One call: the response's name and arguments.
+    async fn call(&self, method: &str, arguments: Value) -> (String, Value) {
         let body = json!({"using": USING, "methodCalls": [[method, arguments, "0"]]});
         let response = self
             .client
@@ -68,12 +76,8 @@ impl Direct {
             .expect("Cyrus's JMAP API");
         assert_eq!(response.status(), 200);
         let answer: Value = response.json().await.expect("JSON");
-        let (name, arguments) = (
-            &answer["methodResponses"][0][0],
-            &answer["methodResponses"][0][1],
-        );
-        assert_eq!(name, method, "{answer}");
-        arguments.clone()
+        let name = answer["methodResponses"][0][0].as_str().unwrap_or_default();
+        (name.to_string(), answer["methodResponses"][0][1].clone())
     }
 }
 
@@ -221,4 +225,292 @@ async fn another_clients_write_at_cyrus_shows_through_the_proxy_without_an_event
         .await;
     assert_eq!(changes["newState"], after.as_str());
     assert_eq!(changes["updated"], json!([first]), "{changes}");
+}
+
+/// The proxy's count of requests it forwarded whose first call is `method`.
+async fn forwarded_calls(proxy: &TestApp, method: &str) -> f64 {
+    proxy
+        .metric(&format!(
+            "fastview_upstream_round_trips_total{{method=\"{method}\",command=\"api\"}}"
+        ))
+        .await
+}
+
+/// The webmail's list view: the inbox, newest first, 30 at a time.
+fn list_view(account: &str, inbox: &str) -> Value {
+    json!({"accountId": account, "filter": {"inMailbox": inbox},
+        "sort": [{"property": "receivedAt", "isAscending": false}], "limit": 30})
+}
+
+/// A proxy in front of `cyrus` whose mirror of [`ANN`]'s account is at
+/// Cyrus's Email state with a complete census (the account and its inbox
+/// returned).
+async fn mirrored(cyrus: &Cyrus, direct: &Direct) -> (TestApp, TestAccount, String) {
+    let proxy = proxy_in_front_of(cyrus, |_| {}).await;
+    let ann = login(&proxy).await;
+    let account = ann.account_id.clone();
+    let state = direct
+        .call1("Email/get", json!({"accountId": account, "ids": []}))
+        .await["state"]
+        .clone();
+    until("the mirror's census at Cyrus's state", async || {
+        let census = mirror_census(&proxy, &account)?;
+        (mirror_state(&proxy, &account).as_deref() == state.as_str() && census.complete)
+            .then_some(())
+    })
+    .await;
+    let inbox = direct
+        .call1(
+            "Mailbox/query",
+            json!({"accountId": account, "filter": {"role": "inbox"}}),
+        )
+        .await["ids"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (proxy, ann, inbox)
+}
+
+/// The census of the proxy's mirror of `account` at its state, if any.
+fn mirror_census(proxy: &TestApp, account: &str) -> Option<std::sync::Arc<Census>> {
+    let Some(Proxy::Jmap(jmap_proxy)) = &proxy.proxy else {
+        panic!("a JMAP proxy");
+    };
+    jmap_proxy.mirror.as_deref()?.ready(account)?.census
+}
+
+/// Asks the list view through the proxy until it is answered without a
+/// forwarded Email/query (its shape compared with Cyrus's answer at the
+/// mirror's state), then five times more: none forwarded. Returns the last
+/// answer.
+async fn list_view_answered_here(proxy: &TestApp, ann: &TestAccount, query: &Value) -> Value {
+    until("a list view answered by the mirror", async || {
+        let before = forwarded_calls(proxy, "Email/query").await;
+        proxy.call1(ann, "Email/query", query.clone()).await;
+        (forwarded_calls(proxy, "Email/query").await == before).then_some(())
+    })
+    .await;
+    let forwarded = forwarded_calls(proxy, "Email/query").await;
+    let mut answer = Value::Null;
+    for _ in 0..5 {
+        answer = proxy.call1(ann, "Email/query", query.clone()).await;
+    }
+    assert_eq!(forwarded_calls(proxy, "Email/query").await, forwarded);
+    answer
+}
+
+/// Cyrus's queryState is not its Email state (`5:0` beside `5`), so the
+/// mirror verified the list view's shape by comparing Cyrus's answer
+/// without it, at a moment it knew Cyrus's Email state (an Email/get of no
+/// ids on either side of the forwarded query), and answers the list views
+/// after that itself: the same ids, position and canCalculateChanges as
+/// Cyrus, with a query state the proxy minted, never Cyrus's.
+#[tokio::test]
+async fn list_views_in_front_of_cyrus_are_answered_by_the_mirror_with_minted_query_states() {
+    let Some(cyrus) = Cyrus::start(&[(ANN, PASSWORD)]) else {
+        return;
+    };
+    cyrus.append((ANN, PASSWORD), "INBOX", &messages(5), "", BASE_TIME);
+    let direct = Direct::new(&cyrus).await;
+    let (proxy, ann, inbox) = mirrored(&cyrus, &direct).await;
+    let account = ann.account_id.clone();
+    let census = mirror_census(&proxy, &account).unwrap();
+    assert!(census.mints_query_states, "{census:?}");
+
+    let query = list_view(&account, &inbox);
+    let at_cyrus = direct.call1("Email/query", query.clone()).await;
+    let email_state = direct
+        .call1("Email/get", json!({"accountId": account, "ids": []}))
+        .await["state"]
+        .clone();
+    assert_eq!(
+        at_cyrus["queryState"],
+        format!("{}:0", email_state.as_str().unwrap())
+    );
+    assert_eq!(at_cyrus["ids"].as_array().unwrap().len(), 5, "{at_cyrus}");
+    // Cyrus answers besides what RFC 8620 §5.5 names: not compared.
+    assert_eq!(at_cyrus["total"], 5);
+    assert_eq!(at_cyrus["collapseThreads"], false);
+
+    let here = list_view_answered_here(&proxy, &ann, &query).await;
+    for name in ["accountId", "ids", "position", "canCalculateChanges"] {
+        assert_eq!(here[name], at_cyrus[name], "{name}: {here}");
+    }
+    let minted = here["queryState"].as_str().unwrap();
+    assert!(minted.starts_with("fastview~mirror~"), "{here}");
+    assert_eq!(here.get("total"), None, "not asked: {here}");
+    // The second page too, and a total asked: other shapes, each forwarded
+    // once, then the mirror's.
+    let mut counted = query.clone();
+    counted["calculateTotal"] = json!(true);
+    counted["limit"] = json!(2);
+    let here = list_view_answered_here(&proxy, &ann, &counted).await;
+    assert_eq!(here["total"], 5);
+    assert_eq!(here["ids"], json!(at_cyrus["ids"].as_array().unwrap()[..2]));
+}
+
+/// A query state the proxy minted gives Email/queryChanges through the
+/// proxy (answered from the mirror, the ids Cyrus's), and
+/// `cannotCalculateChanges` at Cyrus itself, so a client that goes direct
+/// queries again (RFC 8620 §5.6); changes that destroyed an email (whose
+/// Cyrus id the mirror no longer has) are `cannotCalculateChanges` through
+/// the proxy too.
+#[tokio::test]
+async fn a_minted_query_state_gives_query_changes_through_the_proxy_and_not_at_cyrus() {
+    let Some(cyrus) = Cyrus::start(&[(ANN, PASSWORD)]) else {
+        return;
+    };
+    cyrus.append((ANN, PASSWORD), "INBOX", &messages(4), "", BASE_TIME);
+    let direct = Direct::new(&cyrus).await;
+    let (proxy, ann, inbox) = mirrored(&cyrus, &direct).await;
+    let account = ann.account_id.clone();
+    let query = list_view(&account, &inbox);
+    let here = list_view_answered_here(&proxy, &ann, &query).await;
+    let minted = here["queryState"].clone();
+    let since = |state: &Value| {
+        let mut changes = query.clone();
+        changes.as_object_mut().unwrap().remove("limit");
+        changes["sinceQueryState"] = state.clone();
+        changes
+    };
+
+    // Nothing changed: the same state back, through the proxy only.
+    let unchanged = proxy
+        .call1(&ann, "Email/queryChanges", since(&minted))
+        .await;
+    assert_eq!(unchanged["accountId"], account.as_str());
+    assert_eq!(unchanged["oldQueryState"], minted);
+    assert_eq!(unchanged["newQueryState"], minted);
+    assert_eq!(unchanged["removed"], json!([]));
+    assert_eq!(unchanged["added"], json!([]));
+    let (name, refused) = direct.call("Email/queryChanges", since(&minted)).await;
+    assert_eq!(
+        (name.as_str(), &refused["type"]),
+        ("error", &json!("cannotCalculateChanges")),
+        "{refused}"
+    );
+
+    // A new message at Cyrus: added at the top, under Cyrus's id.
+    cyrus.append(
+        (ANN, PASSWORD),
+        "INBOX",
+        &[b"From: Bob <bob@example.com>\r\nSubject: New\r\n\r\nNew.\r\n".to_vec()],
+        "",
+        BASE_TIME + 100,
+    );
+    let newest = direct.call1("Email/query", query.clone()).await["ids"][0].clone();
+    let changes = until("the new message in the changes", async || {
+        let changes = proxy
+            .call1(&ann, "Email/queryChanges", since(&minted))
+            .await;
+        (changes["newQueryState"] != minted).then_some(changes)
+    })
+    .await;
+    assert_eq!(
+        changes["added"],
+        json!([{"id": newest, "index": 0}]),
+        "{changes}"
+    );
+    assert_eq!(changes["removed"], json!([]), "{changes}");
+    let next = changes["newQueryState"].clone();
+    assert!(next.as_str().unwrap().starts_with("fastview~mirror~"));
+    let again = proxy.call1(&ann, "Email/query", query.clone()).await;
+    assert_eq!(again["queryState"], next);
+    assert_eq!(again["ids"][0], newest);
+
+    // An email destroyed at Cyrus: its id is gone from the mirror.
+    let destroyed = direct
+        .call1(
+            "Email/set",
+            json!({"accountId": account, "destroy": [newest]}),
+        )
+        .await;
+    assert_eq!(destroyed["destroyed"], json!([newest]), "{destroyed}");
+    let refused = until("the destruction in the mirror", async || {
+        let responses = proxy
+            .call(&ann, json!([["Email/queryChanges", since(&next)]]))
+            .await;
+        (responses[0][0] == "error").then(|| responses[0][1].clone())
+    })
+    .await;
+    assert_eq!(refused["type"], "cannotCalculateChanges", "{refused}");
+}
+
+/// Cyrus lists a thread asked twice twice (RFC 8620 §5.1 says once): the
+/// mirror learns that from the first Thread/get with a repeated id, as it
+/// learns a shape, and answers such calls after it as Cyrus does, instead
+/// of forwarding Thread/get for good.
+#[tokio::test]
+async fn thread_get_with_repeated_ids_is_answered_as_cyrus_answers_it() {
+    let Some(cyrus) = Cyrus::start(&[(ANN, PASSWORD)]) else {
+        return;
+    };
+    let mut mail = messages(2);
+    mail.push(
+        b"From: Ann <ann@example.com>\r\nTo: bob@example.com\r\nSubject: Re: Message 0\r\n\
+          Message-ID: <reply-0@example.com>\r\nIn-Reply-To: <lag-0@example.com>\r\n\
+          References: <lag-0@example.com>\r\nDate: Tue, 14 Nov 2023 23:13:20 +0000\r\n\r\nReply.\r\n"
+            .to_vec(),
+    );
+    cyrus.append((ANN, PASSWORD), "INBOX", &mail, "", BASE_TIME);
+    let direct = Direct::new(&cyrus).await;
+    let (proxy, ann, _) = mirrored(&cyrus, &direct).await;
+    let account = ann.account_id.clone();
+    let ids = direct
+        .call1(
+            "Email/query",
+            json!({"accountId": account, "sort": [{"property": "receivedAt", "isAscending": true}]}),
+        )
+        .await["ids"]
+        .clone();
+    let threads = direct
+        .call1(
+            "Email/get",
+            json!({"accountId": account, "ids": ids, "properties": ["threadId"]}),
+        )
+        .await["list"]
+        .clone();
+    let (thread, other) = (&threads[0]["threadId"], &threads[1]["threadId"]);
+    assert_eq!(
+        threads[2]["threadId"], *thread,
+        "the reply joins: {threads}"
+    );
+
+    let repeated = json!({"accountId": account, "ids": [thread, thread, other]});
+    let at_cyrus = direct.call1("Thread/get", repeated.clone()).await;
+    assert_eq!(
+        at_cyrus["list"],
+        json!([
+            {"id": thread, "emailIds": [ids[0], ids[2]]},
+            {"id": thread, "emailIds": [ids[0], ids[2]]},
+            {"id": other, "emailIds": [ids[1]]},
+        ]),
+        "{at_cyrus}"
+    );
+    assert_eq!(at_cyrus["notFound"], json!([]));
+
+    // Forwarded once and compared; then the mirror's, as Cyrus answers.
+    let before = forwarded_calls(&proxy, "Thread/get").await;
+    assert_eq!(
+        proxy.call1(&ann, "Thread/get", repeated.clone()).await,
+        at_cyrus
+    );
+    assert_eq!(forwarded_calls(&proxy, "Thread/get").await, before + 1.0);
+    for _ in 0..3 {
+        assert_eq!(
+            proxy.call1(&ann, "Thread/get", repeated.clone()).await,
+            at_cyrus
+        );
+    }
+    assert_eq!(forwarded_calls(&proxy, "Thread/get").await, before + 1.0);
+    // Without a repeat it is its own shape: forwarded once, then the mirror's.
+    let once = json!({"accountId": account, "ids": [other, thread]});
+    let at_cyrus = direct.call1("Thread/get", once.clone()).await;
+    for _ in 0..3 {
+        assert_eq!(
+            proxy.call1(&ann, "Thread/get", once.clone()).await,
+            at_cyrus
+        );
+    }
+    assert_eq!(forwarded_calls(&proxy, "Thread/get").await, before + 2.0);
 }

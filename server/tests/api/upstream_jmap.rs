@@ -924,6 +924,56 @@ async fn a_shape_the_mirror_answers_unlike_the_upstream_stays_forwarded() {
     );
 }
 
+/// A Fastview upstream's queryState is its Email state: the census says
+/// so, and the mirror's lists carry that state, none minted. It lists a
+/// thread asked twice once (RFC 8620 §5.1): a Thread/get with a repeated
+/// id is compared once and then answered by the mirror the same way,
+/// beside the shape without a repeat.
+#[tokio::test]
+async fn a_fastview_upstream_keeps_its_query_states_and_lists_repeated_threads_once() {
+    let (upstream, proxy, ann, _) = upstream_and_proxy().await;
+    let account = ann.account_id.clone();
+    let state = mirror_synced(&upstream, &proxy, &ann).await;
+    let census = mirror_of(&proxy).ready(&account).unwrap().census.unwrap();
+    assert!(!census.mints_query_states, "{census:?}");
+    let query = json!({"accountId": account, "filter": {"inMailbox": ann.inbox}});
+    for _ in 0..2 {
+        let answer = proxy.call1(&ann, "Email/query", query.clone()).await;
+        assert_eq!(answer["queryState"], state);
+    }
+
+    // A thread of several emails, asked twice.
+    let emails = upstream
+        .call1(
+            &ann,
+            "Email/get",
+            json!({"accountId": account, "ids": null, "properties": ["threadId"]}),
+        )
+        .await["list"]
+        .clone();
+    let threads: Vec<&Value> = emails
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["threadId"])
+        .collect();
+    let thread = *threads
+        .iter()
+        .find(|t| threads.iter().filter(|u| u == t).count() >= 2)
+        .expect("a thread of two");
+    let repeated = json!({"accountId": account, "ids": [thread, thread]});
+    let direct = upstream.call1(&ann, "Thread/get", repeated.clone()).await;
+    assert_eq!(direct["list"].as_array().unwrap().len(), 1, "{direct}");
+    let before = forwarded_calls(&proxy, "Thread/get").await;
+    for _ in 0..3 {
+        assert_eq!(
+            proxy.call1(&ann, "Thread/get", repeated.clone()).await,
+            direct
+        );
+    }
+    assert_eq!(forwarded_calls(&proxy, "Thread/get").await, before + 1.0);
+}
+
 #[tokio::test]
 async fn a_poll_that_finds_the_upstream_unchanged_runs_no_sync() {
     let (upstream, proxy, ann, ids) =

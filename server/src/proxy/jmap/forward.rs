@@ -19,9 +19,14 @@
 //!   at its state, and only in a shape (the query's filter and sort, the
 //!   Thread/get's properties) whose first forwarded answer at the mirror's
 //!   state was exactly what the mirror would have answered (ids, order,
-//!   total, state strings). Another server's `queryState`, tie order or
-//!   filter semantics that differ from Fastview's keep that shape
-//!   forwarded.
+//!   total, state strings; `compare.rs`). Tie order or filter semantics
+//!   that differ from Fastview's keep that shape forwarded. Of an upstream
+//!   whose `queryState` is not its Email state (Cyrus), a query is compared
+//!   without it, at an Email state learnt in the same forwarded request,
+//!   and answered here with a query state the proxy mints; an
+//!   Email/queryChanges since a minted state is the mirror's to answer
+//!   (`query_changes.rs`). A Thread/get asking a thread twice is listed as
+//!   the upstream lists it (`shape.rs`, `Listing`).
 //! - **Forwarded**: consecutive forwarded calls go as one request, with the
 //!   `createdIds` so far, so the upstream resolves references among them
 //!   and creation ids across batches; a reference to an earlier batch or to
@@ -30,16 +35,19 @@
 //!   `/copy`, the mirrors of the accounts it named catch up with the
 //!   upstream before the next call is answered.
 
+mod compare;
 mod proxied;
+mod query_changes;
 mod run;
 mod shape;
 mod translation;
 
 pub use proxied::{Proxied, ProxiedResponse, ProxyError};
+use query_changes::{minted_query_state, parse_minted};
 use run::Run;
 use shape::{
-    CollapsedPaging, MAX_COLLAPSED_PAGES, asks_local_properties, local_filter, names_parts,
-    query_collapses_here, references, shape,
+    CollapsedPaging, Listing, MAX_COLLAPSED_PAGES, asks_local_properties, ids_repeat, local_filter,
+    names_parts, query_collapses_here, references, shape,
 };
 pub use shape::{is_write, local_property, may_answer};
 use translation::Translation;
@@ -83,17 +91,16 @@ impl Proxied<'_> {
                 .any(|id| !run.pending.iter().any(|call| &call.2 == id));
             // A call the mirror may answer is answered here: what was
             // forwarded before it goes first.
-            let local_candidate = mail_enabled
-                && match method.as_str() {
-                    "Email/get" => asks_local_properties(&arguments),
-                    "Mailbox/get" => true,
-                    "Thread/get" | "Email/query" => self.verified(&method, &arguments),
-                    _ => false,
-                };
-            if (outside || local_candidate) && !run.pending.is_empty() {
+            let here = if mail_enabled {
+                self.candidate(&method, &arguments)
+            } else {
+                None
+            };
+            if (outside || here.is_some()) && !run.pending.is_empty() {
                 run.flush().await?;
             }
-            if !referenced.is_empty() && run.pending.is_empty() {
+            let resolved_here = !referenced.is_empty() && run.pending.is_empty();
+            if resolved_here {
                 match reference::resolve(&mut arguments, &run.responses, &mut run.budget) {
                     Ok(()) => {}
                     Err(ReferenceError::Method(error)) => {
@@ -108,33 +115,21 @@ impl Proxied<'_> {
                     }
                 }
             }
-            let answer = match method.as_str() {
-                "Email/get" if local_candidate => self
-                    .email_get(&arguments, &call_id, &run.email_states)
-                    .await?
-                    .map(|(text, state)| {
-                        if let Some(account) = arguments.get("accountId").and_then(Value::as_str) {
-                            run.note(&method, account, &state);
-                        }
-                        Arguments::text(text, None)
-                    }),
-                "Mailbox/get" if local_candidate => self
-                    .mailbox_get(&arguments, &run.mailbox_states)
-                    .map(|answer| run.answered(&method, answer)),
-                "Thread/get" if local_candidate => self
-                    .thread_get(&arguments, &run.email_states, &run.thread_states)
-                    .await?
-                    .map(|answer| run.answered(&method, answer)),
-                "Email/query" if local_candidate => self
-                    .email_query(&arguments, &call_id, &run.email_states)
-                    .await?
-                    .map(|answer| run.answered(&method, answer)),
-                _ => None,
+            // Whether a Thread/get's ids repeat, or an Email/queryChanges is
+            // since a minted state, shows once they are resolved.
+            let here = if here.is_some() || (mail_enabled && resolved_here) {
+                self.candidate(&method, &arguments)
+            } else {
+                None
             };
             // Later calls of the request are answered at the state a
-            // local answer showed (noted above), or forwarded.
-            if let Some(answer) = answer {
-                run.responses.push((method, answer, call_id));
+            // local answer showed (noted), or forwarded.
+            if let Some(listing) = here
+                && let Some((name, answer)) = self
+                    .answer_here(&mut run, &method, &arguments, &call_id, listing)
+                    .await?
+            {
+                run.responses.push((name, answer, call_id));
                 continue;
             }
             run.pending.push(Invocation(method, arguments, call_id));
@@ -158,6 +153,68 @@ impl Proxied<'_> {
             body,
             session_state,
         })
+    }
+
+    /// Whether a call may be answered here, decided before its references
+    /// are resolved: `Some` with how a Thread/get lists repeated ids
+    /// ([`Listing`]; `Once` for the other methods), `None` to forward it.
+    /// An Email/queryChanges since a query state the proxy minted is always
+    /// answered here, from the mirror or with `cannotCalculateChanges`.
+    fn candidate(&self, method: &str, arguments: &Map<String, Value>) -> Option<Listing> {
+        match method {
+            "Email/get" => asks_local_properties(arguments).then_some(Listing::Once),
+            "Mailbox/get" => Some(Listing::Once),
+            "Thread/get" | "Email/query" => self.verified(method, arguments),
+            "Email/queryChanges" => arguments
+                .get("sinceQueryState")
+                .and_then(Value::as_str)
+                .and_then(parse_minted)
+                .map(|_| Listing::Once),
+            _ => None,
+        }
+    }
+
+    /// A call answered here ([`Proxied::candidate`]): its response's name
+    /// and arguments, with the state it shows noted in `run`; `None` to
+    /// forward it.
+    async fn answer_here(
+        &self,
+        run: &mut Run<'_, '_>,
+        method: &str,
+        arguments: &Map<String, Value>,
+        call_id: &str,
+        listing: Listing,
+    ) -> Result<Option<(String, Arguments)>, UpstreamError> {
+        let answer = match method {
+            "Email/get" => self
+                .email_get(arguments, call_id, &run.email_states)
+                .await?
+                .map(|(text, state)| {
+                    if let Some(account) = arguments.get("accountId").and_then(Value::as_str) {
+                        run.note(method, account, &state);
+                    }
+                    Arguments::text(text, None)
+                }),
+            "Mailbox/get" => self
+                .mailbox_get(arguments, &run.mailbox_states)
+                .map(|answer| run.answered(method, answer)),
+            "Thread/get" => self
+                .thread_get(arguments, listing, &run.email_states, &run.thread_states)
+                .await?
+                .map(|answer| run.answered(method, answer)),
+            "Email/query" => self
+                .email_query(arguments, call_id, &run.email_states)
+                .await?
+                .map(|answer| run.answered(method, answer)),
+            "Email/queryChanges" => {
+                let (name, answer) = self
+                    .email_query_changes(arguments, call_id, &run.email_states)
+                    .await?;
+                return Ok(Some((name, Arguments::Value(answer))));
+            }
+            _ => None,
+        };
+        Ok(answer.map(|answer| (method.to_string(), answer)))
     }
 
     /// A Mailbox/get answered from the upstream's own answer as the
@@ -395,6 +452,21 @@ impl Proxied<'_> {
         arguments: Map<String, Value>,
         call_id: &str,
     ) -> Option<Arguments> {
+        let (name, answer) = self
+            .local_response(account, method, arguments, call_id)
+            .await?;
+        (name == method).then_some(answer)
+    }
+
+    /// Runs one call of `method` on the local account: the response's
+    /// name (`method`, or `error`) and arguments.
+    async fn local_response(
+        &self,
+        account: &crate::store::Account,
+        method: &str,
+        arguments: Map<String, Value>,
+        call_id: &str,
+    ) -> Option<(String, Arguments)> {
         let request = Request {
             using: vec![CAPABILITY_CORE.into(), CAPABILITY_MAIL.into()],
             method_calls: vec![Invocation(
@@ -408,18 +480,27 @@ impl Proxied<'_> {
             .await
             .ok()?;
         let (name, answer, _) = response.method_responses.into_iter().next()?;
-        (name == method).then_some(answer)
+        Some((name, answer))
     }
 
     /// Whether a call of `method` has a shape the mirror answered as the
-    /// upstream did, on a personal account of the session.
-    fn verified(&self, method: &str, arguments: &Map<String, Value>) -> bool {
-        let Some(account_id) = arguments.get("accountId").and_then(Value::as_str) else {
-            return false;
-        };
-        self.session.has_personal_account(account_id)
-            && shape(method, arguments)
-                .is_some_and(|shape| self.mirror.verified(account_id, &shape) == Some(true))
+    /// upstream did, on a personal account of the session: `Some` with how
+    /// it lists repeated ids ([`Listing::keyed`]; `Once` for a query).
+    fn verified(&self, method: &str, arguments: &Map<String, Value>) -> Option<Listing> {
+        let account_id = arguments.get("accountId").and_then(Value::as_str)?;
+        if !self.session.has_personal_account(account_id) {
+            return None;
+        }
+        let shape = shape(method, arguments)?;
+        let mut keys = Listing::keyed(&shape, method == "Thread/get" && ids_repeat(arguments));
+        // Ids still a result reference may repeat or not: any listing
+        // verified makes it a candidate, decided once they are resolved.
+        if method == "Thread/get" && arguments.contains_key("#ids") {
+            keys.extend(Listing::keyed(&shape, true));
+        }
+        keys.into_iter()
+            .find(|(_, key)| self.mirror.verified(account_id, key) == Some(true))
+            .map(|(listing, _)| listing)
     }
 
     /// The mirror whose census says it holds every upstream email of
@@ -438,13 +519,15 @@ impl Proxied<'_> {
         Some((ready, census, held))
     }
 
-    /// A Thread/get answered from the mirror (module doc), or `None`: a
-    /// mirror that is not complete, a Thread state a forwarded call of the
-    /// request showed that is not the census's, a thread id the mirror does
-    /// not know, or arguments of another shape.
+    /// A Thread/get answered from the mirror (module doc), a thread asked
+    /// more than once listed as `listing` says, or `None`: a mirror that is
+    /// not complete, a Thread state a forwarded call of the request showed
+    /// that is not the census's, a thread id the mirror does not know, or
+    /// arguments of another shape.
     async fn thread_get(
         &self,
         arguments: &Map<String, Value>,
+        listing: Listing,
         seen_emails: &HashMap<String, String>,
         seen_threads: &HashMap<String, String>,
     ) -> Result<Option<Value>, UpstreamError> {
@@ -495,7 +578,7 @@ impl Proxied<'_> {
         let mut distinct = HashSet::new();
         let mut list = Vec::new();
         for id in wanted {
-            if !distinct.insert(id) {
+            if !distinct.insert(id) && listing == Listing::Once {
                 continue;
             }
             match threads.iter().find(|(thread, _)| thread == id) {
@@ -544,48 +627,57 @@ impl Proxied<'_> {
         } else {
             (self.uncollapsed_query(arguments, &ready, local_arguments, call_id)).await?
         };
-        Ok(answer.map(|mut answer| {
+        // The upstream's Email state where that is its query state, else
+        // one the proxy mints from the mirror's own (never the upstream's).
+        Ok(answer.map(|(mut answer, local_state)| {
             answer["accountId"] = Value::String(account_id.into());
-            answer["queryState"] = Value::String(census.email_state.clone());
+            answer["queryState"] = Value::String(if census.mints_query_states {
+                minted_query_state(ready.account.id, &local_state)
+            } else {
+                census.email_state.clone()
+            });
             answer
         }))
     }
 
     /// An Email/query with `collapseThreads` answered from the mirror with
-    /// `local_arguments` (its filter local), in upstream ids; `None` when
-    /// its paging or matches are not the mirror's to answer.
+    /// `local_arguments` (its filter local), in upstream ids, and the local
+    /// query state it was read at; `None` when its paging or matches are
+    /// not the mirror's to answer.
     async fn collapsed_query(
         &self,
         arguments: &Map<String, Value>,
         ready: &MirrorState,
         local_arguments: Map<String, Value>,
         call_id: &str,
-    ) -> Result<Option<Value>, UpstreamError> {
+    ) -> Result<Option<(Value, String)>, UpstreamError> {
         let Some(paging) = CollapsedPaging::of(arguments) else {
             return Ok(None);
         };
         let max_limit = self.jmap.limits.max_objects_in_get;
         let need = paging.needs(max_limit);
-        let Some(collapsed) = self
+        let Some((collapsed, local_state)) = self
             .collapsed_matches(ready, local_arguments, call_id, need)
             .await?
         else {
             return Ok(None);
         };
-        Ok(paging.answer(collapsed, max_limit))
+        Ok(paging
+            .answer(collapsed, max_limit)
+            .map(|answer| (answer, local_state)))
     }
 
     /// An Email/query without `collapseThreads` run on the local account
     /// with `local_arguments` (its filter local, its anchor mapped here),
-    /// its ids the upstream's; `None` when an anchor or a match is not
-    /// mapped.
+    /// its ids the upstream's, and the local query state; `None` when an
+    /// anchor or a match is not mapped.
     async fn uncollapsed_query(
         &self,
         arguments: &Map<String, Value>,
         ready: &MirrorState,
         mut local_arguments: Map<String, Value>,
         call_id: &str,
-    ) -> Result<Option<Value>, UpstreamError> {
+    ) -> Result<Option<(Value, String)>, UpstreamError> {
         let store = &*self.jmap.store;
         let account = ready.account.id;
         let names = &self.mirror.names;
@@ -628,7 +720,11 @@ impl Proxied<'_> {
             return Ok(None);
         };
         answer["ids"] = Value::Array(upstream_ids);
-        Ok(Some(answer))
+        let local_state = answer["queryState"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        Ok(Some((answer, local_state)))
     }
 
     /// Every match of an Email/query with `collapseThreads` (RFC 8621
@@ -640,14 +736,16 @@ impl Proxied<'_> {
     /// need not be the upstream's, so they are never what collapses. Stops
     /// once `need` are in (when some), and gives up (`None`: forwarded)
     /// past [`MAX_COLLAPSED_PAGES`] pages, an email not mapped or a page
-    /// that does not come.
+    /// that does not come. With them, the local query state of the first
+    /// page (the account's calls are held off the mirror meanwhile, so the
+    /// pages are of one state).
     async fn collapsed_matches(
         &self,
         ready: &MirrorState,
         mut local_arguments: Map<String, Value>,
         call_id: &str,
         need: Option<usize>,
-    ) -> Result<Option<Vec<String>>, UpstreamError> {
+    ) -> Result<Option<(Vec<String>, String)>, UpstreamError> {
         for name in ["collapseThreads", "anchor", "anchorOffset"] {
             local_arguments.remove(name);
         }
@@ -657,6 +755,7 @@ impl Proxied<'_> {
         let mut threads: HashSet<String> = HashSet::new();
         let mut collapsed = Vec::new();
         let mut position = 0u64;
+        let mut local_state = None;
         loop {
             local_arguments.insert("position".into(), json!(position));
             let Some(answer) = self
@@ -670,6 +769,8 @@ impl Proxied<'_> {
             else {
                 return Ok(None);
             };
+            let state = answer["queryState"].as_str().unwrap_or_default();
+            let local_state = local_state.get_or_insert_with(|| state.to_string());
             let Some(local_ids) = answer["ids"].as_array().and_then(|list| {
                 list.iter()
                     .map(|id| id.as_str().and_then(ids::parse_email_id))
@@ -697,66 +798,13 @@ impl Proxied<'_> {
                 || position >= total
                 || need.is_some_and(|need| collapsed.len() >= need)
             {
-                return Ok(Some(collapsed));
+                return Ok(Some((collapsed, local_state.clone())));
             }
             // The account's calls are held off the mirror while it is read:
             // a mailbox past MAX_COLLAPSED_PAGES pages is the upstream's.
             if position >= MAX_COLLAPSED_PAGES * page_size {
                 return Ok(None);
             }
-        }
-    }
-
-    /// Compares the mirror's answer to a forwarded Thread/get or
-    /// Email/query with the upstream's `answer`, when the mirror could have
-    /// answered it at the same state, and records the shape as answered
-    /// alike or not ([`Mirror::verify`]).
-    async fn compare(&self, call: &Invocation, answer: &Value) {
-        let Invocation(method, arguments, call_id) = call;
-        let Some(account_id) = arguments.get("accountId").and_then(Value::as_str) else {
-            return;
-        };
-        let Some(shape) = shape(method, arguments) else {
-            return;
-        };
-        if self.mirror.verified(account_id, &shape).is_some() || !self.mirror.may_verify(account_id)
-        {
-            return;
-        }
-        let Some(census) = self.mirror.ready(account_id).and_then(|ready| ready.census) else {
-            return;
-        };
-        // Only an answer at the mirror's state, and one that shows an
-        // order: at least two emails listed, or a thread of two.
-        let (state, shown) = match method.as_str() {
-            "Thread/get" => (
-                &census.thread_state,
-                answer["list"].as_array().is_some_and(|threads| {
-                    threads
-                        .iter()
-                        .any(|t| t["emailIds"].as_array().is_some_and(|e| e.len() >= 2))
-                }),
-            ),
-            "Email/query" => (
-                &census.email_state,
-                answer["ids"].as_array().is_some_and(|ids| ids.len() >= 2),
-            ),
-            _ => return,
-        };
-        let upstream_state = answer
-            .get("state")
-            .or_else(|| answer.get("queryState"))
-            .and_then(Value::as_str);
-        if upstream_state != Some(state.as_str()) || !shown {
-            return;
-        }
-        let none = HashMap::new();
-        let local = match method.as_str() {
-            "Thread/get" => self.thread_get(arguments, &none, &none).await,
-            _ => self.email_query(arguments, call_id, &none).await,
-        };
-        if let Ok(Some(local)) = local {
-            self.mirror.verify(account_id, &shape, local == *answer);
         }
     }
 }

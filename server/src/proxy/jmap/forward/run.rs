@@ -40,8 +40,10 @@ impl Run<'_, '_> {
     /// error that would say none was processed (RFC 8620 §3.6.1).
     pub(super) async fn flush(&mut self) -> Result<(), ProxyError> {
         let calls = std::mem::take(&mut self.pending);
-        match self.send(&calls).await {
-            Ok(answer) => {
+        let bracketed = self.brackets(&calls);
+        match self.send(&calls, &bracketed).await {
+            Ok(mut answer) => {
+                let states = bracket_states(&mut answer);
                 let first = self.responses.len();
                 self.take(answer);
                 self.catch_up(&calls).await;
@@ -64,7 +66,8 @@ impl Run<'_, '_> {
                     let mut budget = RequestBudget::new(&self.proxied.jmap.limits);
                     if reference::resolve(&mut arguments, &self.responses, &mut budget).is_ok() {
                         let resolved = Invocation(call.0.clone(), arguments, call.2.clone());
-                        self.proxied.compare(&resolved, &answer).await;
+                        let bracket = states.get(&call.2).map(String::as_str);
+                        self.proxied.compare(&resolved, &answer, bracket).await;
                     }
                 }
                 Ok(())
@@ -89,14 +92,32 @@ impl Run<'_, '_> {
         }
     }
 
-    /// One round trip with `calls`: the upstream's Response object.
+    /// One round trip with `calls`, the ones at the indexes `bracketed`
+    /// each between two Email/get of no ids ([`Run::brackets`]): the
+    /// upstream's Response object. Counted under the first of `calls`.
     pub(super) async fn send(
         &self,
         calls: &[Invocation],
+        bracketed: &[usize],
     ) -> Result<Map<String, Value>, ProxyError> {
+        let mut wire: Vec<Value> = Vec::with_capacity(calls.len() + 2 * bracketed.len());
+        for (index, call) in calls.iter().enumerate() {
+            let around = bracketed.contains(&index);
+            let state_of = |when: &str| {
+                json!(["Email/get", {"accountId": call.1.get("accountId"), "ids": []},
+                    format!("{STATE_CALL}{when}:{}", call.2)])
+            };
+            if around {
+                wire.push(state_of("before"));
+            }
+            wire.push(json!(call));
+            if around {
+                wire.push(state_of("after"));
+            }
+        }
         let request = json!({
             "using": self.using,
-            "methodCalls": calls,
+            "methodCalls": wire,
             "createdIds": self.created_ids,
         });
         let p = self.proxied;
@@ -197,4 +218,80 @@ impl Run<'_, '_> {
             p.mirror.catch_up(p.session, p.authorization, account).await;
         }
     }
+}
+
+/// How the call ids of the Email/get calls the proxy puts around a
+/// forwarded Email/query begin (then `before:` or `after:` and the query's
+/// call id). A request whose own call ids begin so gets none.
+const STATE_CALL: &str = "fastview~state~";
+
+impl Run<'_, '_> {
+    /// The indexes of the `calls` to send between two Email/get of no ids,
+    /// so that the upstream's Email state is known at the moment it
+    /// answered them (issue 45 item 5): each Email/query of a shape not yet
+    /// compared, on a personal account whose mirror may answer it and
+    /// whose upstream's `queryState` is not its Email state. None when a
+    /// call id of the request could be taken for theirs, or when the
+    /// added calls would go over the upstream's `maxCallsInRequest`.
+    fn brackets(&self, calls: &[Invocation]) -> Vec<usize> {
+        let p = self.proxied;
+        if calls.iter().any(|call| call.2.starts_with(STATE_CALL)) {
+            return Vec::new();
+        }
+        let wanted: Vec<usize> = (calls.iter().enumerate())
+            .filter(|(_, Invocation(method, arguments, _))| {
+                let Some(account) = arguments.get("accountId").and_then(Value::as_str) else {
+                    return false;
+                };
+                method == "Email/query"
+                    && p.session.has_personal_account(account)
+                    && shape(method, arguments)
+                        .is_some_and(|shape| p.mirror.verified(account, &shape).is_none())
+                    && p.mirror.may_verify(account)
+                    && (p.mirror.ready(account).and_then(|ready| ready.census))
+                        .is_some_and(|census| census.complete && census.mints_query_states)
+            })
+            .map(|(index, _)| index)
+            .collect();
+        let max_calls = (p.session.object.get("capabilities"))
+            .and_then(|capabilities| capabilities.get(crate::proxy::jmap::CAPABILITY_CORE))
+            .and_then(|core| core.get("maxCallsInRequest"))
+            .and_then(Value::as_u64)
+            .unwrap_or(16);
+        if (calls.len() + 2 * wanted.len()) as u64 > max_calls {
+            return Vec::new();
+        }
+        wanted
+    }
+}
+
+/// Takes the answers to the Email/get calls [`Run::send`] put around
+/// forwarded queries out of `answer`: for each such query's call id, the
+/// upstream Email state both showed (absent when they differ: a write came
+/// between, and the query's state is not known).
+pub(super) fn bracket_states(answer: &mut Map<String, Value>) -> HashMap<String, String> {
+    let mut seen: HashMap<(String, String), String> = HashMap::new();
+    if let Some(Value::Array(responses)) = answer.get_mut("methodResponses") {
+        responses.retain(|response| {
+            let Some(rest) = response[2]
+                .as_str()
+                .and_then(|id| id.strip_prefix(STATE_CALL))
+            else {
+                return true;
+            };
+            if let (Some((when, call_id)), Some(state)) =
+                (rest.split_once(':'), response[1]["state"].as_str())
+            {
+                seen.insert((when.to_string(), call_id.to_string()), state.to_string());
+            }
+            false
+        });
+    }
+    let mut states = HashMap::new();
+    for ((when, call_id), state) in &seen {
+        if when == "before" && seen.get(&("after".to_string(), call_id.clone())) == Some(state) {
+            states.insert(call_id.clone(), state.clone());
+        }
+    }
+    states
 }

@@ -30,11 +30,13 @@ pub fn local_property(name: &str) -> bool {
     EmailProperty::parse(name).is_some()
 }
 
-/// Whether a call of `method` may be answered from the mirror.
+/// Whether a call of `method` may be answered from the mirror
+/// (Email/queryChanges: when its `sinceQueryState` is one the proxy
+/// minted, which never reaches the upstream).
 pub fn may_answer(method: &str) -> bool {
     matches!(
         method,
-        "Email/get" | "Mailbox/get" | "Thread/get" | "Email/query"
+        "Email/get" | "Mailbox/get" | "Thread/get" | "Email/query" | "Email/queryChanges"
     )
 }
 
@@ -142,6 +144,75 @@ pub(super) fn shape(method: &str, arguments: &Map<String, Value>) -> Option<Stri
         }
         _ => None,
     }
+}
+
+/// How a Thread/get lists a thread whose id is asked more than once.
+/// RFC 8620 §5.1 says once; Cyrus 3.6 lists it each time it is asked
+/// (and so does its Email/get). Which one an upstream does is learnt as
+/// a shape is ([`Listing::keyed`]), so that one request with a repeated
+/// id neither marks its shape forwarded for good nor is answered unlike
+/// the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Listing {
+    /// Each thread once, where first asked.
+    Once,
+    /// One entry per id asked, repeats included, in the order asked.
+    AsAsked,
+}
+
+impl Listing {
+    /// The keys the verdicts of a Thread/get of `shape` are remembered by,
+    /// each with the listing it stands for: the shape itself when no id
+    /// repeats (both listings are then the same answer), else one key per
+    /// listing.
+    pub(super) fn keyed(shape: &str, repeated: bool) -> Vec<(Listing, String)> {
+        if !repeated {
+            return vec![(Listing::Once, shape.to_string())];
+        }
+        vec![
+            (Listing::Once, format!("{shape} repeated ids listed once")),
+            (
+                Listing::AsAsked,
+                format!("{shape} repeated ids listed as asked"),
+            ),
+        ]
+    }
+}
+
+/// Whether a call's `ids` name one id more than once.
+pub(super) fn ids_repeat(arguments: &Map<String, Value>) -> bool {
+    let Some(Value::Array(ids)) = arguments.get("ids") else {
+        return false;
+    };
+    let mut seen = std::collections::HashSet::new();
+    ids.iter().any(|id| !seen.insert(id.as_str()))
+}
+
+/// What of an Email/query answer is compared with the mirror's when the
+/// upstream's `queryState` is not its Email state (so the two states never
+/// match): the answer without `queryState`, with only the properties of
+/// RFC 8620 §5.5 (`accountId`, `position`, `ids`, `canCalculateChanges`,
+/// `limit`; `total` only when `calculateTotal` was asked). What an
+/// upstream adds besides (Cyrus echoes `filter`, `sort` and
+/// `collapseThreads`, and gives `total` unasked) is not compared, and an
+/// answer from the mirror does not carry it.
+pub(super) fn comparable_query(answer: &Value, arguments: &Map<String, Value>) -> Value {
+    let mut names = vec![
+        "accountId",
+        "position",
+        "ids",
+        "canCalculateChanges",
+        "limit",
+    ];
+    if arguments.get("calculateTotal") == Some(&Value::Bool(true)) {
+        names.push("total");
+    }
+    Value::Object(
+        names
+            .into_iter()
+            .filter_map(|name| Some((name.to_string(), answer.get(name)?.clone())))
+            .collect(),
+    )
 }
 
 /// The paging arguments of an Email/query answered with collapsed threads

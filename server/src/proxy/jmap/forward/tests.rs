@@ -122,3 +122,90 @@ fn an_answer_names_what_the_upstream_names() {
     assert_eq!(translated, expected.to_string());
     assert_eq!(translation.answer("[1]", "U-acct", "s-up"), None);
 }
+
+#[test]
+fn a_query_is_compared_without_its_state_and_what_an_upstream_adds() {
+    use super::shape::comparable_query;
+    let of = |arguments: serde_json::Value| arguments.as_object().unwrap().clone();
+    let asked = of(json!({"accountId": "A", "limit": 30}));
+    // Cyrus: its own queryState, and filter, sort, collapseThreads and
+    // total besides, though no total was asked.
+    let cyrus = json!({"accountId": "A", "queryState": "25:0", "canCalculateChanges": true,
+        "position": 0, "ids": ["M1", "M2"], "total": 2, "collapseThreads": false,
+        "sort": [{"property": "receivedAt", "isAscending": false}], "filter": null});
+    let mirror = json!({"accountId": "A", "queryState": "fastview~mirror~3~9",
+        "canCalculateChanges": true, "position": 0, "ids": ["M1", "M2"]});
+    assert_eq!(
+        comparable_query(&cyrus, &asked),
+        comparable_query(&mirror, &asked)
+    );
+    // What RFC 8620 §5.5 names is compared: ids, position, a total asked,
+    // canCalculateChanges, limit.
+    let counted = of(json!({"accountId": "A", "calculateTotal": true}));
+    assert_ne!(
+        comparable_query(&cyrus, &counted),
+        comparable_query(&mirror, &counted)
+    );
+    for (name, value) in [
+        ("ids", json!(["M2", "M1"])),
+        ("position", json!(1)),
+        ("canCalculateChanges", json!(false)),
+        ("limit", json!(30)),
+    ] {
+        let mut other = mirror.clone();
+        other[name] = value;
+        assert_ne!(
+            comparable_query(&cyrus, &asked),
+            comparable_query(&other, &asked),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_thread_get_with_repeated_ids_is_verified_per_listing() {
+    use super::shape::{Listing, ids_repeat};
+    let of = |arguments: serde_json::Value| arguments.as_object().unwrap().clone();
+    assert!(ids_repeat(&of(json!({"ids": ["T1", "T2", "T1"]}))));
+    assert!(!ids_repeat(&of(json!({"ids": ["T1", "T2"]}))));
+    assert!(!ids_repeat(&of(json!({"#ids": {"resultOf": "0"}}))));
+    // Without a repeat both listings are one answer: one key, the shape.
+    assert_eq!(
+        Listing::keyed("Thread/get null", false),
+        vec![(Listing::Once, "Thread/get null".to_string())]
+    );
+    let keyed = Listing::keyed("Thread/get null", true);
+    assert_eq!(
+        keyed.iter().map(|(l, _)| *l).collect::<Vec<_>>(),
+        [Listing::Once, Listing::AsAsked]
+    );
+    assert_ne!(keyed[0].1, keyed[1].1);
+    assert!(keyed.iter().all(|(_, key)| key != "Thread/get null"));
+}
+
+#[test]
+fn the_state_calls_around_a_query_are_taken_out_of_the_answer() {
+    use super::run::bracket_states;
+    let mut answer = json!({"methodResponses": [
+        ["Email/get", {"state": "7", "list": []}, "fastview~state~before:q"],
+        ["Email/query", {"ids": []}, "q"],
+        ["Email/get", {"state": "7", "list": []}, "fastview~state~after:q"],
+        ["Email/get", {"state": "7", "list": []}, "fastview~state~before:r"],
+        ["Email/query", {"ids": []}, "r"],
+        ["Email/get", {"state": "8", "list": []}, "fastview~state~after:r"],
+        ["Email/get", {"state": "8", "list": []}, "g"],
+    ], "sessionState": "s"})
+    .as_object()
+    .unwrap()
+    .clone();
+    let states = bracket_states(&mut answer);
+    // A write between the two calls: that query's state is not known.
+    assert_eq!(states, HashMap::from([("q".to_string(), "7".to_string())]));
+    let left: Vec<&str> = answer["methodResponses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r[2].as_str().unwrap())
+        .collect();
+    assert_eq!(left, ["q", "r", "g"]);
+}

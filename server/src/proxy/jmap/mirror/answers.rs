@@ -72,6 +72,18 @@ impl Mirror {
             .ok()
     }
 
+    /// Waits, up to `at_most`, until no sync of upstream account
+    /// `upstream_id` runs or waits to (what a call that cannot be forwarded
+    /// does before [`Mirror::hold`]); whether it got there.
+    pub async fn sync_settled(&self, upstream_id: &str, at_most: std::time::Duration) -> bool {
+        let Some(mirrored) = self.entry(upstream_id) else {
+            return false;
+        };
+        tokio::time::timeout(at_most, mirrored.syncing.read())
+            .await
+            .is_ok()
+    }
+
     /// Records whether the mirror's answer to a call of `shape` was the
     /// upstream's (the first comparison stands; at most [`MAX_SHAPES`] per
     /// account are kept).

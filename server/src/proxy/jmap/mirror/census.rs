@@ -1,6 +1,6 @@
 //! The census after a sync (the module doc of `mirror.rs`): whether the
-//! mirror holds every upstream email and the Thread state of its Email
-//! state.
+//! mirror holds every upstream email, the Thread state of its Email state,
+//! and whether the upstream's `queryState` is its Email state.
 
 use serde_json::json;
 
@@ -46,9 +46,10 @@ impl Sync<'_> {
         ) else {
             return Ok(None);
         };
-        let (Some(email_state), Some(thread_state), Some(total)) = (
+        let (Some(email_state), Some(thread_state), Some(query_state), Some(total)) = (
             emails["state"].as_str(),
             threads["state"].as_str(),
+            query["queryState"].as_str(),
             query["total"].as_i64(),
         ) else {
             return Ok(None);
@@ -60,6 +61,7 @@ impl Sync<'_> {
         Ok(Some(Census {
             email_state: email_state.to_string(),
             thread_state: thread_state.to_string(),
+            mints_query_states: query_state != email_state,
             complete: total == mapped && mapped == stored,
         }))
     }

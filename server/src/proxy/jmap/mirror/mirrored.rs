@@ -50,6 +50,12 @@ pub struct Census {
     pub email_state: String,
     /// The upstream Thread state at that Email state.
     pub thread_state: String,
+    /// Whether the upstream's `queryState` (of the census's unfiltered
+    /// Email/query) is not its Email state (Cyrus's `25:0` beside `25`):
+    /// then an Email/query answered here carries a query state the proxy
+    /// mints ([`crate::proxy::jmap::forward`]), never one that pretends
+    /// to be the upstream's (issue 45 item 5, ADR 0009).
+    pub mints_query_states: bool,
     /// Whether the mirror holds every upstream email of the account, one
     /// local email for each: the upstream's `total` of an unfiltered
     /// Email/query is both the number mapped and the number stored.
