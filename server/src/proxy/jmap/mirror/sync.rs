@@ -27,6 +27,9 @@ const METADATA: [&str; 6] = [
 impl Mirror {
     /// One sync of the account under its `syncing` guard (the module doc of
     /// `mirror.rs`); the mirror is answered from only after one succeeds.
+    /// A sync that could not reach the upstream and changed nothing leaves
+    /// the mirror answering at the state it holds (an outage, issue 45);
+    /// any other failure stops its answers until a sync succeeds.
     pub(super) async fn sync_locked(
         &self,
         mirrored: &Mirrored,
@@ -46,10 +49,16 @@ impl Mirror {
             upstream_id: &mirrored.upstream_id,
             account: mirrored.account.id,
         };
+        let before = self.store.states(mirrored.account.id).await.ok();
         let (state, (mailboxes, snapshot), stored) = match sync.run().await {
             Ok(done) => done,
             Err(error) => {
-                mirrored.set_fresh(None);
+                let untouched = matches!(error, UpstreamError::Unreachable(_))
+                    && before.is_some()
+                    && self.store.states(mirrored.account.id).await.ok() == before;
+                if !untouched {
+                    mirrored.set_fresh(None);
+                }
                 return Err(error);
             }
         };
