@@ -45,11 +45,16 @@ pub struct JmapUpstreamOptions {
     /// `--upstream-trusts-forwarded`: each client's address goes to the
     /// upstream (`Forwarded`, `X-Forwarded-For`), issue 43.
     pub trusts_forwarded: bool,
+    /// `--upstream-syncs-at-once`: the most background syncs (with their
+    /// downloads) and polls the mirrors run against the upstream at once
+    /// (issue 45, [`crate::proxy::turns`]); clients' own calls take no turn.
+    pub syncs_at_once: usize,
 }
 
 impl JmapUpstreamOptions {
     /// The options of an upstream at `url` with the flags' defaults (poll
-    /// 60 s, 2 s while active without an event source, idle 30 minutes).
+    /// 60 s, 2 s while active without an event source, idle 30 minutes,
+    /// [`crate::proxy::turns::DEFAULT_SYNCS_AT_ONCE`] syncs at once).
     pub fn new(url: JmapUpstreamUrl) -> Self {
         Self {
             url,
@@ -57,6 +62,7 @@ impl JmapUpstreamOptions {
             poll_active: std::time::Duration::from_secs(2),
             idle: std::time::Duration::from_secs(30 * 60),
             trusts_forwarded: false,
+            syncs_at_once: crate::proxy::turns::DEFAULT_SYNCS_AT_ONCE,
         }
     }
 }

@@ -94,6 +94,15 @@ impl Mirror {
         let Some(mirrored) = self.entry(upstream_id) else {
             return false;
         };
+        // A mirror not answered from yet (its first sync runs or waits its
+        // turn) cannot answer this request: forwarded, not waited for.
+        if mirrored
+            .fresh_state
+            .lock()
+            .map_or(true, |state| state.is_none())
+        {
+            return false;
+        }
         let guard = mirrored.syncing.write().await;
         match self.ready(upstream_id) {
             None => return false,
