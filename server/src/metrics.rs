@@ -43,6 +43,14 @@
 //!   mirror's polls of the upstream's states: `open`, the `--upstream-poll`
 //!   safety net beside a working event source; `none`, without one, every
 //!   `--upstream-poll-active` while a client of the account is active)
+//! - `fastview_upstream_syncs_waiting`, `fastview_upstream_syncs_running`
+//!   (gauges: background syncs waiting for a turn at the upstream, and
+//!   running, at most `--upstream-syncs-at-once`; issue 45)
+//! - `fastview_upstream_backoffs_total{reason="throttled|unavailable|error"}`
+//!   (background syncs that failed and wait before trying again:
+//!   `throttled`, the upstream answered 429; `unavailable`, 503 or an IMAP
+//!   login `NO [UNAVAILABLE]`; `error`, no answer or not the one asked;
+//!   the first two pause every background sync for the Retry-After)
 //! - `fastview_cache_entries{cache="header|fast_view|structure|metadata|list_text|mailboxes|pages|mirror_names"}`,
 //!   `fastview_cache_bytes{cache}` (gauges, read when scraped: what the
 //!   caches hold; bytes are the caches' own weights, the bound
@@ -99,6 +107,12 @@ pub struct UpstreamCommandLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EventSourceLabel {
     pub event_source: &'static str,
+}
+
+/// `reason` label of `fastview_upstream_backoffs_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BackoffLabel {
+    pub reason: &'static str,
 }
 
 /// `method` label of `fastview_upstream_bytes_total`.
@@ -173,6 +187,9 @@ pub struct Metrics {
     pub upstream_event_source_fallbacks: Counter,
     pub upstream_outage_logins: Counter,
     pub upstream_polls: Family<EventSourceLabel, Counter>,
+    pub upstream_syncs_waiting: Gauge,
+    pub upstream_syncs_running: Gauge,
+    pub upstream_backoffs: Family<BackoffLabel, Counter>,
     pub cache_entries: Family<CacheLabel, Gauge>,
     pub cache_bytes: Family<CacheLabel, Gauge>,
     pub metadata_snapshots: Family<SnapshotLabel, Counter>,
@@ -209,6 +226,9 @@ impl Metrics {
             upstream_event_source_fallbacks: Counter::default(),
             upstream_outage_logins: Counter::default(),
             upstream_polls: Family::<EventSourceLabel, Counter>::default(),
+            upstream_syncs_waiting: Gauge::default(),
+            upstream_syncs_running: Gauge::default(),
+            upstream_backoffs: Family::<BackoffLabel, Counter>::default(),
             cache_entries: Family::<CacheLabel, Gauge>::default(),
             cache_bytes: Family::<CacheLabel, Gauge>::default(),
             metadata_snapshots: Family::<SnapshotLabel, Counter>::default(),
@@ -322,6 +342,21 @@ impl Metrics {
             "A JMAP mirror's polls of the upstream's states, by whether its event source was open",
             self.upstream_polls.clone(),
         );
+        registry.register(
+            "fastview_upstream_syncs_waiting",
+            "Background syncs waiting for a turn at the upstream",
+            self.upstream_syncs_waiting.clone(),
+        );
+        registry.register(
+            "fastview_upstream_syncs_running",
+            "Background syncs running against the upstream",
+            self.upstream_syncs_running.clone(),
+        );
+        registry.register(
+            "fastview_upstream_backoffs",
+            "Background syncs that failed and wait before trying again, by reason",
+            self.upstream_backoffs.clone(),
+        );
     }
 
     /// Registers the caches' gauges and the metadata snapshots' counter.
@@ -369,6 +404,14 @@ impl Metrics {
     pub fn count_upstream_round_trip(&self, method: &'static str, command: &'static str) {
         self.upstream_round_trips
             .get_or_create(&UpstreamCommandLabel { method, command })
+            .inc();
+    }
+
+    /// Counts one backoff of a background sync (`reason`: `throttled`,
+    /// `unavailable` or `error`).
+    pub fn count_upstream_backoff(&self, reason: &'static str) {
+        self.upstream_backoffs
+            .get_or_create(&BackoffLabel { reason })
             .inc();
     }
 

@@ -177,6 +177,14 @@ pub struct ServeArgs {
         default_value_t = 240
     )]
     pub upstream_outage_grace_minutes: u64,
+    /// Background syncs (an account's first sync, the syncs and polls that
+    /// follow changes, the message downloads inside them) run against the
+    /// upstream at once; more wait their turn (`fastview_upstream_syncs_waiting`).
+    /// Clients' own requests, writes and downloads take no turn. An upstream
+    /// that answers 429 or 503 (or IMAP `[UNAVAILABLE]`) pauses them all
+    /// for its Retry-After.
+    #[arg(long, env = "FASTVIEW_UPSTREAM_SYNCS_AT_ONCE", default_value_t = crate::proxy::turns::DEFAULT_SYNCS_AT_ONCE, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    pub upstream_syncs_at_once: usize,
     /// Minutes after its last request that an account stays synced (and
     /// its credentials kept in memory).
     #[arg(long, env = "FASTVIEW_UPSTREAM_IDLE_MINUTES", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
@@ -316,6 +324,7 @@ impl ServeArgs {
                     outage_grace: std::time::Duration::from_secs(
                         self.upstream_outage_grace_minutes.saturating_mul(60),
                     ),
+                    syncs_at_once: self.upstream_syncs_at_once,
                 },
             )),
             crate::proxy::UpstreamTarget::Imap(url) => Some(crate::proxy::ProxyOptions::Imap(
@@ -329,6 +338,7 @@ impl ServeArgs {
                         self.upstream_outage_grace_minutes.saturating_mul(60),
                     ),
                     smtp: self.upstream_smtp.clone(),
+                    syncs_at_once: self.upstream_syncs_at_once,
                     master: self
                         .upstream_master_user
                         .clone()

@@ -7,7 +7,9 @@
 //! - [`jmap`]: in front of a JMAP server (issue 19, ADR 0009): the
 //!   upstream's session and ids, answered from a local mirror where it can
 //!   be, forwarded where it cannot.
-//! - [`upstream`]: what both share: [`UpstreamError`].
+//! - [`upstream`] and [`turns`]: what both share: [`UpstreamError`], and
+//!   the bound on background syncs against the upstream with their
+//!   backoff (issue 45).
 //!
 //! The local handlers do not know whether an upstream exists: the wing
 //! plugs into the seams the layers below declare (`mail::writer`,
@@ -17,6 +19,7 @@
 
 pub mod imap;
 pub mod jmap;
+pub mod turns;
 pub mod upstream;
 
 pub use upstream::UpstreamError;

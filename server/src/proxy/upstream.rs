@@ -5,6 +5,15 @@
 /// a PHC string, so no password ever verifies against it locally.
 pub const UPSTREAM_PASSWORD_HASH: &str = "!upstream";
 
+/// Why an upstream asks to wait ([`UpstreamError::Throttled`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Throttle {
+    /// HTTP 429 Too Many Requests.
+    TooManyRequests,
+    /// HTTP 503 Service Unavailable, or IMAP `NO [UNAVAILABLE]`.
+    Unavailable,
+}
+
 /// Why the upstream could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
@@ -17,10 +26,15 @@ pub enum UpstreamError {
     /// The upstream answered `NO`/`BAD` or something that is not IMAP.
     #[error("the upstream refused: {0}")]
     Refused(String),
-    /// A JMAP upstream answered 429 (it brakes logins or requests): wait
-    /// `retry_after` seconds (its Retry-After, else 60).
-    #[error("the upstream asks to slow down (429), for {retry_after} s")]
-    Throttled { retry_after: u64 },
+    /// The upstream asks to wait: a JMAP upstream answered 429 (it brakes
+    /// logins or requests) or 503 (RFC 9110 §15.6.4), or an IMAP upstream
+    /// refused a login with `[UNAVAILABLE]` (RFC 5530 §3). `retry_after`:
+    /// its Retry-After (RFC 9110 §10.2.3), when it sent one.
+    #[error("the upstream asks to wait ({}{})", why.label(), retry_after.map(|wait| format!(", for {} s", wait.as_secs())).unwrap_or_default())]
+    Throttled {
+        why: Throttle,
+        retry_after: Option<std::time::Duration>,
+    },
     /// The local store failed while recording what the upstream holds.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),

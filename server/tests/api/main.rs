@@ -38,6 +38,7 @@ mod submission;
 mod sync;
 mod tokens;
 mod uploads;
+mod upstream_bounds;
 mod upstream_cyrus;
 mod upstream_cyrus_jmap;
 mod upstream_imap;

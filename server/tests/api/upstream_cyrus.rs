@@ -113,6 +113,7 @@ async fn spawn_imap_proxy(cyrus: &Cyrus) -> TestApp {
         smtp: None,
         master: None,
         outage_grace: Duration::from_secs(4 * 3600),
+        syncs_at_once: 4,
     };
     let proxy =
         spawn_in_front_of(ServeOptions::default(), Some(ProxyOptions::Imap(upstream))).await;

@@ -275,6 +275,7 @@ async fn spawn_proxy_options(
         smtp: None,
         master: None,
         outage_grace: Duration::from_secs(4 * 3600),
+        syncs_at_once: 4,
     };
     change(&mut upstream);
     let proxy =

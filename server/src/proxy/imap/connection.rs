@@ -17,7 +17,7 @@ use futures::{TryStream, TryStreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::{Security, UpstreamUrl};
-use crate::proxy::upstream::UpstreamError;
+use crate::proxy::upstream::{Throttle, UpstreamError};
 
 /// An async-imap error as the upstream's: the connection's are
 /// [`UpstreamError::Unreachable`], the rest [`UpstreamError::Refused`].
@@ -223,6 +223,12 @@ impl Connection {
             };
             let mut session = match client.login(user, password).await {
                 Ok(session) => session,
+                Err((async_imap::error::Error::No(text), _)) if unavailable(&text) => {
+                    return Err(UpstreamError::Throttled {
+                        why: Throttle::Unavailable,
+                        retry_after: None,
+                    });
+                }
                 Err((async_imap::error::Error::No(_), _))
                 | Err((async_imap::error::Error::Validate(_), _)) => {
                     return Err(UpstreamError::LoginRefused);
@@ -718,6 +724,13 @@ async fn read_until(
     }
 }
 
+/// Whether a `NO` to LOGIN carries RFC 5530 §3's `[UNAVAILABLE]`: the
+/// server cannot check the credentials now (a subsystem is down), which is
+/// not a wrong password (Dovecot: "Temporary authentication failure").
+fn unavailable(text: &str) -> bool {
+    text.to_ascii_uppercase().contains("[UNAVAILABLE]")
+}
+
 /// `name` as an IMAP quoted string (RFC 3501 §4.3: `\` and `"` escaped);
 /// a name with CR or LF cannot be one (refused).
 fn quoted(name: &str) -> Result<String, UpstreamError> {
@@ -832,6 +845,18 @@ pub fn uid_set(uids: &[u32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_login_refused_as_unavailable_is_not_a_wrong_password() {
+        // As async-imap words a `NO` (RFC 5530 §3's code is not one it parses).
+        let dovecot =
+            r#"code: None, info: Some("[UNAVAILABLE] Temporary authentication failure.")"#;
+        assert!(unavailable(dovecot));
+        assert!(!unavailable(
+            r#"code: None, info: Some("[AUTHENTICATIONFAILED] Authentication failed.")"#
+        ));
+        assert!(!unavailable("the mailbox is unavailable"));
+    }
 
     #[test]
     fn listed_names_lose_their_quoting() {

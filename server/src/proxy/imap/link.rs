@@ -29,6 +29,7 @@ use super::connection::{Connection, Selected};
 use super::sync::{Removed, SyncReport, sync_account};
 use crate::blob::BlobStore;
 use crate::metrics::Metrics;
+use crate::proxy::turns::{Backoff, UpstreamTurns};
 use crate::proxy::upstream::UpstreamError;
 use crate::store::{Account, Store, StoreError, UpstreamMailbox};
 
@@ -108,6 +109,11 @@ pub struct UpstreamOptions {
     /// accepted a user's credential it stays good for reads from the
     /// mirror while the upstream cannot be reached (zero: not at all).
     pub outage_grace: Duration,
+    /// `--upstream-syncs-at-once`: the most account tasks that log in or
+    /// sync against the upstream at once (issue 45,
+    /// [`crate::proxy::turns`]); writes and the syncs around them take no
+    /// turn.
+    pub syncs_at_once: usize,
 }
 
 /// A master login of the upstream (Dovecot: `auth_master_user_separator`
@@ -166,6 +172,9 @@ pub struct Upstream {
     metrics: Arc<Metrics>,
     links: Mutex<HashMap<i64, Arc<Link>>>,
     logins: Semaphore,
+    /// The turns account tasks take to log in and to sync
+    /// (`--upstream-syncs-at-once`); writes take none.
+    turns: UpstreamTurns,
 }
 
 impl Upstream {
@@ -177,6 +186,7 @@ impl Upstream {
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
         let upstream = Arc::new(Self {
+            turns: UpstreamTurns::new(options.syncs_at_once, metrics.clone()),
             options,
             store,
             blobs,
@@ -343,7 +353,7 @@ impl Upstream {
     /// One account's task: sync and listen while the account is in use.
     async fn run(self: Arc<Self>, account: i64, link: Arc<Link>) {
         tracing::debug!(account, upstream = %self.options.url, "upstream sync starts");
-        let mut backoff = Duration::from_secs(1);
+        let mut backoff = Backoff::new(self.options.poll);
         loop {
             if self.is_idle(&link) && self.release(account, &link) {
                 return;
@@ -351,7 +361,12 @@ impl Upstream {
             let (user, password) = self.credentials(&link);
             self.metrics
                 .count_upstream_round_trip(crate::metrics::current_method(), "login");
-            let outcome = match Connection::login(&self.options.url, &user, &password).await {
+            // A login is background work too: a hundred accounts' first
+            // logins at once are a hundred connections to the upstream.
+            let turn = self.turns.sync_turn().await;
+            let login = Connection::login(&self.options.url, &user, &password).await;
+            drop(turn);
+            let outcome = match login {
                 Ok(connection) => self.listen(account, &link, connection, &mut backoff).await,
                 Err(error) => Err(error),
             };
@@ -363,9 +378,12 @@ impl Upstream {
                     return;
                 }
                 Err(error) => {
-                    tracing::warn!(account, %error, "upstream sync failed; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(self.options.poll);
+                    // A refused login with a master login, a dropped
+                    // connection, `[UNAVAILABLE]`: wait, longer each time.
+                    let wait = backoff.after(&error);
+                    self.turns.failed(&error, wait);
+                    tracing::warn!(account, %error, retry_in = ?wait, "upstream sync failed; retrying");
+                    tokio::time::sleep(wait).await;
                 }
             }
         }
@@ -378,7 +396,7 @@ impl Upstream {
         account: i64,
         link: &Link,
         mut connection: Connection,
-        backoff: &mut Duration,
+        backoff: &mut Backoff,
     ) -> Result<(), UpstreamError> {
         // NOTIFY before the first sync: a change made while the sync runs
         // is then either read by it or waiting as a notification below.
@@ -387,17 +405,22 @@ impl Upstream {
         let mut told = false;
         let mut next_status = 0;
         loop {
+            // The turn at the upstream before the account's lock: a sync
+            // waiting for its turn never holds off the account's writes.
+            let upstream_turn = self.turns.sync_turn().await;
             let turn = link.writer.lock().await;
             let started = Instant::now();
             let removed = link.take_removed();
             let report =
                 sync_account(&*self.store, &self.blobs, account, &mut connection, removed).await;
             drop(turn);
+            drop(upstream_turn);
             let report = report?;
             self.count_sync(&report, started);
             tracing::debug!(account, ?report, took = ?started.elapsed(), "synced from the upstream");
             // Only a whole sync ends a run of failures (a login alone does not).
-            *backoff = Duration::from_secs(1);
+            backoff.reset();
+            self.turns.succeeded();
             if !told {
                 self.store
                     .record_upstream_watch(account, watch.name())

@@ -6,7 +6,9 @@
 //! sent to the upstream's session URL, and the session it answers (200) is
 //! what proves it, kept [`SESSION_TTL`] per credential (by a keyed digest of
 //! the header; the header itself is not kept). 401 or 403 is a refused
-//! login; anything else that is not a session is
+//! login; 429 or 503 is [`UpstreamError::Throttled`] (with its
+//! Retry-After, on API calls and downloads too); anything else that is
+//! not a session is
 //! [`UpstreamError::Refused`], and a failed connection or a timeout
 //! [`UpstreamError::Unreachable`].
 
@@ -23,7 +25,8 @@ use url::Url;
 
 use super::JmapUpstreamUrl;
 use crate::metrics::Metrics;
-use crate::proxy::upstream::UpstreamError;
+use crate::proxy::turns::parse_retry_after;
+use crate::proxy::upstream::{Throttle, UpstreamError};
 
 /// How long a session the upstream gave for a credential stands for it:
 /// a password changed upstream stops working here within this time, as a
@@ -417,7 +420,8 @@ impl JmapUpstream {
             .await
             .map_err(|error| match &*error {
                 UpstreamError::LoginRefused => UpstreamError::LoginRefused,
-                UpstreamError::Throttled { retry_after } => UpstreamError::Throttled {
+                UpstreamError::Throttled { why, retry_after } => UpstreamError::Throttled {
+                    why: *why,
                     retry_after: *retry_after,
                 },
                 UpstreamError::Unreachable(text) => UpstreamError::Unreachable(text.clone()),
@@ -502,13 +506,8 @@ impl JmapUpstream {
         if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
             return Err(UpstreamError::LoginRefused);
         }
-        if status == reqwest::StatusCode::TOO_MANY_REQUESTS {
-            let retry_after = response
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|value| value.to_str().ok()?.trim().parse().ok())
-                .unwrap_or(60);
-            return Err(UpstreamError::Throttled { retry_after });
+        if let Some(throttled) = throttled(&response) {
+            return Err(throttled);
         }
         if !status.is_success() {
             return Err(UpstreamError::Refused(format!(
@@ -569,20 +568,34 @@ impl JmapUpstream {
         request: &Value,
         method: &'static str,
     ) -> Result<(u16, Vec<u8>), UpstreamError> {
-        let body = serde_json::to_vec(request)
-            .map_err(|error| UpstreamError::Refused(error.to_string()))?;
-        let json = HeaderValue::from_static("application/json");
         let response = self
-            .api(session, authorization, json, body.into(), method, None)
+            .post_response(session, authorization, request, method)
             .await?;
         let status = response.status().as_u16();
         Ok((status, read_limited(response, MAX_ANSWER_OCTETS).await?))
     }
 
+    /// [`JmapUpstream::post`]'s response, its body unread.
+    async fn post_response(
+        &self,
+        session: &UpstreamSession,
+        authorization: &HeaderValue,
+        request: &Value,
+        method: &'static str,
+    ) -> Result<reqwest::Response, UpstreamError> {
+        let body = serde_json::to_vec(request)
+            .map_err(|error| UpstreamError::Refused(error.to_string()))?;
+        let json = HeaderValue::from_static("application/json");
+        self.api(session, authorization, json, body.into(), method, None)
+            .await
+    }
+
     /// Makes method calls on the upstream ([`JmapUpstream::post`]) and
     /// returns its Response object. Errors: 401 is
-    /// [`UpstreamError::LoginRefused`], any other status than 2xx or a body
-    /// that is not a Response [`UpstreamError::Refused`].
+    /// [`UpstreamError::LoginRefused`], 429 and 503
+    /// [`UpstreamError::Throttled`] with the upstream's Retry-After, any
+    /// other status than 2xx or a body that is not a Response
+    /// [`UpstreamError::Refused`].
     pub async fn call(
         &self,
         session: &UpstreamSession,
@@ -590,7 +603,14 @@ impl JmapUpstream {
         request: &Value,
         method: &'static str,
     ) -> Result<Map<String, Value>, UpstreamError> {
-        let (status, body) = self.post(session, authorization, request, method).await?;
+        let response = self
+            .post_response(session, authorization, request, method)
+            .await?;
+        if let Some(throttled) = throttled(&response) {
+            return Err(throttled);
+        }
+        let status = response.status().as_u16();
+        let body = read_limited(response, MAX_ANSWER_OCTETS).await?;
         if status == 401 {
             return Err(UpstreamError::LoginRefused);
         }
@@ -605,7 +625,9 @@ impl JmapUpstream {
     }
 
     /// The octets of a message the upstream holds (its `downloadUrl`), at
-    /// most `limit` of them.
+    /// most `limit` of them. Errors: 429 and 503 are
+    /// [`UpstreamError::Throttled`], another status than 2xx
+    /// [`UpstreamError::Refused`].
     pub async fn message(
         &self,
         session: &UpstreamSession,
@@ -620,6 +642,9 @@ impl JmapUpstream {
             .header(AUTHORIZATION, authorization.clone())
             .timeout(ROUND_TRIP_TIMEOUT);
         let response = self.send(request, "sync", "download").await?;
+        if let Some(throttled) = throttled(&response) {
+            return Err(throttled);
+        }
         if !response.status().is_success() {
             return Err(UpstreamError::Refused(format!(
                 "the download of {blob_id} answered {}",
@@ -664,6 +689,22 @@ impl JmapUpstream {
         hasher.update(authorization.as_bytes());
         hasher.finalize().into()
     }
+}
+
+/// [`UpstreamError::Throttled`] when `response` is a 429 or a 503, with
+/// its Retry-After (seconds or an HTTP date) when it has one.
+fn throttled(response: &reqwest::Response) -> Option<UpstreamError> {
+    let why = match response.status() {
+        reqwest::StatusCode::TOO_MANY_REQUESTS => Throttle::TooManyRequests,
+        reqwest::StatusCode::SERVICE_UNAVAILABLE => Throttle::Unavailable,
+        _ => return None,
+    };
+    let retry_after = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| parse_retry_after(value, chrono::Utc::now()));
+    Some(UpstreamError::Throttled { why, retry_after })
 }
 
 /// The body of `response`, refused past `limit` octets.

@@ -45,7 +45,7 @@ use crate::proxy::jmap::client::{SESSION_GET_REUSE, SESSION_TTL};
 use crate::proxy::jmap::forward::{Proxied, ProxyError};
 use crate::proxy::jmap::mirror::Mirror;
 use crate::proxy::jmap::{JmapUpstream, UpstreamSession};
-use crate::proxy::upstream::UpstreamError;
+use crate::proxy::upstream::{Throttle, UpstreamError};
 
 /// Request headers a proxied request carries to the upstream.
 const FORWARDED_REQUEST_HEADERS: [HeaderName; 6] = [
@@ -202,9 +202,12 @@ async fn session_of(
             slots.keep();
             Err(HttpError::Unauthorized)
         }
-        Err(UpstreamError::Throttled { retry_after }) => {
-            Err(HttpError::UpstreamThrottled { retry_after })
-        }
+        Err(UpstreamError::Throttled {
+            why: Throttle::TooManyRequests,
+            retry_after,
+        }) => Err(HttpError::UpstreamThrottled {
+            retry_after: retry_after.map_or(60, |wait| wait.as_secs()),
+        }),
         Err(other) => Err(HttpError::UpstreamUnavailable(other.to_string())),
     }
 }

@@ -49,12 +49,17 @@ pub struct JmapUpstreamOptions {
     /// accepted a credential its session stands while the upstream cannot
     /// be reached (zero: not at all).
     pub outage_grace: std::time::Duration,
+    /// `--upstream-syncs-at-once`: the most background syncs (with their
+    /// downloads) and polls the mirrors run against the upstream at once
+    /// (issue 45, [`crate::proxy::turns`]); clients' own calls take no turn.
+    pub syncs_at_once: usize,
 }
 
 impl JmapUpstreamOptions {
     /// The options of an upstream at `url` with the flags' defaults (poll
     /// 60 s, 1 s while active without an event source, idle 30 minutes,
-    /// outage grace 4 hours).
+    /// outage grace 4 hours, [`crate::proxy::turns::DEFAULT_SYNCS_AT_ONCE`]
+    /// syncs at once).
     pub fn new(url: JmapUpstreamUrl) -> Self {
         Self {
             url,
@@ -63,6 +68,7 @@ impl JmapUpstreamOptions {
             idle: std::time::Duration::from_secs(30 * 60),
             trusts_forwarded: false,
             outage_grace: std::time::Duration::from_secs(4 * 3600),
+            syncs_at_once: crate::proxy::turns::DEFAULT_SYNCS_AT_ONCE,
         }
     }
 }

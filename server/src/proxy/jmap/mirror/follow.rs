@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 
 use crate::proxy::jmap::client::UpstreamSession;
 use crate::proxy::jmap::mirror::mirrored::{ACTIVE_CLIENT, Mirror, Mirrored, USING};
+use crate::proxy::turns::Backoff;
 use crate::proxy::upstream::UpstreamError;
 
 impl Mirror {
@@ -29,6 +30,7 @@ impl Mirror {
         session: Arc<UpstreamSession>,
     ) {
         let mut listener = Listener::new(self.poll_active.min(self.poll));
+        let mut backoff = Backoff::new(self.poll);
         // Whether the last wait ended by a poll alone (no event, no write
         // to catch up with).
         let mut polled = false;
@@ -43,24 +45,40 @@ impl Mirror {
                 .await;
             let writes = mirrored.writes.load(Ordering::Acquire);
             let caught_up = mirrored.synced_through.load(Ordering::Acquire) >= writes;
-            let settled = caught_up
-                && (already
-                    || (polled && self.unchanged(&mirrored, &session, &authorization).await));
-            polled = false;
-            already = false;
-            if !settled {
-                let guard = mirrored.syncing.write().await;
-                match self
-                    .sync_locked(&mirrored, guard, &session, &authorization)
-                    .await
-                {
-                    Ok(()) => {}
-                    Err(UpstreamError::LoginRefused) => break,
-                    Err(error) => {
-                        tracing::warn!(account = %mirrored.upstream_id, %error, "mirror sync failed");
+            if !(caught_up && already) {
+                // The poll and the sync are background work: they take a
+                // turn at the upstream, before the account's lock, so a
+                // queued sync never holds off the account's clients.
+                let turn = self.turns.sync_turn().await;
+                let settled = caught_up
+                    && polled
+                    && self.unchanged(&mirrored, &session, &authorization).await;
+                if !settled {
+                    let guard = mirrored.syncing.write().await;
+                    match self
+                        .sync_locked(&mirrored, guard, &session, &authorization)
+                        .await
+                    {
+                        Ok(()) => {
+                            backoff.reset();
+                            self.turns.succeeded();
+                        }
+                        Err(UpstreamError::LoginRefused) => break,
+                        Err(error) => {
+                            let wait = backoff.after(&error);
+                            self.turns.failed(&error, wait);
+                            tracing::warn!(account = %mirrored.upstream_id, %error, retry_in = ?wait, "mirror sync failed");
+                            drop(turn);
+                            tokio::time::sleep(wait).await;
+                            polled = false;
+                            already = false;
+                            continue;
+                        }
                     }
                 }
             }
+            polled = false;
+            already = false;
             if mirrored.synced_through.load(Ordering::Acquire) < writes {
                 continue;
             }

@@ -17,6 +17,7 @@ use crate::metrics::Metrics;
 use crate::proxy::jmap::client::JmapUpstream;
 use crate::proxy::jmap::names::{MIRROR_NAME_BYTES, MirrorNames};
 use crate::proxy::jmap::{CAPABILITY_CORE, CAPABILITY_MAIL};
+use crate::proxy::turns::UpstreamTurns;
 use crate::store::{Account, Store};
 
 /// `using` of the mirror's own requests.
@@ -195,6 +196,9 @@ pub struct Mirror {
     pub(super) accounts: Mutex<HashMap<String, Arc<Mirrored>>>,
     /// The upstream names of mirrored emails, kept.
     pub names: MirrorNames,
+    /// The turns the follow tasks' syncs and polls take at the upstream
+    /// (`--upstream-syncs-at-once`); a client's catch-up takes none.
+    pub(super) turns: UpstreamTurns,
 }
 
 impl Mirror {
@@ -212,7 +216,7 @@ impl Mirror {
             upstream,
             store,
             blobs,
-            metrics,
+            metrics: metrics.clone(),
             poll: options.poll,
             poll_active: options.poll_active,
             event_source_warned: AtomicBool::new(false),
@@ -220,6 +224,7 @@ impl Mirror {
             max_message: usize::try_from(max_message).unwrap_or(usize::MAX),
             accounts: Mutex::new(HashMap::new()),
             names: MirrorNames::new(MIRROR_NAME_BYTES),
+            turns: UpstreamTurns::new(options.syncs_at_once, metrics.clone()),
         }
     }
 

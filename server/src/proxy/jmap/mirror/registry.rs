@@ -15,6 +15,7 @@ use crate::proxy::jmap::CAPABILITY_MAIL;
 use crate::proxy::jmap::client::UpstreamSession;
 use crate::proxy::jmap::mirror::mirrored::{ACTIVE_CLIENT, Mirror, Mirrored};
 use crate::proxy::upstream::UpstreamError;
+use crate::store::{Account, StoreError};
 
 impl Mirror {
     /// Notes a request for the upstream accounts of `session` with
@@ -94,6 +95,15 @@ impl Mirror {
         let Some(mirrored) = self.entry(upstream_id) else {
             return false;
         };
+        // A mirror not answered from yet (its first sync runs or waits its
+        // turn) cannot answer this request: forwarded, not waited for.
+        if mirrored
+            .fresh_state
+            .lock()
+            .map_or(true, |state| state.is_none())
+        {
+            return false;
+        }
         let guard = mirrored.syncing.write().await;
         match self.ready(upstream_id) {
             None => return false,
@@ -127,11 +137,7 @@ impl Mirror {
                 let login = format!("{upstream_id}@upstream.invalid");
                 let account = match self.store.account_by_email(&login).await? {
                     Some(account) => account,
-                    None => {
-                        self.store
-                            .create_account(&login, crate::proxy::upstream::UPSTREAM_PASSWORD_HASH)
-                            .await?
-                    }
+                    None => self.create_account(&login).await?,
                 };
                 self.store
                     .put_mirror_account(account.id, upstream_id)
@@ -164,6 +170,24 @@ impl Mirror {
                 })
             })
             .clone())
+    }
+}
+
+impl Mirror {
+    /// The local account `login` of a mirror, made now; made by another
+    /// request meanwhile (a client's first requests often come together),
+    /// that one.
+    async fn create_account(&self, login: &str) -> Result<Account, UpstreamError> {
+        let hash = crate::proxy::upstream::UPSTREAM_PASSWORD_HASH;
+        match self.store.create_account(login, hash).await {
+            Ok(account) => Ok(account),
+            Err(StoreError::Conflict(_)) => self
+                .store
+                .account_by_email(login)
+                .await?
+                .ok_or_else(|| UpstreamError::Refused(format!("the account {login} vanished"))),
+            Err(error) => Err(error.into()),
+        }
     }
 }
 
