@@ -12,7 +12,8 @@ front of the server and the script reports:
 - the lag of another client's change (imaplib `UID STORE +FLAGS`) until
   JMAP Email/changes names the email, in INBOX and in `Work` (10 each,
   p50/max): NOTIFY on Dovecot, IDLE + STATUS on Cyrus;
-- a JMAP write through the upstream (Email/set of a new keyword, 20, p50);
+- a JMAP write through the upstream (Email/set of a new keyword, 20, p50;
+  a move from INBOX to `Work`, 10, p50);
 - reads during an outage of OUTAGE_SECONDS (default 300): the upstream is
   stopped, the list view (Email/query 30 + Email/get) asked every second
   with a fresh session GET every 10 s, and how many were answered; then the
@@ -191,6 +192,16 @@ def main():
             times.append(time.monotonic() - t)
             assert email in got[0][1]["updated"], got
         print(f"Email/set of a keyword: p50 {statistics.median(times) * 1000:.1f} ms")
+        mailboxes = jmap(base, auth, [["Mailbox/get", {"accountId": "a1"}, "0"]])[0][1]["list"]
+        work_id = next(mb["id"] for mb in mailboxes if mb["name"] == "Work")
+        times = []
+        for email in ids[:10]:
+            t = time.monotonic()
+            got = jmap(base, auth, [["Email/set", {"accountId": "a1", "update": {
+                email: {"mailboxIds": {work_id: True}}}}, "0"]])
+            times.append(time.monotonic() - t)
+            assert email in got[0][1]["updated"], got
+        print(f"Email/set moving to another folder: p50 {statistics.median(times) * 1000:.1f} ms")
 
         upstream.stop()
         answered = asked = sessions = sessions_ok = 0
