@@ -95,3 +95,47 @@ pub fn password_tag(password_hash: &str) -> [u8; 8] {
     tag.copy_from_slice(&digest[..8]);
     tag
 }
+
+/// How long a credential an upstream accepted stays good while the
+/// upstream cannot be asked (`--upstream-outage-grace-minutes`, issue 45;
+/// ADR 0008): only the credential it accepted last for its user (a
+/// password changed there and used here ends the old one's grace), and
+/// only for `grace` after that acceptance. Credentials are named by a keyed
+/// digest, never kept. Shared by the Basic login check of the IMAP proxy
+/// and the session cache of the JMAP proxy.
+pub struct OutageGrace {
+    grace: Duration,
+    /// Per user, the digest of the credential the upstream accepted last.
+    latest: moka::future::Cache<String, [u8; 32]>,
+}
+
+impl OutageGrace {
+    /// A grace of `grace` (zero: none), remembering acceptances for at
+    /// least `kept` (the life of the cache the credentials are kept in).
+    pub fn new(grace: Duration, kept: Duration) -> Self {
+        Self {
+            grace,
+            latest: moka::future::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(kept.max(grace))
+                .build(),
+        }
+    }
+
+    /// How long the cache that keeps accepted credentials must keep them:
+    /// `ttl`, or the grace when that is longer.
+    pub fn keep_for(&self, ttl: Duration) -> Duration {
+        ttl.max(self.grace)
+    }
+
+    /// The upstream accepted credential `digest` of `user` just now.
+    pub async fn accepted(&self, user: &str, digest: [u8; 32]) {
+        self.latest.insert(user.to_string(), digest).await;
+    }
+
+    /// Whether credential `digest` of `user`, accepted `accepted_ago`,
+    /// still stands while the upstream cannot be asked.
+    pub async fn stands(&self, user: &str, digest: [u8; 32], accepted_ago: Duration) -> bool {
+        accepted_ago < self.grace && self.latest.get(user).await == Some(digest)
+    }
+}

@@ -73,8 +73,8 @@ use tokio::sync::Semaphore;
 
 use super::error::HttpError;
 use crate::account::{
-    CREDENTIAL_TTL, Credential, TOKEN_RECHECK, hash_password, normalize_address, password_tag,
-    token_digest, verify_password,
+    CREDENTIAL_TTL, Credential, OutageGrace, TOKEN_RECHECK, hash_password, normalize_address,
+    password_tag, token_digest, verify_password,
 };
 use crate::metrics::Metrics;
 use crate::store::{Account, Store};
@@ -168,13 +168,9 @@ pub struct Authenticator {
     /// stored hash, which every request keeps informed ([`LoginCheck`]);
     /// `None`: argon2 against the store.
     pub login_check: Option<Arc<dyn LoginCheck>>,
-    /// How long after the [`LoginCheck`]'s server last accepted a
-    /// credential it stays good while that server cannot be asked (zero:
-    /// not at all).
-    outage_grace: Duration,
-    /// Per user, the password digest the [`LoginCheck`]'s server accepted
-    /// last: only that credential is let through in an outage.
-    latest_accepted: Cache<String, [u8; 32]>,
+    /// How long a credential the [`LoginCheck`]'s server accepted stays
+    /// good while it cannot be asked.
+    outage_grace: OutageGrace,
 }
 
 impl Authenticator {
@@ -211,11 +207,7 @@ impl Authenticator {
                 .build(),
             push_key: tokio::sync::OnceCell::new(),
             login_check: None,
-            outage_grace: Duration::ZERO,
-            latest_accepted: Cache::builder()
-                .max_capacity(100_000)
-                .time_to_live(VERIFIED_TTL)
-                .build(),
+            outage_grace: OutageGrace::new(Duration::ZERO, VERIFIED_TTL),
         }
     }
 
@@ -224,17 +216,12 @@ impl Authenticator {
     /// while it cannot be asked (module doc). The credential caches keep
     /// entries for at least that long.
     pub fn install_login_check(&mut self, check: Arc<dyn LoginCheck>, outage_grace: Duration) {
-        let kept = VERIFIED_TTL.max(outage_grace);
+        self.outage_grace = OutageGrace::new(outage_grace, VERIFIED_TTL);
         self.verified = Cache::builder()
             .max_capacity(100_000)
-            .time_to_live(kept)
-            .build();
-        self.latest_accepted = Cache::builder()
-            .max_capacity(100_000)
-            .time_to_live(kept)
+            .time_to_live(self.outage_grace.keep_for(VERIFIED_TTL))
             .build();
         self.login_check = Some(check);
-        self.outage_grace = outage_grace;
     }
 
     /// The deployment's key for push access ([`super::push_access`]).
@@ -531,7 +518,7 @@ impl Authenticator {
             Ok(Some(account)) => {
                 drop(slots);
                 let verified = Verified::now(account);
-                self.latest_accepted.insert(key.0.clone(), key.1).await;
+                self.outage_grace.accepted(&key.0, key.1).await;
                 self.verified.insert(key, verified.clone()).await;
                 Ok(verified.into_credential())
             }
@@ -541,11 +528,15 @@ impl Authenticator {
                 Err(HttpError::Unauthorized)
             }
             Err(HttpError::UpstreamUnavailable(why)) => {
-                let latest = self.latest_accepted.get(&key.0).await == Some(key.1);
+                let stands = match &cached {
+                    Some(verified) => {
+                        let ago = verified.checked_at.elapsed();
+                        self.outage_grace.stands(&key.0, key.1, ago).await
+                    }
+                    None => false,
+                };
                 match cached {
-                    Some(verified)
-                        if latest && verified.checked_at.elapsed() < self.outage_grace =>
-                    {
+                    Some(verified) if stands => {
                         drop(slots);
                         self.metrics.upstream_outage_logins.inc();
                         Ok(verified.into_credential())

@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use moka::future::Cache;
+
+use crate::account::OutageGrace;
 use reqwest::header::{AUTHORIZATION, HeaderValue};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -280,13 +282,9 @@ pub struct JmapUpstream {
     /// upstream in `Forwarded` and `X-Forwarded-For`, so that it brakes
     /// failed logins per client, not per proxy (issue 43).
     forward_client_address: bool,
-    /// `--upstream-outage-grace-minutes`: how long after the upstream last
-    /// gave a credential its session that session still stands for it
-    /// while the upstream cannot be reached (zero: not at all).
-    outage_grace: Duration,
-    /// Per session `username`, the digest of the credential the upstream
-    /// last gave a session: only that one stands in an outage.
-    latest: Cache<String, [u8; 32]>,
+    /// `--upstream-outage-grace-minutes`: how long a session the upstream
+    /// gave still stands for its credential while it cannot be reached.
+    outage_grace: OutageGrace,
     /// Until when the upstream is taken as unreachable after a session
     /// fetch failed so (no request waits on a connect meanwhile).
     down_until: std::sync::Mutex<Option<Instant>>,
@@ -317,11 +315,7 @@ impl JmapUpstream {
             metrics,
             last_event_source: std::sync::RwLock::new(None),
             forward_client_address: false,
-            outage_grace: Duration::ZERO,
-            latest: Cache::builder()
-                .max_capacity(100_000)
-                .time_to_live(SESSION_TTL)
-                .build(),
+            outage_grace: OutageGrace::new(Duration::ZERO, SESSION_TTL),
             down_until: std::sync::Mutex::new(None),
         })
     }
@@ -333,16 +327,11 @@ impl JmapUpstream {
     /// `serverUnavailable`. Only the exact credential, only the one the
     /// upstream last accepted for its user, never one refused since.
     pub fn with_outage_grace(mut self, grace: Duration) -> Self {
-        let kept = SESSION_TTL.max(grace);
+        self.outage_grace = OutageGrace::new(grace, SESSION_TTL);
         self.sessions = Cache::builder()
             .max_capacity(100_000)
-            .time_to_live(kept)
+            .time_to_live(self.outage_grace.keep_for(SESSION_TTL))
             .build();
-        self.latest = Cache::builder()
-            .max_capacity(100_000)
-            .time_to_live(kept)
-            .build();
-        self.outage_grace = grace;
         self
     }
 
@@ -430,7 +419,7 @@ impl JmapUpstream {
         match fetched {
             Ok(session) => {
                 if let Some(user) = session.username() {
-                    self.latest.insert(user.to_string(), digest).await;
+                    self.outage_grace.accepted(user, digest).await;
                 }
                 Ok(session)
             }
@@ -470,8 +459,8 @@ impl JmapUpstream {
         kept: &Arc<UpstreamSession>,
     ) -> Option<Arc<UpstreamSession>> {
         let user = kept.username()?;
-        let latest = self.latest.get(user).await == Some(digest);
-        if !latest || kept.fetched_at.elapsed() >= self.outage_grace {
+        let ago = kept.fetched_at.elapsed();
+        if !self.outage_grace.stands(user, digest, ago).await {
             return None;
         }
         self.metrics.upstream_outage_logins.inc();
