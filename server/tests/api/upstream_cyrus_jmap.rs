@@ -436,6 +436,78 @@ async fn a_minted_query_state_gives_query_changes_through_the_proxy_and_not_at_c
     assert_eq!(refused["type"], "cannotCalculateChanges", "{refused}");
 }
 
+/// A multipart/related message whose HTML shows its image by Content-ID,
+/// and a subject in GB2312 under Python's label for it (`eucgb2312_cn`).
+fn rendered_differently() -> Vec<Vec<u8>> {
+    let related = b"From: Kate <kate@example.com>\r\nTo: ann@example.com\r\n\
+        Subject: Image embedded\r\nMessage-ID: <related-1@example.com>\r\n\
+        Date: Tue, 14 Nov 2023 22:13:20 +0000\r\nMIME-Version: 1.0\r\n\
+        Content-Type: multipart/related; boundary=\"r\"\r\n\r\n\
+        --r\r\nContent-Type: text/html; charset=utf-8\r\n\r\n\
+        <html><body><p>See the image below:</p><img src=\"cid:image1@example.com\"></body></html>\r\n\
+        --r\r\nContent-Type: image/png\r\nContent-ID: <image1@example.com>\r\n\
+        Content-Disposition: inline\r\nContent-Transfer-Encoding: base64\r\n\r\n\
+        iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==\r\n\
+        --r--\r\n";
+    let labelled = b"From: Li <li@example.com>\r\nTo: ann@example.com\r\n\
+        Subject: =?eucgb2312_cn?q?=D6=D0=CE=C4?= notes\r\nMessage-ID: <labelled-1@example.com>\r\n\
+        Date: Tue, 14 Nov 2023 22:13:21 +0000\r\n\r\nNotes.\r\n";
+    vec![related.to_vec(), labelled.to_vec()]
+}
+
+/// Whose rendering stands (ADR 0009): `hasAttachment` and `preview`, which
+/// RFC 8621 §4.1.4 leaves to the server's judgement, are Cyrus's (it
+/// counts an image shown inline as an attachment, Fastview does not), so a
+/// client sees one value whichever of the two answers, and the value a
+/// client going to Cyrus directly sees; a header's text is the mirror's, decoded
+/// from the same octets (Cyrus gives U+FFFD for a charset label it does not
+/// know).
+#[tokio::test]
+async fn the_mirror_answers_cyruss_heuristics_and_its_own_header_text() {
+    let Some(cyrus) = Cyrus::start(&[(ANN, PASSWORD)]) else {
+        return;
+    };
+    cyrus.append(
+        (ANN, PASSWORD),
+        "INBOX",
+        &rendered_differently(),
+        "",
+        BASE_TIME,
+    );
+    let direct = Direct::new(&cyrus).await;
+    let (proxy, ann, _) = mirrored(&cyrus, &direct).await;
+    let account = ann.account_id.clone();
+    let ids = direct
+        .call1(
+            "Email/query",
+            json!({"accountId": account, "sort": [{"property": "receivedAt", "isAscending": true}]}),
+        )
+        .await["ids"]
+        .clone();
+    let get = json!({"accountId": account, "ids": ids,
+        "properties": ["hasAttachment", "preview", "subject"]});
+    let at_cyrus = direct.call1("Email/get", get.clone()).await["list"].clone();
+    assert_eq!(at_cyrus[0]["hasAttachment"], true, "{at_cyrus}");
+    assert_ne!(at_cyrus[1]["subject"], "中文 notes", "{at_cyrus}");
+
+    let before = forwarded_email_gets(&proxy).await;
+    let here = proxy.call1(&ann, "Email/get", get).await["list"].clone();
+    assert_eq!(
+        forwarded_email_gets(&proxy).await,
+        before,
+        "the mirror's answer"
+    );
+    for n in 0..2 {
+        assert_eq!(
+            here[n]["hasAttachment"], at_cyrus[n]["hasAttachment"],
+            "{here}"
+        );
+        assert_eq!(here[n]["preview"], at_cyrus[n]["preview"], "{here}");
+    }
+    assert_eq!(here[0]["subject"], "Image embedded");
+    assert_eq!(here[1]["subject"], "中文 notes");
+}
+
 /// Cyrus lists a thread asked twice twice (RFC 8620 §5.1 says once): the
 /// mirror learns that from the first Thread/get with a repeated id, as it
 /// learns a shape, and answers such calls after it as Cyrus does, instead

@@ -4,7 +4,8 @@
 //!
 //! - **Answered here**: Email/get of ids the mirror maps, for properties it
 //!   holds as the upstream would give them (metadata, header fields and
-//!   their parsed forms, `preview`, `hasAttachment`; [`local_property`]),
+//!   their parsed forms, `preview`, `hasAttachment` as the upstream gave
+//!   them at the sync; [`local_property`]),
 //!   on an account whose mirror has finished a sync. The call is run on the
 //!   local account by the ordinary dispatcher and its answer translated:
 //!   the upstream's accountId, Email ids, threadIds, blobIds and Mailbox

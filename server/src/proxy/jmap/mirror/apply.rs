@@ -1,6 +1,7 @@
 //! Applying what a sync listed: new emails downloaded, stored through
 //! ingest and mapped to the upstream's ids; known ones given the
-//! upstream's keywords and mailboxIds.
+//! upstream's keywords and mailboxIds. A new email's `hasAttachment` and
+//! `preview` are the upstream's (ADR 0009, "Whose rendering stands").
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -11,37 +12,29 @@ use crate::mail::ingest;
 use crate::mail::message::parse_message;
 use crate::proxy::jmap::mirror::sync::{Listed, Sync, list_of};
 use crate::proxy::upstream::UpstreamError;
-use crate::store::{EmailUpdate, Inserted, MirroredEmail};
+use crate::store::{EmailUpdate, Inserted, MirroredEmail, NewEmail};
 
 /// The most messages downloaded and stored in one batch.
 const STORE_BATCH: usize = 64;
 
 impl Sync<'_> {
-    /// The upstream's `bodyStructure` of each of `batch`: Email id →
-    /// (partId, blobId) of each part in document order.
-    async fn parts(
+    /// What the upstream says of each of `batch` beyond its metadata, by
+    /// Email id: its parts and its `hasAttachment` and `preview`
+    /// ([`UpstreamView`]), in one Email/get.
+    async fn views(
         &self,
         batch: &[&Listed],
-    ) -> Result<HashMap<String, Vec<(Option<String>, Option<String>)>>, UpstreamError> {
+    ) -> Result<HashMap<String, UpstreamView>, UpstreamError> {
         let ids: Vec<&str> = batch.iter().map(|l| l.id.as_str()).collect();
         let calls = json!([["Email/get", {"accountId": self.upstream_id, "ids": ids,
-            "properties": ["id", "bodyStructure"], "bodyProperties": ["partId", "blobId", "subParts"]}, "p"]]);
+            "properties": ["id", "bodyStructure", "hasAttachment", "preview"],
+            "bodyProperties": ["partId", "blobId", "subParts"]}, "p"]]);
         let responses = self.call(calls).await?.unwrap_or_default();
         let list = list_of(responses.first().map(|r| &r[1]));
         Ok(list
             .iter()
             .filter_map(|email| {
-                let id = email["id"].as_str()?.to_string();
-                let mut parts = Vec::new();
-                let mut stack = vec![&email["bodyStructure"]];
-                while let Some(part) = stack.pop() {
-                    let part_id = part["partId"].as_str().map(str::to_string);
-                    parts.push((part_id, part["blobId"].as_str().map(str::to_string)));
-                    if let Some(children) = part["subParts"].as_array() {
-                        stack.extend(children.iter().rev());
-                    }
-                }
-                Some((id, parts))
+                Some((email["id"].as_str()?.to_string(), UpstreamView::read(email)))
             })
             .collect())
     }
@@ -140,9 +133,14 @@ impl Sync<'_> {
         mailboxes: &HashMap<String, i64>,
         batch: &[&Listed],
     ) -> Result<(usize, u64), UpstreamError> {
-        let mut upstream_parts = self.parts(batch).await?;
+        let mut views = self.views(batch).await?;
         let (fetched, raws, octets) = self.download(mailboxes, batch).await?;
-        let (prepared, local_part_ids) = prepare(raws).await?;
+        let (mut prepared, local_part_ids) = prepare(raws).await?;
+        for (listed, email) in fetched.iter().zip(&mut prepared) {
+            if let Some(view) = views.get(&listed.id) {
+                view.stands_in(&mut email.email);
+            }
+        }
         let store = &self.mirror.store;
         let inserted =
             ingest::store_batch(store.as_ref(), &self.mirror.blobs, self.account, prepared).await?;
@@ -152,9 +150,9 @@ impl Sync<'_> {
             .zip(local_part_ids)
             .map(|((listed, inserted), local_part_ids)| {
                 let (Inserted::New(email_id) | Inserted::Duplicate(email_id)) = inserted;
-                let parts = upstream_parts
+                let parts = views
                     .remove(&listed.id)
-                    .and_then(|parts| part_map(&local_part_ids, &parts));
+                    .and_then(|view| part_map(&local_part_ids, &view.parts));
                 MirroredEmail {
                     email_id,
                     upstream_id: listed.id.clone(),
@@ -218,6 +216,56 @@ impl Sync<'_> {
 /// A downloaded message and the local mailboxIds, keywords and receivedAt
 /// it is stored with.
 type Fetched = (Vec<u8>, Vec<i64>, Vec<String>, i64);
+
+/// What the upstream says of one email beyond its metadata (ADR 0009,
+/// "Whose rendering stands"): its parts as (partId, blobId) in document
+/// order, and the two properties RFC 8621 §4.1.4 leaves to the server's
+/// judgement, which the upstream also filters on (`hasAttachment`) or
+/// answers in calls the proxy forwards: the mirror stores the upstream's,
+/// so a client sees one value whichever of the two answers it.
+struct UpstreamView {
+    parts: Vec<(Option<String>, Option<String>)>,
+    has_attachment: Option<bool>,
+    preview: Option<String>,
+}
+
+impl UpstreamView {
+    /// Reads one Email object of [`Sync::views`]'s answer.
+    fn read(email: &Value) -> Self {
+        let mut parts = Vec::new();
+        let mut stack = vec![&email["bodyStructure"]];
+        while let Some(part) = stack.pop() {
+            let part_id = part["partId"].as_str().map(str::to_string);
+            parts.push((part_id, part["blobId"].as_str().map(str::to_string)));
+            if let Some(children) = part["subParts"].as_array() {
+                stack.extend(children.iter().rev());
+            }
+        }
+        Self {
+            parts,
+            has_attachment: email["hasAttachment"].as_bool(),
+            preview: email["preview"].as_str().map(|preview| {
+                preview
+                    .chars()
+                    .take(crate::mail::fast_view::PREVIEW_CHARS)
+                    .collect()
+            }),
+        }
+    }
+
+    /// Puts the upstream's `hasAttachment` and `preview` in the fast view
+    /// (and the filter's copy) of `email`, prepared from the same octets;
+    /// where the upstream left one out, Fastview's own stays.
+    fn stands_in(&self, email: &mut NewEmail) {
+        if let Some(has_attachment) = self.has_attachment {
+            email.fast_view.has_attachment = has_attachment;
+            email.index.has_attachment = has_attachment;
+        }
+        if let Some(preview) = &self.preview {
+            email.fast_view.preview.clone_from(preview);
+        }
+    }
+}
 
 /// `raws` prepared for ingest, each with its local partIds, off the async
 /// threads (parsing is CPU work).
