@@ -233,16 +233,17 @@ fn leaves_below(message: &Message<'_>, index: usize) -> Vec<usize> {
     leaves
 }
 
-/// The partIds of a message's `bodyStructure`, in document order (each
-/// part before its sub-parts; `None` for a multipart, RFC 8621 §4.1.4):
-/// what two servers that split one message alike agree on (the JMAP
-/// upstream's mirror, issue 19).
-pub fn part_ids(message: &Message<'_>) -> Vec<Option<String>> {
+/// The partId and `type` of each part of a message's `bodyStructure`, in
+/// document order (each part before its sub-parts; partId `None` for a
+/// multipart, RFC 8621 §4.1.4): what tells whether two servers split one
+/// message alike, whatever each names its parts (the JMAP upstream's
+/// mirror, issue 19, ADR 0009).
+pub fn part_ids(message: &Message<'_>) -> Vec<(Option<String>, String)> {
     let tree = BodyPart::tree(message);
     let mut ids = Vec::new();
     let mut stack: Vec<&BodyPart> = tree.iter().collect();
     while let Some(part) = stack.pop() {
-        ids.push(part.part_id());
+        ids.push((part.part_id(), part.content_type.clone()));
         if let Some(children) = &part.sub_parts {
             stack.extend(children.iter().rev());
         }

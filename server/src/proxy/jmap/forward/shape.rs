@@ -11,8 +11,9 @@ use crate::mail::property::EmailProperty;
 
 /// Whether an Email property names body parts (`bodyStructure`,
 /// `textBody`, `htmlBody`, `attachments`, `bodyValues`): answered by the
-/// mirror only for an email whose upstream split it into the same partIds
-/// (its part blobIds are then the upstream's, kept at sync).
+/// mirror only for an email whose upstream split it into the same parts
+/// (its part map, kept at sync, then names each part's partId and blobId
+/// as the upstream does: `mirror/apply.rs`).
 pub(super) fn names_parts(name: &str) -> bool {
     use crate::mail::property::EmailProperty::*;
     matches!(

@@ -123,6 +123,49 @@ fn an_answer_names_what_the_upstream_names() {
     assert_eq!(translation.answer("[1]", "U-acct", "s-up"), None);
 }
 
+/// An upstream that numbers parts otherwise (Cyrus's IMAP sections): each
+/// part's partId and blobId, and the bodyValues keys, the upstream's.
+#[test]
+fn parts_numbered_otherwise_are_named_as_the_upstream_names_them() {
+    let mirrored = MirroredEmail {
+        email_id: 42,
+        upstream_id: "Mx7".into(),
+        blob_id: "Gb1".into(),
+        thread_id: "Tq2".into(),
+        parts: Some(json!({"0": ["1", "Gb1.1"], "1": ["2", "Gb1.2"]}).to_string()),
+    };
+    let emails = HashMap::from([("e42".to_string(), &mirrored)]);
+    let mailboxes = HashMap::new();
+    let translation = Translation {
+        emails: &emails,
+        mailboxes: &mailboxes,
+    };
+    let email = json!({
+        "id": "e42",
+        "bodyStructure": {"partId": null, "blobId": null, "subParts": [
+            {"partId": "0", "blobId": "aa_0"}, {"partId": "1", "blobId": "aa_1"}]},
+        "textBody": [{"partId": "0", "blobId": "aa_0"}],
+        "attachments": [{"blobId": "aa_1", "type": "image/png"}],
+        "bodyValues": {"0": {"value": "hi"}},
+    });
+    let local = json!({"accountId": "a1", "state": "9", "list": [email], "notFound": []});
+    let translated = translation
+        .answer(&local.to_string(), "U-acct", "s-up")
+        .unwrap();
+    let expected = json!({
+        "accountId": "U-acct", "state": "s-up", "notFound": [],
+        "list": [{
+            "id": "Mx7",
+            "bodyStructure": {"partId": null, "blobId": null, "subParts": [
+                {"partId": "1", "blobId": "Gb1.1"}, {"partId": "2", "blobId": "Gb1.2"}]},
+            "textBody": [{"partId": "1", "blobId": "Gb1.1"}],
+            "attachments": [{"blobId": "Gb1.2", "type": "image/png"}],
+            "bodyValues": {"1": {"value": "hi"}},
+        }],
+    });
+    assert_eq!(translated, expected.to_string());
+}
+
 #[test]
 fn a_query_is_compared_without_its_state_and_what_an_upstream_adds() {
     use super::shape::comparable_query;

@@ -87,9 +87,9 @@ impl Translation<'_> {
         const PART_LISTS: [&str; 3] = ["textBody", "htmlBody", "attachments"];
         // The part map is read only for an answer that has parts (a list
         // view's has none).
-        let has_parts = members
-            .keys()
-            .any(|Key(name)| name == "bodyStructure" || PART_LISTS.contains(&name.as_ref()));
+        let has_parts = members.keys().any(|Key(name)| {
+            name == "bodyStructure" || name == "bodyValues" || PART_LISTS.contains(&name.as_ref())
+        });
         let parts: Map<String, Value> = mapped
             .and_then(|mapped| mapped.parts.as_deref())
             .filter(|_| has_parts)
@@ -126,6 +126,20 @@ impl Translation<'_> {
                     Self::part(&mut structure, &parts);
                     write_value(out, &structure);
                 }
+                "bodyValues" => {
+                    let local: Map<String, Value> = serde_json::from_str(raw.get()).ok()?;
+                    let translated: Map<String, Value> = local
+                        .into_iter()
+                        .map(|(part_id, value)| match parts.get(&part_id) {
+                            Some(Value::Array(named)) => match named.first() {
+                                Some(Value::String(upstream)) => (upstream.clone(), value),
+                                _ => (part_id, value),
+                            },
+                            _ => (part_id, value),
+                        })
+                        .collect();
+                    write_value(out, &translated);
+                }
                 list if PART_LISTS.contains(&list) => {
                     let mut list: Value = serde_json::from_str(raw.get()).ok()?;
                     if let Value::Array(list) = &mut list {
@@ -144,9 +158,12 @@ impl Translation<'_> {
 }
 
 impl Translation<'_> {
-    /// A body part (and its sub-parts) with the upstream's blobId: found by
-    /// its partId, or by the one a local part blobId ends in
-    /// (`{blobId}_{partId}`) when `partId` was not asked for.
+    /// A body part (and its sub-parts) as the upstream names it, by the
+    /// email's part map (`mirror/apply.rs`, `part_map`): its blobId the
+    /// upstream's, and its partId too where the upstream numbers parts
+    /// otherwise. The part is found by its partId, or by the one a local
+    /// part blobId ends in (`{blobId}_{partId}`) when `partId` was not
+    /// asked for.
     pub(super) fn part(part: &mut Value, parts: &Map<String, Value>) {
         let Some(object) = part.as_object_mut() else {
             return;
@@ -156,9 +173,20 @@ impl Translation<'_> {
                 .get("partId")
                 .and_then(Value::as_str)
                 .or_else(|| local.split_once('_').map(|(_, part_id)| part_id));
-            if let Some(upstream) = part_id.and_then(|part_id| parts.get(part_id)) {
-                let upstream = upstream.clone();
-                object.insert("blobId".into(), upstream);
+            match part_id.and_then(|part_id| parts.get(part_id)).cloned() {
+                Some(Value::Array(named)) => {
+                    let mut named = named.into_iter();
+                    let (upstream_id, blob) = (named.next(), named.next());
+                    if let Some(upstream_id) = upstream_id.filter(|_| object.contains_key("partId"))
+                    {
+                        object.insert("partId".into(), upstream_id);
+                    }
+                    object.insert("blobId".into(), blob.unwrap_or(Value::Null));
+                }
+                Some(blob) => {
+                    object.insert("blobId".into(), blob);
+                }
+                None => {}
             }
         }
         if let Some(Value::Array(children)) = object.get_mut("subParts") {

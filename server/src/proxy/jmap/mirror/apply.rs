@@ -28,7 +28,7 @@ impl Sync<'_> {
         let ids: Vec<&str> = batch.iter().map(|l| l.id.as_str()).collect();
         let calls = json!([["Email/get", {"accountId": self.upstream_id, "ids": ids,
             "properties": ["id", "bodyStructure", "hasAttachment", "preview"],
-            "bodyProperties": ["partId", "blobId", "subParts"]}, "p"]]);
+            "bodyProperties": ["partId", "blobId", "type", "subParts"]}, "p"]]);
         let responses = self.call(calls).await?.unwrap_or_default();
         let list = list_of(responses.first().map(|r| &r[1]));
         Ok(list
@@ -217,6 +217,13 @@ impl Sync<'_> {
 /// it is stored with.
 type Fetched = (Vec<u8>, Vec<i64>, Vec<String>, i64);
 
+/// One part of the upstream's `bodyStructure`.
+struct UpstreamPart {
+    part_id: Option<String>,
+    blob_id: Option<String>,
+    content_type: String,
+}
+
 /// What the upstream says of one email beyond its metadata (ADR 0009,
 /// "Whose rendering stands"): its parts as (partId, blobId) in document
 /// order, and the two properties RFC 8621 §4.1.4 leaves to the server's
@@ -224,7 +231,7 @@ type Fetched = (Vec<u8>, Vec<i64>, Vec<String>, i64);
 /// answers in calls the proxy forwards: the mirror stores the upstream's,
 /// so a client sees one value whichever of the two answers it.
 struct UpstreamView {
-    parts: Vec<(Option<String>, Option<String>)>,
+    parts: Vec<UpstreamPart>,
     has_attachment: Option<bool>,
     preview: Option<String>,
 }
@@ -235,8 +242,12 @@ impl UpstreamView {
         let mut parts = Vec::new();
         let mut stack = vec![&email["bodyStructure"]];
         while let Some(part) = stack.pop() {
-            let part_id = part["partId"].as_str().map(str::to_string);
-            parts.push((part_id, part["blobId"].as_str().map(str::to_string)));
+            let text = |name: &str| part[name].as_str().map(str::to_string);
+            parts.push(UpstreamPart {
+                part_id: text("partId"),
+                blob_id: text("blobId"),
+                content_type: text("type").unwrap_or_default(),
+            });
             if let Some(children) = part["subParts"].as_array() {
                 stack.extend(children.iter().rev());
             }
@@ -267,11 +278,14 @@ impl UpstreamView {
     }
 }
 
-/// `raws` prepared for ingest, each with its local partIds, off the async
+/// A message's partIds and types in document order ([`body::part_ids`]).
+type LocalParts = Vec<(Option<String>, String)>;
+
+/// `raws` prepared for ingest, each with its [`LocalParts`], off the async
 /// threads (parsing is CPU work).
 async fn prepare(
     raws: Vec<Fetched>,
-) -> Result<(Vec<ingest::PreparedEmail>, Vec<Vec<Option<String>>>), UpstreamError> {
+) -> Result<(Vec<ingest::PreparedEmail>, Vec<LocalParts>), UpstreamError> {
     tokio::task::spawn_blocking(move || {
         raws.into_iter()
             .map(|(raw, mailboxes, keywords, at)| {
@@ -295,47 +309,119 @@ fn local_mailboxes(mailboxes: &HashMap<String, i64>, listed: &Listed) -> Vec<i64
     ids
 }
 
-/// The upstream's part blobIds by partId (a JSON object), when its
-/// partIds are `local`'s in the same order; `None` otherwise (mail the two
-/// servers split differently is the upstream's to answer about).
-fn part_map(
-    local: &[Option<String>],
-    upstream: &[(Option<String>, Option<String>)],
-) -> Option<String> {
-    let same = local.len() == upstream.len()
+/// The part map of one email (a JSON object, kept with its mapping): by
+/// local partId, the upstream's blobId of the part (a string) when the
+/// upstream names the part alike, else `[upstream partId, upstream blobId]`
+/// (Cyrus numbers parts as IMAP sections, `1.2`, Fastview by leaf index).
+/// `None` when the two servers split the message differently: the same
+/// number of parts in document order, multiparts at the same places and
+/// the same types, or the email's parts are the upstream's to answer about.
+fn part_map(local: &[(Option<String>, String)], upstream: &[UpstreamPart]) -> Option<String> {
+    let alike = local.len() == upstream.len()
         && local
             .iter()
             .zip(upstream)
-            .all(|(local, (upstream, _))| local == upstream);
-    if !same {
+            .all(|((id, content_type), part)| {
+                id.is_some() == part.part_id.is_some()
+                    && content_type.eq_ignore_ascii_case(&part.content_type)
+            });
+    if !alike {
         return None;
     }
-    let map: serde_json::Map<String, Value> = upstream
+    let map: serde_json::Map<String, Value> = local
         .iter()
-        .filter_map(|(part, blob)| Some((part.clone()?, Value::String(blob.clone()?))))
+        .zip(upstream)
+        .filter_map(|((id, _), part)| {
+            let (id, upstream_id) = (id.clone()?, part.part_id.clone()?);
+            let blob = part.blob_id.clone().map_or(Value::Null, Value::String);
+            let named = if id == upstream_id {
+                blob
+            } else {
+                json!([upstream_id, blob])
+            };
+            Some((id, named))
+        })
         .collect();
     Some(Value::Object(map).to_string())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::part_map;
+    use super::{UpstreamPart, part_map};
+
+    fn local(parts: &[(Option<&str>, &str)]) -> Vec<(Option<String>, String)> {
+        parts
+            .iter()
+            .map(|(id, content_type)| (id.map(str::to_string), content_type.to_string()))
+            .collect()
+    }
+
+    fn upstream(parts: &[(Option<&str>, &str, &str)]) -> Vec<UpstreamPart> {
+        parts
+            .iter()
+            .map(|(id, blob, content_type)| UpstreamPart {
+                part_id: id.map(str::to_string),
+                blob_id: (!blob.is_empty()).then(|| blob.to_string()),
+                content_type: content_type.to_string(),
+            })
+            .collect()
+    }
 
     #[test]
-    fn part_blob_ids_are_kept_only_for_mail_split_alike() {
-        let some = |id: &str| Some(id.to_string());
-        let local = vec![None, some("1"), some("2")];
-        let upstream = vec![
-            (None, None),
-            (some("1"), some("B1")),
-            (some("2"), some("B2")),
-        ];
+    fn parts_are_mapped_for_mail_split_alike_however_numbered() {
+        let mine = local(&[
+            (None, "multipart/mixed"),
+            (Some("1"), "text/plain"),
+            (Some("2"), "image/png"),
+        ]);
+        let same_ids = upstream(&[
+            (None, "", "multipart/mixed"),
+            (Some("1"), "B1", "text/plain"),
+            (Some("2"), "B2", "IMAGE/PNG"),
+        ]);
         assert_eq!(
-            part_map(&local, &upstream).as_deref(),
+            part_map(&mine, &same_ids).as_deref(),
             Some(r#"{"1":"B1","2":"B2"}"#)
         );
-        let numbered_otherwise = vec![(None, None), (some("0"), some("B")), (some("1"), some("C"))];
-        assert_eq!(part_map(&local, &numbered_otherwise), None);
-        assert_eq!(part_map(&local, &upstream[..2]), None);
+        let sections = upstream(&[
+            (None, "", "multipart/mixed"),
+            (Some("1"), "C", "text/plain"),
+            (Some("2"), "D", "image/png"),
+        ]);
+        let leaf_index = local(&[
+            (None, "multipart/mixed"),
+            (Some("0"), "text/plain"),
+            (Some("1"), "image/png"),
+        ]);
+        assert_eq!(
+            part_map(&leaf_index, &sections).as_deref(),
+            Some(r#"{"0":["1","C"],"1":["2","D"]}"#)
+        );
+    }
+
+    #[test]
+    fn mail_split_otherwise_has_no_part_map() {
+        let mine = local(&[
+            (None, "multipart/mixed"),
+            (Some("1"), "text/plain"),
+            (Some("2"), "image/png"),
+        ]);
+        let fewer = upstream(&[
+            (None, "", "multipart/mixed"),
+            (Some("1"), "B", "text/plain"),
+        ]);
+        assert_eq!(part_map(&mine, &fewer), None);
+        let other_type = upstream(&[
+            (None, "", "multipart/mixed"),
+            (Some("1"), "B1", "text/plain"),
+            (Some("2"), "B2", "application/octet-stream"),
+        ]);
+        assert_eq!(part_map(&mine, &other_type), None);
+        let multipart_elsewhere = upstream(&[
+            (Some("1"), "B1", "multipart/mixed"),
+            (None, "", "text/plain"),
+            (Some("2"), "B2", "image/png"),
+        ]);
+        assert_eq!(part_map(&mine, &multipart_elsewhere), None);
     }
 }
