@@ -22,7 +22,7 @@ front of the server and the script reports:
 Dovecot's mailbox format is $DOVECOT_FORMAT (default mdbox: maildir rereads a
 folder's directory on every SELECT, tens of ms at 10,000 messages, which is
 Dovecot's cost, not the proxy's). Cyrus comes from CYRUS_ROOT
-($FASTVIEW_TEST_CYRUS_ROOT, `tools/cyrus-unpack.sh`).
+(or $FASTVIEW_TEST_CYRUS_ROOT; `tools/cyrus-unpack.sh` prints it).
 """
 
 import base64
@@ -67,7 +67,7 @@ class Upstream:
                                         os.environ.get("DOVECOT_FORMAT", "mdbox"))
         else:
             self.user, self.password = cyrus_tools.USER, cyrus_tools.PASSWORD
-            self.root = os.environ["FASTVIEW_TEST_CYRUS_ROOT"]
+            self.root = os.environ.get("CYRUS_ROOT") or os.environ["FASTVIEW_TEST_CYRUS_ROOT"]
             self.http_port = dovecot_tools.free_port()
             self.master = cyrus_tools.start_cyrus(self.root, f"{work}/cyrus", self.port,
                                                   self.http_port)
