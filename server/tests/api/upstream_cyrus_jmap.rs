@@ -65,7 +65,14 @@ impl Direct {
 
     /// One call: the response's name and arguments.
     async fn call(&self, method: &str, arguments: Value) -> (String, Value) {
-        let body = json!({"using": USING, "methodCalls": [[method, arguments, "0"]]});
+        let responses = self.calls(json!([[method, arguments, "0"]])).await;
+        let name = responses[0][0].as_str().unwrap_or_default();
+        (name.to_string(), responses[0][1].clone())
+    }
+
+    /// A request of `method_calls`: its method responses.
+    async fn calls(&self, method_calls: Value) -> Vec<Value> {
+        let body = json!({"using": USING, "methodCalls": method_calls});
         let response = self
             .client
             .post(&self.api_url)
@@ -76,8 +83,10 @@ impl Direct {
             .expect("Cyrus's JMAP API");
         assert_eq!(response.status(), 200);
         let answer: Value = response.json().await.expect("JSON");
-        let name = answer["methodResponses"][0][0].as_str().unwrap_or_default();
-        (name.to_string(), answer["methodResponses"][0][1].clone())
+        answer["methodResponses"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
     }
 }
 
@@ -513,4 +522,80 @@ async fn thread_get_with_repeated_ids_is_answered_as_cyrus_answers_it() {
         );
     }
     assert_eq!(forwarded_calls(&proxy, "Thread/get").await, before + 2.0);
+}
+
+/// Golden fixtures by name: each message with CRLF line ends (as IMAP
+/// carries it) and the subject its `.json` gives.
+fn fixtures(names: &[&str]) -> Vec<(Vec<u8>, String)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/golden");
+    names
+        .iter()
+        .map(|name| {
+            let raw = std::fs::read(dir.join(format!("{name}.eml"))).unwrap();
+            let golden: Value =
+                serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.json"))).unwrap())
+                    .unwrap();
+            let subject = golden["subject"].as_str().unwrap().to_string();
+            (crate::support::crlf(&raw), subject)
+        })
+        .collect()
+}
+
+/// Email/query (receivedAt ascending) and Email/get of what it finds.
+fn query_and_get(account_id: &str) -> Value {
+    json!([
+        ["Email/query", {"accountId": account_id,
+            "sort": [{"property": "receivedAt", "isAscending": true}]}, "0"],
+        ["Email/get", {"accountId": account_id,
+            "#ids": {"resultOf": "0", "name": "Email/query", "path": "/ids"},
+            "properties": ["id", "subject", "mailboxIds", "keywords", "receivedAt"]}, "1"]
+    ])
+}
+
+#[tokio::test]
+async fn the_jmap_proxy_in_front_of_cyrus_answers_cyrus_ids() {
+    let Some(cyrus) = Cyrus::start(&[(ANN, PASSWORD)]) else {
+        return;
+    };
+    let inbox = fixtures(&[
+        "plain_ascii",
+        "alternative",
+        "message_ids",
+        "legacy_iso2022jp",
+    ]);
+    let raw: Vec<Vec<u8>> = inbox.iter().map(|(raw, _)| raw.clone()).collect();
+    cyrus.append((ANN, PASSWORD), "INBOX", &raw, "", BASE_TIME);
+    let (direct_session, _) = cyrus.session(ANN, PASSWORD).await;
+
+    let proxy = proxy_in_front_of(&cyrus, |_| {}).await;
+    let refused = proxy
+        .get_as(format!("{}/jmap/session", proxy.base), ANN, "wrong")
+        .await;
+    assert_eq!(refused.status(), 401);
+    let ann = login(&proxy).await;
+    let session = proxy.session(&ann).await;
+    assert_eq!(
+        session["primaryAccounts"],
+        direct_session["primaryAccounts"]
+    );
+    assert_eq!(session["username"], ANN);
+    assert_eq!(session["apiUrl"], format!("{}/jmap/api", proxy.base));
+
+    let direct = Direct::new(&cyrus)
+        .await
+        .calls(query_and_get(&ann.account_id))
+        .await;
+    let proxied = proxy.call(&ann, query_and_get(&ann.account_id)).await;
+    assert_eq!(proxied[0][1]["ids"], direct[0][1]["ids"]);
+    let ids = direct[0][1]["ids"].as_array().unwrap();
+    assert_eq!(ids.len(), inbox.len(), "{direct:#?}");
+    assert_eq!(proxied[1][1]["list"], direct[1][1]["list"]);
+    let subjects: Vec<&Value> = proxied[1][1]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|email| &email["subject"])
+        .collect();
+    let expected: Vec<Value> = inbox.iter().map(|(_, subject)| json!(subject)).collect();
+    assert_eq!(subjects, expected.iter().collect::<Vec<_>>());
 }
