@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::support::cyrus::Cyrus;
 use crate::support::{PASSWORD, TestAccount, TestApp, spawn_in_front_of};
+use crate::upstream_jmap::BeforeOutage;
 
 const ANN: &str = "ann@example.com";
 
@@ -598,4 +599,63 @@ async fn the_jmap_proxy_in_front_of_cyrus_answers_cyrus_ids() {
         .collect();
     let expected: Vec<Value> = inbox.iter().map(|(_, subject)| json!(subject)).collect();
     assert_eq!(subjects, expected.iter().collect::<Vec<_>>());
+}
+
+/// Issue 45 item 2 in front of Cyrus's JMAP: while Cyrus is stopped, the
+/// list view (an Email/query the mirror answers, and Email/get of its ids)
+/// goes on from the mirror, a write is serverUnavailable and the session
+/// says nothing false (`BeforeOutage`, the Fastview upstream's check too);
+/// once Cyrus is back, a write goes through within seconds.
+#[tokio::test]
+async fn list_views_from_the_mirror_go_on_while_cyrus_is_down_and_writes_wait_for_its_return() {
+    let Some(cyrus) = Cyrus::start(&[(ANN, PASSWORD)]) else {
+        return;
+    };
+    cyrus.append((ANN, PASSWORD), "INBOX", &messages(3), "", BASE_TIME);
+    let direct = Direct::new(&cyrus).await;
+    let (proxy, ann, inbox) = mirrored(&cyrus, &direct).await;
+    let account = ann.account_id.clone();
+    let query = list_view(&account, &inbox);
+    list_view_answered_here(&proxy, &ann, &query).await;
+    let reads = json!([
+        ["Email/query", query, "0"],
+        ["Email/get", {"accountId": account,
+            "#ids": {"resultOf": "0", "name": "Email/query", "path": "/ids"},
+            "properties": ["subject", "keywords"]}, "1"]
+    ]);
+    let before = BeforeOutage::ask(&proxy, &ann, reads).await;
+    assert_eq!(before.answers[1][1]["list"].as_array().unwrap().len(), 3);
+    let first = before.answers[0][1]["ids"][0].as_str().unwrap().to_string();
+    let update = json!({"accountId": account,
+        "update": {first.clone(): {"keywords/$flagged": true}}});
+
+    cyrus.stop();
+    before
+        .assert_answered_while_down(&proxy, &ann, &update)
+        .await;
+
+    cyrus.start_again();
+    let back = Instant::now();
+    let write = json!({"using": USING, "methodCalls": [["Email/set", update, "0"]]});
+    until("the write once Cyrus is back", async || {
+        let (status, answer) = proxy.api_raw(&ann, &write).await;
+        let updated = &answer["methodResponses"][0][1]["updated"];
+        (status == 200 && updated.get(&first).is_some()).then_some(())
+    })
+    .await;
+    assert!(
+        back.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        back.elapsed()
+    );
+    let at_cyrus = direct
+        .call1(
+            "Email/get",
+            json!({"accountId": account, "ids": [first], "properties": ["keywords"]}),
+        )
+        .await;
+    assert_eq!(
+        at_cyrus["list"][0]["keywords"]["$flagged"], true,
+        "{at_cyrus}"
+    );
 }
