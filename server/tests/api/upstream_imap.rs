@@ -176,6 +176,9 @@ fn stored_as_appended(server: &ImapServer, user: &str, sent: &[Vec<u8>]) -> Vec<
     stored
 }
 
+/// Mailboxes (roles, hierarchy, subscriptions, a non-ASCII name) and
+/// messages read through the proxy: the same JSON at every read level as a
+/// standalone import of the octets the server holds.
 async fn check_mailboxes_and_messages_match_an_import(kind: Kind) {
     let Some(server) = ImapServer::start(kind, &["ann@example.com"]) else {
         return;
@@ -337,6 +340,9 @@ async fn within_two_seconds(
     until(proxy, user, Duration::from_secs(2), what, check).await
 }
 
+/// Another client's flag, MOVE, EXPUNGE and APPEND, in INBOX and in
+/// another folder, reach JMAP within two seconds, however the proxy
+/// watches (`account list` says how).
 async fn check_another_clients_changes_reach_jmap_within_two_seconds(kind: Kind) {
     let messages = golden_crlf(4);
     let Some((server, proxy, bob, first)) =
@@ -608,6 +614,8 @@ pub(crate) async fn assert_sorted_as_standalone(
     assert_eq!(folder_at, roles, "after every role: {query}");
 }
 
+/// A user folder sorts after INBOX and the special-use folders, with the
+/// sortOrder a standalone server gives.
 async fn check_folders_sort_after_the_roles_as_on_a_standalone_server(kind: Kind) {
     let Some(server) = ImapServer::start(kind, &["lee@example.com"]) else {
         return;
@@ -728,6 +736,9 @@ in_front_of_each!(check_submission_is_offered_only_with_a_submission_server:
     submission_is_offered_only_with_a_submission_server_in_front_of_cyrus
 );
 
+/// The upstream stopped: a credential it accepted recently reads from the
+/// mirror (never one it replaced or never saw), writes are
+/// serverUnavailable; back, a write goes through within seconds.
 async fn check_reads_go_on_through_an_upstream_outage_and_writes_wait_for_its_return(kind: Kind) {
     let Some(server) = ImapServer::start(kind, &["olga@example.com", "pavel@example.com"]) else {
         return;

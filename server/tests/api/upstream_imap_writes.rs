@@ -18,6 +18,9 @@ use crate::upstream_imap::{
     until_listed_as_watched, until_received,
 };
 
+/// Email/set (keywords, mailboxIds, destroy), Email/import and Mailbox/set
+/// go to the upstream first and are recorded here by a sync of only what
+/// changed; odd cases; a password changed upstream stops working here.
 async fn check_jmap_writes_go_to_the_upstream_first(kind: Kind) {
     let messages = golden_crlf(3);
     let Some((server, proxy, carol, first)) =
@@ -351,6 +354,8 @@ in_front_of_each!(check_a_master_login_syncs_every_account_without_its_user:
     a_master_login_syncs_every_account_without_its_user_in_front_of_cyrus
 );
 
+/// Message octets evicted from the bounded cache are read again by UID,
+/// byte for byte what the upstream holds; the list view reads none.
 async fn check_evicted_messages_are_read_again_from_the_upstream(kind: Kind) {
     let messages = golden_crlf(6);
     // A bound of one octet: the eviction pass takes every message.
@@ -457,6 +462,8 @@ in_front_of_each!(check_evicted_messages_are_read_again_from_the_upstream:
     evicted_messages_are_read_again_from_the_upstream_in_front_of_cyrus
 );
 
+/// With `--upstream-smtp` (aiosmtpd here, whatever the IMAP server) mail is
+/// sent as the user, and the sent copy is the upstream's.
 async fn check_mail_is_sent_through_the_upstreams_submission_server_as_the_user(kind: Kind) {
     let outbox = tempfile::tempdir().unwrap();
     let auth = format!("hana@example.com:{PASSWORD}");
