@@ -190,7 +190,8 @@ pub struct ServeArgs {
     #[arg(long, env = "FASTVIEW_UPSTREAM_IDLE_MINUTES", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub upstream_idle_minutes: u64,
     /// A master login of the upstream (Dovecot: a passdb with `master =
-    /// yes`, logins as `user*master`): every account is synced all the
+    /// yes`; Cyrus: one of its `admins`), which acts as each user by SASL
+    /// PLAIN's authorization identity: every account is synced all the
     /// time, and users' passwords are checked but never kept. Needs
     /// `--upstream-master-password`.
     #[arg(

@@ -20,6 +20,8 @@ mod front_door;
 mod header_index;
 mod hostile;
 mod identity;
+#[macro_use]
+mod imap_server;
 mod loadtest;
 mod migrate;
 mod overload;
@@ -39,7 +41,7 @@ mod sync;
 mod tokens;
 mod uploads;
 mod upstream_bounds;
-mod upstream_cyrus;
 mod upstream_cyrus_jmap;
 mod upstream_imap;
+mod upstream_imap_writes;
 mod upstream_jmap;

@@ -18,6 +18,10 @@ use serde_json::{Value, json};
 
 #[path = "../common/cyrus.rs"]
 pub mod cyrus;
+#[path = "../common/dovecot.rs"]
+pub mod dovecot;
+#[path = "../common/imaplib.rs"]
+pub mod imaplib;
 #[path = "../common/pg_db.rs"]
 mod pg_db;
 #[path = "../common/require.rs"]

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::support::cyrus::Cyrus;
 use crate::support::{PASSWORD, TestAccount, TestApp, spawn_in_front_of};
+use crate::upstream_jmap::BeforeOutage;
 
 const ANN: &str = "ann@example.com";
 
@@ -65,7 +66,14 @@ impl Direct {
 
     /// One call: the response's name and arguments.
     async fn call(&self, method: &str, arguments: Value) -> (String, Value) {
-        let body = json!({"using": USING, "methodCalls": [[method, arguments, "0"]]});
+        let responses = self.calls(json!([[method, arguments, "0"]])).await;
+        let name = responses[0][0].as_str().unwrap_or_default();
+        (name.to_string(), responses[0][1].clone())
+    }
+
+    /// A request of `method_calls`: its method responses.
+    async fn calls(&self, method_calls: Value) -> Vec<Value> {
+        let body = json!({"using": USING, "methodCalls": method_calls});
         let response = self
             .client
             .post(&self.api_url)
@@ -76,8 +84,10 @@ impl Direct {
             .expect("Cyrus's JMAP API");
         assert_eq!(response.status(), 200);
         let answer: Value = response.json().await.expect("JSON");
-        let name = answer["methodResponses"][0][0].as_str().unwrap_or_default();
-        (name.to_string(), answer["methodResponses"][0][1].clone())
+        answer["methodResponses"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
     }
 }
 
@@ -659,4 +669,139 @@ async fn thread_get_with_repeated_ids_is_answered_as_cyrus_answers_it() {
         );
     }
     assert_eq!(forwarded_calls(&proxy, "Thread/get").await, before + 2.0);
+}
+
+/// Golden fixtures by name: each message with CRLF line ends (as IMAP
+/// carries it) and the subject its `.json` gives.
+fn fixtures(names: &[&str]) -> Vec<(Vec<u8>, String)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/golden");
+    names
+        .iter()
+        .map(|name| {
+            let raw = std::fs::read(dir.join(format!("{name}.eml"))).unwrap();
+            let golden: Value =
+                serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.json"))).unwrap())
+                    .unwrap();
+            let subject = golden["subject"].as_str().unwrap().to_string();
+            (crate::support::crlf(&raw), subject)
+        })
+        .collect()
+}
+
+/// Email/query (receivedAt ascending) and Email/get of what it finds.
+fn query_and_get(account_id: &str) -> Value {
+    json!([
+        ["Email/query", {"accountId": account_id,
+            "sort": [{"property": "receivedAt", "isAscending": true}]}, "0"],
+        ["Email/get", {"accountId": account_id,
+            "#ids": {"resultOf": "0", "name": "Email/query", "path": "/ids"},
+            "properties": ["id", "subject", "mailboxIds", "keywords", "receivedAt"]}, "1"]
+    ])
+}
+
+#[tokio::test]
+async fn the_jmap_proxy_in_front_of_cyrus_answers_cyrus_ids() {
+    let Some(cyrus) = Cyrus::start(&[(ANN, PASSWORD)]) else {
+        return;
+    };
+    let inbox = fixtures(&[
+        "plain_ascii",
+        "alternative",
+        "message_ids",
+        "legacy_iso2022jp",
+    ]);
+    let raw: Vec<Vec<u8>> = inbox.iter().map(|(raw, _)| raw.clone()).collect();
+    cyrus.append((ANN, PASSWORD), "INBOX", &raw, "", BASE_TIME);
+    let (direct_session, _) = cyrus.session(ANN, PASSWORD).await;
+
+    let proxy = proxy_in_front_of(&cyrus, |_| {}).await;
+    let refused = proxy
+        .get_as(format!("{}/jmap/session", proxy.base), ANN, "wrong")
+        .await;
+    assert_eq!(refused.status(), 401);
+    let ann = login(&proxy).await;
+    let session = proxy.session(&ann).await;
+    assert_eq!(
+        session["primaryAccounts"],
+        direct_session["primaryAccounts"]
+    );
+    assert_eq!(session["username"], ANN);
+    assert_eq!(session["apiUrl"], format!("{}/jmap/api", proxy.base));
+
+    let direct = Direct::new(&cyrus)
+        .await
+        .calls(query_and_get(&ann.account_id))
+        .await;
+    let proxied = proxy.call(&ann, query_and_get(&ann.account_id)).await;
+    assert_eq!(proxied[0][1]["ids"], direct[0][1]["ids"]);
+    let ids = direct[0][1]["ids"].as_array().unwrap();
+    assert_eq!(ids.len(), inbox.len(), "{direct:#?}");
+    assert_eq!(proxied[1][1]["list"], direct[1][1]["list"]);
+    let subjects: Vec<&Value> = proxied[1][1]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|email| &email["subject"])
+        .collect();
+    let expected: Vec<Value> = inbox.iter().map(|(_, subject)| json!(subject)).collect();
+    assert_eq!(subjects, expected.iter().collect::<Vec<_>>());
+}
+
+/// Issue 45 item 2 in front of Cyrus's JMAP: while Cyrus is stopped, the
+/// list view (an Email/query the mirror answers, and Email/get of its ids)
+/// goes on from the mirror, a write is serverUnavailable and the session
+/// says nothing false (`BeforeOutage`, the Fastview upstream's check too);
+/// once Cyrus is back, a write goes through within seconds.
+#[tokio::test]
+async fn list_views_from_the_mirror_go_on_while_cyrus_is_down_and_writes_wait_for_its_return() {
+    let Some(cyrus) = Cyrus::start(&[(ANN, PASSWORD)]) else {
+        return;
+    };
+    cyrus.append((ANN, PASSWORD), "INBOX", &messages(3), "", BASE_TIME);
+    let direct = Direct::new(&cyrus).await;
+    let (proxy, ann, inbox) = mirrored(&cyrus, &direct).await;
+    let account = ann.account_id.clone();
+    let query = list_view(&account, &inbox);
+    list_view_answered_here(&proxy, &ann, &query).await;
+    let reads = json!([
+        ["Email/query", query, "0"],
+        ["Email/get", {"accountId": account,
+            "#ids": {"resultOf": "0", "name": "Email/query", "path": "/ids"},
+            "properties": ["subject", "keywords"]}, "1"]
+    ]);
+    let before = BeforeOutage::ask(&proxy, &ann, reads).await;
+    assert_eq!(before.answers[1][1]["list"].as_array().unwrap().len(), 3);
+    let first = before.answers[0][1]["ids"][0].as_str().unwrap().to_string();
+    let update = json!({"accountId": account,
+        "update": {first.clone(): {"keywords/$flagged": true}}});
+
+    cyrus.stop();
+    before
+        .assert_answered_while_down(&proxy, &ann, &update)
+        .await;
+
+    cyrus.start_again();
+    let back = Instant::now();
+    let write = json!({"using": USING, "methodCalls": [["Email/set", update, "0"]]});
+    until("the write once Cyrus is back", async || {
+        let (status, answer) = proxy.api_raw(&ann, &write).await;
+        let updated = &answer["methodResponses"][0][1]["updated"];
+        (status == 200 && updated.get(&first).is_some()).then_some(())
+    })
+    .await;
+    assert!(
+        back.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        back.elapsed()
+    );
+    let at_cyrus = direct
+        .call1(
+            "Email/get",
+            json!({"accountId": account, "ids": [first], "properties": ["keywords"]}),
+        )
+        .await;
+    assert_eq!(
+        at_cyrus["list"][0]["keywords"]["$flagged"], true,
+        "{at_cyrus}"
+    );
 }

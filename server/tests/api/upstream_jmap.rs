@@ -1111,49 +1111,86 @@ async fn wrong_guesses_through_the_proxy_lock_out_only_the_guesser() {
     assert!(refused.headers().contains_key("retry-after"));
 }
 
+/// What a client saw through the JMAP proxy before its upstream went
+/// down (issue 45 item 2): the session, and the answers to `reads`.
+pub(crate) struct BeforeOutage {
+    session: Value,
+    reads: Value,
+    /// The reads' method responses.
+    pub(crate) answers: Value,
+}
+
+impl BeforeOutage {
+    /// Asks the session and `reads` (method calls) as `ann`.
+    pub(crate) async fn ask(proxy: &TestApp, ann: &TestAccount, reads: Value) -> Self {
+        let answers = proxy.call(ann, reads.clone()).await;
+        assert!(
+            answers.iter().all(|answer| answer[0] != "error"),
+            "{answers:?}"
+        );
+        Self {
+            session: proxy.session(ann).await,
+            reads,
+            answers: Value::Array(answers),
+        }
+    }
+
+    /// With the upstream down: the session, asked afresh (past the session
+    /// GET's reuse), is what it was for the credential the upstream accepted
+    /// and 503 (not a refusal) for one it never saw; the reads are the
+    /// mirror's answers as before; `write` (Email/set arguments) after them
+    /// is serverUnavailable, and a request of it alone, none of which could
+    /// be answered, is not processed: 502.
+    pub(crate) async fn assert_answered_while_down(
+        &self,
+        proxy: &TestApp,
+        ann: &TestAccount,
+        write: &Value,
+    ) {
+        tokio::time::sleep(SESSION_GET_REUSE + Duration::from_millis(500)).await;
+        let session = |password: &'static str| {
+            proxy.get_as(format!("{}/jmap/session", proxy.base), &ann.email, password)
+        };
+        let response = session(PASSWORD).await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.json::<Value>().await.unwrap(), self.session);
+        assert_eq!(session("a guess").await.status(), 503);
+        assert!(proxy.metric("fastview_upstream_outage_logins_total").await >= 1.0);
+        let mut calls = self.reads.as_array().unwrap().clone();
+        calls.push(json!(["Email/set", write, "w"]));
+        let answered = proxy.call(ann, Value::Array(calls)).await;
+        let (reads, last) = answered.split_at(answered.len() - 1);
+        assert_eq!(Value::Array(reads.to_vec()), self.answers);
+        assert_eq!(
+            (last[0][0].as_str(), last[0][1]["type"].as_str()),
+            (Some("error"), Some("serverUnavailable")),
+            "{answered:?}"
+        );
+        let (status, _) = post(
+            proxy,
+            ann,
+            &json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+                "methodCalls": [["Email/set", write, "0"]]}),
+        )
+        .await;
+        assert_eq!(status, 502);
+    }
+}
+
 #[tokio::test]
 async fn reads_from_the_mirror_go_on_while_the_upstream_is_down() {
     let (upstream, proxy, ann, ids) = upstream_and_proxy().await;
     mirror_synced(&upstream, &proxy, &ann).await;
     let get = json!({"accountId": ann.account_id, "ids": ids, "properties": ["subject"]});
-    let before = proxy.call1(&ann, "Email/get", get.clone()).await;
-    assert_eq!(before["list"].as_array().unwrap().len(), ids.len());
+    let before = BeforeOutage::ask(&proxy, &ann, json!([["Email/get", get, "0"]])).await;
+    assert_eq!(
+        before.answers[0][1]["list"].as_array().unwrap().len(),
+        ids.len()
+    );
     drop(upstream);
-    // Past the session GET's reuse: it asks the upstream, which is gone.
-    tokio::time::sleep(SESSION_GET_REUSE + Duration::from_millis(500)).await;
-    let session = |password: &'static str| {
-        proxy.get_as(
-            format!("{}/.well-known/jmap", proxy.base),
-            &ann.email,
-            password,
-        )
-    };
-    assert_eq!(session(PASSWORD).await.status(), 200);
-    assert_eq!(session("a guess").await.status(), 503);
-    assert!(proxy.metric("fastview_upstream_outage_logins_total").await >= 1.0);
-    // The mirror answers what it holds; a write after it in the request is
-    // serverUnavailable (the Email/get was answered, so the request was).
     let update = json!({"accountId": ann.account_id,
         "update": {ids[0].clone(): {"keywords/$flagged": true}}});
-    let answered = proxy
-        .call(
-            &ann,
-            json!([["Email/get", get, "0"], ["Email/set", update, "1"]]),
-        )
+    before
+        .assert_answered_while_down(&proxy, &ann, &update)
         .await;
-    assert_eq!(answered[0][1]["list"], before["list"]);
-    assert_eq!(
-        (answered[1][0].as_str(), answered[1][1]["type"].as_str()),
-        (Some("error"), Some("serverUnavailable")),
-        "{answered:?}"
-    );
-    // A request none of which could be answered is not processed: 502.
-    let (status, _) = post(
-        &proxy,
-        &ann,
-        &json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
-            "methodCalls": [["Email/set", update, "0"]]}),
-    )
-    .await;
-    assert_eq!(status, 502);
 }

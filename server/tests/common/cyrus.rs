@@ -5,7 +5,8 @@
 //! temporary folder: IMAP and HTTP (JMAP, `conversations: yes`) on two free
 //! loopback ports, users with passwords in a sasldb of their own (a wrong
 //! one refused at once: `failedloginpause: 0`), INBOX and the special-use
-//! folders made at first login; otherwise Cyrus's defaults, as an operator
+//! folders made and subscribed at first login (as the Dovecot of
+//! `dovecot.rs` has them); otherwise Cyrus's defaults, as an operator
 //! would run it (`munge8bit`: the 8-bit octets of an APPENDed message's
 //! headers become `X`). Without the variable a test is skipped, unless
 //! `FASTVIEW_TEST_REQUIRE` names `cyrus`. Shared by the test binaries
@@ -16,6 +17,9 @@ use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+
+use super::imaplib::{self, quoted};
 use std::time::{Duration, Instant};
 
 /// The environment variable naming the unpacked root (the folder holding
@@ -39,7 +43,11 @@ const FOLDERS: [&str; 4] = ["Drafts", "Sent", "Trash", "Archive"];
 /// group), stopped when dropped.
 pub struct Cyrus {
     dir: tempfile::TempDir,
-    master: Child,
+    /// The unpacked packages.
+    root: PathBuf,
+    run_as: RunAs,
+    /// `master`, replaced when [`Cyrus::start_again`] starts it anew.
+    master: Mutex<Child>,
     imap_port: u16,
     http_port: u16,
 }
@@ -79,12 +87,14 @@ impl Cyrus {
         let setup = Setup {
             root: &root,
             dir: dir.path(),
-            run_as,
+            run_as: &run_as,
         };
         setup.write(users, ports);
-        let master = setup.spawn_master();
+        let master = Mutex::new(setup.spawn_master());
         let cyrus = Self {
             dir,
+            root,
+            run_as,
             master,
             imap_port: ports.0,
             http_port: ports.1,
@@ -101,9 +111,55 @@ impl Cyrus {
         Some(cyrus)
     }
 
-    /// The IMAP server's URL, `imap://127.0.0.1:port` (no TLS).
-    pub fn imap_url(&self) -> String {
-        format!("imap://127.0.0.1:{}", self.imap_port)
+    fn setup(&self) -> Setup<'_> {
+        Setup {
+            root: &self.root,
+            dir: self.dir.path(),
+            run_as: &self.run_as,
+        }
+    }
+
+    /// Stops Cyrus (an outage: `master` and every service it forked) and
+    /// waits until it no longer listens.
+    pub fn stop(&self) {
+        stop_group(&mut self.master.lock().unwrap());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for port in [self.imap_port, self.http_port] {
+            while TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                assert!(Instant::now() < deadline, "cyrus still listens on {port}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    /// Starts Cyrus again after [`Cyrus::stop`], with the same mail, and
+    /// waits until it listens.
+    pub fn start_again(&self) {
+        *self.master.lock().unwrap() = self.setup().spawn_master();
+        self.wait_until_listening();
+    }
+
+    /// Sets `login`'s password (Cyrus reads the sasldb at each login).
+    pub fn set_password(&self, login: &str, password: &str) {
+        self.setup().set_password(login, password);
+        if let RunAs::Nobody = self.run_as {
+            let status = Command::new("chown")
+                .args(["-R", "nobody:"])
+                .arg(self.dir.path().join("sasldb2"))
+                .status()
+                .expect("chown");
+            assert!(status.success(), "chown nobody: the sasldb");
+        }
+    }
+
+    /// The instance's folder (mail under `spool/`).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The IMAP port on 127.0.0.1.
+    pub fn imap_port(&self) -> u16 {
+        self.imap_port
     }
 
     /// The JMAP session's URL (RFC 8620 §2.2), which redirects to `/jmap/`.
@@ -179,27 +235,6 @@ impl Cyrus {
         }
     }
 
-    /// Runs Python with `m`, an imaplib connection logged in as `login`;
-    /// returns what it prints (panics, with Cyrus's log, when it fails).
-    pub fn python_imap(&self, login: &str, password: &str, code: &str) -> String {
-        let script = format!(
-            "import imaplib, sys\nm = imaplib.IMAP4('127.0.0.1', {})\nm.login({login:?}, {password:?})\n{code}\nm.logout()\n",
-            self.imap_port
-        );
-        let output = Command::new("python3")
-            .arg("-c")
-            .arg(script)
-            .output()
-            .expect("python3");
-        assert!(
-            output.status.success(),
-            "imaplib: {}\n{}",
-            String::from_utf8_lossy(&output.stderr),
-            self.log()
-        );
-        String::from_utf8(output.stdout).unwrap()
-    }
-
     /// APPENDs `messages` to `mailbox` (its IMAP name, modified UTF-7 for
     /// non-ASCII) with `flags` and INTERNALDATE `base_time + index`.
     pub fn append(
@@ -210,21 +245,15 @@ impl Cyrus {
         flags: &str,
         base_time: i64,
     ) {
-        let folder = tempfile::tempdir().unwrap();
-        for (index, raw) in messages.iter().enumerate() {
-            std::fs::write(folder.path().join(format!("{index:05}")), raw).unwrap();
-        }
-        self.python_imap(
-            login,
-            password,
-            &format!(
-                "import os\nfolder = {:?}\nfor i, name in enumerate(sorted(os.listdir(folder))):\n    \
-                 data = open(os.path.join(folder, name), 'rb').read()\n    \
-                 r = m.append({:?}, {flags:?} or None, imaplib.Time2Internaldate({base_time} + i), data)\n    \
-                 assert r[0] == 'OK', r",
-                folder.path().display().to_string(),
-                quoted(mailbox),
-            ),
+        let log = || self.log();
+        let what = (messages, flags);
+        imaplib::append(
+            self.imap_port,
+            (login, password),
+            mailbox,
+            what,
+            base_time,
+            &log,
         );
     }
 
@@ -248,19 +277,26 @@ impl Drop for Cyrus {
         if std::thread::panicking() {
             eprintln!("cyrus's log:\n{}", self.log());
         }
-        // master and every service it forked share master's process group.
-        let group = format!("-{}", self.master.id());
-        let _ = Command::new("kill").args(["-TERM", "--", &group]).output();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.master.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if let Ok(master) = self.master.get_mut() {
+            stop_group(master);
         }
-        let _ = Command::new("kill").args(["-KILL", "--", &group]).output();
-        let _ = self.master.wait();
     }
+}
+
+/// Stops `master` and every service it forked: they share master's process
+/// group.
+fn stop_group(master: &mut Child) {
+    let group = format!("-{}", master.id());
+    let _ = Command::new("kill").args(["-TERM", "--", &group]).output();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = master.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = Command::new("kill").args(["-KILL", "--", &group]).output();
+    let _ = master.wait();
 }
 
 /// What [`Cyrus::start`] writes its config from.
@@ -270,7 +306,7 @@ struct Setup<'a> {
     /// The instance's folder: config, databases, spool, sockets, logs.
     dir: &'a Path,
     /// The user Cyrus's processes run as (it refuses root).
-    run_as: RunAs,
+    run_as: &'a RunAs,
 }
 
 /// Who Cyrus runs as: the test's own user, or, when the test runs as root,
@@ -311,7 +347,7 @@ impl Setup<'_> {
 
     fn imapd_conf(&self) -> String {
         let dir = self.dir.display();
-        let user = match &self.run_as {
+        let user = match self.run_as {
             RunAs::Me(name) => name.as_str(),
             RunAs::Nobody => "nobody",
         };
@@ -342,6 +378,7 @@ sasl_mech_list: PLAIN LOGIN
 failedloginpause: 0
 autocreate_quota: 0
 autocreate_inbox_folders: {folders}
+autocreate_subscribe_folders: {folders}
 {special_uses}conversations: yes
 conversations_db: twoskip
 httpmodules: jmap
@@ -478,11 +515,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// An IMAP quoted string (RFC 3501 §4.3).
-fn quoted(text: &str) -> String {
-    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
 /// Reads lines up to the one tagged `tag` (or, for `None`, the greeting);

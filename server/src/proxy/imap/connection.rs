@@ -32,6 +32,17 @@ impl From<async_imap::error::Error> for UpstreamError {
     }
 }
 
+/// SASL PLAIN's one message (RFC 4616): `authzid NUL authcid NUL passwd`.
+struct SaslPlain(String);
+
+impl async_imap::Authenticator for SaslPlain {
+    type Response = String;
+
+    fn process(&mut self, _challenge: &[u8]) -> String {
+        self.0.clone()
+    }
+}
+
 /// How long connecting, TLS and login may take together.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long one command may take (a FETCH of a batch of messages included).
@@ -190,6 +201,19 @@ impl Connection {
         user: &str,
         password: &str,
     ) -> Result<Self, UpstreamError> {
+        Self::login_as(url, user, password, None).await
+    }
+
+    /// [`Connection::login`], or, with `acting_as`, authenticates as `user`
+    /// on behalf of `acting_as`: AUTHENTICATE PLAIN with `acting_as` as the
+    /// authorization identity (RFC 4616), which Dovecot's master users and
+    /// Cyrus's admins both take (Dovecot's `user*master` LOGIN is its own).
+    pub async fn login_as(
+        url: &UpstreamUrl,
+        user: &str,
+        password: &str,
+        acting_as: Option<&str>,
+    ) -> Result<Self, UpstreamError> {
         let connecting = async {
             let tcp = tokio::net::TcpStream::connect((url.host.as_str(), url.port))
                 .await
@@ -221,7 +245,14 @@ impl Connection {
                     async_imap::Client::new(wrap_tls(&url.host, client.into_inner()).await?)
                 }
             };
-            let mut session = match client.login(user, password).await {
+            let logged_in = match acting_as {
+                None => client.login(user, password).await,
+                Some(acting_as) => {
+                    let plain = SaslPlain(format!("{acting_as}\0{user}\0{password}"));
+                    client.authenticate("PLAIN", plain).await
+                }
+            };
+            let mut session = match logged_in {
                 Ok(session) => session,
                 Err((async_imap::error::Error::No(text), _)) if unavailable(&text) => {
                     return Err(UpstreamError::Throttled {

@@ -116,9 +116,12 @@ pub struct UpstreamOptions {
     pub syncs_at_once: usize,
 }
 
-/// A master login of the upstream (Dovecot: `auth_master_user_separator`
-/// `*`, a passdb with `master = yes`): user `ann@example.com` is logged in
-/// as `ann@example.com*{user}` with the master's password.
+/// A master login of the upstream (Dovecot: a passdb with `master = yes`;
+/// Cyrus: one of its `admins`): user `ann@example.com`'s IMAP sessions
+/// authenticate as `{user}` with the master's password and
+/// `ann@example.com` as SASL PLAIN's authorization identity (RFC 4616);
+/// mail is sent as `ann@example.com*{user}` (Dovecot's
+/// `auth_master_user_separator`).
 #[derive(Clone)]
 pub struct MasterLogin {
     pub user: String,
@@ -132,6 +135,14 @@ impl std::fmt::Debug for MasterLogin {
             .field("password", &"…")
             .finish()
     }
+}
+
+/// Who an account's IMAP sessions log in as.
+struct Credentials {
+    login: String,
+    password: String,
+    /// With a master login: the user it acts as.
+    acting_as: Option<String>,
 }
 
 /// The credentials and last use of one active account.
@@ -289,18 +300,34 @@ impl Upstream {
         Ok(accounts.len())
     }
 
-    /// The login the account's sessions use: the user's own, or the master's.
-    fn credentials(&self, link: &Link) -> (String, String) {
+    /// The login the account's sessions use: the user's own, or the master's
+    /// acting as the user.
+    fn credentials(&self, link: &Link) -> Credentials {
         match &self.options.master {
-            Some(master) => (
-                format!("{}*{}", link.user, master.user),
-                master.password.clone(),
-            ),
-            None => (
-                link.user.clone(),
-                link.password.lock().map(|p| p.clone()).unwrap_or_default(),
-            ),
+            Some(master) => Credentials {
+                login: master.user.clone(),
+                password: master.password.clone(),
+                acting_as: Some(link.user.clone()),
+            },
+            None => Credentials {
+                login: link.user.clone(),
+                password: link.password.lock().map(|p| p.clone()).unwrap_or_default(),
+                acting_as: None,
+            },
         }
+    }
+
+    /// Connects and logs in with `credentials`.
+    async fn connect(&self, credentials: &Credentials) -> Result<Connection, UpstreamError> {
+        self.metrics
+            .count_upstream_round_trip(crate::metrics::current_method(), "login");
+        Connection::login_as(
+            &self.options.url,
+            &credentials.login,
+            &credentials.password,
+            credentials.acting_as.as_deref(),
+        )
+        .await
     }
 
     /// Whether the account's sync should stop: unused for the idle time,
@@ -320,11 +347,15 @@ impl Upstream {
     pub fn submission_for(&self, account: i64) -> Option<crate::mail::relay::Relay> {
         let url = self.options.smtp.as_deref()?;
         let link = self.link(account).ok()?;
-        let (user, password) = self.credentials(&link);
-        if password.is_empty() {
+        let credentials = self.credentials(&link);
+        if credentials.password.is_empty() {
             return None;
         }
-        crate::mail::relay::Relay::from_url_as(url, &user, &password).ok()
+        let user = match &credentials.acting_as {
+            Some(user) => format!("{user}*{}", credentials.login),
+            None => credentials.login.clone(),
+        };
+        crate::mail::relay::Relay::from_url_as(url, &user, &credentials.password).ok()
     }
 
     /// Puts a message the upstream's submission server refused to send
@@ -358,13 +389,11 @@ impl Upstream {
             if self.is_idle(&link) && self.release(account, &link) {
                 return;
             }
-            let (user, password) = self.credentials(&link);
-            self.metrics
-                .count_upstream_round_trip(crate::metrics::current_method(), "login");
+            let credentials = self.credentials(&link);
             // A login is background work too: a hundred accounts' first
             // logins at once are a hundred connections to the upstream.
             let turn = self.turns.sync_turn().await;
-            let login = Connection::login(&self.options.url, &user, &password).await;
+            let login = self.connect(&credentials).await;
             drop(turn);
             let outcome = match login {
                 Ok(connection) => self.listen(account, &link, connection, &mut backoff).await,
@@ -584,10 +613,7 @@ impl Upstream {
             *slot = None;
         }
         if slot.is_none() {
-            let (user, password) = self.credentials(link);
-            self.metrics
-                .count_upstream_round_trip(crate::metrics::current_method(), "login");
-            *slot = Some(Connection::login(&self.options.url, &user, &password).await?);
+            *slot = Some(self.connect(&self.credentials(link)).await?);
         }
         slot.as_mut()
             .ok_or_else(|| UpstreamError::Unreachable("no connection".into()))
