@@ -531,7 +531,7 @@ impl TestApp {
     }
 
     /// POSTs a JMAP request body as `account`.
-    async fn post_api(&self, account: &TestAccount, body: &Value) -> reqwest::Response {
+    pub async fn post_api(&self, account: &TestAccount, body: &Value) -> reqwest::Response {
         self.client
             .post(format!("{}/jmap/api", self.base))
             .basic_auth(&account.email, Some(PASSWORD))

@@ -43,6 +43,8 @@ struct Gate {
     most_in_flight: AtomicUsize,
     /// How many API requests to answer 429 next, and with what Retry-After.
     throttle_next: AtomicUsize,
+    /// How many of a client's own API requests to answer 429 next.
+    throttle_clients: AtomicUsize,
     retry_after: Mutex<String>,
     /// Each sync request as it arrived: when, and whether it was answered 429.
     arrivals: Mutex<Vec<(Instant, bool)>>,
@@ -116,6 +118,18 @@ async fn pass_on(State(gate): State<Arc<Gate>>, request: Request) -> Response {
         };
         gate.in_flight.fetch_sub(1, Ordering::SeqCst);
         return answer;
+    }
+    if path == "/jmap/api"
+        && gate
+            .throttle_clients
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    {
+        return Response::builder()
+            .status(StatusCode::TOO_MANY_REQUESTS)
+            .header("retry-after", gate.retry_after.lock().unwrap().clone())
+            .body(Body::from(r#"{"type":"urn:ietf:params:jmap:error:limit"}"#))
+            .unwrap();
     }
     let response = forward(&gate, parts.method, &target, &parts.headers, body).await;
     if path == "/jmap/session" || path == "/.well-known/jmap" {
@@ -256,4 +270,32 @@ async fn a_429_with_retry_after_holds_the_next_sync_back() {
             .await,
         1.0
     );
+}
+
+/// A client's call the proxy forwards and the upstream answers 429 reaches
+/// the client as 429 with the upstream's Retry-After, so that it knows when
+/// to try again.
+#[tokio::test]
+async fn a_429_for_a_clients_call_reaches_it_with_retry_after() {
+    let (_upstream, gate, proxy, accounts) = upstream_gate_and_proxy(1, 4).await;
+    let (account, ids) = &accounts[0];
+    proxy.session(account).await;
+    wait_for_fetched(&proxy, ids.len()).await;
+    *gate.retry_after.lock().unwrap() = "7".into();
+    gate.throttle_clients.store(1, Ordering::SeqCst);
+    // A text filter is always forwarded (ADR 0009).
+    let body = json!({"using": ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"],
+        "methodCalls": [["Email/query", {"accountId": account.account_id,
+            "filter": {"subject": "anything"}}, "q"]]});
+    let response = proxy.post_api(account, &body).await;
+    assert_eq!(response.status(), 429);
+    assert_eq!(
+        response
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap()),
+        Some("7")
+    );
+    let again = proxy.post_api(account, &body).await;
+    assert_eq!(again.status(), 200);
 }

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use moka::future::Cache;
 
 use crate::account::OutageGrace;
-use reqwest::header::{AUTHORIZATION, HeaderValue};
+use reqwest::header::{AUTHORIZATION, HeaderValue, RETRY_AFTER};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
@@ -263,6 +263,18 @@ fn expand(
     }
     Url::parse(&expanded)
         .map_err(|error| UpstreamError::Refused(format!("the upstream's URL {template}: {error}")))
+}
+
+/// The upstream's HTTP answer to a POSTed Request ([`JmapUpstream::post`]).
+#[derive(Debug)]
+pub struct Answer {
+    /// Its HTTP status.
+    pub status: u16,
+    /// Its `Retry-After` (RFC 9110 §10.2.3), as sent: seconds or an HTTP
+    /// date; passed on to the client with a 429 or 503.
+    pub retry_after: Option<HeaderValue>,
+    /// Its body.
+    pub body: Vec<u8>,
 }
 
 /// The upstream JMAP server of one serving instance.
@@ -547,8 +559,8 @@ impl JmapUpstream {
     }
 
     /// POSTs a JMAP Request object (`request`, serialized here) as
-    /// `authorization`, counted under `method`; the HTTP status and the
-    /// body, read whole up to [`MAX_ANSWER_OCTETS`] (more is
+    /// `authorization`, counted under `method`; the upstream's [`Answer`],
+    /// its body read whole up to [`MAX_ANSWER_OCTETS`] (more is
     /// [`UpstreamError::Refused`]).
     pub async fn post(
         &self,
@@ -556,12 +568,18 @@ impl JmapUpstream {
         authorization: &HeaderValue,
         request: &Value,
         method: &'static str,
-    ) -> Result<(u16, Vec<u8>), UpstreamError> {
+    ) -> Result<Answer, UpstreamError> {
         let response = self
             .post_response(session, authorization, request, method)
             .await?;
         let status = response.status().as_u16();
-        Ok((status, read_limited(response, MAX_ANSWER_OCTETS).await?))
+        let retry_after = response.headers().get(RETRY_AFTER).cloned();
+        let body = read_limited(response, MAX_ANSWER_OCTETS).await?;
+        Ok(Answer {
+            status,
+            retry_after,
+            body,
+        })
     }
 
     /// [`JmapUpstream::post`]'s response, its body unread.

@@ -319,9 +319,22 @@ async fn api(
                 }
                 Ok(([(header::CONTENT_TYPE, "application/json")], response.body).into_response())
             }
-            Err(ProxyError::Answered(status, body)) => {
-                let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-                Ok((status, [(header::CONTENT_TYPE, "application/json")], body).into_response())
+            Err(ProxyError::Answered(answer)) => {
+                let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+                let mut response = (
+                    status,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    answer.body,
+                )
+                    .into_response();
+                // A client told to slow down is told for how long, as the
+                // upstream said it (a 429 or 503's Retry-After).
+                if let Some(retry_after) = answer.retry_after {
+                    response
+                        .headers_mut()
+                        .insert(header::RETRY_AFTER, retry_after);
+                }
+                Ok(response)
             }
             Err(ProxyError::Upstream(error)) => Err(failed(error)),
         };

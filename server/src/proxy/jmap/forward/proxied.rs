@@ -25,8 +25,8 @@ pub struct Proxied<'a> {
 #[derive(Debug)]
 pub enum ProxyError {
     /// The upstream answered a batch with something other than 200: its
-    /// status and body, for the client as they are.
-    Answered(u16, bytes::Bytes),
+    /// status, Retry-After and body, for the client as they are.
+    Answered(crate::proxy::jmap::client::Answer),
     /// The upstream (or the mirror's store) failed.
     Upstream(UpstreamError),
 }

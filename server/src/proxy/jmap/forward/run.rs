@@ -75,8 +75,8 @@ impl Run<'_, '_> {
             Err(error) if self.responses.is_empty() => Err(error),
             Err(error) => {
                 let reason = match &error {
-                    ProxyError::Answered(status, _) => {
-                        format!("the upstream answered HTTP {status}")
+                    ProxyError::Answered(answer) => {
+                        format!("the upstream answered HTTP {}", answer.status)
                     }
                     ProxyError::Upstream(error) => error.to_string(),
                 };
@@ -122,14 +122,14 @@ impl Run<'_, '_> {
         });
         let p = self.proxied;
         let method = dispatch::method_label(&calls[0].0);
-        let (status, body) = p
+        let answer = p
             .upstream
             .post(p.session, p.authorization, &request, method)
             .await?;
-        if status != 200 {
-            return Err(ProxyError::Answered(status, body.into()));
+        if answer.status != 200 {
+            return Err(ProxyError::Answered(answer));
         }
-        Ok(serde_json::from_slice(&body)
+        Ok(serde_json::from_slice(&answer.body)
             .map_err(|error| UpstreamError::Refused(format!("not a JMAP Response: {error}")))?)
     }
 
