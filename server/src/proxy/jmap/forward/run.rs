@@ -72,7 +72,17 @@ impl Run<'_, '_> {
                 }
                 Ok(())
             }
-            Err(error) if self.responses.is_empty() => Err(error),
+            // A status the upstream answered (a 401, a 429 with its
+            // Retry-After) is the whole request's when nothing was
+            // answered yet; an upstream that cannot be reached fails each
+            // call with serverUnavailable, whether or not an earlier call
+            // was answered here (README, "In front of a JMAP server").
+            Err(error)
+                if self.responses.is_empty()
+                    && !matches!(error, ProxyError::Upstream(UpstreamError::Unreachable(_))) =>
+            {
+                Err(error)
+            }
             Err(error) => {
                 let reason = match &error {
                     ProxyError::Answered(answer) => {
