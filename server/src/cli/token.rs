@@ -10,7 +10,7 @@ use clap::Subcommand;
 use super::GlobalArgs;
 use super::account::parse_address;
 use crate::account::{TOKEN_RECHECK, new_token_secret, token_digest};
-use crate::store::{Account, StoreError};
+use crate::store::{Account, NewToken, StoreError};
 
 /// Token subcommands.
 #[derive(Debug, Subcommand)]
@@ -71,11 +71,13 @@ pub async fn run(global: &GlobalArgs, command: TokenCommand) -> anyhow::Result<E
             let secret = new_token_secret();
             let now = chrono::Utc::now().timestamp();
             let expires = expires_days.map(|days| now + i64::from(days) * 86_400);
-            match app
-                .store
-                .create_token(account.id, &token_digest(&secret), &name, now, expires)
-                .await
-            {
+            let token = NewToken {
+                secret_sha256: &token_digest(&secret),
+                name: &name,
+                created_at: now,
+                expires_at: expires,
+            };
+            match app.store.create_token(account.id, token).await {
                 Ok(token) => {
                     eprintln!(
                         "token {} for {} ({}); the secret is shown only now:",

@@ -612,18 +612,16 @@ impl Verified {
     }
 }
 
-/// The authenticated account of a request (an axum extractor): reads the
-/// Basic or Bearer credentials and the client address, rejects with 401 or 429.
-pub struct Authenticated(pub Account);
+/// The authenticated account of a request and the credential it used (an
+/// axum extractor, the credential for the response's session state):
+/// reads the Basic or Bearer credentials and the client address, rejects
+/// with 401 or 429. With `FRESH`, the credential is checked against the
+/// store now ([`Authenticator::authenticate`]): [`FreshlyAuthenticated`].
+pub struct AuthenticatedWith<const FRESH: bool = false>(pub Account, pub Credential);
 
-/// [`Authenticated`] with the credential it used (for the response's
-/// session state).
-pub struct AuthenticatedWith(pub Account, pub Credential);
-
-/// [`AuthenticatedWith`], the credential checked against the store now
-/// (`fresh`, [`Authenticator::authenticate`]): for the Session, whose push
-/// access must work, and the event source.
-pub struct FreshlyAuthenticated(pub Account, pub Credential);
+/// [`AuthenticatedWith`], the credential checked against the store now:
+/// for the Session, whose push access must work, and the event source.
+pub type FreshlyAuthenticated = AuthenticatedWith<true>;
 
 /// The account and credential of a request's Authorization header.
 async fn authenticate_parts(
@@ -639,40 +637,17 @@ async fn authenticate_parts(
     state.auth.authenticate(&parts.headers, client, fresh).await
 }
 
-impl axum::extract::FromRequestParts<Arc<super::AppState>> for AuthenticatedWith {
+impl<const FRESH: bool> axum::extract::FromRequestParts<Arc<super::AppState>>
+    for AuthenticatedWith<FRESH>
+{
     type Rejection = HttpError;
 
     async fn from_request_parts(
         parts: &mut axum::http::request::Parts,
         state: &Arc<super::AppState>,
     ) -> Result<Self, Self::Rejection> {
-        let (account, credential) = authenticate_parts(parts, state, false).await?;
+        let (account, credential) = authenticate_parts(parts, state, FRESH).await?;
         Ok(AuthenticatedWith(account, credential))
-    }
-}
-
-impl axum::extract::FromRequestParts<Arc<super::AppState>> for FreshlyAuthenticated {
-    type Rejection = HttpError;
-
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &Arc<super::AppState>,
-    ) -> Result<Self, Self::Rejection> {
-        let (account, credential) = authenticate_parts(parts, state, true).await?;
-        Ok(FreshlyAuthenticated(account, credential))
-    }
-}
-
-impl axum::extract::FromRequestParts<Arc<super::AppState>> for Authenticated {
-    type Rejection = HttpError;
-
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &Arc<super::AppState>,
-    ) -> Result<Self, Self::Rejection> {
-        let AuthenticatedWith(account, _) =
-            AuthenticatedWith::from_request_parts(parts, state).await?;
-        Ok(Authenticated(account))
     }
 }
 

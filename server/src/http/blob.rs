@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::AppState;
-use super::auth::Authenticated;
+use super::auth::AuthenticatedWith;
 use super::error::HttpError;
 use crate::blob::{BlobError, StagedBlob};
 use crate::jmap::budget::{Holder, Taken};
@@ -49,7 +49,7 @@ fn check_account(account_id: &str, account: i64) -> Result<(), HttpError> {
 /// uploading them again, to repair a corrupt copy, works at any usage).
 pub async fn upload(
     State(state): State<Arc<AppState>>,
-    Authenticated(account): Authenticated,
+    AuthenticatedWith(account, _): AuthenticatedWith,
     Path(account_id): Path<String>,
     headers: HeaderMap,
     body: Body,
@@ -201,7 +201,7 @@ pub struct DownloadQuery {
 /// requested name and type.
 pub async fn download(
     State(state): State<Arc<AppState>>,
-    Authenticated(account): Authenticated,
+    AuthenticatedWith(account, _): AuthenticatedWith,
     Path((account_id, blob_id, name)): Path<(String, String, String)>,
     Query(query): Query<DownloadQuery>,
 ) -> Result<Response, HttpError> {

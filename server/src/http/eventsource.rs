@@ -36,7 +36,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::AppState;
-use super::auth::FreshlyAuthenticated;
+use super::auth::{AuthenticatedWith, FreshlyAuthenticated};
 use super::error::HttpError;
 use super::push_access::{CredentialTag, PushAccess};
 use super::stream_slots::{StreamKey, StreamSlot};
@@ -81,7 +81,7 @@ async fn stream_account(
     access: Option<&str>,
     authorized: Option<FreshlyAuthenticated>,
 ) -> Result<(crate::store::Account, Credential), HttpError> {
-    if let Some(FreshlyAuthenticated(account, credential)) = authorized {
+    if let Some(AuthenticatedWith(account, credential)) = authorized {
         return Ok((account, credential));
     }
     if headers.contains_key(axum::http::header::AUTHORIZATION) {

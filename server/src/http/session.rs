@@ -8,7 +8,7 @@ use axum::http::HeaderMap;
 use serde_json::Value;
 
 use super::AppState;
-use super::auth::FreshlyAuthenticated;
+use super::auth::{AuthenticatedWith, FreshlyAuthenticated};
 use super::error::HttpError;
 use super::push_access::{CredentialTag, PUSH_ACCESS_TTL, PushAccess};
 use crate::jmap::session::{push_access_day, session};
@@ -20,7 +20,7 @@ use crate::jmap::session::{push_access_day, session};
 /// access handed out is one that works.
 pub async fn get_session(
     State(state): State<Arc<AppState>>,
-    FreshlyAuthenticated(account, credential): FreshlyAuthenticated,
+    AuthenticatedWith(account, credential): FreshlyAuthenticated,
     headers: HeaderMap,
 ) -> Result<Json<Value>, HttpError> {
     // Issued per day, so the session object is the same all day

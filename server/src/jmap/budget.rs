@@ -137,16 +137,10 @@ impl RequestBudget {
     /// Takes `octets` from the byte budget and holds them until the request
     /// ends, or fails leaving both unchanged.
     pub fn charge_bytes(&mut self, octets: u64) -> Result<(), OverBudget> {
-        let left = self
-            .bytes_left
-            .checked_sub(octets)
-            .ok_or(OverBudget::Request)?;
+        let left = left_after(self.bytes_left, octets)?;
         if let Some(hold) = &mut self.hold {
             let owed = octets.saturating_sub(std::mem::take(&mut hold.prepaid));
-            if !hold.holder.take(owed) {
-                return Err(OverBudget::Server);
-            }
-            hold.request += owed;
+            hold.request += hold.holder.take_or_refuse(owed)?;
         }
         self.bytes_left = left;
         Ok(())
@@ -163,15 +157,9 @@ impl RequestBudget {
     /// parse budget and holds them until [`RequestBudget::end_call`], or
     /// fails leaving both unchanged. Charged before the messages are read.
     pub fn charge_parse(&mut self, octets: u64) -> Result<(), OverBudget> {
-        let left = self
-            .parse_bytes_left
-            .checked_sub(octets)
-            .ok_or(OverBudget::Request)?;
+        let left = left_after(self.parse_bytes_left, octets)?;
         if let Some(hold) = &mut self.hold {
-            if !hold.holder.take(octets) {
-                return Err(OverBudget::Server);
-            }
-            hold.call += octets;
+            hold.call += hold.holder.take_or_refuse(octets)?;
         }
         self.parse_bytes_left = left;
         Ok(())
@@ -292,6 +280,12 @@ impl Drop for Taken {
     }
 }
 
+/// What a request's budget `left` leaves after `octets` more, or
+/// [`OverBudget::Request`] when it has not that many.
+fn left_after(left: u64, octets: u64) -> Result<u64, OverBudget> {
+    left.checked_sub(octets).ok_or(OverBudget::Request)
+}
+
 /// A request's handle on the [`Holdings`] of its account (`Send`, cheap to clone).
 #[derive(Debug, Clone)]
 pub struct Holder {
@@ -317,6 +311,16 @@ impl Holder {
     /// Takes `octets` for the account, or nothing if either cap would pass.
     pub fn take(&self, octets: u64) -> bool {
         self.holdings.take(self.account, octets)
+    }
+
+    /// [`Holder::take`] for a charge: the octets taken, or
+    /// [`OverBudget::Server`].
+    fn take_or_refuse(&self, octets: u64) -> Result<u64, OverBudget> {
+        if self.take(octets) {
+            Ok(octets)
+        } else {
+            Err(OverBudget::Server)
+        }
     }
 
     /// Gives back `octets` taken before.

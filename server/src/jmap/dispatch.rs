@@ -38,13 +38,14 @@ use super::budget::{OverBudget, RequestBudget, server_busy};
 use super::call::{CallContext, error_response};
 use super::error::{MethodError, RequestError};
 use super::mail::changes::changes_response;
+use super::mail::get::list_get;
 use super::mail::{email, mailbox, thread};
 use super::reference::ReferenceError;
 use super::request::{Arguments, CallArguments, Invocation, Request, Response};
 use super::submission::{email_submission, identity, submission_query};
 use super::{Jmap, core, reference};
 use crate::metrics::MethodLabel;
-use crate::store::{Account, ChangeType};
+use crate::store::{Account, ChangeType, IdentityRow, MailboxRow, SubmissionRow, VacationResponse};
 
 /// Every method this server answers, with the name used as the metrics label.
 const METHODS: &[&str] = &[
@@ -142,7 +143,7 @@ async fn call_mail(
     arguments: Map<String, Value>,
 ) -> Result<Value, MethodError> {
     match method {
-        "Mailbox/get" => Box::pin(mailbox::get::mailbox_get(ctx, arguments)).await,
+        "Mailbox/get" => Box::pin(list_get::<MailboxRow>(ctx, arguments)).await,
         "Mailbox/changes" => Box::pin(mailbox::changes::mailbox_changes(ctx, arguments)).await,
         "Mailbox/query" => typed(ctx, arguments, mailbox::query::mailbox_query).await,
         "Mailbox/queryChanges" => {
@@ -203,12 +204,12 @@ async fn call_other(
         "Blob/copy" => typed(ctx, arguments, super::copy::blob_copy).await,
         "Quota/get" => typed(ctx, arguments, super::quota::quota_get).await,
         "Quota/changes" => typed(ctx, arguments, super::quota::quota_changes).await,
-        "Identity/get" => Box::pin(identity::identity_get(ctx, arguments)).await,
+        "Identity/get" => Box::pin(list_get::<IdentityRow>(ctx, arguments)).await,
         "Identity/changes" => {
             Box::pin(changes_response(ctx, arguments, ChangeType::Identity)).await
         }
         "Identity/set" => typed(ctx, arguments, identity::identity_set).await,
-        "EmailSubmission/get" => Box::pin(email_submission::submission_get(ctx, arguments)).await,
+        "EmailSubmission/get" => Box::pin(list_get::<SubmissionRow>(ctx, arguments)).await,
         "EmailSubmission/changes" => {
             Box::pin(changes_response(
                 ctx,
@@ -222,7 +223,7 @@ async fn call_other(
             Box::pin(submission_query::submission_query_changes(ctx, arguments)).await
         }
         "EmailSubmission/set" => typed(ctx, arguments, email_submission::submission_set).await,
-        "VacationResponse/get" => Box::pin(super::vacation::vacation_get(ctx, arguments)).await,
+        "VacationResponse/get" => Box::pin(list_get::<VacationResponse>(ctx, arguments)).await,
         "VacationResponse/set" => typed(ctx, arguments, super::vacation::vacation_set).await,
         _ => Err(MethodError::UnknownMethod),
     }

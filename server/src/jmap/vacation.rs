@@ -2,16 +2,16 @@
 //! per account, id `singleton`, disabled until set. It answers mail
 //! delivered to the account while enabled and within its dates.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::jmap::args::{self, parse_utc_date, utc_date};
+use crate::jmap::Jmap;
+use crate::jmap::args::{parse_utc_date, utc_date};
 use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
-use crate::jmap::mail::get::{ListGet, found, get_response, object_of};
-use crate::jmap::mail::set::{SetOutcome, check_request, object_count};
+use crate::jmap::mail::get::{ListedObject, object_of};
+use crate::jmap::mail::set::{SetArgs, SetOutcome};
 use crate::store::VacationResponse;
 
 /// The id of the one VacationResponse (RFC 8621 §8).
@@ -28,52 +28,33 @@ const PROPERTIES: &[&str] = &[
     "htmlBody",
 ];
 
-fn vacation_json(response: &VacationResponse, properties: &[&'static str]) -> Value {
-    let date = |seconds: Option<i64>| seconds.map(utc_date);
-    object_of(properties, |property| match property {
-        "id" => json!(SINGLETON),
-        "isEnabled" => json!(response.is_enabled),
-        "fromDate" => json!(date(response.from_date)),
-        "toDate" => json!(date(response.to_date)),
-        "subject" => json!(response.subject),
-        "textBody" => json!(response.text_body),
-        _ => json!(response.html_body),
-    })
-}
+/// The one VacationResponse of an account, numbered 0.
+impl ListedObject for VacationResponse {
+    const PROPERTIES: &'static [&'static str] = PROPERTIES;
 
-/// Handles one VacationResponse/get call.
-#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
-pub async fn vacation_get(
-    ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
-) -> Result<Value, MethodError> {
-    let ListGet {
-        account_id,
-        properties,
-        requested,
-    } = ListGet::read(ctx, arguments, PROPERTIES)?;
-    let requested = requested.unwrap_or_else(|| vec![SINGLETON.to_string()]);
-    let store = &ctx.jmap.store;
-    let state = store.states(ctx.account.id).await?.vacation_response;
-    let response = store.vacation_response(ctx.account.id).await?;
-    let (list, not_found) = found(&requested, |id| {
-        (id == SINGLETON).then(|| vacation_json(&response, &properties))
-    });
-    Ok(get_response(account_id, state, list, not_found))
-}
+    fn to_json(&self, properties: &[&'static str]) -> Value {
+        let date = |seconds: Option<i64>| seconds.map(utc_date);
+        object_of(properties, |property| match property {
+            "id" => json!(SINGLETON),
+            "isEnabled" => json!(self.is_enabled),
+            "fromDate" => json!(date(self.from_date)),
+            "toDate" => json!(date(self.to_date)),
+            "subject" => json!(self.subject),
+            "textBody" => json!(self.text_body),
+            _ => json!(self.html_body),
+        })
+    }
 
-/// VacationResponse/set arguments (RFC 8620 §5.3).
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SetRequest {
-    account_id: String,
-    if_in_state: Option<String>,
-    create: Option<HashMap<String, Value>>,
-    update: Option<HashMap<String, Map<String, Value>>>,
-    destroy: Option<Vec<String>>,
-}
+    fn jmap_id(&self) -> String {
+        SINGLETON.to_string()
+    }
 
-args::account_arguments!(SetRequest);
+    async fn read_all(jmap: &Jmap, account: i64) -> Result<(i64, Arc<Vec<Self>>), MethodError> {
+        let state = jmap.store.states(account).await?.vacation_response;
+        let response = jmap.store.vacation_response(account).await?;
+        Ok((state, Arc::new(vec![response])))
+    }
+}
 
 /// `response` with the properties of an update applied; a property of the
 /// wrong type is `invalidProperties` naming it.
@@ -114,18 +95,18 @@ fn apply(
     Ok(response)
 }
 
-/// Handles one VacationResponse/set call: only an update of `singleton`.
+/// Handles one VacationResponse/set call (the standard arguments, RFC 8620
+/// §5.3): only an update of `singleton`.
 #[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn vacation_set(
     ctx: &mut CallContext<'_>,
-    request: SetRequest,
+    request: SetArgs<Value>,
 ) -> Result<Value, MethodError> {
+    let old_state = request
+        .check(ctx, |states| states.vacation_response)
+        .await?;
     let store = ctx.jmap.store.clone();
     let account = ctx.account.id;
-    let objects = object_count(&request.create, &request.update, &request.destroy);
-    let if_in_state = request.if_in_state.as_deref();
-    let old_state =
-        check_request(ctx, if_in_state, objects, |states| states.vacation_response).await?;
     let singleton = || SetError::new("singleton", "there is one VacationResponse, \"singleton\"");
     let mut outcome = SetOutcome::default();
     for creation_id in request.create.unwrap_or_default().into_keys() {
@@ -173,7 +154,7 @@ mod tests {
             }
         );
         assert_eq!(
-            vacation_json(&response, PROPERTIES),
+            response.to_json(PROPERTIES),
             json!({"id": "singleton", "isEnabled": true, "fromDate": "2026-12-24T00:00:00Z",
                 "toDate": null, "subject": "Away", "textBody": null, "htmlBody": null})
         );

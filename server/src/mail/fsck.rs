@@ -7,8 +7,9 @@
 
 use futures::StreamExt;
 
+use super::gc::MaintenanceError;
 use crate::blob::{BlobError, BlobStore};
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 
 /// Blob ids read from the database at once.
 const PAGE: i64 = 500;
@@ -33,15 +34,6 @@ impl FsckReport {
     }
 }
 
-/// Why a check could not finish (a broken blob is a finding, not an error).
-#[derive(Debug, thiserror::Error)]
-pub enum FsckError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Blob(#[from] BlobError),
-}
-
 /// The state of one blob.
 enum Found {
     Whole,
@@ -55,7 +47,7 @@ pub async fn check(
     store: &dyn Store,
     blobs: &BlobStore,
     mut progress: impl FnMut(u64),
-) -> Result<FsckReport, FsckError> {
+) -> Result<FsckReport, MaintenanceError> {
     let mut report = FsckReport::default();
     let mut after = String::new();
     loop {

@@ -71,9 +71,10 @@ pub struct GcReport {
     pub staging_deleted: u64,
 }
 
-/// Why a run stopped.
+/// Why a maintenance run stopped: a collection here, or a check
+/// (`fsck.rs`, for which a broken blob is a finding, not an error).
 #[derive(Debug, thiserror::Error)]
-pub enum GcError {
+pub enum MaintenanceError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -87,7 +88,7 @@ pub async fn collect(
     store: &dyn Store,
     blobs: &BlobStore,
     options: GcOptions,
-) -> Result<GcReport, GcError> {
+) -> Result<GcReport, MaintenanceError> {
     let now = chrono::Utc::now().timestamp();
     let ttl = i64::try_from(options.upload_ttl.as_secs()).unwrap_or(i64::MAX);
     let mut report = GcReport {
@@ -131,7 +132,7 @@ pub async fn delete_unreferenced(
     store: &dyn Store,
     blobs: &BlobStore,
     blob_ids: &[String],
-) -> Result<u64, GcError> {
+) -> Result<u64, MaintenanceError> {
     let mut deleted = 0;
     for chunk in blob_ids.chunks(CHECK_BATCH) {
         let referenced = store.referenced_blobs(chunk).await?;
@@ -157,7 +158,7 @@ async fn finish_set_aside(
     store: &dyn Store,
     blobs: &BlobStore,
     set_aside: &[String],
-) -> Result<u64, GcError> {
+) -> Result<u64, MaintenanceError> {
     let mut purged = 0;
     for chunk in set_aside.chunks(CHECK_BATCH) {
         let referenced: HashSet<String> = store.referenced_blobs(chunk).await?;

@@ -411,24 +411,34 @@ fn compare(
 pub fn sort(rows: &mut [QueryRow], comparators: &[Comparator], threads: &ThreadKeywords) {
     let tie_ascending = comparators.first().is_none_or(|c| c.ascending);
     rows.sort_by(|a, b| {
-        for comparator in comparators {
+        in_turn(comparators, |comparator| {
             let order = compare(a, b, &comparator.property, threads);
-            let order = if comparator.ascending {
+            (order, comparator.ascending)
+        })
+        .then_with(|| {
+            let order = a.meta.id.cmp(&b.meta.id);
+            if tie_ascending {
                 order
             } else {
                 order.reverse()
-            };
-            if order.is_ne() {
-                return order;
             }
-        }
-        let order = a.meta.id.cmp(&b.meta.id);
-        if tie_ascending {
-            order
-        } else {
-            order.reverse()
-        }
+        })
     });
+}
+
+/// Compares by each of `keys` in turn, each giving its order and whether
+/// it is ascending (else the order reversed): the first that differs
+/// decides; `Equal` when none does. Every query's sort (Email/query,
+/// Mailbox/query, EmailSubmission/query) ranks by it.
+pub fn in_turn<K>(keys: &[K], mut order_of: impl FnMut(&K) -> (Ordering, bool)) -> Ordering {
+    for key in keys {
+        let (order, ascending) = order_of(key);
+        let order = if ascending { order } else { order.reverse() };
+        if order.is_ne() {
+            return order;
+        }
+    }
+    Ordering::Equal
 }
 
 /// Keeps the first email of each thread, in order (`collapseThreads`).
@@ -444,8 +454,8 @@ pub fn collapse_threads(rows: Vec<QueryRow>) -> Vec<QueryRow> {
 /// found (`anchor`), else `position` (negative: counted from the end).
 /// Clamped to `0..=total`, and saturating: an `anchorOffset` or `position`
 /// near `i64::MAX` or `i64::MIN` is the end or the start, never a wrapped
-/// value (which would serve the first page instead of none). Mailbox/query
-/// and Email/query both page through it.
+/// value (which would serve the first page instead of none). Mailbox/query,
+/// Email/query and EmailSubmission/query (no anchor) page through it.
 pub fn page_start(total: i64, position: i64, anchor: Option<(usize, i64)>) -> i64 {
     let total = total.max(0);
     let start = match anchor {

@@ -334,26 +334,24 @@ mod tests {
             full: false,
         };
         assert_eq!(none.level(), ReadLevel::Metadata);
-        let header = ReadPlan {
+        // Each source added on top of the ones before names the level.
+        type AddSource = fn(&mut ReadPlan);
+        let steps: [(AddSource, ReadLevel); 4] = [
+            (|plan| plan.header = true, ReadLevel::Header),
+            (|plan| plan.fast_view = true, ReadLevel::FastView),
+            (|plan| plan.structure = true, ReadLevel::Structure),
+            (|plan| plan.body_values = true, ReadLevel::BodyValues),
+        ];
+        let mut plan = none;
+        for (add, level) in steps {
+            add(&mut plan);
+            assert_eq!(plan.level(), level);
+        }
+        let view = ReadPlan {
             header: true,
+            fast_view: true,
             ..none
         };
-        assert_eq!(header.level(), ReadLevel::Header);
-        let view = ReadPlan {
-            fast_view: true,
-            ..header
-        };
-        assert_eq!(view.level(), ReadLevel::FastView);
-        let structure = ReadPlan {
-            structure: true,
-            ..view
-        };
-        assert_eq!(structure.level(), ReadLevel::Structure);
-        let values = ReadPlan {
-            body_values: true,
-            ..structure
-        };
-        assert_eq!(values.level(), ReadLevel::BodyValues);
         assert_eq!(ReadPlan { full: true, ..view }.level(), ReadLevel::Full);
     }
 }

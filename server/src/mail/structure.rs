@@ -63,23 +63,17 @@ impl BodyStructure {
     pub fn of_message(message: &Message<'_>) -> Self {
         let raw: &[u8] = &message.raw_message;
         let Some(mut root) = BodyPart::tree(message) else {
-            return Self {
-                root: None,
-                root_header: RootHeader::Own,
-                text_body: Vec::new(),
-                html_body: Vec::new(),
-                attachments: Vec::new(),
-            };
+            return Self::without_parts();
         };
         set_digests(&mut root, raw);
-        let (text_body, html_body, attachments) = {
+        let lists = {
             let lists = root.partition();
             let indexes = |parts: &[&BodyPart]| parts.iter().map(|part| part.index).collect();
-            (
+            [
                 indexes(&lists.text_body),
                 indexes(&lists.html_body),
                 indexes(&lists.attachments),
-            )
+            ]
         };
         // The header block is `raw[..root body start]` (`ingest::prepare`).
         let root_header = match find_in(&raw[..root.body.0], &root.header) {
@@ -90,6 +84,24 @@ impl BodyStructure {
             }
             None => RootHeader::Own,
         };
+        Self::of_root(root, root_header, lists)
+    }
+
+    /// The structure of a message with no part.
+    fn without_parts() -> Self {
+        Self {
+            root: None,
+            root_header: RootHeader::Own,
+            text_body: Vec::new(),
+            html_body: Vec::new(),
+            attachments: Vec::new(),
+        }
+    }
+
+    /// The structure of the tree `root`, its header where `root_header`
+    /// says, with the partition `[textBody, htmlBody, attachments]`.
+    fn of_root(root: BodyPart, root_header: RootHeader, lists: [Vec<usize>; 3]) -> Self {
+        let [text_body, html_body, attachments] = lists;
         Self {
             root: Some(root),
             root_header,
@@ -250,13 +262,7 @@ impl BodyStructure {
             return None;
         }
         let structure = match input.byte()? {
-            0 => Self {
-                root: None,
-                root_header: RootHeader::Own,
-                text_body: Vec::new(),
-                html_body: Vec::new(),
-                attachments: Vec::new(),
-            },
+            0 => Self::without_parts(),
             1 => {
                 let root_header = match input.uint()? {
                     0 => RootHeader::Own,
@@ -271,14 +277,7 @@ impl BodyStructure {
                         list.push(input.uint()?);
                     }
                 }
-                let [text_body, html_body, attachments] = lists;
-                Self {
-                    root: Some(root),
-                    root_header,
-                    text_body,
-                    html_body,
-                    attachments,
-                }
+                Self::of_root(root, root_header, lists)
             }
             _ => return None,
         };

@@ -1,9 +1,25 @@
 //! What the IMAP and the JMAP proxies share: the error of a round trip to
-//! the upstream, and the password hash of the accounts they make.
+//! the upstream, and the accounts they make (their password hash).
+
+use crate::store::{Account, Store, StoreError, StoreResult};
 
 /// The password hash an account made for an upstream's user carries: not
 /// a PHC string, so no password ever verifies against it locally.
 pub const UPSTREAM_PASSWORD_HASH: &str = "!upstream";
+
+/// The local account of an upstream's user `login`, made now; made by
+/// another request meanwhile (a client's first requests often come
+/// together), that one. `Conflict` only if that one is gone again.
+pub async fn create_upstream_account(store: &dyn Store, login: &str) -> StoreResult<Account> {
+    match store.create_account(login, UPSTREAM_PASSWORD_HASH).await {
+        Ok(account) => Ok(account),
+        Err(StoreError::Conflict(_)) => store
+            .account_by_email(login)
+            .await?
+            .ok_or_else(|| StoreError::Conflict(format!("the account {login} vanished"))),
+        Err(error) => Err(error),
+    }
+}
 
 /// Why an upstream asks to wait ([`UpstreamError::Throttled`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 
-use super::{Account, ApiToken, StoreResult};
+use super::{Account, ApiToken, NewToken, StoreResult};
 
 /// Accounts and their credentials: logins, password hashes, API tokens,
 /// the operator's quota setting, and the server's keys.
@@ -28,16 +28,9 @@ pub trait Accounts: Send + Sync + 'static {
     async fn set_quota(&self, email: &str, octets: Option<i64>) -> StoreResult<()>;
     /// The account by id, `None` when it no longer exists.
     async fn account_by_id(&self, account: i64) -> StoreResult<Option<Account>>;
-    /// Records a new API token of the account whose secret hashes to
-    /// `secret_sha256` (hex); `NotFound` when the account does not exist.
-    async fn create_token(
-        &self,
-        account: i64,
-        secret_sha256: &str,
-        name: &str,
-        created_at: i64,
-        expires_at: Option<i64>,
-    ) -> StoreResult<ApiToken>;
+    /// Records a new API token of the account; `NotFound` when the account
+    /// does not exist.
+    async fn create_token(&self, account: i64, token: NewToken<'_>) -> StoreResult<ApiToken>;
     /// The account's API tokens, by id (expired ones too).
     async fn tokens(&self, account: i64) -> StoreResult<Vec<ApiToken>>;
     /// Deletes one API token of the account; `NotFound` when it has none of that id.

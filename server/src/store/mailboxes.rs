@@ -13,6 +13,12 @@ pub trait Mailboxes: Send + Sync + 'static {
     /// of the mailboxes alone, whatever the account holds (the counts of
     /// [`Mailboxes::mailboxes`] read every email of it).
     async fn mailbox_nodes(&self, account: i64) -> StoreResult<Vec<MailboxNode>>;
+    /// The ids of all mailboxes of the account, ascending (what a write
+    /// checks `mailboxIds` against): [`Mailboxes::mailbox_nodes`]'s.
+    async fn mailbox_ids(&self, account: i64) -> StoreResult<Vec<i64>> {
+        let nodes = self.mailbox_nodes(account).await?;
+        Ok(nodes.iter().map(|node| node.id).collect())
+    }
     /// Whether the mailbox exists in the account (one indexed lookup).
     async fn owns_mailbox(&self, account: i64, mailbox: i64) -> StoreResult<bool>;
     /// The account's mailbox with `role` (`inbox`, `sent`, …), if it has

@@ -186,6 +186,17 @@ pub struct ApiToken {
     pub expires_at: Option<i64>,
 }
 
+/// A new API token of an account ([`Accounts::create_token`]): the SHA-256
+/// (hex) of its secret, its name, and when it was made and expires (Unix
+/// seconds; `None` never expires).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewToken<'a> {
+    pub secret_sha256: &'a str,
+    pub name: &'a str,
+    pub created_at: i64,
+    pub expires_at: Option<i64>,
+}
+
 /// An account's storage quota and usage (RFC 9425 resource type `octets`).
 ///
 /// `used` counts each distinct blob the account holds once: its emails'

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use fastview::app::{ConnectionLimits, ServeOptions};
 use fastview::http::auth::{MAX_FAILURES, MAX_FAILURES_PER_ADDRESS};
+use fastview::store::NewToken;
 use futures::future::join_all;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -407,7 +408,15 @@ async fn event_stream_slots_are_per_credential_and_a_newer_stream_replaces_the_o
         let digest = fastview::account::token_digest(&secret);
         app.app
             .store
-            .create_token(ann.id, &digest, &format!("t{n}"), 0, None)
+            .create_token(
+                ann.id,
+                NewToken {
+                    secret_sha256: &digest,
+                    name: &format!("t{n}"),
+                    created_at: 0,
+                    expires_at: None,
+                },
+            )
             .await
             .unwrap();
         tokens.push(secret);

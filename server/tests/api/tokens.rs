@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use fastview::account::{TOKEN_RECHECK, hash_password};
+use fastview::store::NewToken;
 use serde_json::{Value, json};
 
 use crate::support::{TestAccount, TestApp, run_ok, spawn_with_accounts};
@@ -123,10 +124,12 @@ async fn an_expired_token_and_a_removed_accounts_tokens_are_refused() {
         .store
         .create_token(
             user.id,
-            &fastview::account::token_digest(&secret),
-            "old",
-            now - 100,
-            Some(now - 1),
+            NewToken {
+                secret_sha256: &fastview::account::token_digest(&secret),
+                name: "old",
+                created_at: now - 100,
+                expires_at: Some(now - 1),
+            },
         )
         .await
         .unwrap();

@@ -1,13 +1,18 @@
 //! Foo/get (RFC 8620 §5.1) scaffolding shared by Mailbox/get, Email/get,
 //! Thread/get, Identity/get, EmailSubmission/get (and Email/parse, whose
-//! `blobIds` behave like `ids`): [`ListGet`] for a type read as one list,
-//! the requested ids, the split into found and `notFound`, the response.
+//! `blobIds` behave like `ids`): [`list_get`], the Foo/get of a type read
+//! as one list ([`ListedObject`]), the requested ids, the split into found
+//! and `notFound`, the response.
+
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use rustc_hash::FxHashSet;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::jmap::Jmap;
 use crate::jmap::args;
 use crate::jmap::call::CallContext;
 use crate::jmap::error::MethodError;
@@ -24,63 +29,52 @@ pub struct GetArgs {
 
 args::account_arguments!(GetArgs);
 
-/// A Foo/get over objects read as one list (Mailbox, Identity,
-/// EmailSubmission, VacationResponse): the account, the properties asked
-/// for (all of `all` when null), and the ids (`None`: all).
-pub struct ListGet {
-    pub account_id: String,
-    pub properties: Vec<&'static str>,
-    pub requested: Option<Vec<String>>,
+/// A type whose Foo/get reads the account's objects as one list (Mailbox,
+/// Identity, EmailSubmission, VacationResponse): [`list_get`] is its
+/// Foo/get, over what the type says here.
+pub trait ListedObject: Sized + Send + Sync + 'static {
+    /// Every property, the order `properties: null` renders them in.
+    const PROPERTIES: &'static [&'static str];
+
+    /// The object with `properties` only (names already validated).
+    fn to_json(&self, properties: &[&'static str]) -> Value;
+
+    /// The object's id as JMAP writes it (`ids` names an object by this
+    /// text: the ids are canonical, one text a number).
+    fn jmap_id(&self) -> String;
+
+    /// The type's state and every object of `account`.
+    fn read_all(
+        jmap: &Jmap,
+        account: i64,
+    ) -> impl Future<Output = Result<(i64, Arc<Vec<Self>>), MethodError>> + Send;
 }
 
-impl ListGet {
-    /// Reads a Foo/get's arguments for the account of `ctx`:
-    /// `invalidArguments`, `accountNotFound`, `requestTooLarge` as RFC 8620
-    /// §5.1 names them.
-    pub fn read(
-        ctx: &CallContext<'_>,
-        arguments: Map<String, Value>,
-        all: &'static [&'static str],
-    ) -> Result<Self, MethodError> {
-        let request: GetArgs = args::parse_for(ctx.account, arguments)?;
-        let properties = named_properties(request.properties.as_deref(), all)?;
-        let limit = ctx.jmap.limits.max_objects_in_get;
-        let requested = request
-            .ids
-            .map(|ids| requested_ids(ids, limit))
-            .transpose()?;
-        Ok(Self {
-            account_id: request.account_id,
-            properties,
-            requested,
-        })
-    }
-
-    /// The response over `rows` (all the account has) at `state`: every
-    /// row when no ids were asked for, else the rows whose id (`id_of`)
-    /// each requested id parses to (`parse`), in request order.
-    pub fn respond<R>(
-        self,
-        state: i64,
-        rows: &[R],
-        parse: impl Fn(&str) -> Option<i64>,
-        id_of: impl Fn(&R) -> i64,
-        render: impl Fn(&R, &[&'static str]) -> Value,
-    ) -> Value {
-        let properties = &self.properties;
-        let (list, not_found) = match &self.requested {
-            None => (
-                rows.iter().map(|row| render(row, properties)).collect(),
-                Vec::new(),
-            ),
-            Some(requested) => found(requested, |id| {
-                let id = parse(id)?;
-                let row = rows.iter().find(|row| id_of(row) == id)?;
-                Some(render(row, properties))
-            }),
-        };
-        get_response(self.account_id, state, list, not_found)
-    }
+/// Handles one Foo/get call of a [`ListedObject`] type: every object when
+/// `ids` is null, else those the ids name, in request order; `invalidArguments`,
+/// `accountNotFound`, `requestTooLarge` as RFC 8620 §5.1 names them.
+#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id, data_type = std::any::type_name::<T>()))]
+pub async fn list_get<T: ListedObject>(
+    ctx: &mut CallContext<'_>,
+    arguments: Map<String, Value>,
+) -> Result<Value, MethodError> {
+    let request: GetArgs = args::parse_for(ctx.account, arguments)?;
+    let properties = named_properties(request.properties.as_deref(), T::PROPERTIES)?;
+    let limit = ctx.jmap.limits.max_objects_in_get;
+    let requested = request
+        .ids
+        .map(|ids| requested_ids(ids, limit))
+        .transpose()?;
+    let (state, rows) = T::read_all(ctx.jmap, ctx.account.id).await?;
+    let render = |row: &T| row.to_json(&properties);
+    let (list, not_found) = match &requested {
+        None => (rows.iter().map(render).collect(), Vec::new()),
+        Some(requested) => {
+            let by_id: HashMap<String, &T> = rows.iter().map(|row| (row.jmap_id(), row)).collect();
+            found(requested, |id| by_id.get(id).map(|row| render(row)))
+        }
+    };
+    Ok(get_response(request.account_id, state, list, not_found))
 }
 
 /// The object of the requested `properties` (names already validated), each
@@ -132,14 +126,7 @@ pub fn parse_properties<T>(
     names: &[String],
     parse: impl Fn(&str) -> Option<T>,
 ) -> Result<Vec<T>, MethodError> {
-    let mut parsed = Vec::with_capacity(names.len());
-    let mut invalid = Vec::new();
-    for name in names {
-        match parse(name) {
-            Some(property) => parsed.push(property),
-            None => invalid.push(name.as_str()),
-        }
-    }
+    let (parsed, invalid) = found(names, parse);
     if invalid.is_empty() {
         Ok(parsed)
     } else {

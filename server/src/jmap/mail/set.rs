@@ -1,15 +1,47 @@
-//! Foo/set (RFC 8620 §5.3) scaffolding shared by Mailbox/set and Email/set:
-//! the checks before any write (`ifInState`, `maxObjectsInSet`) and the
+//! Foo/set (RFC 8620 §5.3) scaffolding shared by the /set methods: the
+//! arguments every one takes ([`SetArgs`]), the checks before any write (`ifInState`, `maxObjectsInSet`) and the
 //! response, assembled in a [`SetOutcome`] as the handler goes.
 
 use std::collections::HashMap;
 
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::jmap::args;
 use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::store::States;
+
+/// The arguments every Foo/set takes (RFC 8620 §5.3), a `create` entry
+/// being a `C`; a type with arguments of its own flattens them in.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetArgs<C = Map<String, Value>> {
+    pub account_id: String,
+    pub if_in_state: Option<String>,
+    pub create: Option<HashMap<String, C>>,
+    pub update: Option<HashMap<String, Map<String, Value>>>,
+    pub destroy: Option<Vec<String>>,
+}
+
+impl<C: serde::de::DeserializeOwned> args::AccountArguments for SetArgs<C> {
+    fn account_id(&self) -> &str {
+        &self.account_id
+    }
+}
+
+impl<C: Sync> SetArgs<C> {
+    /// [`check_request`] for this call: its `ifInState` and the objects it
+    /// names, against the type's state (`state_of`); the old state.
+    pub async fn check(
+        &self,
+        ctx: &CallContext<'_>,
+        state_of: fn(&States) -> i64,
+    ) -> Result<i64, MethodError> {
+        let objects = object_count(&self.create, &self.update, &self.destroy);
+        check_request(ctx, self.if_in_state.as_deref(), objects, state_of).await
+    }
+}
 
 /// The checks of a Foo/set before it writes anything, against the type's
 /// current state (`state_of` the account's states), which it returns for
@@ -30,7 +62,7 @@ pub async fn check_request(
 
 /// How many objects a Foo/set names: its `create`, `update` and `destroy`
 /// entries.
-pub fn object_count<C, U>(
+fn object_count<C, U>(
     create: &Option<HashMap<String, C>>,
     update: &Option<HashMap<String, U>>,
     destroy: &Option<Vec<String>>,

@@ -23,18 +23,20 @@
 //! Email/set whose response follows this one.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::identity::{may_send_as, plausible_address};
+use crate::jmap::Jmap;
 use crate::jmap::args::{self, utc_date};
 use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
 use crate::jmap::ids;
 use crate::jmap::mail::email;
-use crate::jmap::mail::get::{ListGet, object_of};
-use crate::jmap::mail::set::{SetOutcome, check_request, object_count};
+use crate::jmap::mail::get::{ListedObject, object_of};
+use crate::jmap::mail::set::{SetArgs, SetOutcome};
 use crate::mail::delivery;
 use crate::mail::header::HeaderFields;
 use crate::mail::submission::{
@@ -61,55 +63,45 @@ const PROPERTIES: &[&str] = &[
 /// Recipients one submission may have (`tooManyRecipients` above).
 pub const MAX_RECIPIENTS: usize = 100;
 
-fn submission_json(row: &SubmissionRow, properties: &[&'static str]) -> Value {
-    let parsed = |text: &str| serde_json::from_str::<Value>(text).unwrap_or(Value::Null);
-    object_of(properties, |property| match property {
-        "id" => json!(ids::submission_id(row.id)),
-        "identityId" => json!(ids::identity_id(row.identity_id)),
-        "emailId" => json!(ids::email_id(row.email_id)),
-        "threadId" => json!(ids::thread_id(row.thread_id)),
-        "envelope" => parsed(&row.envelope),
-        "sendAt" => json!(utc_date(row.send_at)),
-        "undoStatus" => json!(row.undo_status),
-        "deliveryStatus" => parsed(&row.delivery_status),
-        _ => json!([]),
-    })
-}
+impl ListedObject for SubmissionRow {
+    const PROPERTIES: &'static [&'static str] = PROPERTIES;
 
-/// Handles one EmailSubmission/get call.
-#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
-pub async fn submission_get(
-    ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
-) -> Result<Value, MethodError> {
-    let plan = ListGet::read(ctx, arguments, PROPERTIES)?;
-    let store = &ctx.jmap.store;
-    let state = store.states(ctx.account.id).await?.email_submission;
-    let rows = store.submissions(ctx.account.id).await?;
-    let id_of = |row: &SubmissionRow| row.id;
-    Ok(plan.respond(
-        state,
-        &rows,
-        ids::parse_submission_id,
-        id_of,
-        submission_json,
-    ))
+    fn to_json(&self, properties: &[&'static str]) -> Value {
+        let parsed = |text: &str| serde_json::from_str::<Value>(text).unwrap_or(Value::Null);
+        object_of(properties, |property| match property {
+            "id" => json!(ids::submission_id(self.id)),
+            "identityId" => json!(ids::identity_id(self.identity_id)),
+            "emailId" => json!(ids::email_id(self.email_id)),
+            "threadId" => json!(ids::thread_id(self.thread_id)),
+            "envelope" => parsed(&self.envelope),
+            "sendAt" => json!(utc_date(self.send_at)),
+            "undoStatus" => json!(self.undo_status),
+            "deliveryStatus" => parsed(&self.delivery_status),
+            _ => json!([]),
+        })
+    }
+
+    fn jmap_id(&self) -> String {
+        ids::submission_id(self.id)
+    }
+
+    async fn read_all(jmap: &Jmap, account: i64) -> Result<(i64, Arc<Vec<Self>>), MethodError> {
+        let state = jmap.store.states(account).await?.email_submission;
+        Ok((state, Arc::new(jmap.store.submissions(account).await?)))
+    }
 }
 
 /// EmailSubmission/set arguments (RFC 8621 §7.5).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SetRequest {
-    account_id: String,
-    if_in_state: Option<String>,
-    create: Option<HashMap<String, Map<String, Value>>>,
-    update: Option<HashMap<String, Map<String, Value>>>,
-    destroy: Option<Vec<String>>,
+    #[serde(flatten)]
+    set: SetArgs,
     on_success_update_email: Option<Map<String, Value>>,
     on_success_destroy_email: Option<Vec<String>>,
 }
 
-args::account_arguments!(SetRequest);
+args::account_arguments!(SetRequest, set.account_id);
 
 /// A submission ready to store: the row, the message as it leaves, and
 /// who gets it: accounts on this server (`local`), and the others.
@@ -131,23 +123,23 @@ pub async fn submission_set(
     mut request: SetRequest,
 ) -> Result<Value, MethodError> {
     let (store, account) = (ctx.jmap.store.clone(), ctx.account.id);
-    let objects = object_count(&request.create, &request.update, &request.destroy);
-    let if_in_state = request.if_in_state.as_deref();
-    let old_state =
-        check_request(ctx, if_in_state, objects, |states| states.email_submission).await?;
+    let old_state = request
+        .set
+        .check(ctx, |states| states.email_submission)
+        .await?;
     let mut set = SubmissionSet::default();
-    set.create(ctx, request.create.take().unwrap_or_default())
+    set.create(ctx, request.set.create.take().unwrap_or_default())
         .await?;
     let rows = store.submissions(account).await?;
-    set.update(ctx, &rows, request.update.take().unwrap_or_default());
-    set.destroy(ctx, &rows, request.destroy.take().unwrap_or_default())
+    set.update(ctx, &rows, request.set.update.take().unwrap_or_default());
+    set.destroy(ctx, &rows, request.set.destroy.take().unwrap_or_default())
         .await?;
     let new_state = store.states(account).await?.email_submission;
     let response = set
         .outcome
-        .into_response(request.account_id.clone(), old_state, new_state);
+        .into_response(request.set.account_id.clone(), old_state, new_state);
     let implicit = implicit_email_set(
-        &request.account_id,
+        &request.set.account_id,
         &set.sent,
         request.on_success_update_email,
         request.on_success_destroy_email,

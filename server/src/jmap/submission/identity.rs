@@ -1,4 +1,4 @@
-//! Identity/get, Identity/changes, Identity/set (RFC 8621 §6).
+//! Identity/get (a [`ListedObject`]), Identity/changes, Identity/set (RFC 8621 §6).
 //!
 //! An account may send as its own address (the identity it was made with,
 //! `mayDelete: false`) and the aliases an operator granted it (`fastview
@@ -6,15 +6,16 @@
 //! for any other address is `forbiddenFrom`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use crate::jmap::Jmap;
 use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
-use crate::jmap::mail::get::{ListGet, object_of};
-use crate::jmap::mail::set::{SetOutcome, check_request, object_count};
-use crate::jmap::{args, ids};
+use crate::jmap::ids;
+use crate::jmap::mail::get::{ListedObject, object_of};
+use crate::jmap::mail::set::{SetArgs, SetOutcome};
 use crate::store::{IdentityPatch, IdentityRow, StoreError};
 
 /// Every Identity property (RFC 8621 §6).
@@ -29,58 +30,38 @@ const PROPERTIES: &[&str] = &[
     "mayDelete",
 ];
 
-/// The Identity object of a stored row, with `properties` only.
-fn identity_json(row: &IdentityRow, properties: &[&'static str]) -> Value {
-    let addresses = |stored: &Option<String>| {
-        stored
-            .as_deref()
-            .and_then(|text| serde_json::from_str::<Value>(text).ok())
-            .unwrap_or(Value::Null)
-    };
-    object_of(properties, |property| match property {
-        "id" => json!(ids::identity_id(row.id)),
-        "name" => json!(row.name),
-        "email" => json!(row.email),
-        "replyTo" => addresses(&row.reply_to),
-        "bcc" => addresses(&row.bcc),
-        "textSignature" => json!(row.text_signature),
-        "htmlSignature" => json!(row.html_signature),
-        _ => json!(row.may_delete),
-    })
-}
+impl ListedObject for IdentityRow {
+    const PROPERTIES: &'static [&'static str] = PROPERTIES;
 
-/// Handles one Identity/get call: all identities when `ids` is null.
-#[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
-pub async fn identity_get(
-    ctx: &mut CallContext<'_>,
-    arguments: Map<String, Value>,
-) -> Result<Value, MethodError> {
-    let plan = ListGet::read(ctx, arguments, PROPERTIES)?;
-    let store = &ctx.jmap.store;
-    let state = store.states(ctx.account.id).await?.identity;
-    let identities = store.identities(ctx.account.id).await?;
-    let id_of = |row: &IdentityRow| row.id;
-    Ok(plan.respond(
-        state,
-        &identities,
-        ids::parse_identity_id,
-        id_of,
-        identity_json,
-    ))
-}
+    /// The Identity object of a stored row, with `properties` only.
+    fn to_json(&self, properties: &[&'static str]) -> Value {
+        let addresses = |stored: &Option<String>| {
+            stored
+                .as_deref()
+                .and_then(|text| serde_json::from_str::<Value>(text).ok())
+                .unwrap_or(Value::Null)
+        };
+        object_of(properties, |property| match property {
+            "id" => json!(ids::identity_id(self.id)),
+            "name" => json!(self.name),
+            "email" => json!(self.email),
+            "replyTo" => addresses(&self.reply_to),
+            "bcc" => addresses(&self.bcc),
+            "textSignature" => json!(self.text_signature),
+            "htmlSignature" => json!(self.html_signature),
+            _ => json!(self.may_delete),
+        })
+    }
 
-/// Identity/set arguments (RFC 8621 §6.3).
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SetRequest {
-    account_id: String,
-    if_in_state: Option<String>,
-    create: Option<HashMap<String, Map<String, Value>>>,
-    update: Option<HashMap<String, Map<String, Value>>>,
-    destroy: Option<Vec<String>>,
-}
+    fn jmap_id(&self) -> String {
+        ids::identity_id(self.id)
+    }
 
-args::account_arguments!(SetRequest);
+    async fn read_all(jmap: &Jmap, account: i64) -> Result<(i64, Arc<Vec<Self>>), MethodError> {
+        let state = jmap.store.states(account).await?.identity;
+        Ok((state, Arc::new(jmap.store.identities(account).await?)))
+    }
+}
 
 /// Whether an account whose own address is `own`, with `aliases`, may send
 /// as `address` (case-insensitively; an alias `*@domain` grants the domain,
@@ -179,17 +160,16 @@ fn parse_patch(object: &Map<String, Value>) -> Result<(IdentityPatch, Option<Str
     Ok((patch, email))
 }
 
-/// Handles one Identity/set call: creates, then updates, then destroys.
+/// Handles one Identity/set call (RFC 8621 §6.3, the standard arguments):
+/// creates, then updates, then destroys.
 #[tracing::instrument(level = "debug", skip_all, fields(account = ctx.account.id))]
 pub async fn identity_set(
     ctx: &mut CallContext<'_>,
-    request: SetRequest,
+    request: SetArgs,
 ) -> Result<Value, MethodError> {
+    let old_state = request.check(ctx, |states| states.identity).await?;
     let store = ctx.jmap.store.clone();
     let account = ctx.account.id;
-    let objects = object_count(&request.create, &request.update, &request.destroy);
-    let if_in_state = request.if_in_state.as_deref();
-    let old_state = check_request(ctx, if_in_state, objects, |states| states.identity).await?;
     let aliases = store.aliases(account).await?;
     let identities = store.identities(account).await?;
     let mut outcome = SetOutcome::default();

@@ -9,6 +9,7 @@ use crate::jmap::args::{self, parse_utc_date};
 use crate::jmap::call::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::ids;
+use crate::mail::query::{in_turn, page_start};
 use crate::store::SubmissionRow;
 
 /// EmailSubmission/query arguments (RFC 8621 §7.3).
@@ -106,11 +107,7 @@ pub async fn submission_query(
     let keys = sort_keys(request.sort.as_deref().unwrap_or_default())?;
     sort_rows(&mut rows, &keys);
     let total = rows.len() as i64;
-    let start = if request.position < 0 {
-        (total + request.position).max(0)
-    } else {
-        request.position.min(total)
-    };
+    let start = page_start(total, request.position, None);
     let max = ctx.jmap.limits.max_objects_in_get;
     let limit = request.limit.unwrap_or(max).min(max) as usize;
     let ids: Vec<String> = rows
@@ -156,18 +153,15 @@ fn sort_keys(comparators: &[Map<String, Value>]) -> Result<Vec<(String, bool)>, 
 /// Sorts submissions by `keys`, then by id.
 fn sort_rows(rows: &mut [SubmissionRow], keys: &[(String, bool)]) {
     rows.sort_by(|a, b| {
-        for (property, ascending) in keys {
+        in_turn(keys, |(property, ascending)| {
             let order = match property.as_str() {
                 "emailId" => a.email_id.cmp(&b.email_id),
                 "threadId" => a.thread_id.cmp(&b.thread_id),
                 _ => a.send_at.cmp(&b.send_at),
             };
-            let order = if *ascending { order } else { order.reverse() };
-            if order.is_ne() {
-                return order;
-            }
-        }
-        a.id.cmp(&b.id)
+            (order, *ascending)
+        })
+        .then_with(|| a.id.cmp(&b.id))
     });
 }
 

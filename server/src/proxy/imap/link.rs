@@ -33,7 +33,7 @@ use crate::proxy::turns::{Backoff, UpstreamTurns};
 use crate::proxy::upstream::UpstreamError;
 use crate::store::{Account, Store, StoreError, UpstreamMailbox};
 
-use crate::proxy::upstream::UPSTREAM_PASSWORD_HASH;
+use crate::proxy::upstream::create_upstream_account;
 
 /// Upstream logins checked at once per node; more wait their turn.
 const LOGINS_AT_ONCE: usize = 32;
@@ -236,20 +236,7 @@ impl Upstream {
         if let Some(account) = self.store.account_by_email(user).await? {
             return Ok(account);
         }
-        match self
-            .store
-            .create_account(user, UPSTREAM_PASSWORD_HASH)
-            .await
-        {
-            Ok(account) => Ok(account),
-            // Another request made it first.
-            Err(StoreError::Conflict(_)) => self
-                .store
-                .account_by_email(user)
-                .await?
-                .ok_or_else(|| StoreError::Conflict(format!("account {user} vanished"))),
-            Err(error) => Err(error),
-        }
+        create_upstream_account(self.store.as_ref(), user).await
     }
 
     /// Notes a request of `account` authenticated as `user` with

@@ -113,12 +113,7 @@ impl Upstream {
             .into_iter()
             .map(|meta| (meta.id, (meta.keywords, meta.mailbox_ids)))
             .collect();
-        let owned: HashSet<i64> = store
-            .mailbox_nodes(account)
-            .await?
-            .iter()
-            .map(|m| m.id)
-            .collect();
+        let owned: HashSet<i64> = store.mailbox_ids(account).await?.into_iter().collect();
         let (after, outcomes) = apply_updates(&before, &owned, updates);
         let names = self.mailbox_names(account).await?;
         let names = Mapped {

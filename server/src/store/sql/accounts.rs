@@ -142,33 +142,26 @@ impl_sql! {
             )
         }
 
-        async fn create_token(
-            &self,
-            account: i64,
-            secret_sha256: &str,
-            name: &str,
-            created_at: i64,
-            expires_at: Option<i64>,
-        ) -> StoreResult<ApiToken> {
-            if name.contains('\0') {
+        async fn create_token(&self, account: i64, token: NewToken<'_>) -> StoreResult<ApiToken> {
+            if token.name.contains('\0') {
                 return Err(StoreError::Conflict("a token name cannot hold NUL".into()));
             }
             let mut tx = self.write(Some(account)).await?;
-            let token: ApiToken = sqlx::query_as(
+            let created: ApiToken = sqlx::query_as(
                 "INSERT INTO api_tokens (account_id, secret_sha256, name, created_at, expires_at) \
                  SELECT id, $2, $3, $4, $5 FROM accounts WHERE id = $1 \
                  RETURNING id, account_id, name, created_at, expires_at",
             )
             .bind(account)
-            .bind(secret_sha256)
-            .bind(name)
-            .bind(created_at)
-            .bind(expires_at)
+            .bind(token.secret_sha256)
+            .bind(token.name)
+            .bind(token.created_at)
+            .bind(token.expires_at)
             .fetch_optional(&mut *tx)
             .await?
             .ok_or(StoreError::NotFound)?;
             tx.commit().await?;
-            Ok(token)
+            Ok(created)
         }
 
         async fn tokens(&self, account: i64) -> StoreResult<Vec<ApiToken>> {

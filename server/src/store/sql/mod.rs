@@ -42,7 +42,7 @@ use super::{
     Account, Accounts, ApiToken, Blobs, ChangeKind, ChangeType, Changes, Delivery, EmailIndex,
     EmailLists, EmailMeta, EmailUpdate, Emails, FastView, Identities, IdentityPatch, IdentityRow,
     Inserted, LogPosition, MailboxNode, MailboxPatch, MailboxRow, Mailboxes, Maintenance, NewEmail,
-    NewMailbox, QueryRow, Quota, ROLE_MAILBOXES, Search, SearchText, SendLimits, States,
+    NewMailbox, NewToken, QueryRow, Quota, ROLE_MAILBOXES, Search, SearchText, SendLimits, States,
     StoreError, StoreResult, SubmissionRow, Submissions, TextSearch, UpdateOutcome,
     VacationResponse, default_sort_order,
 };

@@ -103,11 +103,6 @@ fn field_value(value: &Value, form: HeaderForm) -> Result<Option<FieldValue>, St
         return Ok(None);
     }
     let string = || value.as_str().ok_or_else(|| "must be a String".to_string());
-    let list = |what: &str| {
-        value
-            .as_array()
-            .ok_or_else(|| format!("must be a list of {what}"))
-    };
     let field = match form {
         HeaderForm::Raw => {
             let raw = string()?;
@@ -117,51 +112,49 @@ fn field_value(value: &Value, form: HeaderForm) -> Result<Option<FieldValue>, St
                         .into(),
                 );
             }
-            FieldValue::Raw(raw.to_string())
+            Some(FieldValue::Raw(raw.to_string()))
         }
-        HeaderForm::Text => FieldValue::Text(string()?.to_string()),
+        HeaderForm::Text => Some(FieldValue::Text(string()?.to_string())),
         HeaderForm::Addresses => {
-            let addresses = list("EmailAddress objects")?
-                .iter()
-                .map(mailbox)
-                .collect::<Result<Vec<_>, _>>()?;
-            if addresses.is_empty() {
-                return Ok(None);
-            }
-            FieldValue::Addresses(addresses)
+            items(value, "EmailAddress objects", mailbox)?.map(FieldValue::Addresses)
         }
         HeaderForm::GroupedAddresses => {
-            let groups = list("EmailAddressGroup objects")?
-                .iter()
-                .map(group)
-                .collect::<Result<Vec<_>, _>>()?;
-            if groups.is_empty() {
-                return Ok(None);
-            }
-            FieldValue::GroupedAddresses(groups)
+            items(value, "EmailAddressGroup objects", group)?.map(FieldValue::GroupedAddresses)
         }
         HeaderForm::MessageIds | HeaderForm::Urls => {
-            let items = list("Strings")?
-                .iter()
-                .map(|item| match item.as_str() {
-                    Some(item) if form == HeaderForm::MessageIds && is_msg_id(item) => Ok(item.to_string()),
-                    Some(item) if form == HeaderForm::Urls && is_token_like(item) => Ok(item.to_string()),
-                    Some(_) if form == HeaderForm::MessageIds => Err("each must be a msg-id without its angle brackets: id-left@id-right, dot-separated atoms (RFC 5322 §3.6.4)".to_string()),
-                    _ => Err("each must be a String without white space, control characters or angle brackets".to_string()),
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            match (items.is_empty(), form) {
-                (true, _) => return Ok(None),
-                (false, HeaderForm::MessageIds) => FieldValue::MessageIds(items),
-                (false, _) => FieldValue::Urls(items),
+            let items = items(value, "Strings", |item| {
+                match item.as_str() {
+                Some(item) if form == HeaderForm::MessageIds && is_msg_id(item) => Ok(item.to_string()),
+                Some(item) if form == HeaderForm::Urls && is_token_like(item) => Ok(item.to_string()),
+                Some(_) if form == HeaderForm::MessageIds => Err("each must be a msg-id without its angle brackets: id-left@id-right, dot-separated atoms (RFC 5322 §3.6.4)".to_string()),
+                _ => Err("each must be a String without white space, control characters or angle brackets".to_string()),
+            }
+            })?;
+            match form {
+                HeaderForm::MessageIds => items.map(FieldValue::MessageIds),
+                _ => items.map(FieldValue::Urls),
             }
         }
-        HeaderForm::Date => FieldValue::Date(
+        HeaderForm::Date => Some(FieldValue::Date(
             DateTime::parse_from_rfc3339(string()?)
                 .map_err(|_| "must be an RFC 3339 date".to_string())?,
-        ),
+        )),
     };
-    Ok(Some(field))
+    Ok(field)
+}
+
+/// A list of `what`, each read by `item`; `None` when it is empty (an empty
+/// list writes no field).
+fn items<T>(
+    value: &Value,
+    what: &str,
+    item: impl Fn(&Value) -> Result<T, String>,
+) -> Result<Option<Vec<T>>, String> {
+    let list = value
+        .as_array()
+        .ok_or_else(|| format!("must be a list of {what}"))?;
+    let items = list.iter().map(item).collect::<Result<Vec<_>, _>>()?;
+    Ok((!items.is_empty()).then_some(items))
 }
 
 /// An EmailAddress object (RFC 8621 §4.1.2.3): `email` a String, `name` a

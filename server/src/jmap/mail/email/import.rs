@@ -50,12 +50,7 @@ pub async fn email_import(
     let objects = request.emails.len();
     let old_state = check_request(ctx, if_in_state, objects, |states| states.email).await?;
     let (store, account) = (&ctx.jmap.store, ctx.account.id);
-    let owned_mailboxes: Vec<i64> = store
-        .mailboxes(account)
-        .await?
-        .iter()
-        .map(|m| m.id)
-        .collect();
+    let owned_mailboxes = store.mailbox_ids(account).await?;
     let (mut created, mut not_created) = (Map::new(), Vec::new());
     let mut emails: Vec<(String, Map<String, Value>)> = request.emails.into_iter().collect();
     emails.sort_by(|a, b| a.0.cmp(&b.0));

@@ -168,14 +168,7 @@ async fn create_emails(
     if creates.is_empty() {
         return Ok(());
     }
-    let owned_mailboxes: Vec<i64> = ctx
-        .jmap
-        .store
-        .mailboxes(ctx.account.id)
-        .await?
-        .iter()
-        .map(|m| m.id)
-        .collect();
+    let owned_mailboxes = ctx.jmap.store.mailbox_ids(ctx.account.id).await?;
     for (creation_id, object) in creates {
         let Some(object) = object.as_object() else {
             outcome.not_created.push((

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::jmap::call::CallContext;
 use crate::jmap::error::MethodError;
 use crate::jmap::{args, ids};
-use crate::mail::query::page_start;
+use crate::mail::query::{in_turn, page_start};
 use crate::store::MailboxRow;
 
 /// Mailbox/query arguments (RFC 8621 §2.3).
@@ -207,21 +207,14 @@ pub(crate) fn results(
         }
     }
     mailboxes.sort_by(|a, b| {
-        for comparator in comparators {
+        in_turn(comparators, |comparator| {
             let order = match comparator.property.as_str() {
                 "sortOrder" => a.sort_order.cmp(&b.sort_order),
                 _ => a.name.to_lowercase().cmp(&b.name.to_lowercase()),
             };
-            let order = if comparator.is_ascending {
-                order
-            } else {
-                order.reverse()
-            };
-            if order.is_ne() {
-                return order;
-            }
-        }
-        a.id.cmp(&b.id)
+            (order, comparator.is_ascending)
+        })
+        .then_with(|| a.id.cmp(&b.id))
     });
     Ok(mailboxes)
 }

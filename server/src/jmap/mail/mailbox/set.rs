@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use super::my_rights;
 use crate::jmap::call::CallContext;
 use crate::jmap::error::{MethodError, SetError};
-use crate::jmap::mail::set::{SetOutcome, check_request, object_count};
+use crate::jmap::mail::set::{SetArgs, SetOutcome};
 use crate::jmap::{args, ids};
 use crate::mail::writer::WriteError;
 use crate::store::{MailboxPatch, MailboxRow, NewMailbox, StoreError};
@@ -32,16 +32,13 @@ const ROLES: &[&str] = &[
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SetRequest {
-    account_id: String,
-    if_in_state: Option<String>,
-    create: Option<HashMap<String, Map<String, Value>>>,
-    update: Option<HashMap<String, Map<String, Value>>>,
-    destroy: Option<Vec<String>>,
+    #[serde(flatten)]
+    set: SetArgs,
     #[serde(default)]
     on_destroy_remove_emails: bool,
 }
 
-args::account_arguments!(SetRequest);
+args::account_arguments!(SetRequest, set.account_id);
 
 /// Resolves a mailbox id or `#creationId` reference (RFC 8620 §5.3).
 pub fn resolve_mailbox_id(id: &str, created_ids: &HashMap<String, String>) -> Option<i64> {
@@ -61,6 +58,7 @@ fn parse_properties(
 ) -> Result<MailboxPatch, SetError> {
     let mut patch = MailboxPatch::default();
     for (name, value) in object {
+        let invalid = |why: &str| SetError::invalid_properties(&[name.as_str()], why);
         match name.as_str() {
             "name" => match value.as_str() {
                 Some(n)
@@ -70,64 +68,34 @@ fn parse_properties(
                 {
                     patch.name = Some(n.to_string())
                 }
-                _ => {
-                    return Err(SetError::invalid_properties(
-                        &["name"],
-                        "name must be 1 to 255 printable characters",
-                    ));
-                }
+                _ => return Err(invalid("name must be 1 to 255 printable characters")),
             },
             "parentId" => match value {
                 Value::Null => patch.parent_id = Some(None),
                 Value::String(id) => match resolve_mailbox_id(id, created_ids) {
                     Some(parent) => patch.parent_id = Some(Some(parent)),
-                    None => {
-                        return Err(SetError::invalid_properties(
-                            &["parentId"],
-                            "no such parent mailbox",
-                        ));
-                    }
+                    None => return Err(invalid("no such parent mailbox")),
                 },
-                _ => {
-                    return Err(SetError::invalid_properties(
-                        &["parentId"],
-                        "parentId must be an id or null",
-                    ));
-                }
+                _ => return Err(invalid("parentId must be an id or null")),
             },
             "role" => match value {
                 Value::Null => patch.role = Some(None),
                 Value::String(role) if ROLES.contains(&role.to_lowercase().as_str()) => {
                     patch.role = Some(Some(role.to_lowercase()))
                 }
-                _ => return Err(SetError::invalid_properties(&["role"], "unknown role")),
+                _ => return Err(invalid("unknown role")),
             },
             "sortOrder" => match value.as_u64() {
                 Some(order) if order <= u32::MAX as u64 => patch.sort_order = Some(order as i64),
-                _ => {
-                    return Err(SetError::invalid_properties(
-                        &["sortOrder"],
-                        "sortOrder must be an UnsignedInt",
-                    ));
-                }
+                _ => return Err(invalid("sortOrder must be an UnsignedInt")),
             },
             "isSubscribed" => match value.as_bool() {
                 Some(subscribed) => patch.is_subscribed = Some(subscribed),
-                None => {
-                    return Err(SetError::invalid_properties(
-                        &["isSubscribed"],
-                        "isSubscribed must be a boolean",
-                    ));
-                }
+                None => return Err(invalid("isSubscribed must be a boolean")),
             },
             "id" | "totalEmails" | "unreadEmails" | "totalThreads" | "unreadThreads"
-            | "myRights" => {
-                return Err(SetError::invalid_properties(
-                    &[name.as_str()],
-                    "server-set property",
-                ));
-            }
-            other => return Err(SetError::invalid_properties(&[other], "unknown property")),
+            | "myRights" => return Err(invalid("server-set property")),
+            _ => return Err(invalid("unknown property")),
         }
     }
     Ok(patch)
@@ -272,25 +240,23 @@ pub async fn mailbox_set(
     ctx: &mut CallContext<'_>,
     request: SetRequest,
 ) -> Result<Value, MethodError> {
+    let old_state = request.set.check(ctx, |states| states.mailbox).await?;
     let store = ctx.jmap.store.clone();
     let account = ctx.account.id;
-    let objects = object_count(&request.create, &request.update, &request.destroy);
-    let if_in_state = request.if_in_state.as_deref();
-    let old_state = check_request(ctx, if_in_state, objects, |states| states.mailbox).await?;
     let mut call = MailboxSet {
         mailboxes: store.mailboxes(account).await?,
         ctx,
         outcome: SetOutcome::default(),
     };
-    call.create(request.create.unwrap_or_default()).await?;
-    call.update(request.update.unwrap_or_default()).await?;
+    call.create(request.set.create.unwrap_or_default()).await?;
+    call.update(request.set.update.unwrap_or_default()).await?;
     let remove_emails = request.on_destroy_remove_emails;
-    call.destroy(request.destroy.unwrap_or_default(), remove_emails)
+    call.destroy(request.set.destroy.unwrap_or_default(), remove_emails)
         .await?;
     let new_state = store.states(account).await?.mailbox;
     Ok(call
         .outcome
-        .into_response(request.account_id, old_state, new_state))
+        .into_response(request.set.account_id, old_state, new_state))
 }
 
 /// One Mailbox/set call under way: the account's mailboxes (read once,

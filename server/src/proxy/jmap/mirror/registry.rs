@@ -15,6 +15,7 @@ use crate::proxy::jmap::CAPABILITY_MAIL;
 use crate::proxy::jmap::client::UpstreamSession;
 use crate::proxy::jmap::mirror::mirrored::{ACTIVE_CLIENT, Mirror, Mirrored};
 use crate::proxy::upstream::UpstreamError;
+use crate::proxy::upstream::create_upstream_account;
 use crate::store::{Account, StoreError};
 
 impl Mirror {
@@ -174,20 +175,14 @@ impl Mirror {
 }
 
 impl Mirror {
-    /// The local account `login` of a mirror, made now; made by another
-    /// request meanwhile (a client's first requests often come together),
-    /// that one.
+    /// The local account `login` of a mirror ([`create_upstream_account`]);
+    /// one made and gone again at once is the upstream's refusal.
     async fn create_account(&self, login: &str) -> Result<Account, UpstreamError> {
-        let hash = crate::proxy::upstream::UPSTREAM_PASSWORD_HASH;
-        match self.store.create_account(login, hash).await {
-            Ok(account) => Ok(account),
-            Err(StoreError::Conflict(_)) => self
-                .store
-                .account_by_email(login)
-                .await?
-                .ok_or_else(|| UpstreamError::Refused(format!("the account {login} vanished"))),
-            Err(error) => Err(error.into()),
-        }
+        let created = create_upstream_account(self.store.as_ref(), login).await;
+        created.map_err(|error| match error {
+            StoreError::Conflict(why) => UpstreamError::Refused(why),
+            error => error.into(),
+        })
     }
 }
 
