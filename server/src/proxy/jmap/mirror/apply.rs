@@ -374,54 +374,55 @@ mod tests {
             (Some("1"), "text/plain"),
             (Some("2"), "image/png"),
         ]);
-        let same_ids = upstream(&[
-            (None, "", "multipart/mixed"),
-            (Some("1"), "B1", "text/plain"),
-            (Some("2"), "B2", "IMAGE/PNG"),
-        ]);
-        assert_eq!(
-            part_map(&mine, &same_ids).as_deref(),
-            Some(r#"{"1":"B1","2":"B2"}"#)
-        );
-        let sections = upstream(&[
-            (None, "", "multipart/mixed"),
-            (Some("1"), "C", "text/plain"),
-            (Some("2"), "D", "image/png"),
-        ]);
-        let leaf_index = local(&[
-            (None, "multipart/mixed"),
-            (Some("0"), "text/plain"),
-            (Some("1"), "image/png"),
-        ]);
-        assert_eq!(
-            part_map(&leaf_index, &sections).as_deref(),
-            Some(r#"{"0":["1","C"],"1":["2","D"]}"#)
-        );
-    }
-
-    #[test]
-    fn mail_split_otherwise_has_no_part_map() {
-        let mine = local(&[
-            (None, "multipart/mixed"),
-            (Some("1"), "text/plain"),
-            (Some("2"), "image/png"),
-        ]);
-        let fewer = upstream(&[
-            (None, "", "multipart/mixed"),
-            (Some("1"), "B", "text/plain"),
-        ]);
-        assert_eq!(part_map(&mine, &fewer), None);
-        let other_type = upstream(&[
-            (None, "", "multipart/mixed"),
-            (Some("1"), "B1", "text/plain"),
-            (Some("2"), "B2", "application/octet-stream"),
-        ]);
-        assert_eq!(part_map(&mine, &other_type), None);
-        let multipart_elsewhere = upstream(&[
-            (Some("1"), "B1", "multipart/mixed"),
-            (None, "", "text/plain"),
-            (Some("2"), "B2", "image/png"),
-        ]);
-        assert_eq!(part_map(&mine, &multipart_elsewhere), None);
+        // (upstream parts as (partId, blobId, type), the part map or None)
+        let cases: [(&[(Option<&str>, &str, &str)], Option<&str>); 5] = [
+            (
+                &[
+                    (None, "", "multipart/mixed"),
+                    (Some("1"), "B1", "text/plain"),
+                    (Some("2"), "B2", "IMAGE/PNG"),
+                ],
+                Some(r#"{"1":"B1","2":"B2"}"#),
+            ),
+            (
+                &[
+                    (None, "", "multipart/mixed"),
+                    (Some("1.1"), "C", "text/plain"),
+                    (Some("1.2"), "D", "image/png"),
+                ],
+                Some(r#"{"1":["1.1","C"],"2":["1.2","D"]}"#),
+            ),
+            (
+                &[
+                    (None, "", "multipart/mixed"),
+                    (Some("1"), "B", "text/plain"),
+                ],
+                None,
+            ),
+            (
+                &[
+                    (None, "", "multipart/mixed"),
+                    (Some("1"), "B1", "text/plain"),
+                    (Some("2"), "B2", "application/pdf"),
+                ],
+                None,
+            ),
+            (
+                &[
+                    (Some("1"), "B1", "multipart/mixed"),
+                    (None, "", "text/plain"),
+                    (Some("2"), "B2", "image/png"),
+                ],
+                None,
+            ),
+        ];
+        for (theirs, expected) in cases {
+            assert_eq!(
+                part_map(&mine, &upstream(theirs)).as_deref(),
+                expected,
+                "{:?}",
+                theirs.iter().map(|(id, _, _)| id).collect::<Vec<_>>()
+            );
+        }
     }
 }
