@@ -356,7 +356,7 @@ mod tests {
             .collect()
     }
 
-    fn upstream(parts: &[(Option<&str>, &str, &str)]) -> Vec<UpstreamPart> {
+    fn upstream(parts: &[UpstreamRow]) -> Vec<UpstreamPart> {
         parts
             .iter()
             .map(|(id, blob, content_type)| UpstreamPart {
@@ -367,6 +367,9 @@ mod tests {
             .collect()
     }
 
+    /// An upstream part as (partId, blobId, type).
+    type UpstreamRow = (Option<&'static str>, &'static str, &'static str);
+
     #[test]
     fn parts_are_mapped_for_mail_split_alike_however_numbered() {
         let mine = local(&[
@@ -375,7 +378,7 @@ mod tests {
             (Some("2"), "image/png"),
         ]);
         // (upstream parts as (partId, blobId, type), the part map or None)
-        let cases: [(&[(Option<&str>, &str, &str)], Option<&str>); 5] = [
+        let cases: [(&[UpstreamRow], Option<&str>); 5] = [
             (
                 &[
                     (None, "", "multipart/mixed"),
