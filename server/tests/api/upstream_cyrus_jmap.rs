@@ -281,6 +281,17 @@ async fn mirrored(cyrus: &Cyrus, direct: &Direct) -> (TestApp, TestAccount, Stri
     (proxy, ann, inbox)
 }
 
+/// A Cyrus whose [`ANN`] has `mail` in her INBOX, Cyrus's JMAP called
+/// directly, and [`mirrored`]'s proxy, account and inbox; `None` without a
+/// Cyrus (the test is skipped). The Cyrus is returned to keep it running.
+async fn cyrus_mirrored(mail: &[Vec<u8>]) -> Option<(Cyrus, Direct, TestApp, TestAccount, String)> {
+    let cyrus = Cyrus::start(&[(ANN, PASSWORD)])?;
+    cyrus.append((ANN, PASSWORD), "INBOX", mail, "", BASE_TIME);
+    let direct = Direct::new(&cyrus).await;
+    let (proxy, ann, inbox) = mirrored(&cyrus, &direct).await;
+    Some((cyrus, direct, proxy, ann, inbox))
+}
+
 /// The census of the proxy's mirror of `account` at its state, if any.
 fn mirror_census(proxy: &TestApp, account: &str) -> Option<std::sync::Arc<Census>> {
     let Some(Proxy::Jmap(jmap_proxy)) = &proxy.proxy else {
@@ -317,12 +328,9 @@ async fn list_view_answered_here(proxy: &TestApp, ann: &TestAccount, query: &Val
 /// Cyrus, with a query state the proxy minted, never Cyrus's.
 #[tokio::test]
 async fn list_views_in_front_of_cyrus_are_answered_by_the_mirror_with_minted_query_states() {
-    let Some(cyrus) = Cyrus::start(&[(ANN, PASSWORD)]) else {
+    let Some((_cyrus, direct, proxy, ann, inbox)) = cyrus_mirrored(&messages(5)).await else {
         return;
     };
-    cyrus.append((ANN, PASSWORD), "INBOX", &messages(5), "", BASE_TIME);
-    let direct = Direct::new(&cyrus).await;
-    let (proxy, ann, inbox) = mirrored(&cyrus, &direct).await;
     let account = ann.account_id.clone();
     let census = mirror_census(&proxy, &account).unwrap();
     assert!(census.mints_query_states, "{census:?}");
@@ -367,12 +375,9 @@ async fn list_views_in_front_of_cyrus_are_answered_by_the_mirror_with_minted_que
 /// the proxy too.
 #[tokio::test]
 async fn a_minted_query_state_gives_query_changes_through_the_proxy_and_not_at_cyrus() {
-    let Some(cyrus) = Cyrus::start(&[(ANN, PASSWORD)]) else {
+    let Some((cyrus, direct, proxy, ann, inbox)) = cyrus_mirrored(&messages(4)).await else {
         return;
     };
-    cyrus.append((ANN, PASSWORD), "INBOX", &messages(4), "", BASE_TIME);
-    let direct = Direct::new(&cyrus).await;
-    let (proxy, ann, inbox) = mirrored(&cyrus, &direct).await;
     let account = ann.account_id.clone();
     let query = list_view(&account, &inbox);
     let here = list_view_answered_here(&proxy, &ann, &query).await;
@@ -474,18 +479,10 @@ fn rendered_differently() -> Vec<Vec<u8>> {
 /// know).
 #[tokio::test]
 async fn the_mirror_answers_cyruss_heuristics_and_its_own_header_text() {
-    let Some(cyrus) = Cyrus::start(&[(ANN, PASSWORD)]) else {
+    let Some((_cyrus, direct, proxy, ann, _)) = cyrus_mirrored(&rendered_differently()).await
+    else {
         return;
     };
-    cyrus.append(
-        (ANN, PASSWORD),
-        "INBOX",
-        &rendered_differently(),
-        "",
-        BASE_TIME,
-    );
-    let direct = Direct::new(&cyrus).await;
-    let (proxy, ann, _) = mirrored(&cyrus, &direct).await;
     let account = ann.account_id.clone();
     let ids = direct
         .call1(
@@ -524,9 +521,6 @@ async fn the_mirror_answers_cyruss_heuristics_and_its_own_header_text() {
 /// mirror's answer with Cyrus's partIds and blobIds, not a forwarded call.
 #[tokio::test]
 async fn the_opened_message_is_the_mirrors_with_cyruss_part_names() {
-    let Some(cyrus) = Cyrus::start(&[(ANN, PASSWORD)]) else {
-        return;
-    };
     let opened = b"From: Bob <bob@example.com>\r\nTo: ann@example.com\r\n\
         Subject: Report\r\nMessage-ID: <report-1@example.com>\r\n\
         Date: Tue, 14 Nov 2023 22:13:20 +0000\r\nMIME-Version: 1.0\r\n\
@@ -536,9 +530,9 @@ async fn the_opened_message_is_the_mirrors_with_cyruss_part_names() {
         --a\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<p>The report.</p>\r\n\
         --a--\r\n--m\r\nContent-Type: text/csv; name=\"r.csv\"\r\n\
         Content-Disposition: attachment; filename=\"r.csv\"\r\n\r\na,b\r\n1,2\r\n--m--\r\n";
-    cyrus.append((ANN, PASSWORD), "INBOX", &[opened.to_vec()], "", BASE_TIME);
-    let direct = Direct::new(&cyrus).await;
-    let (proxy, ann, _) = mirrored(&cyrus, &direct).await;
+    let Some((_cyrus, direct, proxy, ann, _)) = cyrus_mirrored(&[opened.to_vec()]).await else {
+        return;
+    };
     let account = ann.account_id.clone();
     let ids = direct
         .call1("Email/query", json!({"accountId": account}))
@@ -598,9 +592,6 @@ fn leaves_without_sub_parts(value: &mut Value) {
 /// of forwarding Thread/get for good.
 #[tokio::test]
 async fn thread_get_with_repeated_ids_is_answered_as_cyrus_answers_it() {
-    let Some(cyrus) = Cyrus::start(&[(ANN, PASSWORD)]) else {
-        return;
-    };
     let mut mail = messages(2);
     mail.push(
         b"From: Ann <ann@example.com>\r\nTo: bob@example.com\r\nSubject: Re: Message 0\r\n\
@@ -608,9 +599,9 @@ async fn thread_get_with_repeated_ids_is_answered_as_cyrus_answers_it() {
           References: <lag-0@example.com>\r\nDate: Tue, 14 Nov 2023 23:13:20 +0000\r\n\r\nReply.\r\n"
             .to_vec(),
     );
-    cyrus.append((ANN, PASSWORD), "INBOX", &mail, "", BASE_TIME);
-    let direct = Direct::new(&cyrus).await;
-    let (proxy, ann, _) = mirrored(&cyrus, &direct).await;
+    let Some((_cyrus, direct, proxy, ann, _)) = cyrus_mirrored(&mail).await else {
+        return;
+    };
     let account = ann.account_id.clone();
     let ids = direct
         .call1(
@@ -754,12 +745,9 @@ async fn the_jmap_proxy_in_front_of_cyrus_answers_cyrus_ids() {
 /// once Cyrus is back, a write goes through within seconds.
 #[tokio::test]
 async fn list_views_from_the_mirror_go_on_while_cyrus_is_down_and_writes_wait_for_its_return() {
-    let Some(cyrus) = Cyrus::start(&[(ANN, PASSWORD)]) else {
+    let Some((cyrus, direct, proxy, ann, inbox)) = cyrus_mirrored(&messages(3)).await else {
         return;
     };
-    cyrus.append((ANN, PASSWORD), "INBOX", &messages(3), "", BASE_TIME);
-    let direct = Direct::new(&cyrus).await;
-    let (proxy, ann, inbox) = mirrored(&cyrus, &direct).await;
     let account = ann.account_id.clone();
     let query = list_view(&account, &inbox);
     list_view_answered_here(&proxy, &ann, &query).await;
