@@ -32,15 +32,9 @@ import time
 import urllib.request
 import base64
 
+from upstream_common import free_port
+
 USER, PASSWORD = "bench@example.com", "bench-password"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def crlf(raw):

@@ -12,7 +12,7 @@
 set -u
 BIN=$(realpath "$1"); ROOT=$(realpath "$2"); OUT=$(realpath -m "$3"); SUITE=${SUITE_DIR:-/tmp/suite}
 W=$(mktemp -d); chmod 755 "$W"; mkdir -p "$OUT"  # Cyrus runs as nobody under root
-python3 - "$ROOT" "$W/cyrus" <<'PY' > "$W/cyrus.log" 2>&1 &
+PYTHONPATH=tools python3 - "$ROOT" "$W/cyrus" <<'PY' > "$W/cyrus.log" 2>&1 &
 import importlib.util, imaplib, os, signal, sys, time
 here = os.path.join(os.getcwd(), "tools", "jmap-upstream-lag.py")
 spec = importlib.util.spec_from_file_location("lag", here)

@@ -32,17 +32,11 @@ import urllib.error
 import urllib.request
 import imaplib
 
+from upstream_common import free_port, wait_listening
+
 USER, PASSWORD = "ann@example.com", "lag-password"
 FOLDERS = ["Drafts", "Sent", "Trash", "Archive"]
 USING = ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"]
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def cyrus_env(root):
@@ -127,18 +121,6 @@ DAEMON {{
     wait_listening(imap_port)
     wait_listening(http_port)
     return master
-
-
-def wait_listening(port, seconds=20):
-    deadline = time.time() + seconds
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if time.time() > deadline:
-                sys.exit(f"nothing listens on {port}")
-            time.sleep(0.05)
 
 
 def append_messages(imap_port, count):

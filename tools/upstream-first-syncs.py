@@ -33,27 +33,11 @@ import time
 import urllib.error
 import urllib.request
 
+from upstream_common import free_port, wait_listening
+
 PASSWORD = "stampede-password"
 USING = ["urn:ietf:params:jmap:core", "urn:ietf:params:jmap:mail"]
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../shared/corpus")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def wait_listening(port):
-    for _ in range(300):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    sys.exit(f"nothing listens on {port}")
 
 
 def auth(user):
