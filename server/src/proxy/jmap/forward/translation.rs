@@ -130,12 +130,12 @@ impl Translation<'_> {
                     let local: Map<String, Value> = serde_json::from_str(raw.get()).ok()?;
                     let translated: Map<String, Value> = local
                         .into_iter()
-                        .map(|(part_id, value)| match parts.get(&part_id) {
-                            Some(Value::Array(named)) => match named.first() {
-                                Some(Value::String(upstream)) => (upstream.clone(), value),
-                                _ => (part_id, value),
-                            },
-                            _ => (part_id, value),
+                        .map(|(part_id, value)| {
+                            let renamed = match parts.get(&part_id) {
+                                Some(Value::Array(named)) => named.first().and_then(Value::as_str),
+                                _ => None,
+                            };
+                            (renamed.map_or(part_id.clone(), str::to_string), value)
                         })
                         .collect();
                     write_value(out, &translated);

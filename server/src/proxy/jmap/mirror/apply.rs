@@ -9,7 +9,6 @@ use serde_json::{Value, json};
 
 use crate::mail::body;
 use crate::mail::ingest;
-use crate::mail::message::parse_message;
 use crate::proxy::jmap::mirror::sync::{Listed, Sync, list_of};
 use crate::proxy::upstream::UpstreamError;
 use crate::store::{EmailUpdate, Inserted, MirroredEmail, NewEmail};
@@ -289,8 +288,14 @@ async fn prepare(
     tokio::task::spawn_blocking(move || {
         raws.into_iter()
             .map(|(raw, mailboxes, keywords, at)| {
-                let part_ids = body::part_ids(&parse_message(&raw));
-                (ingest::prepare(raw, mailboxes, keywords, |_| at), part_ids)
+                // The part ids read from ingest's own parse (its receivedAt
+                // hook is handed the parsed message), not from a second one.
+                let mut part_ids = Vec::new();
+                let prepared = ingest::prepare(raw, mailboxes, keywords, |message| {
+                    part_ids = message.map(body::part_ids).unwrap_or_default();
+                    at
+                });
+                (prepared, part_ids)
             })
             .unzip::<_, _, Vec<_>, Vec<_>>()
     })
