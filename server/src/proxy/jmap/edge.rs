@@ -41,7 +41,7 @@ use crate::http::auth::brake_user;
 use crate::http::error::HttpError;
 use crate::jmap::error::RequestError;
 use crate::jmap::request::{MAX_JSON_VALUES, Request, json_values_over};
-use crate::proxy::jmap::client::{SESSION_GET_REUSE, SESSION_TTL};
+use crate::proxy::jmap::client::{Answer, SESSION_GET_REUSE, SESSION_TTL};
 use crate::proxy::jmap::forward::{Proxied, ProxyError};
 use crate::proxy::jmap::mirror::Mirror;
 use crate::proxy::jmap::{JmapUpstream, UpstreamSession};
@@ -319,23 +319,7 @@ async fn api(
                 }
                 Ok(([(header::CONTENT_TYPE, "application/json")], response.body).into_response())
             }
-            Err(ProxyError::Answered(answer)) => {
-                let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
-                let mut response = (
-                    status,
-                    [(header::CONTENT_TYPE, "application/json")],
-                    answer.body,
-                )
-                    .into_response();
-                // A client told to slow down is told for how long, as the
-                // upstream said it (a 429 or 503's Retry-After).
-                if let Some(retry_after) = answer.retry_after {
-                    response
-                        .headers_mut()
-                        .insert(header::RETRY_AFTER, retry_after);
-                }
-                Ok(response)
-            }
+            Err(ProxyError::Answered(answer)) => Ok(as_the_upstream_answered(answer)),
             Err(ProxyError::Upstream(error)) => Err(failed(error)),
         };
     }
@@ -491,6 +475,25 @@ fn first_method(request: Option<&Request>) -> &'static str {
         .map_or("unknown", |call| {
             crate::jmap::dispatch::method_label(&call.0)
         })
+}
+
+/// The upstream's non-200 answer to a forwarded request, for the client as
+/// it came: status, body, and the `Retry-After` of a 429 or 503, so that a
+/// client told to slow down is told for how long.
+fn as_the_upstream_answered(answer: Answer) -> Response {
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    let mut response = (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        answer.body,
+    )
+        .into_response();
+    if let Some(retry_after) = answer.retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, retry_after);
+    }
+    response
 }
 
 #[cfg(test)]

@@ -126,20 +126,7 @@ impl Translation<'_> {
                     Self::part(&mut structure, &parts);
                     write_value(out, &structure);
                 }
-                "bodyValues" => {
-                    let local: Map<String, Value> = serde_json::from_str(raw.get()).ok()?;
-                    let translated: Map<String, Value> = local
-                        .into_iter()
-                        .map(|(part_id, value)| {
-                            let renamed = match parts.get(&part_id) {
-                                Some(Value::Array(named)) => named.first().and_then(Value::as_str),
-                                _ => None,
-                            };
-                            (renamed.map_or(part_id.clone(), str::to_string), value)
-                        })
-                        .collect();
-                    write_value(out, &translated);
-                }
+                "bodyValues" => write_value(out, &Self::body_values(raw.get(), &parts)?),
                 list if PART_LISTS.contains(&list) => {
                     let mut list: Value = serde_json::from_str(raw.get()).ok()?;
                     if let Value::Array(list) = &mut list {
@@ -158,6 +145,25 @@ impl Translation<'_> {
 }
 
 impl Translation<'_> {
+    /// An Email's `bodyValues` (JSON text) keyed by the upstream's partIds
+    /// where the email's part map renames parts (`[upstream partId,
+    /// blobId]` entries); `None` when it is not an object.
+    fn body_values(raw: &str, parts: &Map<String, Value>) -> Option<Map<String, Value>> {
+        let local: Map<String, Value> = serde_json::from_str(raw).ok()?;
+        Some(
+            local
+                .into_iter()
+                .map(|(part_id, value)| {
+                    let renamed = match parts.get(&part_id) {
+                        Some(Value::Array(named)) => named.first().and_then(Value::as_str),
+                        _ => None,
+                    };
+                    (renamed.map_or(part_id.clone(), str::to_string), value)
+                })
+                .collect(),
+        )
+    }
+
     /// A body part (and its sub-parts) as the upstream names it, by the
     /// email's part map (`mirror/apply.rs`, `part_map`): its blobId the
     /// upstream's, and its partId too where the upstream numbers parts
